@@ -1,0 +1,308 @@
+"""The ``flux`` command line: start processes, register and run workflows, inspect state."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from datetime import datetime
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError
+from flux.server.settings import ServerSettings, default_home, ensure_bootstrap_token
+
+console = Console()
+
+
+def _when(value: float | None) -> str:
+    return datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def _labels(pairs: tuple[str, ...], option: str = "--label") -> dict[str, str]:
+    result = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
+        result[key] = value
+    return result
+
+
+def client_command(fn: Callable) -> Callable:
+    """Adds --server-url and --format, and turns client errors into one-line CLI errors."""
+
+    @click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True)
+    @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+    @functools.wraps(fn)
+    def wrapper(server_url: str, fmt: str, **kwargs: Any) -> None:
+        try:
+            with FluxClient(server_url) as client:
+                result = fn(client, **kwargs)
+        except FluxClientError as exc:
+            raise click.ClickException(str(exc)) from None
+        if fmt == "json":
+            click.echo(json.dumps(result, indent=2, default=str))
+        else:
+            render = getattr(fn, "render", None)
+            (render or _render_record)(result)
+
+    return wrapper
+
+
+def renders(render: Callable[[Any], None]) -> Callable:
+    def attach(fn: Callable) -> Callable:
+        fn.render = render
+        return fn
+
+    return attach
+
+
+def _render_rows(columns: list[str], rows: list[dict], title: str | None = None) -> None:
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*(_when(row[c]) if c.endswith("_at") else _cell(row.get(c)) for c in columns))
+    console.print(table)
+
+
+def _render_record(record: dict) -> None:
+    table = Table("field", "value", show_header=False)
+    for key, value in record.items():
+        if key == "source":
+            continue
+        table.add_row(key, _when(value) if key.endswith("_at") and value else _cell(value))
+    console.print(table)
+
+
+@click.group()
+@click.version_option(package_name="flux-engine")
+def main() -> None:
+    """Flux: durable Python workflows on a fleet of resource-aware workers."""
+
+
+# --- start -------------------------------------------------------------------------------
+
+
+@main.group()
+def start() -> None:
+    """Start a server or a worker process."""
+
+
+@start.command("server")
+@click.option("--home", envvar="FLUX_HOME", type=click.Path(), default=None, help="Folder for the token and SQLite database [~/.flux]")
+@click.option("--host", envvar="FLUX_HOST", default="127.0.0.1", show_default=True)
+@click.option("--port", envvar="FLUX_PORT", type=int, default=8000, show_default=True)
+@click.option("--database-url", envvar="FLUX_DATABASE_URL", default=None, help="SQLAlchemy URL [sqlite:///HOME/flux.db]")
+@click.option("--eviction-grace-period", envvar="FLUX_EVICTION_GRACE_PERIOD", type=float, default=30.0, show_default=True,
+              help="Seconds without heartbeat before a worker is evicted and its work requeued")
+def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float) -> None:
+    """Run the Flux server (API, dispatcher, persistence)."""
+    import uvicorn
+
+    from flux.server.app import create_app
+
+    settings = ServerSettings(
+        home=home or default_home(), database_url=database_url, host=host, port=port,
+        eviction_grace_period=eviction_grace_period,
+    )
+    app = create_app(settings)
+    console.print(f"Flux server on http://{host}:{port}  database: {settings.database_url}  home: {settings.home}")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@start.command("worker")
+@click.argument("name")
+@click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True)
+@click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
+              help="Token from 'flux server bootstrap-token' (read from --home when omitted)")
+@click.option("--home", envvar="FLUX_HOME", type=click.Path(), default=None)
+@click.option("--label", "labels", multiple=True, help="KEY=VALUE, repeatable; matched by workflow affinity")
+@click.option("--max-concurrent-executions", envvar="FLUX_MAX_CONCURRENT_EXECUTIONS", type=click.IntRange(1), default=4, show_default=True)
+@click.option("--heartbeat-interval", envvar="FLUX_HEARTBEAT_INTERVAL", type=click.FloatRange(min=0.01), default=5.0, show_default=True)
+@click.option("--runner", envvar="FLUX_RUNNER", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True)
+@click.option("--gpu-source", envvar="FLUX_GPU_SOURCE", type=click.Choice(["auto", "nvml", "gputil", "none"]), default="auto", show_default=True)
+def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: str | None, labels: tuple[str, ...],
+                 max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str) -> None:
+    """Run a worker named NAME that executes workflows dispatched by the server."""
+    import asyncio
+
+    from flux.worker import Worker, WorkerConfig
+
+    token = bootstrap_token
+    if not token:
+        path = (default_home() if home is None else ServerSettings(home=home).home) / "bootstrap-token"
+        if not path.exists():
+            raise click.ClickException(f"no --bootstrap-token given and {path} does not exist")
+        token = path.read_text().strip()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    config = WorkerConfig(
+        name=name, server_url=server_url, bootstrap_token=token, labels=_labels(labels),
+        max_concurrent_executions=max_concurrent_executions, heartbeat_interval=heartbeat_interval,
+        runner=runner, gpu_source=gpu_source,
+    )
+    asyncio.run(Worker(config).run())
+
+
+# --- server ------------------------------------------------------------------------------
+
+
+@main.group()
+def server() -> None:
+    """Server administration."""
+
+
+@server.command("bootstrap-token")
+@click.option("--home", envvar="FLUX_HOME", type=click.Path(), default=None)
+def bootstrap_token(home: str | None) -> None:
+    """Print the token workers present to register (created on first use)."""
+    click.echo(ensure_bootstrap_token(ServerSettings(home=home or default_home()).home))
+
+
+# --- workflows ---------------------------------------------------------------------------
+
+
+@main.group("workflow")
+def workflow_group() -> None:
+    """Register, inspect and run workflows."""
+
+
+def _render_workflows(rows: list[dict]) -> None:
+    _render_rows(["name", "version", "filename", "requests", "affinity", "created_at"], rows)
+
+
+@workflow_group.command("register")
+@click.argument("file", type=click.Path(dir_okay=False))
+@client_command
+@renders(_render_workflows)
+def workflow_register(client: FluxClient, file: str) -> list[dict]:
+    """Upload FILE and register every @workflow it defines."""
+    return client.register_file(file)
+
+
+@workflow_group.command("list")
+@client_command
+@renders(_render_workflows)
+def workflow_list(client: FluxClient) -> list[dict]:
+    """List registered workflows (newest version of each)."""
+    return client.list_workflows()
+
+
+@workflow_group.command("show")
+@click.argument("name")
+@click.option("--version", type=click.IntRange(1), default=None)
+@client_command
+def workflow_show(client: FluxClient, name: str, version: int | None) -> dict:
+    """Show a workflow, its resource requests and affinity."""
+    return client.show_workflow(name, version)
+
+
+@workflow_group.command("run")
+@click.argument("name")
+@click.argument("input", default="null")
+@click.option("--wait/--no-wait", default=False, help="Wait until the execution ends")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait with --wait")
+@client_command
+def workflow_run(client: FluxClient, name: str, input: str, wait: bool, timeout: float) -> dict:
+    """Start workflow NAME with INPUT (JSON)."""
+    try:
+        value = json.loads(input)
+    except json.JSONDecodeError as exc:
+        raise FluxClientError(f"INPUT is not valid JSON ({exc.msg} at position {exc.pos}): {input!r}") from None
+    return client.run(name, value, wait=timeout if wait else None)
+
+
+# --- executions --------------------------------------------------------------------------
+
+
+@main.group("execution")
+def execution_group() -> None:
+    """Inspect and cancel executions."""
+
+
+@execution_group.command("list")
+@click.option("--state", default=None)
+@click.option("--workflow", default=None)
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@client_command
+@renders(lambda rows: _render_rows(["id", "workflow_name", "state", "worker_name", "scheduled_at"], rows))
+def execution_list(client: FluxClient, state: str | None, workflow: str | None, limit: int) -> list[dict]:
+    """List recent executions."""
+    return client.list_executions(state, workflow, limit)
+
+
+@execution_group.command("show")
+@click.argument("execution_id")
+@client_command
+def execution_show(client: FluxClient, execution_id: str) -> dict:
+    """Show an execution's state, output and placement."""
+    return client.execution(execution_id)
+
+
+@execution_group.command("events")
+@click.argument("execution_id")
+@client_command
+@renders(lambda rows: _render_rows(["seq", "type", "name", "task_id", "value", "worker_name"], rows))
+def execution_events(client: FluxClient, execution_id: str) -> list[dict]:
+    """Show an execution's event log."""
+    return client.events(execution_id)
+
+
+@execution_group.command("cancel")
+@click.argument("execution_id")
+@client_command
+def execution_cancel(client: FluxClient, execution_id: str) -> dict:
+    """Cancel an execution (at once if queued; its worker stops it if running)."""
+    return client.cancel(execution_id)
+
+
+# --- workers -----------------------------------------------------------------------------
+
+
+@main.group("worker")
+def worker_group() -> None:
+    """Inspect workers."""
+
+
+@worker_group.command("list")
+@client_command
+@renders(lambda rows: _render_rows(["name", "state", "running", "max_concurrent_executions", "labels", "last_heartbeat_at"], rows))
+def worker_list(client: FluxClient) -> list[dict]:
+    """List registered workers."""
+    return client.list_workers()
+
+
+@worker_group.command("show")
+@click.argument("name")
+@client_command
+def worker_show(client: FluxClient, name: str) -> dict:
+    """Show a worker's resources, GPUs, runtime and labels."""
+    return client.show_worker(name)
+
+
+@main.command()
+@click.option("--keep-home", is_flag=True, help="Keep the demo's database folder")
+def demo(keep_home: bool) -> None:
+    """Start a server on SQLite and a local worker, run an example, explain what happened."""
+    from flux.demo import run_demo
+
+    try:
+        run_demo(console, keep_home=keep_home)
+    except FluxClientError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

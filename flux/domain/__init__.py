@@ -1,0 +1,1 @@
+"""Domain vocabulary shared by the server, the worker and workflow code."""

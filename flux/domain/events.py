@@ -1,0 +1,70 @@
+"""Execution states and event types: the vocabulary of the append-only event log.
+
+The log is the source of truth for an execution. States are derived from it by the
+server (see ``flux.server.executions``) and kept on the execution row only so that
+dispatch can query them cheaply.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ExecutionState(StrEnum):
+    SCHEDULED = "SCHEDULED"
+    CLAIMED = "CLAIMED"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLING = "CANCELLING"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def holds_worker(self) -> bool:
+        """True while the execution occupies a slot on its worker."""
+        return self in (ExecutionState.CLAIMED, ExecutionState.RUNNING, ExecutionState.CANCELLING)
+
+
+TERMINAL_STATES = frozenset(
+    {ExecutionState.COMPLETED, ExecutionState.FAILED, ExecutionState.CANCELLED}
+)
+
+
+class EventType(StrEnum):
+    WORKFLOW_SCHEDULED = "WORKFLOW_SCHEDULED"
+    WORKFLOW_CLAIMED = "WORKFLOW_CLAIMED"
+    WORKFLOW_STARTED = "WORKFLOW_STARTED"
+    WORKFLOW_RESCHEDULED = "WORKFLOW_RESCHEDULED"
+    WORKFLOW_CANCEL_REQUESTED = "WORKFLOW_CANCEL_REQUESTED"
+    WORKFLOW_COMPLETED = "WORKFLOW_COMPLETED"
+    WORKFLOW_FAILED = "WORKFLOW_FAILED"
+    WORKFLOW_CANCELLED = "WORKFLOW_CANCELLED"
+    TASK_STARTED = "TASK_STARTED"
+    TASK_COMPLETED = "TASK_COMPLETED"
+    TASK_FAILED = "TASK_FAILED"
+
+
+#: Events a worker may report through a checkpoint; the others are the server's own.
+WORKER_EVENTS = frozenset(
+    {
+        EventType.WORKFLOW_STARTED,
+        EventType.WORKFLOW_COMPLETED,
+        EventType.WORKFLOW_FAILED,
+        EventType.WORKFLOW_CANCELLED,
+        EventType.TASK_STARTED,
+        EventType.TASK_COMPLETED,
+        EventType.TASK_FAILED,
+    }
+)
+
+#: The state an execution enters when a worker reports this event.
+STATE_AFTER = {
+    EventType.WORKFLOW_STARTED: ExecutionState.RUNNING,
+    EventType.WORKFLOW_COMPLETED: ExecutionState.COMPLETED,
+    EventType.WORKFLOW_FAILED: ExecutionState.FAILED,
+    EventType.WORKFLOW_CANCELLED: ExecutionState.CANCELLED,
+}

@@ -1,0 +1,200 @@
+"""``ResourceRequest``: what a workflow needs from the worker it runs on.
+
+The schema is closed (cpu, memory, disk, gpu, packages) so that a typo or an
+unsupported resource fails at decoration time instead of silently matching every
+worker; anything else is a worker label routed with affinity. Values are
+validated and normalised here (memory and disk to bytes, cpu to cores) so the
+matcher only compares numbers. A request is routing guidance, not a limit: nothing
+caps a running workflow at what it asked for.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from decimal import ROUND_CEILING, Decimal
+from functools import lru_cache
+from typing import Any, Mapping
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+FIELDS = ("cpu", "memory", "disk", "gpu", "packages")
+
+# Kubernetes quantity suffixes: decimal k..E (powers of 1000), binary Ki..Ei (powers of 1024).
+_SUFFIXES = {
+    **{s: 1000**i for i, s in enumerate("kMGTPE", start=1)},
+    **{s + "i": 1024**i for i, s in enumerate("KMGTPE", start=1)},
+}
+_LARGEST_FIRST = sorted(_SUFFIXES.items(), key=lambda item: -item[1])
+_QUANTITY = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(%s)?" % "|".join(_SUFFIXES))
+_CPU = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(m)?")
+
+
+class InvalidResourceRequest(ValueError):
+    """A request field could not be validated; the message names the field and value."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def parse_quantity(value: Any, field: str) -> int:
+    """Bytes from an int or a Kubernetes quantity string ("512Mi", "8Gi", "1G", "1.5Gi").
+
+    Fractions of a byte round up, as Kubernetes does. ``field`` is the name used in
+    error messages (e.g. "ResourceRequest.memory").
+    """
+    if _is_number(value):
+        if not math.isfinite(value) or value <= 0:
+            raise InvalidResourceRequest(f"{field}: must be a positive number of bytes, got {value!r}")
+        return math.ceil(value)
+    match = _QUANTITY.fullmatch(value.strip()) if isinstance(value, str) else None
+    if not match:
+        raise InvalidResourceRequest(
+            f"{field}: cannot parse {value!r} as a quantity "
+            "(use bytes or a suffix like 512Mi, 8Gi, 1G, 500M)"
+        )
+    number, suffix = match.groups()
+    result = int((Decimal(number) * _SUFFIXES.get(suffix, 1)).to_integral_value(ROUND_CEILING))
+    if result <= 0:
+        raise InvalidResourceRequest(f"{field}: must be a positive quantity, got {value!r}")
+    return result
+
+
+def parse_cpu(value: Any) -> float:
+    """Cores from a positive number or a string: "4", "0.5", "500m" (millicores)."""
+    field = "ResourceRequest.cpu"
+    if _is_number(value):
+        cores = float(value)
+    else:
+        match = _CPU.fullmatch(value.strip()) if isinstance(value, str) else None
+        if not match:
+            raise InvalidResourceRequest(
+                f"{field}: cannot parse {value!r} as cores (use a number like 4 or 0.5, or millicores like 500m)"
+            )
+        number, milli = match.groups()
+        cores = float(number) / (1000 if milli else 1)
+    if not math.isfinite(cores) or cores <= 0:
+        raise InvalidResourceRequest(f"{field}: must be a positive number of cores, got {value!r}")
+    return cores
+
+
+def format_bytes(n: int) -> str:
+    """``n`` in the largest unit that divides it exactly ("8Gi", "10G"), else plain bytes."""
+    for suffix, factor in _LARGEST_FIRST:
+        if n % factor == 0:
+            return f"{n // factor}{suffix}"
+    return str(n)
+
+
+@lru_cache(maxsize=1024)
+def _requirement(text: str) -> Requirement:
+    return Requirement(text)
+
+
+def _parse_gpu(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise InvalidResourceRequest(f"ResourceRequest.gpu: must be a positive integer, got {value!r}")
+    return value
+
+
+def _parse_packages(value: Any) -> tuple[str, ...]:
+    field = "ResourceRequest.packages"
+    if not isinstance(value, (list, tuple)):
+        raise InvalidResourceRequest(
+            f"{field}: must be a list of requirement strings like ['torch>=2.0'], got {value!r}"
+        )
+    packages = []
+    for item in value:
+        if not isinstance(item, str):
+            raise InvalidResourceRequest(f"{field}: each entry must be a requirement string, got {item!r}")
+        try:
+            _requirement(item.strip())
+        except InvalidRequirement as exc:
+            raise InvalidResourceRequest(f"{field}: invalid requirement {item!r}: {exc}") from None
+        packages.append(item.strip())
+    return tuple(packages)
+
+
+class _Shortcut:
+    """``ResourceRequest.with_cpu(4)`` on the class, ``request.with_cpu(4)`` on an instance."""
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def __get__(self, instance: ResourceRequest | None, owner: type[ResourceRequest]):
+        base = owner() if instance is None else instance
+
+        def build(value: Any) -> ResourceRequest:
+            return replace(base, **{self.field: value})
+
+        build.__name__ = f"with_{self.field}"
+        build.__doc__ = f"A copy of this request with {self.field} set (validated)."
+        return build
+
+
+@dataclass(frozen=True, init=False)
+class ResourceRequest:
+    """What a workflow needs: every set field is a ``>=`` threshold on the worker."""
+
+    cpu: float | None
+    memory: int | None
+    disk: int | None
+    gpu: int | None
+    packages: tuple[str, ...]
+
+    def __init__(self, *, cpu=None, memory=None, disk=None, gpu=None, packages=None, **unknown):
+        if unknown:
+            names = ", ".join(repr(name) for name in sorted(unknown))
+            noun = "an unknown field" if len(unknown) == 1 else "unknown fields"
+            raise InvalidResourceRequest(
+                f"ResourceRequest got {noun} {names}; fields are {', '.join(FIELDS)}. "
+                "Advertise anything else with worker labels and route with affinity"
+            )
+        set_ = object.__setattr__
+        set_(self, "cpu", None if cpu is None else parse_cpu(cpu))
+        set_(self, "memory", None if memory is None else parse_quantity(memory, "ResourceRequest.memory"))
+        set_(self, "disk", None if disk is None else parse_quantity(disk, "ResourceRequest.disk"))
+        set_(self, "gpu", None if gpu is None else _parse_gpu(gpu))
+        set_(self, "packages", () if packages is None else _parse_packages(packages))
+
+    with_cpu = _Shortcut("cpu")
+    with_memory = _Shortcut("memory")
+    with_disk = _Shortcut("disk")
+    with_gpu = _Shortcut("gpu")
+    with_packages = _Shortcut("packages")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ResourceRequest:
+        if not isinstance(data, Mapping) or not all(isinstance(key, str) for key in data):
+            raise InvalidResourceRequest(f"ResourceRequest: expected a mapping of field names, got {data!r}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe, with only the fields that are set."""
+        data = {name: getattr(self, name) for name in ("cpu", "memory", "disk", "gpu")}
+        data["packages"] = list(self.packages) or None
+        return {name: value for name, value in data.items() if value is not None}
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.to_dict()
+
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        return tuple(_requirement(text) for text in self.packages)
+
+    def describe(self) -> str:
+        """Short and human: "cpu=4, memory=8Gi, gpu=1, packages=[torch>=2.0]"."""
+        parts = []
+        if self.cpu is not None:
+            parts.append(f"cpu={self.cpu:g}")
+        for name in ("memory", "disk"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name}={format_bytes(getattr(self, name))}")
+        if self.gpu is not None:
+            parts.append(f"gpu={self.gpu}")
+        if self.packages:
+            parts.append(f"packages=[{', '.join(self.packages)}]")
+        return ", ".join(parts) or "none"

@@ -1,0 +1,25 @@
+"""Alembic environment: migrations run online against the server's database URL."""
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+from flux.models import Base
+
+config = context.config
+url = config.get_main_option("sqlalchemy.url")
+
+
+def run_migrations_online() -> None:
+    engine = create_engine(url, poolclass=pool.NullPool)
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            target_metadata=Base.metadata,
+            render_as_batch=url.startswith("sqlite"),  # SQLite cannot ALTER most things in place
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+run_migrations_online()

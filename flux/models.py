@@ -1,0 +1,164 @@
+"""SQLAlchemy 2 models: the server's durable state.
+
+Times are Unix epoch seconds (float): portable across SQLite and PostgreSQL, and
+precise enough for the latency figures the benchmarks report. Schema changes go
+through Alembic (``flux/migrations``); ``tests/test_migrations.py`` keeps the two
+in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, Any: JSON}
+
+
+class WorkflowModel(Base):
+    __tablename__ = "workflows"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_workflow_name_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(Text)
+    source_digest: Mapped[str] = mapped_column(String(64))
+    filename: Mapped[str] = mapped_column(String(255))
+    requests: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    affinity: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ExecutionModel(Base):
+    __tablename__ = "executions"
+    __table_args__ = (
+        Index("ix_executions_state_scheduled", "state", "scheduled_at"),
+        Index("ix_executions_worker_state", "worker_name", "state"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    workflow_id: Mapped[int] = mapped_column(ForeignKey("workflows.id"))
+    workflow_name: Mapped[str] = mapped_column(String(128))
+    workflow_version: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    input: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    output: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Placement constraints copied from the workflow at submission (dispatch reads only this row).
+    requests: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    affinity: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    worker_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    #: Fencing token: bumped on every claim; checkpoints from an older attempt are refused.
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    delivered: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: Sequence number of the newest event in this execution's log.
+    last_seq: Mapped[int] = mapped_column(Integer, default=0)
+    #: Optimistic-concurrency counter: every UPDATE is conditional on it, so two server
+    #: replicas racing on one execution cannot both win (the loser retries).
+    row_version: Mapped[int] = mapped_column(Integer)
+    #: Dispatch is FIFO on this (ties broken by id).
+    scheduled_at: Mapped[float] = mapped_column(Float)
+    claimed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    events: Mapped[list["ExecutionEventModel"]] = relationship(
+        back_populates="execution", order_by="ExecutionEventModel.seq", cascade="all, delete-orphan"
+    )
+
+    __mapper_args__ = {"version_id_col": row_version}
+
+
+class ExecutionEventModel(Base):
+    __tablename__ = "execution_events"
+    __table_args__ = (UniqueConstraint("execution_id", "seq", name="uq_event_execution_seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    execution_id: Mapped[str] = mapped_column(ForeignKey("executions.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    task_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
+    value: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    time: Mapped[float] = mapped_column(Float)
+    #: The worker that reported it (None for the server's own events).
+    worker_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
+
+    execution: Mapped[ExecutionModel] = relationship(back_populates="events")
+
+
+class WorkerModel(Base):
+    __tablename__ = "workers"
+
+    #: Registration order; also the stable tie-break between equally loaded workers.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    state: Mapped[str] = mapped_column(String(16))
+    session_token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    labels: Mapped[Any] = mapped_column(JSON, default=dict)
+    max_concurrent_executions: Mapped[int] = mapped_column(Integer, default=1)
+    heartbeat_interval: Mapped[float] = mapped_column(Float)
+    registered_at: Mapped[float] = mapped_column(Float)
+    last_heartbeat_at: Mapped[float] = mapped_column(Float)
+    #: Bumped whenever resources, labels or packages change, so dispatch can cache the rest.
+    resources_version: Mapped[int] = mapped_column(Integer, default=0)
+
+    runtime: Mapped["WorkerRuntimeModel"] = relationship(cascade="all, delete-orphan", uselist=False)
+    resources: Mapped["WorkerResourcesModel"] = relationship(cascade="all, delete-orphan", uselist=False)
+    gpus: Mapped[list["WorkerResourcesGPUModel"]] = relationship(
+        cascade="all, delete-orphan", order_by="WorkerResourcesGPUModel.index"
+    )
+    packages: Mapped[list["WorkerPackageModel"]] = relationship(
+        cascade="all, delete-orphan", order_by="WorkerPackageModel.name"
+    )
+
+
+class WorkerRuntimeModel(Base):
+    __tablename__ = "worker_runtimes"
+
+    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"), primary_key=True)
+    python_version: Mapped[str] = mapped_column(String(32))
+    os_name: Mapped[str] = mapped_column(String(64))
+    os_version: Mapped[str] = mapped_column(String(128))
+    hostname: Mapped[str] = mapped_column(String(255))
+    cpu_arch: Mapped[str] = mapped_column(String(32))
+
+
+class WorkerResourcesModel(Base):
+    __tablename__ = "worker_resources"
+
+    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"), primary_key=True)
+    cpu_total: Mapped[float] = mapped_column(Float)
+    cpu_available: Mapped[float] = mapped_column(Float)
+    memory_total: Mapped[int] = mapped_column(BigInteger)
+    memory_available: Mapped[int] = mapped_column(BigInteger)
+    disk_total: Mapped[int] = mapped_column(BigInteger)
+    disk_free: Mapped[int] = mapped_column(BigInteger)
+    cpu_percent: Mapped[float] = mapped_column(Float, default=0.0)
+    sampled_at: Mapped[float] = mapped_column(Float)
+
+
+class WorkerResourcesGPUModel(Base):
+    __tablename__ = "worker_resources_gpus"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    uuid: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(255))
+    memory_total: Mapped[int] = mapped_column(BigInteger)
+    memory_available: Mapped[int] = mapped_column(BigInteger)
+    utilization: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class WorkerPackageModel(Base):
+    __tablename__ = "worker_packages"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    version: Mapped[str] = mapped_column(String(128))

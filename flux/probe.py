@@ -1,0 +1,243 @@
+"""Worker resource probe: what a worker publishes at registration and on heartbeats.
+
+Pure data out, no HTTP. Nothing here raises because a GPU could not be found.
+
+GPU detection (NVIDIA only):
+
+* NVML first, through ``nvidia-ml-py`` (``import pynvml``). It talks to the
+  driver's own ``libnvidia-ml`` in-process: no subprocess, no ``nvidia-smi``
+  needed on PATH, only a loaded driver.
+* ``GPUtil`` is the documented fallback (optional extra ``flux-engine[gputil]``).
+  It shells out to ``nvidia-smi``, so it is only tried when ``nvidia-smi`` is on
+  PATH.
+* Otherwise no GPUs. Each reason is logged at DEBUG on the ``flux.probe`` logger.
+
+Non-NVIDIA accelerators (ROCm, Intel, Apple Silicon, TPUs) are never detected;
+advertise them with labels (``--label accelerator=rocm``) and route by affinity.
+
+CPU model: ``cpu_total`` is the host's logical CPU count. ``cpu_available`` is
+the number of logical CPUs this worker may schedule on -- its affinity mask
+(``os.sched_getaffinity``), which honours cgroup cpusets, ``taskset`` and
+similar pinning -- so ``cpu=4`` matches a worker pinned to at least 4 cores.
+It is not reduced by load, and a cgroup CPU *quota* (``cpu.max``) is not
+reflected. Live utilisation is published separately as ``cpu_percent``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import platform
+import shutil
+import socket
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any
+
+import psutil
+from packaging.utils import canonicalize_name
+
+logger = logging.getLogger("flux.probe")
+
+GPU_SOURCES = ("auto", "nvml", "gputil", "none")
+_MIB = 1024 * 1024
+
+
+def _text(value: Any) -> str:
+    """NVML returns bytes in old bindings and str in new ones."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _num(value: Any) -> float:
+    """Coerce to float; NaN/None/garbage (GPUtil's parse failures) become 0.0."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0 if math.isnan(f) else f
+
+
+def _util(percent: Any) -> float:
+    return min(max(_num(percent), 0.0), 100.0)
+
+
+def _detect_nvml(nvml: Any = None) -> list[dict] | None:
+    """GPUs via NVML, or None (with the reason logged) when NVML is unusable."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py
+        except ImportError:
+            logger.debug("no GPUs via NVML: nvidia-ml-py not installed")
+            return None
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # NVMLError: driver not loaded, library not found, ...
+        logger.debug("no GPUs via NVML: NVML init failed: %s (no driver?)", exc)
+        return None
+    try:
+        gpus = []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            mem = nvml.nvmlDeviceGetMemoryInfo(handle)
+            try:
+                utilization = _util(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            except Exception as exc:  # e.g. NOT_SUPPORTED on some devices
+                logger.debug("GPU %d: utilization unavailable: %s", i, exc)
+                utilization = 0.0
+            gpus.append({
+                "index": i,
+                "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+                "name": _text(nvml.nvmlDeviceGetName(handle)),
+                "memory_total": int(mem.total),
+                "memory_available": int(mem.free),
+                "utilization": utilization,
+            })
+    except Exception as exc:
+        logger.debug("no GPUs via NVML: NVML query failed: %s", exc)
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception as exc:
+            logger.debug("NVML shutdown failed: %s", exc)
+    if not gpus:
+        logger.debug("no GPUs: NVML initialised but reports 0 devices")
+    return gpus
+
+
+def _detect_gputil(gputil: Any = None) -> list[dict]:
+    """GPUs via GPUtil (which runs nvidia-smi); [] with the reason logged."""
+    if gputil is None:
+        try:
+            import GPUtil as gputil
+        except Exception as exc:  # ImportError, or GPUtil's own import breaking
+            logger.debug("no GPUs via GPUtil: GPUtil not installed (%s)", exc)
+            return []
+    if shutil.which("nvidia-smi") is None:
+        logger.debug("no GPUs via GPUtil: nvidia-smi not on PATH")
+        return []
+    try:
+        found = gputil.getGPUs()
+    except Exception as exc:
+        logger.debug("no GPUs via GPUtil: GPUtil.getGPUs() failed: %s", exc)
+        return []
+    gpus = [
+        {
+            "index": int(g.id),
+            "uuid": _text(g.uuid),
+            "name": _text(g.name),
+            "memory_total": int(_num(g.memoryTotal) * _MIB),
+            "memory_available": int(_num(g.memoryFree) * _MIB),
+            "utilization": _util(_num(g.load) * 100.0),
+        }
+        for g in found
+    ]
+    if not gpus:
+        logger.debug("no GPUs: GPUtil/nvidia-smi reports 0 devices")
+    return gpus
+
+
+def detect_gpus(source: str = "auto", *, nvml: Any = None, gputil: Any = None) -> list[dict]:
+    """NVIDIA GPUs visible to this worker. Never raises; failure means ``[]``.
+
+    ``source``: "auto" (NVML, then GPUtil), "nvml", "gputil" or "none".
+    ``nvml``/``gputil`` replace the real ``pynvml``/``GPUtil`` modules (tests).
+    """
+    try:
+        if source == "none":
+            logger.debug("no GPUs: GPU detection disabled (source='none')")
+            return []
+        if source == "nvml":
+            return _detect_nvml(nvml) or []
+        if source == "gputil":
+            return _detect_gputil(gputil)
+        if source == "auto":
+            gpus = _detect_nvml(nvml)
+            if gpus is not None:
+                return gpus
+            return _detect_gputil(gputil)
+        logger.warning("no GPUs: unknown GPU source %r (expected one of %s)", source, GPU_SOURCES)
+        return []
+    except Exception as exc:  # belt and braces: a probe must never break registration
+        logger.debug("no GPUs: GPU probe failed unexpectedly: %r", exc)
+        return []
+
+
+def installed_packages() -> dict[str, str]:
+    """Installed distributions as {PEP 503 canonical name: version}.
+
+    Nameless distributions are skipped; when a name appears twice on sys.path
+    the first one (the one that would be imported) wins.
+    """
+    packages: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name:
+            continue
+        packages.setdefault(canonicalize_name(name), str(dist.version))
+    return packages
+
+
+def runtime_info() -> dict:
+    return {
+        "python_version": platform.python_version(),
+        "os_name": platform.system(),
+        "os_version": platform.release(),
+        "hostname": socket.gethostname(),
+        "cpu_arch": platform.machine(),
+    }
+
+
+def _cpu_counts() -> tuple[float, float]:
+    total = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+    try:
+        available = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        available = total
+    return float(total), float(min(available, total))
+
+
+def sample_resources(
+    disk_path: str = "/", gpu_source: str = "auto", *, nvml: Any = None, gputil: Any = None
+) -> dict:
+    """One snapshot of this worker's capacity.
+
+    ``cpu_available`` is the count of logical CPUs in this process's affinity
+    mask (cgroup cpusets, taskset, pinning), not load-adjusted; live load is
+    ``cpu_percent`` (psutil.cpu_percent(interval=None): since the previous
+    call, 0.0 on the very first). Memory and disk figures are bytes.
+    """
+    cpu_total, cpu_available = _cpu_counts()
+    vm = psutil.virtual_memory()
+    disk = psutil.disk_usage(disk_path)
+    return {
+        "cpu_total": cpu_total,
+        "cpu_available": cpu_available,
+        "cpu_percent": float(psutil.cpu_percent(interval=None)),
+        "memory_total": int(vm.total),
+        "memory_available": int(vm.available),
+        "disk_total": int(disk.total),
+        "disk_free": int(disk.free),
+        "gpus": detect_gpus(gpu_source, nvml=nvml, gputil=gputil),
+        "sampled_at": datetime.now(timezone.utc).isoformat(),
+    }
+
+
+def get_resources_info(
+    labels: dict[str, str] | None = None,
+    max_concurrent_executions: int = 1,
+    disk_path: str = "/",
+    gpu_source: str = "auto",
+) -> dict:
+    """The full registration payload for POST /workers/register."""
+    packages = installed_packages()
+    return {
+        "resources": sample_resources(disk_path, gpu_source),
+        "packages": [{"name": n, "version": packages[n]} for n in sorted(packages)],
+        "runtime": runtime_info(),
+        "labels": dict(labels or {}),
+        "max_concurrent_executions": max_concurrent_executions,
+    }

@@ -1,0 +1,50 @@
+"""What every runner shares: the job it is given and the runner interface."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+from flux.loader import WorkflowLoadError, load_workflow
+from flux.runtime import ExecutionContext, EventSink, run_workflow
+
+#: A claimed execution as the server sends it (see ``flux.server.schemas.ClaimedExecution``).
+Job = dict[str, Any]
+
+
+def context_for(job: Job, emit: EventSink) -> ExecutionContext:
+    return ExecutionContext(
+        execution_id=job["id"],
+        workflow_name=job["workflow_name"],
+        input=job.get("input"),
+        attempt=job.get("attempt", 1),
+        completed_tasks=dict(job.get("completed_tasks") or {}),
+        emit=emit,
+    )
+
+
+async def execute_job(job: Job, emit: EventSink) -> None:
+    """Load the job's workflow and run it; a workflow that cannot load fails the execution."""
+    from flux.domain.events import EventType
+    from flux.runtime import make_event
+
+    try:
+        workflow = load_workflow(job["source"], job["workflow_name"], job.get("filename", "<workflow>"))
+    except WorkflowLoadError as exc:
+        emit(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": str(exc)}))
+        return
+    await run_workflow(workflow, context_for(job, emit))
+
+
+class Runner(ABC):
+    name: str
+
+    @abstractmethod
+    async def run(self, job: Job, emit: Callable[[dict], None], cancel: asyncio.Event) -> None: ...
+
+    async def start(self) -> None:
+        """Prepare (e.g. warm a process pool). Called once before the first job."""
+
+    async def close(self) -> None:
+        """Release what ``start`` prepared."""

@@ -1,0 +1,39 @@
+"""Entry point of a subprocess-runner child: ``python -m flux.runners.child``.
+
+Waits (pre-warmed) for one job on stdin, runs it, writes events to the original
+stdout, exits. SIGTERM cancels the workflow, which records WORKFLOW_CANCELLED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+
+
+def main() -> None:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # user output (print, C extensions) goes to stderr, never into the protocol
+    line = sys.stdin.readline()
+    if not line:
+        return  # the pool shut down before handing us a job
+    job = json.loads(line)
+
+    from flux.runners.base import execute_job
+
+    def emit(event: dict) -> None:
+        protocol.write(json.dumps(event) + "\n")
+
+    async def run() -> None:
+        work = asyncio.create_task(execute_job(job, emit))
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, work.cancel)
+        await work
+
+    asyncio.run(run())
+    protocol.flush()
+
+
+if __name__ == "__main__":
+    main()

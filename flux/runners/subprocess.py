@@ -1,0 +1,133 @@
+"""The default runner: every execution in its own child process.
+
+A crash, OOM kill or ``os._exit`` in workflow code takes down only that child; the
+worker reports the execution FAILED with the exit status and keeps going. Children
+are started ahead of demand (a warm pool with the engine already imported), so the
+start-up cost of a Python process is paid off the dispatch path. Each child runs one
+execution and exits: no state leaks from one execution into the next.
+
+Protocol: the job is one JSON line on the child's stdin; events come back as JSON
+lines on the child's original stdout. The child points fd 1 at stderr before user
+code runs, so user ``print`` output never corrupts the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from typing import Callable
+
+from flux.domain.events import EventType
+from flux.runners.base import Job, Runner
+from flux.runtime import make_event
+
+log = logging.getLogger("flux.runners.subprocess")
+
+TERMINAL = {EventType.WORKFLOW_COMPLETED.value, EventType.WORKFLOW_FAILED.value, EventType.WORKFLOW_CANCELLED.value}
+#: Longest protocol line (one event) accepted from a child.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+class SubprocessRunner(Runner):
+    name = "subprocess"
+
+    def __init__(self, warm_processes: int = 2, cancel_grace: float = 10.0):
+        self.warm_processes = warm_processes
+        self.cancel_grace = cancel_grace
+        self._pool: asyncio.Queue[asyncio.subprocess.Process] = asyncio.Queue()
+        self._refills: set[asyncio.Task] = set()
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "flux.runners.child",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=MAX_EVENT_BYTES,
+        )
+
+    async def _refill(self) -> None:
+        self._pool.put_nowait(await self._spawn())
+
+    def _schedule_refill(self) -> None:
+        task = asyncio.create_task(self._refill())
+        self._refills.add(task)
+        task.add_done_callback(self._refills.discard)
+
+    async def start(self) -> None:
+        for _ in range(self.warm_processes):
+            self._schedule_refill()
+
+    async def _take(self) -> asyncio.subprocess.Process:
+        while not self._pool.empty():
+            process = self._pool.get_nowait()
+            if process.returncode is None:
+                self._schedule_refill()
+                return process
+        if self.warm_processes:
+            self._schedule_refill()
+        return await self._spawn()
+
+    async def run(self, job: Job, emit: Callable[[dict], None], cancel: asyncio.Event) -> None:
+        process = await self._take()
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(job).encode() + b"\n")
+        with contextlib.suppress(ConnectionError):
+            await process.stdin.drain()
+        watcher = asyncio.create_task(self._stop_on_cancel(process, cancel))
+        finished = False
+        try:
+            while line := await process.stdout.readline():
+                event = json.loads(line)
+                finished = finished or event["type"] in TERMINAL
+                emit(event)
+            returncode = await process.wait()
+        finally:
+            watcher.cancel()
+            if process.returncode is None:  # we were cancelled ourselves: leave no orphan
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+        if not finished:
+            emit(self._lost_child_event(job, returncode, cancel.is_set()))
+
+    @staticmethod
+    def _lost_child_event(job: Job, returncode: int, cancelled: bool) -> dict:
+        reason = f"child process {describe_exit(returncode)}"
+        if cancelled:
+            return make_event(EventType.WORKFLOW_CANCELLED, job["workflow_name"], value={"reason": reason})
+        return make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": reason})
+
+    async def _stop_on_cancel(self, process: asyncio.subprocess.Process, cancel: asyncio.Event) -> None:
+        """SIGTERM lets the workflow record its cancellation; SIGKILL after the grace period."""
+        await cancel.wait()
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), self.cancel_grace)
+        except TimeoutError:
+            log.warning("child %s ignored SIGTERM for %.0fs; killing it", process.pid, self.cancel_grace)
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+
+    async def close(self) -> None:
+        for task in list(self._refills):
+            task.cancel()
+        while not self._pool.empty():
+            process = self._pool.get_nowait()
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()

@@ -1,0 +1,130 @@
+"""Executes one workflow attempt and turns what happens into events.
+
+The same code serves every runner (subprocess child, in-process, and ``Workflow.run``
+for local use): a runner supplies an event sink and the results of tasks that
+already completed in earlier attempts; this module does the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from flux.domain.events import EventType
+
+if TYPE_CHECKING:
+    from flux.task import Task
+    from flux.workflow import Workflow
+
+EventSink = Callable[[dict], None]
+
+_current: ContextVar["ExecutionContext | None"] = ContextVar("flux_execution_context", default=None)
+
+
+class TaskFailedError(RuntimeError):
+    """Raised inside a workflow when a task failed on its last attempt."""
+
+
+def current_context() -> "ExecutionContext | None":
+    return _current.get()
+
+
+def make_event(type_: EventType, name: str | None = None, task_id: str | None = None, value: Any = None) -> dict:
+    return {"type": type_.value, "name": name, "task_id": task_id, "value": value, "time": time.time()}
+
+
+def to_json_value(value: Any, what: str) -> Any:
+    """Round-trip through JSON so a first run and a replay see identical values."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-serialisable: {exc}") from None
+
+
+def describe_error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class ExecutionContext:
+    """What a workflow sees as ``ctx``; also tracks task ids for replay."""
+
+    execution_id: str
+    workflow_name: str
+    input: Any = None
+    attempt: int = 1
+    completed_tasks: dict[str, Any] = field(default_factory=dict)
+    emit: EventSink = field(default=lambda event: None, repr=False)
+    _task_calls: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def next_task_id(self, name: str) -> str:
+        n = self._task_calls.get(name, 0) + 1
+        self._task_calls[name] = n
+        return f"{name}:{n}"
+
+    def call_task(self, task: "Task", args: tuple, kwargs: dict):
+        """Assign the task id now (call order, not await order) and return the awaitable."""
+        return self._run_task(task, self.next_task_id(task.name), args, kwargs)
+
+    async def _run_task(self, task: "Task", task_id: str, args: tuple, kwargs: dict) -> Any:
+        if task_id in self.completed_tasks:
+            return self.completed_tasks[task_id]
+        options = task.options
+        delay = options.retry_delay
+        attempts = options.retry_max_attempts + 1
+        for attempt in range(1, attempts + 1):
+            self.emit(make_event(EventType.TASK_STARTED, task.name, task_id, {"attempt": attempt}))
+            try:
+                result = to_json_value(await task.invoke(args, kwargs), f"result of task {task.name!r}")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any task error is recorded, then retried or raised
+                error = "timed out" if isinstance(exc, TimeoutError) else describe_error(exc)
+                will_retry = attempt < attempts
+                self.emit(
+                    make_event(
+                        EventType.TASK_FAILED,
+                        task.name,
+                        task_id,
+                        {"attempt": attempt, "error": error, "will_retry": will_retry},
+                    )
+                )
+                if not will_retry:
+                    raise TaskFailedError(f"task {task.name!r} failed after {attempt} attempt(s): {error}") from exc
+                await asyncio.sleep(delay)
+                delay *= options.retry_backoff
+                continue
+            self.completed_tasks[task_id] = result
+            self.emit(make_event(EventType.TASK_COMPLETED, task.name, task_id, result))
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def run_workflow(workflow: "Workflow", ctx: ExecutionContext) -> tuple[EventType, Any]:
+    """Run one attempt; emit WORKFLOW_STARTED and exactly one terminal event.
+
+    Returns the terminal event type and its value. Cancellation of the surrounding
+    asyncio task is reported as WORKFLOW_CANCELLED and not re-raised, so runners
+    treat every outcome the same way.
+    """
+    ctx.emit(make_event(EventType.WORKFLOW_STARTED, workflow.name, value={"attempt": ctx.attempt}))
+    token = _current.set(ctx)
+    try:
+        output = to_json_value(await workflow.fn(ctx), f"output of workflow {workflow.name!r}")
+        outcome = (EventType.WORKFLOW_COMPLETED, output)
+    except asyncio.CancelledError:
+        outcome = (EventType.WORKFLOW_CANCELLED, {"reason": "cancelled"})
+    except Exception as exc:  # noqa: BLE001 - the workflow's failure is data, not a crash
+        outcome = (
+            EventType.WORKFLOW_FAILED,
+            {"error": describe_error(exc), "traceback": traceback.format_exc(limit=20)},
+        )
+    finally:
+        _current.reset(token)
+    ctx.emit(make_event(outcome[0], workflow.name, value=outcome[1]))
+    return outcome

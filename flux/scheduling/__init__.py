@@ -1,0 +1,1 @@
+"""Placement decisions: which worker may run an execution, and which one does."""

@@ -1,0 +1,1 @@
+"""The Flux server: HTTP API, persistence and dispatch."""

@@ -1,0 +1,203 @@
+"""The HTTP API (FastAPI). Routes are thin: they authenticate, call a service
+function inside one database transaction, and wake whoever waits on the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.responses import JSONResponse
+
+from flux.domain.events import ExecutionState
+from flux.server import executions, fleet, workflows
+from flux.server.database import Database, migrate
+from flux.server.dispatch import Dispatcher
+from flux.server.errors import FluxError, Unauthorized
+from flux.server.notify import Notifier
+from flux.server.schemas import (
+    Checkpoint,
+    CheckpointReply,
+    ClaimReply,
+    ClaimRequest,
+    EventOut,
+    ExecutionInfo,
+    Heartbeat,
+    HeartbeatReply,
+    RegistrationReply,
+    RunRequest,
+    WorkerInfo,
+    WorkerRegistration,
+    WorkflowInfo,
+    WorkflowRegistration,
+)
+from flux.server.settings import ServerSettings, ensure_bootstrap_token
+
+#: Long polls re-check the database at least this often (wake-ups from other replicas).
+RECHECK = 1.0
+
+
+def bearer(authorization: str | None = Header(default=None)) -> str | None:
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return None
+
+
+def create_app(settings: ServerSettings) -> FastAPI:
+    bootstrap_token = ensure_bootstrap_token(settings.home)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await asyncio.to_thread(migrate, settings.database_url)
+        app.state.db = Database(settings.database_url)
+        app.state.notifier = Notifier()
+        app.state.dispatcher = Dispatcher(app.state.db, app.state.notifier, settings.eviction_grace_period)
+        loop_task = asyncio.create_task(app.state.dispatcher.run())
+        try:
+            yield
+        finally:
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
+            app.state.db.close()
+
+    app = FastAPI(title="Flux", version="0.1.0", lifespan=lifespan)
+
+    @app.exception_handler(FluxError)
+    async def _flux_error(_: Request, exc: FluxError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
+
+    def db(request: Request) -> Database:
+        return request.app.state.db
+
+    def wake_worker(request: Request, name: str | None) -> None:
+        if name:
+            request.app.state.notifier.notify(f"worker:{name}")
+
+    def execution_changed(request: Request, execution_id: str) -> None:
+        request.app.state.notifier.notify(f"execution:{execution_id}")
+        request.app.state.dispatcher.kick()
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok"}
+
+    # --- workflows ---------------------------------------------------------------------
+
+    @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201)
+    async def register_workflows(body: WorkflowRegistration, request: Request):
+        return await db(request).run(lambda s: workflows.register(s, body))
+
+    @app.get("/workflows", response_model=list[WorkflowInfo])
+    async def list_workflows(request: Request):
+        return await db(request).run(workflows.list_latest)
+
+    @app.get("/workflows/{name}", response_model=WorkflowInfo)
+    async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1)):
+        return await db(request).run(lambda s: workflows.info(workflows.get(s, name, version), with_source=True))
+
+    @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201)
+    async def run_workflow(name: str, body: RunRequest, request: Request):
+        execution = await db(request).run(lambda s: executions.submit(s, name, body))
+        request.app.state.dispatcher.kick()
+        return execution
+
+    # --- executions --------------------------------------------------------------------
+
+    @app.get("/executions", response_model=list[ExecutionInfo])
+    async def list_executions(
+        request: Request,
+        state: str | None = None,
+        workflow: str | None = None,
+        limit: int = Query(default=50, ge=1, le=1000),
+    ):
+        return await db(request).run(lambda s: executions.list_executions(s, state, workflow, limit))
+
+    @app.get("/executions/{execution_id}", response_model=ExecutionInfo)
+    async def show_execution(
+        execution_id: str,
+        request: Request,
+        wait: float = Query(default=0.0, ge=0, le=300, description="Seconds to wait for a terminal state"),
+    ):
+        deadline = time.monotonic() + wait
+        while True:
+            execution = await db(request).run(lambda s: executions.get(s, execution_id))
+            remaining = deadline - time.monotonic()
+            if ExecutionState(execution.state).is_terminal or remaining <= 0:
+                return execution
+            await request.app.state.notifier.wait(f"execution:{execution_id}", min(remaining, RECHECK))
+
+    @app.get("/executions/{execution_id}/events", response_model=list[EventOut])
+    async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0)):
+        return await db(request).run(lambda s: executions.events(s, execution_id, after))
+
+    @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo)
+    async def cancel_execution(execution_id: str, request: Request):
+        execution, worker_name = await db(request).run(lambda s: executions.cancel(s, execution_id))
+        wake_worker(request, worker_name)
+        execution_changed(request, execution_id)
+        return execution
+
+    @app.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply)
+    async def checkpoint(execution_id: str, body: Checkpoint, request: Request, token: str | None = Depends(bearer)):
+        reply, ended = await db(request).run(
+            lambda s: executions.checkpoint(s, fleet.authenticate(s, token), execution_id, body)
+        )
+        if ended:
+            execution_changed(request, execution_id)
+        return reply
+
+    # --- workers -----------------------------------------------------------------------
+
+    @app.post("/workers/register", response_model=RegistrationReply)
+    async def register_worker(body: WorkerRegistration, request: Request, token: str | None = Depends(bearer)):
+        if not token or not hmac.compare_digest(token, bootstrap_token):
+            raise Unauthorized("invalid bootstrap token (see 'flux server bootstrap-token')")
+        session_token, abandon = await db(request).run(lambda s: fleet.register(s, body))
+        request.app.state.dispatcher.kick()
+        return RegistrationReply(session_token=session_token, abandon=abandon)
+
+    @app.post("/workers/{name}/heartbeat", response_model=HeartbeatReply)
+    async def worker_heartbeat(name: str, body: Heartbeat, request: Request, token: str | None = Depends(bearer)):
+        def beat(s):
+            worker = fleet.authenticate(s, token, name)
+            return fleet.heartbeat(s, worker), worker.state
+
+        cancel, state = await db(request).run(beat)
+        return HeartbeatReply(state=state, cancel=cancel)
+
+    @app.post("/workers/{name}/claim", response_model=ClaimReply)
+    async def worker_claim(name: str, body: ClaimRequest, request: Request, token: str | None = Depends(bearer)):
+        deadline = time.monotonic() + body.wait
+        request.app.state.dispatcher.kick()
+        while True:
+            claimed, cancel = await db(request).run(lambda s: executions.deliver(s, fleet.authenticate(s, token, name)))
+            remaining = deadline - time.monotonic()
+            if claimed or cancel or remaining <= 0 or await request.is_disconnected():
+                return ClaimReply(executions=claimed, cancel=cancel)
+            await request.app.state.notifier.wait(f"worker:{name}", min(remaining, RECHECK))
+
+    @app.post("/workers/{name}/shutdown", response_model=list[str])
+    async def worker_shutdown(name: str, request: Request, token: str | None = Depends(bearer)):
+        """A worker leaving on purpose: its executions are requeued at once."""
+        released = await db(request).run(
+            lambda s: fleet.release(s, fleet.authenticate(s, token, name), f"worker {name} shut down")
+        )
+        request.app.state.dispatcher.kick()
+        return released
+
+    @app.get("/workers", response_model=list[WorkerInfo])
+    async def list_workers(request: Request):
+        return await db(request).run(fleet.list_workers)
+
+    @app.get("/workers/{name}", response_model=WorkerInfo)
+    async def show_worker(name: str, request: Request):
+        def show(s):
+            worker = fleet.get(s, name)
+            return fleet.info(worker, fleet.running_counts(s).get(name, 0), with_packages=True)
+
+        return await db(request).run(show)
+
+    return app

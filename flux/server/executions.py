@@ -1,0 +1,247 @@
+"""Execution lifecycle: submit, deliver to a worker, checkpoint, cancel, reschedule.
+
+Every state change appends to the execution's event log in the same transaction,
+so the log and the state never disagree. Worker calls are fenced by ``attempt``:
+once an execution is rescheduled, the worker that lost it can no longer write to it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from flux.domain.events import STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
+from flux.models import ExecutionEventModel, ExecutionModel, WorkerModel
+from flux.server import workflows
+from flux.server.errors import Conflict, Forbidden, Invalid, NotFound
+from flux.server.schemas import (
+    Checkpoint,
+    CheckpointReply,
+    ClaimedExecution,
+    EventOut,
+    ExecutionInfo,
+    RunRequest,
+)
+
+S = ExecutionState
+HOLDING = (S.CLAIMED.value, S.RUNNING.value, S.CANCELLING.value)
+
+
+def append_event(
+    session: Session,
+    execution: ExecutionModel,
+    type_: EventType,
+    *,
+    name: str | None = None,
+    task_id: str | None = None,
+    value: Any = None,
+    at: float | None = None,
+    worker_name: str | None = None,
+) -> None:
+    execution.last_seq += 1
+    session.add(
+        ExecutionEventModel(
+            execution_id=execution.id,
+            seq=execution.last_seq,
+            type=type_.value,
+            name=name,
+            task_id=task_id,
+            value=value,
+            time=at if at is not None else time.time(),
+            worker_name=worker_name,
+        )
+    )
+
+
+def submit(session: Session, name: str, run: RunRequest) -> ExecutionInfo:
+    workflow = workflows.get(session, name, run.version)
+    now = time.time()
+    execution = ExecutionModel(
+        id=uuid.uuid4().hex,
+        workflow_id=workflow.id,
+        workflow_name=workflow.name,
+        workflow_version=workflow.version,
+        state=S.SCHEDULED.value,
+        input=run.input,
+        requests=workflow.requests,
+        affinity=workflow.affinity,
+        attempt=0,
+        last_seq=0,
+        delivered=False,
+        scheduled_at=now,
+    )
+    session.add(execution)
+    append_event(session, execution, EventType.WORKFLOW_SCHEDULED, name=workflow.name, value={"input": run.input}, at=now)
+    session.flush()
+    return info(execution)
+
+
+def get_row(session: Session, execution_id: str) -> ExecutionModel:
+    row = session.get(ExecutionModel, execution_id)
+    if row is None:
+        raise NotFound(f"execution {execution_id!r} not found")
+    return row
+
+
+def get(session: Session, execution_id: str) -> ExecutionInfo:
+    return info(get_row(session, execution_id))
+
+
+def list_executions(session: Session, state: str | None, workflow: str | None, limit: int) -> list[ExecutionInfo]:
+    query = select(ExecutionModel).order_by(ExecutionModel.scheduled_at.desc()).limit(limit)
+    if state:
+        query = query.where(ExecutionModel.state == state.upper())
+    if workflow:
+        query = query.where(ExecutionModel.workflow_name == workflow)
+    return [info(row) for row in session.scalars(query)]
+
+
+def events(session: Session, execution_id: str, after: int = 0) -> list[EventOut]:
+    get_row(session, execution_id)
+    rows = session.scalars(
+        select(ExecutionEventModel)
+        .where(ExecutionEventModel.execution_id == execution_id, ExecutionEventModel.seq > after)
+        .order_by(ExecutionEventModel.seq)
+    )
+    return [
+        EventOut(seq=r.seq, type=r.type, name=r.name, task_id=r.task_id, value=r.value, time=r.time, worker_name=r.worker_name)
+        for r in rows
+    ]
+
+
+def finish(session: Session, execution: ExecutionModel, state: ExecutionState, value: Any, at: float) -> None:
+    execution.state = state.value
+    execution.finished_at = at
+    if state is S.COMPLETED:
+        execution.output = value
+    elif isinstance(value, dict):
+        execution.error = value.get("error") or value.get("reason")
+
+
+def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, str | None]:
+    """Cancel now if no worker holds it; otherwise ask the worker. Returns the worker to wake."""
+    execution = get_row(session, execution_id)
+    state = S(execution.state)
+    if state.is_terminal:
+        raise Conflict(f"execution {execution_id} is already {state.value}")
+    if state is S.CANCELLING:
+        return info(execution), execution.worker_name
+    if state is S.SCHEDULED or (state is S.CLAIMED and not execution.delivered):
+        now = time.time()
+        append_event(session, execution, EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value={"reason": "cancelled before it started"}, at=now)
+        finish(session, execution, S.CANCELLED, {"reason": "cancelled before it started"}, now)
+        return info(execution), None
+    append_event(session, execution, EventType.WORKFLOW_CANCEL_REQUESTED, name=execution.workflow_name)
+    execution.state = S.CANCELLING.value
+    return info(execution), execution.worker_name
+
+
+def reschedule(session: Session, execution: ExecutionModel, reason: str) -> None:
+    """Put an execution whose worker is gone back in the queue (or finish a pending cancel)."""
+    now = time.time()
+    if execution.state == S.CANCELLING.value:
+        append_event(session, execution, EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value={"reason": reason}, at=now)
+        finish(session, execution, S.CANCELLED, {"reason": reason}, now)
+        return
+    append_event(session, execution, EventType.WORKFLOW_RESCHEDULED, name=execution.workflow_name, value={"reason": reason, "worker": execution.worker_name}, at=now)
+    execution.state = S.SCHEDULED.value
+    execution.worker_name = None
+    execution.delivered = False
+
+
+def held_by(session: Session, worker_name: str) -> list[ExecutionModel]:
+    return list(
+        session.scalars(
+            select(ExecutionModel).where(ExecutionModel.worker_name == worker_name, ExecutionModel.state.in_(HOLDING))
+        )
+    )
+
+
+def deliver(session: Session, worker: WorkerModel) -> tuple[list[ClaimedExecution], list[str]]:
+    """Hand over what dispatch assigned to this worker, and list what it must cancel."""
+    held = held_by(session, worker.name)
+    cancel = [e.id for e in held if e.state == S.CANCELLING.value]
+    claimed = []
+    for execution in held:
+        if execution.state != S.CLAIMED.value or execution.delivered:
+            continue
+        execution.delivered = True
+        workflow = workflows.get(session, execution.workflow_name, execution.workflow_version)
+        claimed.append(
+            ClaimedExecution(
+                id=execution.id,
+                workflow_name=execution.workflow_name,
+                workflow_version=execution.workflow_version,
+                source=workflow.source,
+                filename=workflow.filename,
+                input=execution.input,
+                attempt=execution.attempt,
+                completed_tasks=_completed_tasks(session, execution.id),
+            )
+        )
+    return claimed, cancel
+
+
+def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
+    rows = session.execute(
+        select(ExecutionEventModel.task_id, ExecutionEventModel.value).where(
+            ExecutionEventModel.execution_id == execution_id,
+            ExecutionEventModel.type == EventType.TASK_COMPLETED.value,
+        )
+    )
+    return {task_id: value for task_id, value in rows}
+
+
+def checkpoint(session: Session, worker: WorkerModel, execution_id: str, body: Checkpoint) -> tuple[CheckpointReply, bool]:
+    """Append a worker's batch of events. Returns the reply and whether the execution ended."""
+    execution = get_row(session, execution_id)
+    if execution.worker_name != worker.name:
+        raise Forbidden(f"execution {execution_id} is not assigned to worker {worker.name!r}")
+    if body.attempt != execution.attempt:
+        raise Conflict(f"execution {execution_id} attempt {body.attempt} is stale (current attempt {execution.attempt})")
+    if S(execution.state).is_terminal:
+        raise Conflict(f"execution {execution_id} is already {execution.state}")
+    ended = False
+    for event in body.events:
+        try:
+            type_ = EventType(event.type)
+        except ValueError:
+            raise Invalid(f"unknown event type {event.type!r}") from None
+        if type_ not in WORKER_EVENTS:
+            raise Invalid(f"workers cannot report {type_.value} events")
+        if ended:
+            raise Invalid(f"event {type_.value} follows the execution's terminal event")
+        append_event(session, execution, type_, name=event.name, task_id=event.task_id, value=event.value, at=event.time, worker_name=worker.name)
+        new_state = STATE_AFTER.get(type_)
+        if new_state is S.RUNNING:
+            execution.started_at = execution.started_at or event.time
+            if execution.state == S.CLAIMED.value:
+                execution.state = S.RUNNING.value
+        elif new_state is not None:
+            finish(session, execution, new_state, event.value, event.time)
+            ended = True
+    return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), ended
+
+
+def info(row: ExecutionModel) -> ExecutionInfo:
+    return ExecutionInfo(
+        id=row.id,
+        workflow_name=row.workflow_name,
+        workflow_version=row.workflow_version,
+        state=row.state,
+        input=row.input,
+        output=row.output,
+        error=row.error,
+        worker_name=row.worker_name,
+        attempt=row.attempt,
+        requests=row.requests,
+        affinity=row.affinity,
+        scheduled_at=row.scheduled_at,
+        claimed_at=row.claimed_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+    )

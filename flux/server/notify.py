@@ -1,0 +1,28 @@
+"""In-process wake-ups for long polls (a worker's claim, a client's wait).
+
+Waiters also re-check the database on a short period, so a wake-up lost to another
+server replica only delays, never strands, a waiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+
+class Notifier:
+    def __init__(self) -> None:
+        self._events: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    def notify(self, key: str) -> None:
+        event = self._events.pop(key, None)
+        if event is not None:
+            event.set()
+
+    async def wait(self, key: str, timeout: float) -> bool:
+        event = self._events[key]
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False

@@ -1,0 +1,185 @@
+"""Pydantic models of the HTTP API: what FastAPI validates and what /docs shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- workflows -------------------------------------------------------------------------
+
+
+class WorkflowSpec(Strict):
+    name: str = Field(min_length=1, max_length=128)
+    requests: dict[str, Any] | None = None
+    affinity: dict[str, str] | None = None
+
+
+class WorkflowRegistration(Strict):
+    source: str = Field(min_length=1, description="Python source of the workflow module")
+    filename: str = Field(default="workflow.py", max_length=255)
+    workflows: list[WorkflowSpec] = Field(min_length=1, description="What the client read from the module")
+
+
+class WorkflowInfo(BaseModel):
+    name: str
+    version: int
+    filename: str
+    requests: dict[str, Any] | None
+    affinity: dict[str, str] | None
+    created_at: float
+    source: str | None = None
+
+
+class RunRequest(Strict):
+    input: Any = None
+    version: int | None = Field(default=None, ge=1)
+
+
+# --- executions ------------------------------------------------------------------------
+
+
+class EventIn(Strict):
+    type: str
+    name: str | None = None
+    task_id: str | None = None
+    value: Any = None
+    time: float
+
+
+class EventOut(BaseModel):
+    seq: int
+    type: str
+    name: str | None
+    task_id: str | None
+    value: Any
+    time: float
+    worker_name: str | None
+
+
+class ExecutionInfo(BaseModel):
+    id: str
+    workflow_name: str
+    workflow_version: int
+    state: str
+    input: Any
+    output: Any
+    error: str | None
+    worker_name: str | None
+    attempt: int
+    requests: dict[str, Any] | None
+    affinity: dict[str, str] | None
+    scheduled_at: float
+    claimed_at: float | None
+    started_at: float | None
+    finished_at: float | None
+
+
+class Checkpoint(Strict):
+    attempt: int = Field(ge=1)
+    events: list[EventIn] = Field(min_length=1)
+
+
+class CheckpointReply(BaseModel):
+    state: str
+    cancel: bool
+
+
+# --- workers ---------------------------------------------------------------------------
+
+
+class GPUInfo(Strict):
+    index: int = Field(ge=0)
+    uuid: str
+    name: str
+    memory_total: int = Field(ge=0)
+    memory_available: int = Field(ge=0)
+    utilization: float = 0.0
+
+
+class ResourcesInfo(Strict):
+    cpu_total: float = Field(ge=0)
+    cpu_available: float = Field(ge=0)
+    cpu_percent: float = 0.0
+    memory_total: int = Field(ge=0)
+    memory_available: int = Field(ge=0)
+    disk_total: int = Field(ge=0)
+    disk_free: int = Field(ge=0)
+    gpus: list[GPUInfo] = []
+    sampled_at: str | None = None
+
+
+class PackageInfo(Strict):
+    name: str
+    version: str
+
+
+class RuntimeInfo(Strict):
+    python_version: str
+    os_name: str
+    os_version: str
+    hostname: str
+    cpu_arch: str = ""
+
+
+class WorkerRegistration(Strict):
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")
+    labels: dict[str, str] = {}
+    max_concurrent_executions: int = Field(default=1, ge=1, le=10_000)
+    heartbeat_interval: float = Field(default=5.0, gt=0, le=3600)
+    resources: ResourcesInfo
+    packages: list[PackageInfo] = []
+    runtime: RuntimeInfo
+    running: list[str] = Field(default=[], description="Executions this worker process still runs")
+
+
+class RegistrationReply(BaseModel):
+    session_token: str
+    abandon: list[str] = Field(description="Executions the worker must stop: they are no longer its own")
+
+
+class Heartbeat(Strict):
+    running: list[str] = []
+
+
+class HeartbeatReply(BaseModel):
+    state: str
+    cancel: list[str]
+
+
+class ClaimRequest(Strict):
+    wait: float = Field(default=20.0, ge=0, le=60)
+
+
+class ClaimedExecution(BaseModel):
+    id: str
+    workflow_name: str
+    workflow_version: int
+    source: str
+    filename: str
+    input: Any
+    attempt: int
+    completed_tasks: dict[str, Any]
+
+
+class ClaimReply(BaseModel):
+    executions: list[ClaimedExecution]
+    cancel: list[str]
+
+
+class WorkerInfo(BaseModel):
+    name: str
+    state: str
+    labels: dict[str, str]
+    max_concurrent_executions: int
+    running: int
+    registered_at: float
+    last_heartbeat_at: float
+    runtime: dict[str, Any] | None
+    resources: dict[str, Any] | None
+    packages: list[PackageInfo] | None = None

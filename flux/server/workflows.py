@@ -1,0 +1,115 @@
+"""Workflow registration and lookup (functions of a Session, run by ``Database.run``).
+
+The client imports the module and sends what it found (name, requests, affinity);
+the server never executes user code. It re-validates everything it is sent, so a
+hand-written API call gets the same errors as the CLI.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
+from flux.loader import source_digest
+from flux.models import WorkflowModel
+from flux.server.errors import Invalid, NotFound
+from flux.server.schemas import WorkflowInfo, WorkflowRegistration
+from flux.workflow import validate_affinity
+
+
+def _check_source(registration: WorkflowRegistration) -> None:
+    try:
+        compile(registration.source, registration.filename, "exec")
+    except SyntaxError as exc:
+        raise Invalid(f"{registration.filename} has a syntax error at line {exc.lineno}: {exc.msg}") from None
+
+
+def _normalised_requests(spec_name: str, requests: dict | None) -> dict | None:
+    if not requests:
+        return None
+    try:
+        return ResourceRequest.from_dict(requests).to_dict() or None
+    except InvalidResourceRequest as exc:
+        raise Invalid(f"workflow {spec_name!r}: {exc}") from None
+
+
+def register(session: Session, registration: WorkflowRegistration) -> list[WorkflowInfo]:
+    """Store each workflow; an unchanged source keeps its version (registering is idempotent)."""
+    _check_source(registration)
+    digest = source_digest(registration.source)
+    names = [spec.name for spec in registration.workflows]
+    if len(set(names)) != len(names):
+        raise Invalid("workflow names in one registration must be unique")
+    stored = []
+    for spec in registration.workflows:
+        try:
+            affinity = validate_affinity(spec.affinity, f"workflow {spec.name!r}")
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+        requests = _normalised_requests(spec.name, spec.requests)
+        latest = _latest(session, spec.name)
+        if latest and latest.source_digest == digest and latest.requests == requests and latest.affinity == affinity:
+            stored.append(latest)
+            continue
+        row = WorkflowModel(
+            name=spec.name,
+            version=(latest.version + 1) if latest else 1,
+            source=registration.source,
+            source_digest=digest,
+            filename=registration.filename,
+            requests=requests,
+            affinity=affinity,
+            created_at=time.time(),
+        )
+        session.add(row)
+        stored.append(row)
+    session.flush()
+    return [info(row) for row in stored]
+
+
+def _latest(session: Session, name: str) -> WorkflowModel | None:
+    return session.scalars(
+        select(WorkflowModel).where(WorkflowModel.name == name).order_by(WorkflowModel.version.desc()).limit(1)
+    ).first()
+
+
+def get(session: Session, name: str, version: int | None = None) -> WorkflowModel:
+    if version is None:
+        row = _latest(session, name)
+    else:
+        row = session.scalars(
+            select(WorkflowModel).where(WorkflowModel.name == name, WorkflowModel.version == version)
+        ).first()
+    if row is None:
+        suffix = f" version {version}" if version is not None else ""
+        raise NotFound(f"workflow {name!r}{suffix} is not registered")
+    return row
+
+
+def list_latest(session: Session) -> list[WorkflowInfo]:
+    newest = (
+        select(WorkflowModel.name, func.max(WorkflowModel.version).label("version"))
+        .group_by(WorkflowModel.name)
+        .subquery()
+    )
+    rows = session.scalars(
+        select(WorkflowModel)
+        .join(newest, (WorkflowModel.name == newest.c.name) & (WorkflowModel.version == newest.c.version))
+        .order_by(WorkflowModel.name)
+    )
+    return [info(row) for row in rows]
+
+
+def info(row: WorkflowModel, with_source: bool = False) -> WorkflowInfo:
+    return WorkflowInfo(
+        name=row.name,
+        version=row.version,
+        filename=row.filename,
+        requests=row.requests,
+        affinity=row.affinity,
+        created_at=row.created_at,
+        source=row.source if with_source else None,
+    )

@@ -1,0 +1,278 @@
+"""The worker: probe, register, heartbeat, claim, run, report.
+
+One asyncio loop drives everything. Claims are long polls (the server answers as
+soon as it assigns work, or after ``claim_wait``), so an idle worker costs no CPU.
+Events from a running execution are batched: while one checkpoint request is in
+flight, newer events queue and leave together in the next one.
+
+When the server is unreachable the worker retries with exponential backoff and
+jitter; when its session is refused (401: it was evicted, or the server forgot it)
+it registers again, reporting what it still runs, and stops what the server has
+since given to someone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from flux import probe
+from flux.domain.events import EventType
+from flux.runners import RUNNERS, Job, Runner
+
+log = logging.getLogger("flux.worker")
+
+TERMINAL = {EventType.WORKFLOW_COMPLETED.value, EventType.WORKFLOW_FAILED.value, EventType.WORKFLOW_CANCELLED.value}
+
+
+@dataclass
+class WorkerConfig:
+    name: str
+    server_url: str
+    bootstrap_token: str
+    labels: dict[str, str] = field(default_factory=dict)
+    max_concurrent_executions: int = 4
+    heartbeat_interval: float = 5.0
+    runner: str = "subprocess"
+    claim_wait: float = 20.0
+    gpu_source: str = "auto"
+    disk_path: str = "/"
+    #: Seconds a stopping worker gives its children to end after SIGTERM.
+    shutdown_grace: float = 5.0
+
+
+class SessionLost(Exception):
+    """The server refused our session token: register again."""
+
+
+class Backoff:
+    """Exponential backoff with full jitter (AWS architecture blog's recommendation)."""
+
+    def __init__(self, base: float = 0.2, cap: float = 10.0):
+        self.base, self.cap, self.attempt = base, cap, 0
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+    async def sleep(self) -> None:
+        delay = random.uniform(0, min(self.cap, self.base * 2**self.attempt))
+        self.attempt += 1
+        await asyncio.sleep(delay)
+
+
+class Outbox:
+    """Events of one execution waiting to be checkpointed, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.ready = asyncio.Event()
+
+    def put(self, event: dict) -> None:
+        self.events.append(event)
+        self.ready.set()
+
+    def take(self) -> list[dict]:
+        batch, self.events = self.events, []
+        self.ready.clear()
+        return batch
+
+
+@dataclass
+class RunningExecution:
+    job: Job
+    outbox: Outbox = field(default_factory=Outbox)
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set when the server says this execution is no longer ours: stop and report nothing.
+    abandoned: bool = False
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig, runner: Runner | None = None):
+        self.config = config
+        self.runner = runner or RUNNERS[config.runner]()
+        self.running: dict[str, RunningExecution] = {}
+        self._token: str | None = None
+        self._register_lock = asyncio.Lock()
+        self._slot_freed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self._http: httpx.AsyncClient | None = None
+
+    # --- what the worker publishes -------------------------------------------------------
+
+    def _get_gpu_info(self) -> list[dict]:
+        return probe.detect_gpus(self.config.gpu_source)
+
+    def _get_resources_info(self) -> dict[str, Any]:
+        """The registration payload: resources, packages, runtime, labels, slots."""
+        info = probe.get_resources_info(
+            labels=self.config.labels,
+            max_concurrent_executions=self.config.max_concurrent_executions,
+            disk_path=self.config.disk_path,
+            gpu_source=self.config.gpu_source,
+        )
+        return {"name": self.config.name, "heartbeat_interval": self.config.heartbeat_interval, **info}
+
+    # --- server calls --------------------------------------------------------------------
+
+    async def _post(self, path: str, json: Any, token: str | None = None, timeout: float | None = None) -> Any:
+        assert self._http is not None
+        headers = {"Authorization": f"Bearer {token or self._token}"}
+        response = await self._http.post(path, json=json, headers=headers, timeout=timeout or 30.0)
+        if response.status_code == 401 and token is None:
+            raise SessionLost(response.text)
+        response.raise_for_status()
+        return response.json()
+
+    async def register(self) -> None:
+        async with self._register_lock:
+            payload = self._get_resources_info()
+            payload["running"] = sorted(self.running)
+            backoff = Backoff()
+            while True:
+                try:
+                    reply = await self._post("/workers/register", payload, token=self.config.bootstrap_token)
+                    break
+                except httpx.TransportError as exc:
+                    log.warning("server unreachable (%s); retrying", exc.__class__.__name__)
+                    await backoff.sleep()
+            self._token = reply["session_token"]
+            for execution_id in reply["abandon"]:
+                self._abandon(execution_id)
+            log.info("worker %s registered with %s", self.config.name, self.config.server_url)
+
+    async def _call(self, path: str, json: Any, timeout: float | None = None) -> Any:
+        """A session call that survives server restarts and evictions."""
+        backoff = Backoff()
+        while True:
+            try:
+                return await self._post(path, json, timeout=timeout)
+            except SessionLost:
+                await self.register()
+            except httpx.TransportError:
+                if self._stopping.is_set():
+                    raise
+                await backoff.sleep()
+
+    # --- loops ---------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_interval)
+            reply = await self._call(f"/workers/{self.config.name}/heartbeat", {"running": sorted(self.running)})
+            self._cancel(reply["cancel"])
+
+    async def _claim_loop(self) -> None:
+        while not self._stopping.is_set():
+            if len(self.running) >= self.config.max_concurrent_executions:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            reply = await self._call(
+                f"/workers/{self.config.name}/claim",
+                {"wait": self.config.claim_wait},
+                timeout=self.config.claim_wait + 10,
+            )
+            self._cancel(reply["cancel"])
+            for job in reply["executions"]:
+                self._start(job)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _start(self, job: Job) -> None:
+        execution = RunningExecution(job)
+        self.running[job["id"]] = execution
+        self._spawn(self._execute(execution))
+
+    def _cancel(self, execution_ids: list[str]) -> None:
+        for execution_id in execution_ids:
+            if execution_id in self.running:
+                self.running[execution_id].cancel.set()
+
+    def _abandon(self, execution_id: str) -> None:
+        execution = self.running.get(execution_id)
+        if execution is not None:
+            execution.abandoned = True
+            execution.cancel.set()
+
+    async def _execute(self, execution: RunningExecution) -> None:
+        flusher = self._spawn(self._flush(execution))
+        try:
+            await self.runner.run(execution.job, execution.outbox.put, execution.cancel)
+            await flusher
+        except Exception:  # noqa: BLE001 - a runner bug must not kill the worker
+            log.exception("execution %s crashed in the runner", execution.job["id"])
+            flusher.cancel()
+        finally:
+            self.running.pop(execution.job["id"], None)
+            self._slot_freed.set()
+
+    async def _flush(self, execution: RunningExecution) -> None:
+        """Checkpoint batches until the terminal event is on the server."""
+        path = f"/executions/{execution.job['id']}/checkpoint"
+        while True:
+            await execution.outbox.ready.wait()
+            batch = execution.outbox.take()
+            if execution.abandoned:
+                return
+            try:
+                reply = await self._call(path, {"attempt": execution.job["attempt"], "events": batch})
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code in (403, 404, 409):  # fenced: no longer ours
+                    log.warning("execution %s taken from this worker: %s", execution.job["id"], exc.response.text)
+                    self._abandon(execution.job["id"])
+                    return
+                raise
+            if reply["cancel"]:
+                execution.cancel.set()
+            if any(event["type"] in TERMINAL for event in batch):
+                return
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._http = httpx.AsyncClient(base_url=self.config.server_url)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self._stopping.set)
+        try:
+            await self.runner.start()
+            await self.register()
+            loops = [self._spawn(self._heartbeat_loop()), self._spawn(self._claim_loop())]
+            stop = asyncio.create_task(self._stopping.wait())
+            done, _ = await asyncio.wait([*loops, stop], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stop:
+                    task.result()  # a loop that died re-raises here
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        """Stop children and hand unfinished executions back to the server at once."""
+        self._stopping.set()
+        executing = [task for task in self._tasks if task.get_coro().__name__ == "_execute"]
+        for execution in self.running.values():
+            execution.abandoned = True
+            execution.cancel.set()
+        if executing:
+            await asyncio.wait(executing, timeout=self.config.shutdown_grace)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._token:
+            with contextlib.suppress(httpx.HTTPError):
+                await self._post(f"/workers/{self.config.name}/shutdown", None, timeout=5)
+        await self.runner.close()
+        await self._http.aclose()

@@ -1,0 +1,137 @@
+"""``@workflow``: an async function of ``ctx`` that the server schedules onto workers.
+
+Options are validated when the decorator runs, so a bad ``requests`` or ``affinity``
+fails at import time with a message naming the field, never later on a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from flux.domain.events import EventType, ExecutionState
+from flux.domain.resource_request import ResourceRequest
+from flux.runtime import ExecutionContext, run_workflow
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+
+_STATE_OF_OUTCOME = {
+    EventType.WORKFLOW_COMPLETED: ExecutionState.COMPLETED,
+    EventType.WORKFLOW_FAILED: ExecutionState.FAILED,
+    EventType.WORKFLOW_CANCELLED: ExecutionState.CANCELLED,
+}
+
+
+@dataclass
+class LocalExecution:
+    """The result of ``Workflow.run``: the same facts the server would record."""
+
+    execution_id: str
+    state: ExecutionState
+    output: Any
+    events: list[dict] = field(default_factory=list)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state is ExecutionState.COMPLETED
+
+
+def validate_affinity(affinity: Any, owner: str) -> dict[str, str] | None:
+    if affinity is None:
+        return None
+    if not isinstance(affinity, Mapping):
+        raise ValueError(f"{owner}: affinity must be a mapping of label to value, got {affinity!r}")
+    result = {}
+    for key, value in affinity.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{owner}: affinity key must be a non-empty string, got {key!r}")
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ValueError(f"{owner}: affinity[{key!r}] must be a string, got {value!r}")
+        result[key] = str(value)
+    return result or None
+
+
+def _validate_requests(requests: Any, owner: str) -> ResourceRequest | None:
+    if requests is None:
+        return None
+    if isinstance(requests, Mapping):
+        return ResourceRequest.from_dict(dict(requests))
+    if not isinstance(requests, ResourceRequest):
+        raise ValueError(f"{owner}: requests must be a ResourceRequest, got {requests!r}")
+    return None if requests.is_empty else requests
+
+
+class Workflow:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        requests: ResourceRequest | Mapping | None = None,
+        affinity: Mapping[str, str] | None = None,
+    ):
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not _NAME.match(self.name):
+            raise ValueError(f"workflow name {self.name!r} must match {_NAME.pattern}")
+        owner = f"workflow {self.name!r}"
+        self.requests = _validate_requests(requests, owner)
+        self.affinity = validate_affinity(affinity, owner)
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def metadata(self) -> dict:
+        """What the server stores beside the source: name and placement constraints."""
+        return {
+            "name": self.name,
+            "requests": self.requests.to_dict() if self.requests else None,
+            "affinity": self.affinity,
+        }
+
+    def run(self, input: Any = None) -> LocalExecution:
+        """Run in this process, without a server (tests, notebooks)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run_async(input))
+        raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
+
+    async def run_async(self, input: Any = None) -> LocalExecution:
+        events: list[dict] = []
+        ctx = ExecutionContext(
+            execution_id=uuid.uuid4().hex,
+            workflow_name=self.name,
+            input=input,
+            emit=events.append,
+        )
+        outcome, value = await run_workflow(self, ctx)
+        return LocalExecution(ctx.execution_id, _STATE_OF_OUTCOME[outcome], value, events)
+
+    def __repr__(self) -> str:
+        return f"<workflow {self.name}>"
+
+
+class _WorkflowDecorator:
+    """``@workflow`` and ``@workflow.with_options(...)``."""
+
+    def __call__(self, fn: Callable[..., Any]) -> Workflow:
+        return Workflow(fn)
+
+    def with_options(
+        self,
+        name: str | None = None,
+        requests: ResourceRequest | Mapping | None = None,
+        affinity: Mapping[str, str] | None = None,
+    ) -> Callable[[Callable[..., Any]], Workflow]:
+        def decorate(fn: Callable[..., Any]) -> Workflow:
+            return Workflow(fn, name=name, requests=requests, affinity=affinity)
+
+        return decorate
+
+
+workflow = _WorkflowDecorator()
