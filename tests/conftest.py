@@ -1,0 +1,57 @@
+"""Shared fixtures: real server and worker processes on free ports, stopped after each test."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # lets tests import fakes.py
+
+from flux.client import FluxClient  # noqa: E402
+from flux.local import LocalCluster  # noqa: E402
+
+POSTGRES_URL = os.environ.get("FLUX_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture
+def make_cluster(tmp_path: Path) -> Iterator[Callable[..., LocalCluster]]:
+    """Start a server (SQLite file under tmp_path unless database_url is given); workers via .start_worker."""
+    clusters: list[LocalCluster] = []
+
+    def make(**kwargs) -> LocalCluster:
+        cluster = LocalCluster(tmp_path / f"home{len(clusters)}", **kwargs)
+        clusters.append(cluster)
+        cluster.start_server()
+        return cluster
+
+    yield make
+    for cluster in clusters:
+        cluster.close()
+
+
+@pytest.fixture
+def cluster(make_cluster) -> LocalCluster:
+    return make_cluster()
+
+
+@pytest.fixture
+def client(cluster: LocalCluster) -> Iterator[FluxClient]:
+    with FluxClient(cluster.server_url) as flux_client:
+        yield flux_client
+
+
+@pytest.fixture
+def workflow_file(tmp_path: Path) -> Callable[[str, str], Path]:
+    """Write a workflow module from an indented source string."""
+
+    def write(source: str, name: str = "wf.py") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(source))
+        return path
+
+    return write
