@@ -107,11 +107,11 @@ class Worker:
 
     # --- what the worker publishes -------------------------------------------------------
 
-    def _get_gpu_info(self) -> list[dict]:
-        return probe.detect_gpus(self.config.gpu_source)
-
     def _get_resources_info(self) -> dict[str, Any]:
-        """The registration payload: resources, packages, runtime, labels, slots."""
+        """The registration payload: resources, packages, runtime, labels, slots.
+
+        GPU detection (the spec's ``Worker._get_gpu_info``) lives in ``flux.probe.detect_gpus``.
+        """
         info = probe.get_resources_info(
             labels=self.config.labels,
             max_concurrent_executions=self.config.max_concurrent_executions,

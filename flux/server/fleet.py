@@ -32,6 +32,14 @@ ONLINE, STALE, OFFLINE = "ONLINE", "STALE", "OFFLINE"
 #: Heartbeats a worker may miss before dispatch stops choosing it.
 STALE_AFTER_MISSED = 3
 
+RESOURCE_FIELDS = ("cpu_total", "cpu_available", "cpu_percent", "memory_total", "memory_available", "disk_total", "disk_free")
+GPU_FIELDS = ("index", "uuid", "name", "memory_total", "memory_available", "utilization")
+RUNTIME_FIELDS = ("python_version", "os_name", "os_version", "hostname", "cpu_arch")
+
+
+def _fields(row: object, names: tuple[str, ...]) -> dict:
+    return {name: getattr(row, name) for name in names}
+
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
@@ -59,16 +67,7 @@ def _sampled_at(resources: ResourcesInfo) -> float:
 
 
 def _store_resources(worker: WorkerModel, resources: ResourcesInfo) -> None:
-    values = dict(
-        cpu_total=resources.cpu_total,
-        cpu_available=resources.cpu_available,
-        cpu_percent=resources.cpu_percent,
-        memory_total=resources.memory_total,
-        memory_available=resources.memory_available,
-        disk_total=resources.disk_total,
-        disk_free=resources.disk_free,
-        sampled_at=_sampled_at(resources),
-    )
+    values = {**_fields(resources, RESOURCE_FIELDS), "sampled_at": _sampled_at(resources)}
     if worker.resources is None:
         worker.resources = WorkerResourcesModel(**values)
     else:
@@ -160,38 +159,12 @@ def get(session: Session, name: str) -> WorkerModel:
 def info(worker: WorkerModel, running: int, with_packages: bool = False) -> WorkerInfo:
     resources = None
     if worker.resources is not None:
-        r = worker.resources
         resources = {
-            "cpu_total": r.cpu_total,
-            "cpu_available": r.cpu_available,
-            "cpu_percent": r.cpu_percent,
-            "memory_total": r.memory_total,
-            "memory_available": r.memory_available,
-            "disk_total": r.disk_total,
-            "disk_free": r.disk_free,
-            "sampled_at": r.sampled_at,
-            "gpus": [
-                {
-                    "index": g.index,
-                    "uuid": g.uuid,
-                    "name": g.name,
-                    "memory_total": g.memory_total,
-                    "memory_available": g.memory_available,
-                    "utilization": g.utilization,
-                }
-                for g in worker.gpus
-            ],
+            **_fields(worker.resources, RESOURCE_FIELDS),
+            "sampled_at": worker.resources.sampled_at,
+            "gpus": [_fields(gpu, GPU_FIELDS) for gpu in worker.gpus],
         }
-    runtime = None
-    if worker.runtime is not None:
-        rt = worker.runtime
-        runtime = {
-            "python_version": rt.python_version,
-            "os_name": rt.os_name,
-            "os_version": rt.os_version,
-            "hostname": rt.hostname,
-            "cpu_arch": rt.cpu_arch,
-        }
+    runtime = _fields(worker.runtime, RUNTIME_FIELDS) if worker.runtime is not None else None
     return WorkerInfo(
         name=worker.name,
         state=worker.state,
