@@ -88,8 +88,14 @@ def _render_record(record: dict) -> None:
 
 @click.group()
 @click.version_option(package_name="flux-engine")
-def main() -> None:
+@click.option("--config", envvar="FLUX_CONFIG", type=click.Path(dir_okay=False), default=None,
+              help="TOML settings for 'start server' / 'start worker' [./flux.toml if present]")
+@click.pass_context
+def main(ctx: click.Context, config: str | None) -> None:
     """Flux: durable Python workflows on a fleet of resource-aware workers."""
+    from flux.config import load_default_map
+
+    ctx.default_map = load_default_map(config, {"server": start_server, "worker": start_worker})
 
 
 # --- start -------------------------------------------------------------------------------
@@ -119,7 +125,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
     )
     app = create_app(settings)
     console.print(f"Flux server on http://{host}:{port}  database: {settings.database_url}  home: {settings.home}")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # Long polls (claims, waits) would hold a graceful shutdown for their full wait; cap it.
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
 
 
 @start.command("worker")
@@ -128,13 +135,17 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 @click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
               help="Token from 'flux server bootstrap-token' (read from --home when omitted)")
 @click.option("--home", envvar="FLUX_HOME", type=click.Path(), default=None)
-@click.option("--label", "labels", multiple=True, help="KEY=VALUE, repeatable; matched by workflow affinity")
+@click.option("--label", "labels", envvar="FLUX_LABELS", multiple=True,
+              help="KEY=VALUE, repeatable (FLUX_LABELS: space-separated); matched by workflow affinity")
 @click.option("--max-concurrent-executions", envvar="FLUX_MAX_CONCURRENT_EXECUTIONS", type=click.IntRange(1), default=4, show_default=True)
 @click.option("--heartbeat-interval", envvar="FLUX_HEARTBEAT_INTERVAL", type=click.FloatRange(min=0.01), default=5.0, show_default=True)
 @click.option("--runner", envvar="FLUX_RUNNER", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True)
 @click.option("--gpu-source", envvar="FLUX_GPU_SOURCE", type=click.Choice(["auto", "nvml", "gputil", "none"]), default="auto", show_default=True)
+@click.option("--metrics-provider", envvar="FLUX_METRICS_PROVIDER", default=None,
+              help="module:function returning live metrics (dict of floats) for routing policies")
 def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: str | None, labels: tuple[str, ...],
-                 max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str) -> None:
+                 max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str,
+                 metrics_provider: str | None) -> None:
     """Run a worker named NAME that executes workflows dispatched by the server."""
     import asyncio
 
@@ -151,7 +162,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: 
     config = WorkerConfig(
         name=name, server_url=server_url, bootstrap_token=token, labels=_labels(labels),
         max_concurrent_executions=max_concurrent_executions, heartbeat_interval=heartbeat_interval,
-        runner=runner, gpu_source=gpu_source,
+        runner=runner, gpu_source=gpu_source, metrics_provider=metrics_provider,
     )
     asyncio.run(Worker(config).run())
 
@@ -290,6 +301,22 @@ def worker_list(client: FluxClient) -> list[dict]:
 def worker_show(client: FluxClient, name: str) -> dict:
     """Show a worker's resources, GPUs, runtime and labels."""
     return client.show_worker(name)
+
+
+@worker_group.command("drain")
+@click.argument("name")
+@client_command
+def worker_drain(client: FluxClient, name: str) -> dict:
+    """Stop giving NAME new work; it finishes what it runs, then shows DRAINED."""
+    return client.drain_worker(name)
+
+
+@worker_group.command("undrain")
+@click.argument("name")
+@client_command
+def worker_undrain(client: FluxClient, name: str) -> dict:
+    """Let a drained worker take work again."""
+    return client.undrain_worker(name)
 
 
 @main.command()

@@ -126,3 +126,9 @@ class FluxClient:
 
     def show_worker(self, name: str) -> dict:
         return self._request("GET", f"/workers/{name}")
+
+    def drain_worker(self, name: str) -> dict:
+        return self._request("POST", f"/workers/{name}/drain")
+
+    def undrain_worker(self, name: str) -> dict:
+        return self._request("POST", f"/workers/{name}/undrain")

@@ -104,8 +104,12 @@ class WorkerModel(Base):
     heartbeat_interval: Mapped[float] = mapped_column(Float)
     registered_at: Mapped[float] = mapped_column(Float)
     last_heartbeat_at: Mapped[float] = mapped_column(Float)
-    #: Bumped whenever resources, labels or packages change, so dispatch can cache the rest.
+    #: Bumped whenever the sampled resources change (every heartbeat), so dispatch can
+    #: cache each worker's view and reload only what moved; labels, slots and packages
+    #: change only when ``registered_at`` does.
     resources_version: Mapped[int] = mapped_column(Integer, default=0)
+    #: Set by ``flux worker drain``: no new work; survives server restarts.
+    draining: Mapped[bool] = mapped_column(Boolean, default=False)
 
     runtime: Mapped["WorkerRuntimeModel"] = relationship(cascade="all, delete-orphan", uselist=False)
     resources: Mapped["WorkerResourcesModel"] = relationship(cascade="all, delete-orphan", uselist=False)
@@ -139,6 +143,8 @@ class WorkerResourcesModel(Base):
     disk_total: Mapped[int] = mapped_column(BigInteger)
     disk_free: Mapped[int] = mapped_column(BigInteger)
     cpu_percent: Mapped[float] = mapped_column(Float, default=0.0)
+    #: Live metrics the worker publishes with each heartbeat (for routing policies).
+    metrics: Mapped[Any] = mapped_column(JSON, default=dict)
     sampled_at: Mapped[float] = mapped_column(Float)
 
 

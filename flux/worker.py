@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import random
 import signal
@@ -46,6 +47,16 @@ class WorkerConfig:
     disk_path: str = "/"
     #: Seconds a stopping worker gives its children to end after SIGTERM.
     shutdown_grace: float = 5.0
+    #: ``module:function`` returning ``dict[str, float]``, called on every heartbeat.
+    metrics_provider: str | None = None
+
+
+def load_callable(spec: str):
+    """``package.module:function`` to the function."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep:
+        raise ValueError(f"metrics provider {spec!r} must look like 'module:function'")
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 class SessionLost(Exception):
@@ -104,8 +115,22 @@ class Worker:
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._http: httpx.AsyncClient | None = None
+        self._metrics_provider = load_callable(config.metrics_provider) if config.metrics_provider else None
 
     # --- what the worker publishes -------------------------------------------------------
+
+    def _metrics(self, resources: dict[str, Any]) -> dict[str, float]:
+        """Built-in live metrics plus the user's provider's, published for routing policies."""
+        metrics = {
+            "flux.cpu_percent": float(resources.get("cpu_percent", 0.0)),
+            "flux.memory_percent": 100.0 * (1 - resources["memory_available"] / max(resources["memory_total"], 1)),
+        }
+        if self._metrics_provider is not None:
+            try:
+                metrics.update({str(k): float(v) for k, v in self._metrics_provider().items()})
+            except Exception:  # noqa: BLE001 - a broken provider must not stop heartbeats
+                log.exception("metrics provider %s failed", self.config.metrics_provider)
+        return metrics
 
     def _get_resources_info(self) -> dict[str, Any]:
         """The registration payload: resources, packages, runtime, labels, slots.
@@ -118,7 +143,12 @@ class Worker:
             disk_path=self.config.disk_path,
             gpu_source=self.config.gpu_source,
         )
-        return {"name": self.config.name, "heartbeat_interval": self.config.heartbeat_interval, **info}
+        return {
+            "name": self.config.name,
+            "heartbeat_interval": self.config.heartbeat_interval,
+            "metrics": self._metrics(info["resources"]),
+            **info,
+        }
 
     # --- server calls --------------------------------------------------------------------
 
@@ -164,10 +194,19 @@ class Worker:
     # --- loops ---------------------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
+        """Liveness plus a fresh resource sample: hot-attached GPUs and freed memory are seen."""
+        state = None
         while True:
             await asyncio.sleep(self.config.heartbeat_interval)
-            reply = await self._call(f"/workers/{self.config.name}/heartbeat", {"running": sorted(self.running)})
+            resources = await asyncio.to_thread(probe.sample_resources, self.config.disk_path, self.config.gpu_source)
+            reply = await self._call(
+                f"/workers/{self.config.name}/heartbeat",
+                {"running": sorted(self.running), "resources": resources, "metrics": self._metrics(resources)},
+            )
             self._cancel(reply["cancel"])
+            if reply["state"] != state:
+                state = reply["state"]
+                log.info("worker %s is %s", self.config.name, state)
 
     async def _claim_loop(self) -> None:
         while not self._stopping.is_set():

@@ -9,13 +9,15 @@ import hmac
 import time
 
 from fastapi import Depends, FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux.domain.events import ExecutionState
 from flux.server import executions, fleet, workflows
 from flux.server.database import Database, migrate
 from flux.server.dispatch import Dispatcher
 from flux.server.errors import FluxError, Unauthorized
+from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.schemas import (
     Checkpoint,
@@ -52,8 +54,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def lifespan(app: FastAPI):
         await asyncio.to_thread(migrate, settings.database_url)
         app.state.db = Database(settings.database_url)
+        await app.state.db.run(fleet.restart_grace)
         app.state.notifier = Notifier()
-        app.state.dispatcher = Dispatcher(app.state.db, app.state.notifier, settings.eviction_grace_period)
+        app.state.metrics = ServerMetrics()
+        app.state.dispatcher = Dispatcher(
+            app.state.db, app.state.notifier, settings.eviction_grace_period, app.state.metrics
+        )
         loop_task = asyncio.create_task(app.state.dispatcher.run())
         try:
             yield
@@ -83,6 +89,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.get("/health")
     async def health() -> dict:
         return {"status": "ok"}
+
+    @app.get("/metrics", response_class=Response)
+    async def metrics(request: Request) -> Response:
+        snapshot = await db(request).run(ServerMetrics.snapshot)
+        return Response(request.app.state.metrics.render(snapshot), media_type=CONTENT_TYPE_LATEST)
 
     # --- workflows ---------------------------------------------------------------------
 
@@ -161,11 +172,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/workers/{name}/heartbeat", response_model=HeartbeatReply)
     async def worker_heartbeat(name: str, body: Heartbeat, request: Request, token: str | None = Depends(bearer)):
-        def beat(s):
-            worker = fleet.authenticate(s, token, name)
-            return fleet.heartbeat(s, worker), worker.state
-
-        cancel, state = await db(request).run(beat)
+        state, cancel = await db(request).run(lambda s: fleet.heartbeat(s, fleet.authenticate(s, token, name), body))
+        if body.resources is not None:
+            request.app.state.dispatcher.kick()  # freed resources may fit queued work now
         return HeartbeatReply(state=state, cancel=cancel)
 
     @app.post("/workers/{name}/claim", response_model=ClaimReply)
@@ -187,6 +196,17 @@ def create_app(settings: ServerSettings) -> FastAPI:
         )
         request.app.state.dispatcher.kick()
         return released
+
+    @app.post("/workers/{name}/drain", response_model=WorkerInfo)
+    async def drain_worker(name: str, request: Request):
+        """No new work for this worker; it finishes what it runs, then shows DRAINED."""
+        return await db(request).run(lambda s: fleet.set_draining(s, name, True))
+
+    @app.post("/workers/{name}/undrain", response_model=WorkerInfo)
+    async def undrain_worker(name: str, request: Request):
+        worker = await db(request).run(lambda s: fleet.set_draining(s, name, False))
+        request.app.state.dispatcher.kick()
+        return worker
 
     @app.get("/workers", response_model=list[WorkerInfo])
     async def list_workers(request: Request):

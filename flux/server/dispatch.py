@@ -22,6 +22,7 @@ from flux.scheduling.matching import GPU, WorkerView
 from flux.scheduling.placement import demand_from_row, place
 from flux.server import executions, fleet
 from flux.server.database import Database
+from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
 
 log = logging.getLogger("flux.server.dispatch")
@@ -30,11 +31,9 @@ log = logging.getLogger("flux.server.dispatch")
 ROUND_SIZE = 1000
 
 
-def _view(worker: WorkerModel) -> WorkerView:
+def _resources(worker: WorkerModel) -> dict:
     r = worker.resources
-    return WorkerView(
-        name=worker.name,
-        labels=dict(worker.labels or {}),
+    return dict(
         cpu_total=r.cpu_total,
         cpu_available=r.cpu_available,
         memory_total=r.memory_total,
@@ -44,20 +43,33 @@ def _view(worker: WorkerModel) -> WorkerView:
         gpus=tuple(
             GPU(g.index, g.uuid, g.name, g.memory_total, g.memory_available, g.utilization) for g in worker.gpus
         ),
-        packages={p.name: p.version for p in worker.packages},
-        slots=worker.max_concurrent_executions,
-        registered_seq=worker.id,
     )
 
 
+def _view(worker: WorkerModel) -> WorkerView:
+    return WorkerView(
+        name=worker.name,
+        labels=dict(worker.labels or {}),
+        packages={p.name: p.version for p in worker.packages},
+        slots=worker.max_concurrent_executions,
+        registered_seq=worker.id,
+        **_resources(worker),
+    )
+
+
+def _with_resources(view: WorkerView, worker: WorkerModel) -> WorkerView:
+    return replace(view, **_resources(worker))
+
+
 class Dispatcher:
-    def __init__(self, db: Database, notifier: Notifier, eviction_grace_period: float):
+    def __init__(self, db: Database, notifier: Notifier, eviction_grace_period: float, metrics: ServerMetrics):
         self.db = db
+        self.metrics = metrics
         self.notifier = notifier
         self.eviction_grace_period = eviction_grace_period
         self._wake = asyncio.Event()
-        #: Worker views by name, with the resources_version they were built from.
-        self._views: dict[str, tuple[int, WorkerView]] = {}
+        #: Worker views by name, with the (resources_version, registered_at) they were built from.
+        self._views: dict[str, tuple[int, float, WorkerView]] = {}
 
     def kick(self) -> None:
         self._wake.set()
@@ -82,28 +94,37 @@ class Dispatcher:
                 log.exception("dispatch round failed; retrying")
                 await asyncio.sleep(0.1)
                 continue
-            for worker_name in assigned:
+            for worker_name, waited in assigned:
+                self.metrics.observe_dispatch(worker_name, waited)
+            for worker_name in {worker_name for worker_name, _ in assigned}:
                 self.notifier.notify(f"worker:{worker_name}")
 
     def _fleet(self, session: Session) -> list[WorkerView]:
+        """Views of the workers that may take work now, reloading only what changed."""
         rows = session.execute(
-            select(WorkerModel.id, WorkerModel.name, WorkerModel.resources_version).where(
-                WorkerModel.state == fleet.ONLINE
+            select(WorkerModel.id, WorkerModel.name, WorkerModel.resources_version, WorkerModel.registered_at).where(
+                WorkerModel.state == fleet.ONLINE, WorkerModel.draining.is_(False)
             )
         ).all()
-        stale = [row.id for row in rows if self._views.get(row.name, (None,))[0] != row.resources_version]
+        stale = [row.id for row in rows if self._views.get(row.name, (None, None))[:2] != (row.resources_version, row.registered_at)]
         if stale:
             loaded = session.scalars(
                 select(WorkerModel)
                 .where(WorkerModel.id.in_(stale))
-                .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus), selectinload(WorkerModel.packages))
+                .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus))
             )
             for worker in loaded:
-                self._views[worker.name] = (worker.resources_version, _view(worker))
+                cached = self._views.get(worker.name)
+                if cached and cached[1] == worker.registered_at:
+                    view = _with_resources(cached[2], worker)  # a heartbeat: packages and labels are unchanged
+                else:
+                    view = _view(worker)
+                self._views[worker.name] = (worker.resources_version, worker.registered_at, view)
         counts = fleet.running_counts(session)
-        return [replace(self._views[row.name][1], running=counts.get(row.name, 0)) for row in rows]
+        return [replace(self._views[row.name][2], running=counts.get(row.name, 0)) for row in rows]
 
-    def _round(self, session: Session) -> set[str]:
+    def _round(self, session: Session) -> list[tuple[str, float]]:
+        """One placement pass; returns (worker, seconds the execution waited) per assignment."""
         pending = session.execute(
             select(ExecutionModel.id, ExecutionModel.requests, ExecutionModel.affinity)
             .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
@@ -111,13 +132,13 @@ class Dispatcher:
             .limit(ROUND_SIZE)
         ).all()
         if not pending:
-            return set()
+            return []
         workers = self._fleet(session)
         if not any(w.free_slots > 0 for w in workers):
-            return set()
+            return []
         assignments = place((demand_from_row(*row) for row in pending), workers)
         if not assignments:
-            return set()
+            return []
         rows = {
             e.id: e
             for e in session.scalars(select(ExecutionModel).where(ExecutionModel.id.in_([a[0] for a in assignments])))
@@ -139,4 +160,4 @@ class Dispatcher:
                 at=now,
                 worker_name=worker_name,
             )
-        return {worker_name for _, worker_name in assignments}
+        return [(worker_name, now - rows[execution_id].scheduled_at) for execution_id, worker_name in assignments]

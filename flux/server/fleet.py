@@ -26,9 +26,10 @@ from flux.models import (
 )
 from flux.server import executions
 from flux.server.errors import Forbidden, NotFound, Unauthorized
-from flux.server.schemas import PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
+from flux.server.schemas import Heartbeat, PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
 
 ONLINE, STALE, OFFLINE = "ONLINE", "STALE", "OFFLINE"
+DRAINING, DRAINED = "DRAINING", "DRAINED"
 #: Heartbeats a worker may miss before dispatch stops choosing it.
 STALE_AFTER_MISSED = 3
 
@@ -66,8 +67,8 @@ def _sampled_at(resources: ResourcesInfo) -> float:
     return time.time()
 
 
-def _store_resources(worker: WorkerModel, resources: ResourcesInfo) -> None:
-    values = {**_fields(resources, RESOURCE_FIELDS), "sampled_at": _sampled_at(resources)}
+def _store_resources(worker: WorkerModel, resources: ResourcesInfo, metrics: dict[str, float]) -> None:
+    values = {**_fields(resources, RESOURCE_FIELDS), "metrics": metrics, "sampled_at": _sampled_at(resources)}
     if worker.resources is None:
         worker.resources = WorkerResourcesModel(**values)
     else:
@@ -99,7 +100,7 @@ def register(session: Session, body: WorkerRegistration) -> tuple[str, list[str]
     worker.last_heartbeat_at = now
     worker.runtime = WorkerRuntimeModel(**body.runtime.model_dump())
     worker.packages = [WorkerPackageModel(name=p.name, version=p.version) for p in body.packages]
-    _store_resources(worker, body.resources)
+    _store_resources(worker, body.resources, body.metrics)
     still_running = set(body.running)
     for execution in executions.held_by(session, body.name):
         if execution.id not in still_running or not execution.delivered:
@@ -109,11 +110,36 @@ def register(session: Session, body: WorkerRegistration) -> tuple[str, list[str]
     return token, sorted(still_running - held)
 
 
-def heartbeat(session: Session, worker: WorkerModel) -> list[str]:
-    """Record liveness; returns the executions this worker must cancel."""
+def heartbeat(session: Session, worker: WorkerModel, body: Heartbeat) -> tuple[str, list[str]]:
+    """Record liveness and the fresh resource sample; returns (state, executions to cancel)."""
     worker.last_heartbeat_at = time.time()
     worker.state = ONLINE
-    return [e.id for e in executions.held_by(session, worker.name) if e.state == executions.S.CANCELLING.value]
+    if body.resources is not None:
+        _store_resources(worker, body.resources, body.metrics)
+    held = executions.held_by(session, worker.name)
+    cancel = [e.id for e in held if e.state == executions.S.CANCELLING.value]
+    return display_state(worker, len(held)), cancel
+
+
+def display_state(worker: WorkerModel, running: int) -> str:
+    """ONLINE, STALE or OFFLINE; a draining live worker shows DRAINING, then DRAINED once idle."""
+    if worker.state != ONLINE or not worker.draining:
+        return worker.state
+    return DRAINING if running else DRAINED
+
+
+def set_draining(session: Session, name: str, draining: bool) -> WorkerInfo:
+    worker = get(session, name)
+    worker.draining = draining
+    session.flush()
+    return info(worker, running_counts(session).get(name, 0))
+
+
+def restart_grace(session: Session) -> None:
+    """After a server restart, give every known worker a full grace period to reconnect."""
+    now = time.time()
+    for worker in session.scalars(select(WorkerModel).where(WorkerModel.state != OFFLINE)):
+        worker.last_heartbeat_at = max(worker.last_heartbeat_at, now)
 
 
 def release(session: Session, worker: WorkerModel, reason: str) -> list[str]:
@@ -161,13 +187,14 @@ def info(worker: WorkerModel, running: int, with_packages: bool = False) -> Work
     if worker.resources is not None:
         resources = {
             **_fields(worker.resources, RESOURCE_FIELDS),
+            "metrics": worker.resources.metrics or {},
             "sampled_at": worker.resources.sampled_at,
             "gpus": [_fields(gpu, GPU_FIELDS) for gpu in worker.gpus],
         }
     runtime = _fields(worker.runtime, RUNTIME_FIELDS) if worker.runtime is not None else None
     return WorkerInfo(
         name=worker.name,
-        state=worker.state,
+        state=display_state(worker, running),
         labels=worker.labels or {},
         max_concurrent_executions=worker.max_concurrent_executions,
         running=running,

@@ -136,6 +136,7 @@ class WorkerRegistration(Strict):
     packages: list[PackageInfo] = []
     runtime: RuntimeInfo
     running: list[str] = Field(default=[], description="Executions this worker process still runs")
+    metrics: dict[str, float] = {}
 
 
 class RegistrationReply(BaseModel):
@@ -145,6 +146,8 @@ class RegistrationReply(BaseModel):
 
 class Heartbeat(Strict):
     running: list[str] = []
+    resources: ResourcesInfo | None = Field(default=None, description="A fresh sample; resources are re-sampled on every heartbeat")
+    metrics: dict[str, float] = Field(default={}, description="Live metrics for routing policies")
 
 
 class HeartbeatReply(BaseModel):

@@ -2,7 +2,6 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-12-02 13:44:33.777606
 """
 from alembic import op
 import sqlalchemy as sa
@@ -26,6 +25,7 @@ def upgrade() -> None:
     sa.Column('registered_at', sa.Float(), nullable=False),
     sa.Column('last_heartbeat_at', sa.Float(), nullable=False),
     sa.Column('resources_version', sa.Integer(), nullable=False),
+    sa.Column('draining', sa.Boolean(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('name'),
     sa.UniqueConstraint('session_token_hash')
@@ -93,6 +93,7 @@ def upgrade() -> None:
     sa.Column('disk_total', sa.BigInteger(), nullable=False),
     sa.Column('disk_free', sa.BigInteger(), nullable=False),
     sa.Column('cpu_percent', sa.Float(), nullable=False),
+    sa.Column('metrics', sa.JSON(), nullable=False),
     sa.Column('sampled_at', sa.Float(), nullable=False),
     sa.ForeignKeyConstraint(['worker_id'], ['workers.id'], ),
     sa.PrimaryKeyConstraint('worker_id')
