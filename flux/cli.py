@@ -14,9 +14,28 @@ from rich.console import Console
 from rich.table import Table
 
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError
+from flux.domain.resource_request import InvalidResourceRequest, parse_quantity
+from flux.runners import RUNNER_NAMES
 from flux.server.settings import ServerSettings, default_home, ensure_bootstrap_token
 
 console = Console()
+
+
+class QuantityType(click.ParamType):
+    """Bytes from an int or a Kubernetes-style quantity (512Mi, 2Gi, 1G)."""
+
+    name = "quantity"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_quantity(value, f"--{param.name.replace('_', '-')}")
+        except InvalidResourceRequest as exc:
+            self.fail(str(exc), param, ctx)
+
+
+QUANTITY = QuantityType()
 
 
 def _when(value: float | None) -> str:
@@ -139,13 +158,25 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
               help="KEY=VALUE, repeatable (FLUX_LABELS: space-separated); matched by workflow affinity")
 @click.option("--max-concurrent-executions", envvar="FLUX_MAX_CONCURRENT_EXECUTIONS", type=click.IntRange(1), default=4, show_default=True)
 @click.option("--heartbeat-interval", envvar="FLUX_HEARTBEAT_INTERVAL", type=click.FloatRange(min=0.01), default=5.0, show_default=True)
-@click.option("--runner", envvar="FLUX_RUNNER", type=click.Choice(["subprocess", "inprocess"]), default="subprocess", show_default=True)
+@click.option("--runner", envvar="FLUX_RUNNER", type=click.Choice(RUNNER_NAMES), default="subprocess", show_default=True)
 @click.option("--gpu-source", envvar="FLUX_GPU_SOURCE", type=click.Choice(["auto", "nvml", "gputil", "none"]), default="auto", show_default=True)
 @click.option("--metrics-provider", envvar="FLUX_METRICS_PROVIDER", default=None,
               help="module:function returning live metrics (dict of floats) for routing policies")
+@click.option("--allocation", envvar="FLUX_ALLOCATION", type=click.Choice(["sample", "reserve"]), default="sample", show_default=True,
+              help="Match against sampled availability (spec) or capacity minus what running executions were allotted")
+@click.option("--enforce-requests/--no-enforce-requests", envvar="FLUX_ENFORCE_REQUESTS", default=False, show_default=True,
+              help="Derive CPU pinning and memory ceilings from each execution's request")
+@click.option("--subprocess-memory-limit", envvar="FLUX_SUBPROCESS_MEMORY_LIMIT", type=QUANTITY, default=None,
+              help="Address-space ceiling for every subprocess child (e.g. 2Gi)")
+@click.option("--docker-image", envvar="FLUX_DOCKER_IMAGE", default="python:3.11-slim", show_default=True)
+@click.option("--docker-memory", envvar="FLUX_DOCKER_MEMORY", type=QUANTITY, default=None, help="--memory for every container")
+@click.option("--docker-cpus", envvar="FLUX_DOCKER_CPUS", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--docker-arg", "docker_args", envvar="FLUX_DOCKER_ARGS", multiple=True, help="Extra 'docker run' argument, repeatable")
 def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: str | None, labels: tuple[str, ...],
                  max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str,
-                 metrics_provider: str | None) -> None:
+                 metrics_provider: str | None, allocation: str, enforce_requests: bool,
+                 subprocess_memory_limit: int | None, docker_image: str, docker_memory: int | None,
+                 docker_cpus: float | None, docker_args: tuple[str, ...]) -> None:
     """Run a worker named NAME that executes workflows dispatched by the server."""
     import asyncio
 
@@ -162,7 +193,9 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: 
     config = WorkerConfig(
         name=name, server_url=server_url, bootstrap_token=token, labels=_labels(labels),
         max_concurrent_executions=max_concurrent_executions, heartbeat_interval=heartbeat_interval,
-        runner=runner, gpu_source=gpu_source, metrics_provider=metrics_provider,
+        runner=runner, gpu_source=gpu_source, metrics_provider=metrics_provider, allocation=allocation,
+        enforce_requests=enforce_requests, subprocess_memory_limit=subprocess_memory_limit,
+        docker_image=docker_image, docker_memory=docker_memory, docker_cpus=docker_cpus, docker_args=docker_args,
     )
     asyncio.run(Worker(config).run())
 

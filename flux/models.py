@@ -55,6 +55,8 @@ class ExecutionModel(Base):
     #: Fencing token: bumped on every claim; checkpoints from an older attempt are refused.
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     delivered: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: What dispatch set aside on the worker for this attempt: {"gpus": [...], "cpu": ..., ...}.
+    allotment: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     #: Sequence number of the newest event in this execution's log.
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
     #: Optimistic-concurrency counter: every UPDATE is conditional on it, so two server
@@ -101,6 +103,8 @@ class WorkerModel(Base):
     session_token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     labels: Mapped[Any] = mapped_column(JSON, default=dict)
     max_concurrent_executions: Mapped[int] = mapped_column(Integer, default=1)
+    #: "sample" (the spec's threshold on sampled availability) or "reserve".
+    allocation: Mapped[str] = mapped_column(String(16), default="sample")
     heartbeat_interval: Mapped[float] = mapped_column(Float)
     registered_at: Mapped[float] = mapped_column(Float)
     last_heartbeat_at: Mapped[float] = mapped_column(Float)

@@ -26,7 +26,8 @@ import httpx
 
 from flux import probe
 from flux.domain.events import EventType
-from flux.runners import RUNNERS, Job, Runner
+from flux.runners import DockerRunner, InProcessRunner, Job, Runner, SubprocessRunner
+from flux.runners.limits import LimitPolicy
 
 log = logging.getLogger("flux.worker")
 
@@ -49,6 +50,30 @@ class WorkerConfig:
     shutdown_grace: float = 5.0
     #: ``module:function`` returning ``dict[str, float]``, called on every heartbeat.
     metrics_provider: str | None = None
+    #: RLIMIT_AS for every subprocess child, in bytes (the spec's runner-level ceiling).
+    subprocess_memory_limit: int | None = None
+    #: Derive CPU pinning and memory ceilings from each execution's request.
+    enforce_requests: bool = False
+    #: "sample": match against the last sampled availability (the spec's model);
+    #: "reserve": against capacity minus what running executions were allotted.
+    allocation: str = "sample"
+    docker_image: str = "python:3.11-slim"
+    docker_memory: int | None = None
+    docker_cpus: float | None = None
+    docker_args: tuple[str, ...] = ()
+
+
+def build_runner(config: WorkerConfig) -> Runner:
+    if config.runner == "inprocess":
+        if config.enforce_requests or config.subprocess_memory_limit:
+            log.warning("the inprocess runner cannot enforce ceilings; enforce_requests/subprocess_memory_limit ignored")
+        return InProcessRunner()
+    if config.runner == "docker":
+        return DockerRunner(
+            config.docker_image, config.docker_memory, config.docker_cpus, config.docker_args, config.enforce_requests
+        )
+    policy = LimitPolicy(subprocess_memory_limit=config.subprocess_memory_limit, enforce_requests=config.enforce_requests)
+    return SubprocessRunner(warm_processes=min(config.max_concurrent_executions, 4), limits=policy)
 
 
 def load_callable(spec: str):
@@ -107,7 +132,7 @@ class RunningExecution:
 class Worker:
     def __init__(self, config: WorkerConfig, runner: Runner | None = None):
         self.config = config
-        self.runner = runner or RUNNERS[config.runner]()
+        self.runner = runner or build_runner(config)
         self.running: dict[str, RunningExecution] = {}
         self._token: str | None = None
         self._register_lock = asyncio.Lock()
@@ -146,6 +171,7 @@ class Worker:
         return {
             "name": self.config.name,
             "heartbeat_interval": self.config.heartbeat_interval,
+            "allocation": self.config.allocation,
             "metrics": self._metrics(info["resources"]),
             **info,
         }

@@ -8,9 +8,10 @@ happened to the code it ran; setting ``cancel`` asks it to stop.
 from __future__ import annotations
 
 from flux.runners.base import Job, Runner
+from flux.runners.docker import DockerRunner
 from flux.runners.inprocess import InProcessRunner
 from flux.runners.subprocess import SubprocessRunner
 
-RUNNERS = {"subprocess": SubprocessRunner, "inprocess": InProcessRunner}
+RUNNER_NAMES = ("subprocess", "inprocess", "docker")
 
-__all__ = ["Job", "Runner", "RUNNERS", "InProcessRunner", "SubprocessRunner"]
+__all__ = ["Job", "Runner", "RUNNER_NAMES", "DockerRunner", "InProcessRunner", "SubprocessRunner"]

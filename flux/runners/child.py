@@ -20,10 +20,17 @@ def main() -> None:
     if not line:
         return  # the pool shut down before handing us a job
     job = json.loads(line)
+    limits = job.get("limits") or {}
 
     from flux.runners.base import execute_job
+    from flux.runners.limits import Limits, apply_in_child
+
+    apply_in_child(limits)
+    memory_cause = Limits(**limits).describe_memory() if limits.get("memory") else None
 
     def emit(event: dict) -> None:
+        if memory_cause and event["type"] == "WORKFLOW_FAILED" and "MemoryError" in str(event["value"].get("error")):
+            event["value"]["error"] = f"{memory_cause}: {event['value']['error']}"
         protocol.write(json.dumps(event) + "\n")
 
     async def run() -> None:

@@ -23,6 +23,7 @@ from typing import Callable
 
 from flux.domain.events import EventType
 from flux.runners.base import Job, Runner
+from flux.runners.limits import CgroupMemory, LimitPolicy, Limits
 from flux.runtime import make_event
 
 log = logging.getLogger("flux.runners.subprocess")
@@ -44,17 +45,16 @@ def describe_exit(returncode: int) -> str:
 class SubprocessRunner(Runner):
     name = "subprocess"
 
-    def __init__(self, warm_processes: int = 2, cancel_grace: float = 10.0):
+    def __init__(self, warm_processes: int = 2, cancel_grace: float = 10.0, limits: LimitPolicy | None = None):
         self.warm_processes = warm_processes
         self.cancel_grace = cancel_grace
+        self.limits = limits or LimitPolicy()
         self._pool: asyncio.Queue[asyncio.subprocess.Process] = asyncio.Queue()
         self._refills: set[asyncio.Task] = set()
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
+    async def _spawn(self, *command: str) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "flux.runners.child",
+            *(command or (sys.executable, "-m", "flux.runners.child")),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=MAX_EVENT_BYTES,
@@ -72,7 +72,10 @@ class SubprocessRunner(Runner):
         for _ in range(self.warm_processes):
             self._schedule_refill()
 
-    async def _take(self) -> asyncio.subprocess.Process:
+    def plan(self, job: Job) -> Limits:
+        return self.limits.plan(job)
+
+    async def _take(self, job: Job, limits: Limits) -> asyncio.subprocess.Process:
         while not self._pool.empty():
             process = self._pool.get_nowait()
             if process.returncode is None:
@@ -83,13 +86,18 @@ class SubprocessRunner(Runner):
         return await self._spawn()
 
     async def run(self, job: Job, emit: Callable[[dict], None], cancel: asyncio.Event) -> None:
-        process = await self._take()
+        limits = self.plan(job)
+        process = await self._take(job, limits)
+        cgroup = self.limits.cgroup_for(job, limits)
+        if cgroup is not None:
+            CgroupMemory.add(cgroup, process.pid)
         assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(json.dumps(job).encode() + b"\n")
+        process.stdin.write(json.dumps({**job, "limits": limits.to_dict()}).encode() + b"\n")
         with contextlib.suppress(ConnectionError):
             await process.stdin.drain()
         watcher = asyncio.create_task(self._stop_on_cancel(process, cancel))
         finished = False
+        returncode = None
         try:
             while line := await process.stdout.readline():
                 event = json.loads(line)
@@ -101,12 +109,18 @@ class SubprocessRunner(Runner):
             if process.returncode is None:  # we were cancelled ourselves: leave no orphan
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
+            self.limits.release(limits)
         if not finished:
-            emit(self._lost_child_event(job, returncode, cancel.is_set()))
+            oom = cgroup is not None and CgroupMemory.oom_killed(cgroup)
+            emit(self._lost_child_event(job, returncode, cancel.is_set(), limits.describe_memory() if oom else None))
+        if cgroup is not None:
+            CgroupMemory.remove(cgroup)
 
     @staticmethod
-    def _lost_child_event(job: Job, returncode: int, cancelled: bool) -> dict:
+    def _lost_child_event(job: Job, returncode: int, cancelled: bool, cause: str | None = None) -> dict:
         reason = f"child process {describe_exit(returncode)}"
+        if cause:
+            reason = f"{cause} ({reason})"
         if cancelled:
             return make_event(EventType.WORKFLOW_CANCELLED, job["workflow_name"], value={"reason": reason})
         return make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": reason})

@@ -181,6 +181,8 @@ def deliver(session: Session, worker: WorkerModel) -> tuple[list[ClaimedExecutio
                 input=execution.input,
                 attempt=execution.attempt,
                 completed_tasks=_completed_tasks(session, execution.id),
+                requests=execution.requests,
+                gpus=(execution.allotment or {}).get("gpus"),
             )
         )
     return claimed, cancel

@@ -95,6 +95,7 @@ def register(session: Session, body: WorkerRegistration) -> tuple[str, list[str]
     worker.session_token_hash = hash_token(token)
     worker.labels = body.labels
     worker.max_concurrent_executions = body.max_concurrent_executions
+    worker.allocation = body.allocation
     worker.heartbeat_interval = body.heartbeat_interval
     worker.registered_at = now
     worker.last_heartbeat_at = now
@@ -197,6 +198,7 @@ def info(worker: WorkerModel, running: int, with_packages: bool = False) -> Work
         state=display_state(worker, running),
         labels=worker.labels or {},
         max_concurrent_executions=worker.max_concurrent_executions,
+        allocation=worker.allocation,
         running=running,
         registered_at=worker.registered_at,
         last_heartbeat_at=worker.last_heartbeat_at,

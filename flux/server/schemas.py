@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -132,6 +132,7 @@ class WorkerRegistration(Strict):
     labels: dict[str, str] = {}
     max_concurrent_executions: int = Field(default=1, ge=1, le=10_000)
     heartbeat_interval: float = Field(default=5.0, gt=0, le=3600)
+    allocation: Literal["sample", "reserve"] = "sample"
     resources: ResourcesInfo
     packages: list[PackageInfo] = []
     runtime: RuntimeInfo
@@ -168,6 +169,8 @@ class ClaimedExecution(BaseModel):
     input: Any
     attempt: int
     completed_tasks: dict[str, Any]
+    requests: dict[str, Any] | None = None
+    gpus: list[int] | None = Field(default=None, description="GPU indexes allotted to this execution")
 
 
 class ClaimReply(BaseModel):
@@ -180,6 +183,7 @@ class WorkerInfo(BaseModel):
     state: str
     labels: dict[str, str]
     max_concurrent_executions: int
+    allocation: str
     running: int
     registered_at: float
     last_heartbeat_at: float
