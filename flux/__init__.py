@@ -1,18 +1,31 @@
 """Flux: durable Python workflows dispatched to a fleet of resource-aware workers."""
 
+from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
+from flux.domain.routing import RoutingPolicy, label, load, metric, score
 from flux.runtime import ExecutionContext
 from flux.task import TaskFailedError, parallel, task
 from flux.workflow import LocalExecution, Workflow, workflow
 
 __all__ = [
+    "DoesNotExist",
     "ExecutionContext",
+    "Exists",
+    "Gt",
+    "In",
     "InvalidResourceRequest",
     "LocalExecution",
+    "Lt",
+    "NotIn",
     "ResourceRequest",
+    "RoutingPolicy",
     "TaskFailedError",
     "Workflow",
+    "label",
+    "load",
+    "metric",
     "parallel",
+    "score",
     "task",
     "workflow",
 ]

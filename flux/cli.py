@@ -159,7 +159,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 @click.option("--max-concurrent-executions", envvar="FLUX_MAX_CONCURRENT_EXECUTIONS", type=click.IntRange(1), default=4, show_default=True)
 @click.option("--heartbeat-interval", envvar="FLUX_HEARTBEAT_INTERVAL", type=click.FloatRange(min=0.01), default=5.0, show_default=True)
 @click.option("--runner", envvar="FLUX_RUNNER", type=click.Choice(RUNNER_NAMES), default="subprocess", show_default=True)
-@click.option("--gpu-source", envvar="FLUX_GPU_SOURCE", type=click.Choice(["auto", "nvml", "gputil", "none"]), default="auto", show_default=True)
+@click.option("--gpu-source", envvar="FLUX_GPU_SOURCE", default="auto", show_default=True,
+              help="auto (NVML, then GPUtil), nvml, gputil, none, or nvml:module:attribute (an NVML-compatible binding)")
 @click.option("--metrics-provider", envvar="FLUX_METRICS_PROVIDER", default=None,
               help="module:function returning live metrics (dict of floats) for routing policies")
 @click.option("--allocation", envvar="FLUX_ALLOCATION", type=click.Choice(["sample", "reserve"]), default="sample", show_default=True,

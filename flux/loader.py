@@ -8,8 +8,10 @@ two versions of one workflow never share globals.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import sys
 import types
+from typing import Any
 
 from flux.workflow import Workflow
 
@@ -49,3 +51,11 @@ def load_workflow(source: str, name: str, filename: str = "<workflow>") -> Workf
     if name not in workflows:
         raise WorkflowLoadError(f"{filename} defines no workflow named {name!r} (found: {', '.join(sorted(workflows)) or 'none'})")
     return workflows[name]
+
+
+def import_object(spec: str) -> Any:
+    """``package.module:attribute`` to the object (metrics providers, NVML bindings)."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"{spec!r} must look like 'module:attribute'")
+    return getattr(importlib.import_module(module_name), attribute)

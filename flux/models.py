@@ -30,6 +30,7 @@ class WorkflowModel(Base):
     filename: Mapped[str] = mapped_column(String(255))
     requests: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     affinity: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    routing: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
 
 
@@ -51,6 +52,7 @@ class ExecutionModel(Base):
     #: Placement constraints copied from the workflow at submission (dispatch reads only this row).
     requests: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     affinity: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    routing: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     worker_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
     #: Fencing token: bumped on every claim; checkpoints from an older attempt are refused.
     attempt: Mapped[int] = mapped_column(Integer, default=0)

@@ -38,6 +38,8 @@ from typing import Any
 import psutil
 from packaging.utils import canonicalize_name
 
+from flux.loader import import_object
+
 logger = logging.getLogger("flux.probe")
 
 GPU_SOURCES = ("auto", "nvml", "gputil", "none")
@@ -143,10 +145,13 @@ def _detect_gputil(gputil: Any = None) -> list[dict]:
 def detect_gpus(source: str = "auto", *, nvml: Any = None, gputil: Any = None) -> list[dict]:
     """NVIDIA GPUs visible to this worker. Never raises; failure means ``[]``.
 
-    ``source``: "auto" (NVML, then GPUtil), "nvml", "gputil" or "none".
-    ``nvml``/``gputil`` replace the real ``pynvml``/``GPUtil`` modules (tests).
+    ``source``: "auto" (NVML, then GPUtil), "nvml", "gputil", "none", or
+    "nvml:module:attribute" for another NVML-compatible binding (a vendor shim, or a
+    test's fake). ``nvml``/``gputil`` replace the real modules (tests).
     """
     try:
+        if source.startswith("nvml:"):
+            return _detect_nvml(import_object(source[len("nvml:"):])) or []
         if source == "none":
             logger.debug("no GPUs: GPU detection disabled (source='none')")
             return []

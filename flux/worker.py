@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import random
 import signal
@@ -26,6 +25,7 @@ import httpx
 
 from flux import probe
 from flux.domain.events import EventType
+from flux.loader import import_object
 from flux.runners import DockerRunner, InProcessRunner, Job, Runner, SubprocessRunner
 from flux.runners.limits import LimitPolicy
 
@@ -76,12 +76,11 @@ def build_runner(config: WorkerConfig) -> Runner:
     return SubprocessRunner(warm_processes=min(config.max_concurrent_executions, 4), limits=policy)
 
 
-def load_callable(spec: str):
-    """``package.module:function`` to the function."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep:
-        raise ValueError(f"metrics provider {spec!r} must look like 'module:function'")
-    return getattr(importlib.import_module(module_name), attribute)
+def is_transient(exc: httpx.HTTPError) -> bool:
+    """Worth retrying: the server is unreachable, shutting down or overloaded (5xx)."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code >= 500
+    return isinstance(exc, httpx.TransportError)
 
 
 class SessionLost(Exception):
@@ -140,7 +139,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._http: httpx.AsyncClient | None = None
-        self._metrics_provider = load_callable(config.metrics_provider) if config.metrics_provider else None
+        self._metrics_provider = import_object(config.metrics_provider) if config.metrics_provider else None
 
     # --- what the worker publishes -------------------------------------------------------
 
@@ -196,7 +195,9 @@ class Worker:
                 try:
                     reply = await self._post("/workers/register", payload, token=self.config.bootstrap_token)
                     break
-                except httpx.TransportError as exc:
+                except httpx.HTTPError as exc:
+                    if not is_transient(exc):
+                        raise
                     log.warning("server unreachable (%s); retrying", exc.__class__.__name__)
                     await backoff.sleep()
             self._token = reply["session_token"]
@@ -205,16 +206,21 @@ class Worker:
             log.info("worker %s registered with %s", self.config.name, self.config.server_url)
 
     async def _call(self, path: str, json: Any, timeout: float | None = None) -> Any:
-        """A session call that survives server restarts and evictions."""
+        """A session call that survives server restarts, overload and evictions.
+
+        Transport errors and 5xx answers (a server shutting down or overloaded) are
+        retried with backoff; 4xx answers other than 401 are the caller's to handle.
+        """
         backoff = Backoff()
         while True:
             try:
                 return await self._post(path, json, timeout=timeout)
             except SessionLost:
                 await self.register()
-            except httpx.TransportError:
-                if self._stopping.is_set():
+            except httpx.HTTPError as exc:
+                if not is_transient(exc) or self._stopping.is_set():
                     raise
+                log.warning("server call %s failed (%s); retrying", path, exc.__class__.__name__)
                 await backoff.sleep()
 
     # --- loops ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """``@workflow``: an async function of ``ctx`` that the server schedules onto workers.
 
-Options are validated when the decorator runs, so a bad ``requests`` or ``affinity``
-fails at import time with a message naming the field, never later on a worker.
+Options are validated when the decorator runs, so a bad ``requests``, ``affinity`` or
+``routing`` fails at import time with a message naming the field, never later on a
+worker.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from flux.domain.affinity import Operator, normalise_affinity
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.resource_request import ResourceRequest
+from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.runtime import ExecutionContext, run_workflow
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
@@ -40,19 +43,32 @@ class LocalExecution:
         return self.state is ExecutionState.COMPLETED
 
 
-def validate_affinity(affinity: Any, owner: str) -> dict[str, str] | None:
-    if affinity is None:
-        return None
-    if not isinstance(affinity, Mapping):
-        raise ValueError(f"{owner}: affinity must be a mapping of label to value, got {affinity!r}")
-    result = {}
-    for key, value in affinity.items():
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"{owner}: affinity key must be a non-empty string, got {key!r}")
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ValueError(f"{owner}: affinity[{key!r}] must be a string, got {value!r}")
-        result[key] = str(value)
-    return result or None
+def validate_affinity(affinity: Any, owner: str) -> dict[str, str | dict] | None:
+    """The affinity's JSON form, or ``None`` when empty; ``ValueError`` names owner, key and value.
+
+    Kept under this name for the server, which re-validates API payloads with it; it is
+    ``flux.domain.affinity.normalise_affinity``.
+    """
+    return normalise_affinity(affinity, owner)
+
+
+def validate_routing(routing: Any, owner: str) -> RoutingPolicy | None:
+    """A ``score(...)`` policy, or its JSON form (``{"terms": [...]}``), as a RoutingPolicy.
+
+    ``ValueError`` names ``owner`` and what is wrong.
+    """
+    if routing is None or isinstance(routing, RoutingPolicy):
+        return routing
+    if isinstance(routing, Mapping):
+        try:
+            return RoutingPolicy.from_dict(routing)
+        except ValueError as exc:
+            raise ValueError(f"{owner}: {exc}") from None
+    if isinstance(routing, (Term, LabelRef)):
+        raise ValueError(
+            f"{owner}: routing must be score(...), got a bare term {routing!r}; wrap it: score({routing!r})"
+        )
+    raise ValueError(f"{owner}: routing must be score(...), got {routing!r}")
 
 
 def _validate_requests(requests: Any, owner: str) -> ResourceRequest | None:
@@ -71,7 +87,8 @@ class Workflow:
         fn: Callable[..., Any],
         name: str | None = None,
         requests: ResourceRequest | Mapping | None = None,
-        affinity: Mapping[str, str] | None = None,
+        affinity: Mapping[str, str | Operator | Mapping] | None = None,
+        routing: RoutingPolicy | Mapping | None = None,
     ):
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
@@ -82,16 +99,24 @@ class Workflow:
         owner = f"workflow {self.name!r}"
         self.requests = _validate_requests(requests, owner)
         self.affinity = validate_affinity(affinity, owner)
+        self.routing = validate_routing(routing, owner)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
     def metadata(self) -> dict:
-        """What the server stores beside the source: name and placement constraints."""
-        return {
+        """What the server stores beside the source: name, placement constraints and routing.
+
+        ``"routing"`` (the policy's JSON form) is present only when the workflow has a
+        policy, so workflows without one register exactly as before.
+        """
+        metadata = {
             "name": self.name,
             "requests": self.requests.to_dict() if self.requests else None,
             "affinity": self.affinity,
         }
+        if self.routing is not None:
+            metadata["routing"] = self.routing.to_dict()
+        return metadata
 
     def run(self, input: Any = None) -> LocalExecution:
         """Run in this process, without a server (tests, notebooks)."""
@@ -126,10 +151,17 @@ class _WorkflowDecorator:
         self,
         name: str | None = None,
         requests: ResourceRequest | Mapping | None = None,
-        affinity: Mapping[str, str] | None = None,
+        affinity: Mapping[str, str | Operator | Mapping] | None = None,
+        routing: RoutingPolicy | Mapping | None = None,
     ) -> Callable[[Callable[..., Any]], Workflow]:
+        """Options for the decorated workflow, validated when the decorator runs.
+
+        ``affinity`` is hard (label equality or operators such as ``In``, ``Gt``);
+        ``routing=score(...)`` ranks the eligible workers (soft).
+        """
+
         def decorate(fn: Callable[..., Any]) -> Workflow:
-            return Workflow(fn, name=name, requests=requests, affinity=affinity)
+            return Workflow(fn, name=name, requests=requests, affinity=affinity, routing=routing)
 
         return decorate
 

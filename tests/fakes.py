@@ -76,3 +76,12 @@ def two_nvml_gpus(**kwargs) -> FakeNVML:
         ],
         **kwargs,
     )
+
+
+#: Loaded by worker processes in tests through ``--gpu-source nvml:fakes:TWO_FREE_GPUS``.
+TWO_FREE_GPUS = FakeNVML(
+    [
+        {"uuid": "GPU-fake-0", "name": "Fake H100", "total": 80 * GiB, "free": 80 * GiB, "util": 0},
+        {"uuid": "GPU-fake-1", "name": "Fake H100", "total": 80 * GiB, "free": 80 * GiB, "util": 0},
+    ]
+)

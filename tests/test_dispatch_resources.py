@@ -34,6 +34,7 @@ pytestmark = pytest.mark.integration
 WAIT = 45.0
 #: How long an unsatisfiable execution is watched after a later one completed.
 STAYS = 1.5
+Gi = 1024**3
 
 BASE = """
 import asyncio
@@ -78,6 +79,15 @@ def _wait_for_claims(client, execution_ids: list[str], timeout: float = WAIT) ->
         if all(claims.values()) or time.monotonic() > deadline:
             return claims
         time.sleep(0.05)
+
+
+def _registration(name: str = "raw") -> dict:
+    """A well-formed POST /workers/register body: this machine's real probe, no GPUs."""
+    return {"name": name, "heartbeat_interval": 5.0, **probe.get_resources_info({"pool": "raw"}, 1, gpu_source="none")}
+
+
+def _field_errors(response: httpx.Response) -> list[tuple[str, ...]]:
+    return [tuple(str(part) for part in item["loc"]) for item in response.json()["detail"]]
 
 
 # --- label affinity ----------------------------------------------------------------------
@@ -368,15 +378,66 @@ def test_spec_worker_publishes_resources_runtime_labels_slots_and_packages(clust
     assert all(name == name.lower() and "_" not in name and "." not in name for name in packages)
 
 
+# --- a worker with GPUs, registered by hand ----------------------------------------------
+
+def test_spec_gpu_counts_published_gpus_with_free_memory_and_thresholds_are_inclusive(cluster, client, workflow_file):
+    """No GPU here, so a worker with two NVIDIA GPUs (one with no free memory) registers
+    over the API with fixed figures. Dispatch assigns to it (CLAIMED, worker_name set);
+    nothing claims the work, which is fine: placement is what is under test."""
+    token = (cluster.home / "bootstrap-token").read_text().strip()
+    gpus = [
+        {"index": 0, "uuid": "GPU-free", "name": "NVIDIA H100", "memory_total": 80 * Gi,
+         "memory_available": 10 * Gi, "utilization": 12.5},
+        {"index": 1, "uuid": "GPU-full", "name": "NVIDIA H100", "memory_total": 80 * Gi,
+         "memory_available": 0, "utilization": 100.0},
+    ]
+    registration = _registration("gpu-box")
+    registration.update(
+        heartbeat_interval=600.0,  # it never heartbeats; keep it ONLINE for the test
+        max_concurrent_executions=10,
+        packages=[{"name": "torch", "version": "2.1.0+cu121"}, {"name": "numpy", "version": "1.26.4"}],
+    )
+    registration["resources"].update(
+        cpu_total=8.0, cpu_available=8.0, memory_total=32 * Gi, memory_available=16 * Gi,
+        disk_total=200 * 10**9, disk_free=100 * 10**9, gpus=gpus,
+    )
+    response = httpx.post(f"{cluster.server_url}/workers/register", json=registration,
+                          headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    assert response.status_code == 200, response.text
+    assert client.show_worker("gpu-box")["resources"]["gpus"] == gpus
+
+    client.register_file(workflow_file(BASE + """
+@workflow.with_options(requests=ResourceRequest(gpu=2))
+async def two_gpus(ctx):
+    return 0
+
+
+@workflow.with_options(requests=ResourceRequest(memory=16 * 1024**3 + 1))
+async def one_byte_too_much(ctx):
+    return 0
+
+
+@workflow.with_options(requests=ResourceRequest(packages=["torch>=2.2"]))
+async def newer_torch(ctx):
+    return 0
+
+
+@workflow.with_options(requests=ResourceRequest(
+    cpu=8, memory="16Gi", disk="100G", gpu=1, packages=["torch==2.1.0", "numpy>=1.26"],
+))
+async def exactly_what_it_has(ctx):
+    return 0
+"""))
+    stuck = [client.run(name)["id"] for name in ("two_gpus", "one_byte_too_much", "newer_torch")]
+    fits = client.run("exactly_what_it_has")["id"]
+    assert _wait_for_claims(client, [fits]) == {fits: "gpu-box"}
+    assert client.execution(fits)["state"] == "CLAIMED"
+    _assert_stays_scheduled(client, stuck)
+    for execution_id in (*stuck, fits):
+        assert client.cancel(execution_id)["state"] == "CANCELLED"
+
+
 # --- malformed input is refused with a reason --------------------------------------------
-
-
-def _registration(name: str = "raw") -> dict:
-    return {"name": name, "heartbeat_interval": 5.0, **probe.get_resources_info({"pool": "raw"}, 1, gpu_source="none")}
-
-
-def _field_errors(response: httpx.Response) -> list[tuple[str, ...]]:
-    return [tuple(str(part) for part in item["loc"]) for item in response.json()["detail"]]
 
 
 def test_spec_malformed_worker_registration_is_refused_with_a_reason(cluster):

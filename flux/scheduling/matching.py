@@ -3,10 +3,14 @@
 Placement has two stages. Eligibility is hard: label affinity is checked first (a
 dict lookup, the cheapest way to rule a worker out), then the resource request as a
 threshold model, where every declared dimension must satisfy ``worker >= request``.
-Choice is soft: among eligible workers the first in ``candidate_order`` wins, which
-is least-loaded first, the same spreading default as Kubernetes' LeastAllocated
-score and Nomad's spread scheduler, so work fans out instead of piling onto the
-first worker that registered.
+Choice is soft and made by ``best``, the one selection rule both ``select_worker`` and
+``placement.place`` use: without a routing policy the first eligible worker in
+``candidate_order`` wins, which is least-loaded first, the same spreading default as
+Kubernetes' LeastAllocated score and Nomad's spread scheduler, so work fans out
+instead of piling onto the first worker that registered. With a routing policy
+(``flux.domain.routing``) the eligible worker with the highest score wins, ties
+broken by that same least-loaded order. A policy only ever ranks workers that
+already passed the eligibility check, so it can never pick an ineligible one.
 
 A match is not enforcement: it only decides where an execution goes. Nothing here
 caps what the execution then uses; that ceiling comes from the runner or the host.
@@ -17,13 +21,16 @@ No I/O: callers build ``WorkerView`` snapshots from whatever storage they use.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from flux.domain.affinity import label_mismatch
 from flux.domain.resource_request import ResourceRequest
+from flux.domain.routing import RoutingPolicy
+from flux.scheduling.scoring import score_value
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,16 @@ class WorkerView:
     running: int = 0
     #: Registration order, the stable tie-break between equally loaded workers.
     registered_seq: int = 0
+    #: Live metrics the worker publishes on heartbeats (name -> value), read by routing
+    #: policies' ``metric(name)`` terms. The server also puts the built-ins
+    #: ``flux.cpu_percent`` and ``flux.memory_percent`` here; ``flux.running`` is
+    #: derived from ``running`` and never read from this dict.
+    metrics: dict[str, float] = field(default_factory=dict)
+    #: "sample" (the spec: thresholds on the last sample) or "reserve" (availability is
+    #: also reduced by what running executions were allotted; see ``allocation``).
+    allocation: str = "sample"
+    #: GPU index -> executions currently allotted that GPU.
+    gpu_allotted: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.gpus = tuple(self.gpus)
@@ -71,8 +88,16 @@ class WorkerView:
         return self.running / self.slots if self.slots > 0 else 1.0
 
     @property
+    def reserves(self) -> bool:
+        return self.allocation == "reserve"
+
+    def gpu_is_usable(self, gpu: GPU) -> bool:
+        """Free memory (the spec's test); under reserve also not allotted to another execution."""
+        return gpu.memory_available > 0 and not (self.reserves and self.gpu_allotted.get(gpu.index, 0))
+
+    @property
     def usable_gpus(self) -> int:
-        return sum(1 for gpu in self.gpus if gpu.memory_available > 0)
+        return sum(1 for gpu in self.gpus if self.gpu_is_usable(gpu))
 
 
 @dataclass(frozen=True)
@@ -97,13 +122,24 @@ def _bytes(available: int, requested: int) -> tuple[str, str]:
     return str(available), str(requested)
 
 
-def check_affinity(affinity: Mapping[str, str] | None, labels: Mapping[str, str]) -> Mismatch | None:
-    """Every affinity entry must equal the worker's label of the same key (as strings)."""
+def check_affinity(affinity: Mapping[str, Any] | None, labels: Mapping[str, str]) -> Mismatch | None:
+    """The first affinity entry the worker's labels fail, or ``None`` when all hold.
+
+    ``affinity`` is the JSON form (``flux.domain.affinity``): a string value means the
+    label must equal it (as strings); an operator dict (``{"op": "In", "values": [...]}``,
+    ``Exists``, ``Gt``...) or operator object applies that operator. Entries are
+    checked in the mapping's order. Messages carry the values, e.g.
+    ``label cuda=11, wanted > 12``.
+    """
     for key, wanted in (affinity or {}).items():
-        if key not in labels:
-            return Mismatch("affinity", f"label {key} missing, wanted {wanted}")
-        if str(labels[key]) != str(wanted):
-            return Mismatch("affinity", f"label {key}={labels[key]}, wanted {wanted}")
+        if isinstance(wanted, str):
+            # Equality, the common case, inline: a dict lookup and a compare.
+            label = labels.get(key)
+            if label is not None and (label == wanted or str(label) == wanted):
+                continue
+        message = label_mismatch(key, wanted, labels)
+        if message is not None:
+            return Mismatch("affinity", message)
     return None
 
 
@@ -124,16 +160,18 @@ def check_resources(request: ResourceRequest | None, worker: WorkerView) -> Mism
     """The first requested dimension (cpu, memory, disk, gpu, packages) the worker falls short on."""
     if request is None:
         return None
+    after = " after reservations" if worker.reserves else ""
     if request.cpu is not None and worker.cpu_available < request.cpu:
-        return Mismatch("cpu", f"cpu_available {worker.cpu_available} < requested {request.cpu:g}")
+        return Mismatch("cpu", f"cpu_available {worker.cpu_available}{after} < requested {request.cpu:g}")
     if request.memory is not None and worker.memory_available < request.memory:
         have, want = _bytes(worker.memory_available, request.memory)
-        return Mismatch("memory", f"memory_available {have} < requested {want}")
+        return Mismatch("memory", f"memory_available {have}{after} < requested {want}")
     if request.disk is not None and worker.disk_free < request.disk:
         have, want = _bytes(worker.disk_free, request.disk)
-        return Mismatch("disk", f"disk_free {have} < requested {want}")
+        return Mismatch("disk", f"disk_free {have}{after} < requested {want}")
     if request.gpu is not None and worker.usable_gpus < request.gpu:
-        return Mismatch("gpu", f"gpus with free memory {worker.usable_gpus} < requested {request.gpu}")
+        what = "unallotted gpus with free memory" if worker.reserves else "gpus with free memory"
+        return Mismatch("gpu", f"{what} {worker.usable_gpus} < requested {request.gpu}")
     for requirement in request.requirements:
         if mismatch := _check_package(requirement, worker.packages):
             return mismatch
@@ -141,13 +179,13 @@ def check_resources(request: ResourceRequest | None, worker: WorkerView) -> Mism
 
 
 def check(
-    request: ResourceRequest | None, affinity: Mapping[str, str] | None, worker: WorkerView
+    request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView
 ) -> Mismatch | None:
     """Affinity first, resources second; ``None`` means the worker is eligible."""
     return check_affinity(affinity, worker.labels) or check_resources(request, worker)
 
 
-def is_unconstrained(request: ResourceRequest | None, affinity: Mapping[str, str] | None) -> bool:
+def is_unconstrained(request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
     return (request is None or request.is_empty) and not affinity
 
 
@@ -162,14 +200,30 @@ def candidate_order(workers: Iterable[WorkerView]) -> list[WorkerView]:
     return sorted(free, key=candidate_key)
 
 
+def best(pool: Sequence[WorkerView], routing: RoutingPolicy | None = None) -> WorkerView | None:
+    """The worker to choose from ``pool`` (eligible workers with a free slot), or ``None``.
+
+    Without a policy: the least loaded (minimum ``candidate_key``). With one: the
+    highest ``score_value``, ties broken by ``candidate_key``. The only selection rule.
+    """
+    if not pool:
+        return None
+    if routing is None:
+        return min(pool, key=candidate_key)
+    return min(pool, key=lambda worker: (-score_value(routing, worker), candidate_key(worker)))
+
+
 def select_worker(
-    request: ResourceRequest | None, affinity: Mapping[str, str] | None, workers: Iterable[WorkerView]
+    request: ResourceRequest | None,
+    affinity: Mapping[str, Any] | None,
+    workers: Iterable[WorkerView],
+    routing: RoutingPolicy | None = None,
 ) -> WorkerView | None:
-    """The first eligible worker in ``candidate_order``, or ``None`` (the execution stays SCHEDULED).
+    """The ``best`` eligible worker with a free slot, or ``None`` (the execution stays SCHEDULED).
 
     Unconstrained work takes the fast path: no per-candidate check at all.
     """
-    candidates = candidate_order(workers)
-    if is_unconstrained(request, affinity):
-        return candidates[0] if candidates else None
-    return next((worker for worker in candidates if check(request, affinity, worker) is None), None)
+    candidates = [worker for worker in workers if worker.free_slots > 0]
+    if not is_unconstrained(request, affinity):
+        candidates = [worker for worker in candidates if check(request, affinity, worker) is None]
+    return best(candidates, routing)

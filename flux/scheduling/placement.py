@@ -1,10 +1,13 @@
 """Placement: assign queued executions to workers, in queue order (pure, no I/O).
 
-Each execution goes to the first satisfying worker in candidate order (least-loaded
-first), and takes one of its slots. Executions that share the same constraints share
-one eligibility scan per round, so a queue of many identical requests costs one pass
-over the fleet rather than one per execution. Unconstrained executions skip the
-per-candidate checks entirely (the spec's fast path).
+Each execution goes to ``matching.best`` of the eligible workers with a free slot
+(least-loaded first, or the highest score under its routing policy), and takes one
+of its slots. Executions that share the same constraints share one eligibility scan
+per round, so a queue of many identical requests costs one pass over the fleet
+rather than one per execution. Routing is soft and not part of that key: it only
+ranks the shared eligible pool, re-scored for each execution because every placement
+changes the loads. Unconstrained executions skip the per-candidate checks entirely
+(the spec's fast path).
 """
 
 from __future__ import annotations
@@ -12,23 +15,33 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
+from flux.domain.affinity import affinity_key
 from flux.domain.resource_request import ResourceRequest
-from flux.scheduling.matching import WorkerView, candidate_key, check, is_unconstrained
+from flux.domain.routing import RoutingPolicy
+from flux.scheduling.allocation import allotment_for, take
+from flux.scheduling.matching import WorkerView, best, check, check_resources, is_unconstrained
+from flux.scheduling.scoring import score_worker
 
 
 @dataclass(frozen=True)
 class Demand:
-    """One queued execution as placement sees it."""
+    """One queued execution as placement sees it.
+
+    ``affinity`` is the JSON form (string values mean equality, dict values are
+    operators; see ``flux.domain.affinity``). ``routing`` ranks eligible workers.
+    """
 
     execution_id: str
     request: ResourceRequest | None
-    affinity: Mapping[str, str] | None
+    affinity: Mapping[str, Any] | None
+    routing: RoutingPolicy | None = None
 
     @property
     def constraint_key(self) -> tuple:
-        return (self.request, tuple(sorted((self.affinity or {}).items())))
+        """Equal for demands with the same hard constraints (hashable even with operator dicts)."""
+        return (self.request, affinity_key(self.affinity))
 
 
 @lru_cache(maxsize=4096)
@@ -36,14 +49,54 @@ def _request_from_json(text: str) -> ResourceRequest:
     return ResourceRequest.from_dict(json.loads(text))
 
 
-def demand_from_row(execution_id: str, requests: dict | None, affinity: dict | None) -> Demand:
-    """Build a Demand from stored JSON; parsed requests are cached by their text."""
+@lru_cache(maxsize=4096)
+def _routing_from_json(text: str) -> RoutingPolicy:
+    return RoutingPolicy.from_dict(json.loads(text))
+
+
+def demand_from_row(
+    execution_id: str,
+    requests: dict | None,
+    affinity: dict | None,
+    routing: dict | RoutingPolicy | None = None,
+) -> Demand:
+    """Build a Demand from stored JSON; parsed requests and routing policies are cached by their text.
+
+    Affinity JSON passes through unchanged (``check_affinity`` reads it directly).
+    Stored JSON is expected to have been validated on the way in; an invalid
+    ``requests`` or ``routing`` raises ``ValueError`` here.
+    """
     request = _request_from_json(json.dumps(requests, sort_keys=True)) if requests else None
-    return Demand(execution_id, request, affinity or None)
+    if isinstance(routing, RoutingPolicy):
+        policy = routing
+    else:
+        policy = _routing_from_json(json.dumps(routing, sort_keys=True)) if routing else None
+    return Demand(execution_id, request, affinity or None, policy)
 
 
-def place(demands: Iterable[Demand], workers: list[WorkerView]) -> list[tuple[str, str]]:
-    """Return ``(execution_id, worker_name)`` assignments; ``workers`` running counts are updated."""
+class Placement(NamedTuple):
+    execution_id: str
+    worker_name: str
+    #: What was set aside for it (``flux.scheduling.allocation``).
+    allotment: dict
+    #: Why this worker won, for the claim event and ``flux execution explain``.
+    reason: str
+
+
+def why_chosen(worker: WorkerView, routing: RoutingPolicy | None, eligible: int) -> str:
+    if routing is None:
+        return f"least loaded of {eligible} eligible: {worker.running}/{worker.slots} slots busy"
+    total, terms = score_worker(routing, worker)
+    return f"highest score {total:g} of {eligible} eligible ({'; '.join(text for text, _ in terms)})"
+
+
+def _still_fits(demand: Demand, worker: WorkerView) -> bool:
+    """Reserving workers lose availability within a round; others keep their sample."""
+    return not worker.reserves or check_resources(demand.request, worker) is None
+
+
+def place(demands: Iterable[Demand], workers: list[WorkerView]) -> list[Placement]:
+    """Assign in queue order; ``workers`` running counts and allotments are updated."""
     free = [w for w in workers if w.free_slots > 0]
     eligible: dict[tuple, list[WorkerView]] = {}
     assignments = []
@@ -56,12 +109,15 @@ def place(demands: Iterable[Demand], workers: list[WorkerView]) -> list[tuple[st
             key = demand.constraint_key
             if key not in eligible:
                 eligible[key] = [w for w in workers if check(demand.request, demand.affinity, w) is None]
-            pool = [w for w in eligible[key] if w.free_slots > 0]
-        if not pool:
+            pool = [w for w in eligible[key] if w.free_slots > 0 and _still_fits(demand, w)]
+        chosen = best(pool, demand.routing)
+        if chosen is None:
             continue
-        chosen = min(pool, key=candidate_key)
+        reason = why_chosen(chosen, demand.routing, len(pool))
+        allotment = allotment_for(demand.request, chosen)
+        take(chosen, allotment)
         chosen.running += 1
         if chosen.free_slots == 0:
             free.remove(chosen)
-        assignments.append((demand.execution_id, chosen.name))
+        assignments.append(Placement(demand.execution_id, chosen.name, allotment, reason))
     return assignments

@@ -162,10 +162,13 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # --- workers -----------------------------------------------------------------------
 
-    @app.post("/workers/register", response_model=RegistrationReply)
-    async def register_worker(body: WorkerRegistration, request: Request, token: str | None = Depends(bearer)):
+    def require_bootstrap(token: str | None = Depends(bearer)) -> None:
+        """Runs before the body is validated: strangers learn nothing about the schema."""
         if not token or not hmac.compare_digest(token, bootstrap_token):
             raise Unauthorized("invalid bootstrap token (see 'flux server bootstrap-token')")
+
+    @app.post("/workers/register", response_model=RegistrationReply, dependencies=[Depends(require_bootstrap)])
+    async def register_worker(body: WorkerRegistration, request: Request):
         session_token, abandon = await db(request).run(lambda s: fleet.register(s, body))
         request.app.state.dispatcher.kick()
         return RegistrationReply(session_token=session_token, abandon=abandon)

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+from collections import defaultdict
 from dataclasses import replace
 
-from sqlalchemy import select
+from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.events import EventType, ExecutionState
 from flux.models import ExecutionModel, WorkerModel
 from flux.scheduling.matching import GPU, WorkerView
-from flux.scheduling.placement import demand_from_row, place
+from flux.scheduling.allocation import with_allotments
+from flux.scheduling.placement import Placement, demand_from_row, place
 from flux.server import executions, fleet
 from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
@@ -33,7 +36,9 @@ ROUND_SIZE = 1000
 
 def _resources(worker: WorkerModel) -> dict:
     r = worker.resources
+    metrics = {name: value for name, value in (r.metrics or {}).items() if math.isfinite(value)}
     return dict(
+        metrics=metrics,
         cpu_total=r.cpu_total,
         cpu_available=r.cpu_available,
         memory_total=r.memory_total,
@@ -52,6 +57,7 @@ def _view(worker: WorkerModel) -> WorkerView:
         labels=dict(worker.labels or {}),
         packages={p.name: p.version for p in worker.packages},
         slots=worker.max_concurrent_executions,
+        allocation=worker.allocation,
         registered_seq=worker.id,
         **_resources(worker),
     )
@@ -120,44 +126,84 @@ class Dispatcher:
                 else:
                     view = _view(worker)
                 self._views[worker.name] = (worker.resources_version, worker.registered_at, view)
-        counts = fleet.running_counts(session)
-        return [replace(self._views[row.name][2], running=counts.get(row.name, 0)) for row in rows]
+        held: dict[str, list[dict]] = defaultdict(list)
+        for worker_name, allotment in session.execute(
+            select(ExecutionModel.worker_name, ExecutionModel.allotment).where(ExecutionModel.state.in_(executions.HOLDING))
+        ):
+            held[worker_name].append(allotment or {})
+        return [
+            with_allotments(replace(self._views[row.name][2], running=len(held[row.name])), held[row.name])
+            for row in rows
+        ]
 
-    def _round(self, session: Session) -> list[tuple[str, float]]:
-        """One placement pass; returns (worker, seconds the execution waited) per assignment."""
-        pending = session.execute(
-            select(ExecutionModel.id, ExecutionModel.requests, ExecutionModel.affinity)
+    def _pending(self, session: Session, after: tuple[float, str] | None) -> list:
+        query = (
+            select(
+                ExecutionModel.id,
+                ExecutionModel.requests,
+                ExecutionModel.affinity,
+                ExecutionModel.routing,
+                ExecutionModel.scheduled_at,
+            )
             .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
             .order_by(ExecutionModel.scheduled_at, ExecutionModel.id)
             .limit(ROUND_SIZE)
-        ).all()
-        if not pending:
-            return []
-        workers = self._fleet(session)
-        if not any(w.free_slots > 0 for w in workers):
-            return []
-        assignments = place((demand_from_row(*row) for row in pending), workers)
-        if not assignments:
+        )
+        if after is not None:
+            query = query.where(tuple_(ExecutionModel.scheduled_at, ExecutionModel.id) > after)
+        return session.execute(query).all()
+
+    def _round(self, session: Session) -> list[tuple[str, float]]:
+        """One placement pass over the queue, oldest first, page by page while slots remain.
+
+        Paging means executions that fit nowhere cannot block newer ones behind them
+        (no head-of-line blocking), however many of them there are.
+        Returns (worker, seconds the execution waited) per assignment.
+        """
+        workers: list[WorkerView] | None = None
+        placements: list[Placement] = []
+        after = None
+        while True:
+            page = self._pending(session, after)
+            if not page:
+                break
+            if workers is None:
+                workers = self._fleet(session)
+            if not any(w.free_slots > 0 for w in workers):
+                break
+            placements += place((demand_from_row(*row[:4]) for row in page), workers)
+            if len(page) < ROUND_SIZE:
+                break
+            after = (page[-1].scheduled_at, page[-1].id)
+        if not placements:
             return []
         rows = {
             e.id: e
-            for e in session.scalars(select(ExecutionModel).where(ExecutionModel.id.in_([a[0] for a in assignments])))
+            for e in session.scalars(
+                select(ExecutionModel).where(ExecutionModel.id.in_([p.execution_id for p in placements]))
+            )
         }
         now = time.time()
-        for execution_id, worker_name in assignments:
-            execution = rows[execution_id]
+        for placement in placements:
+            execution = rows[placement.execution_id]
             execution.state = ExecutionState.CLAIMED.value
-            execution.worker_name = worker_name
+            execution.worker_name = placement.worker_name
             execution.attempt += 1
             execution.delivered = False
             execution.claimed_at = now
+            execution.allotment = placement.allotment or None
             executions.append_event(
                 session,
                 execution,
                 EventType.WORKFLOW_CLAIMED,
                 name=execution.workflow_name,
-                value={"worker": worker_name, "attempt": execution.attempt},
+                value={
+                    "worker": placement.worker_name,
+                    "attempt": execution.attempt,
+                    "reason": placement.reason,
+                    "allotment": placement.allotment,
+                },
                 at=now,
-                worker_name=worker_name,
+                worker_name=placement.worker_name,
             )
-        return [(worker_name, now - rows[execution_id].scheduled_at) for execution_id, worker_name in assignments]
+        return [(p.worker_name, now - rows[p.execution_id].scheduled_at) for p in placements]

@@ -14,10 +14,15 @@ class Strict(BaseModel):
 # --- workflows -------------------------------------------------------------------------
 
 
+#: A label value (equality) or an operator such as {"op": "In", "values": [...]}.
+AffinityJSON = dict[str, str | dict[str, Any]]
+
+
 class WorkflowSpec(Strict):
     name: str = Field(min_length=1, max_length=128)
     requests: dict[str, Any] | None = None
-    affinity: dict[str, str] | None = None
+    affinity: AffinityJSON | None = None
+    routing: dict[str, Any] | None = None
 
 
 class WorkflowRegistration(Strict):
@@ -31,7 +36,8 @@ class WorkflowInfo(BaseModel):
     version: int
     filename: str
     requests: dict[str, Any] | None
-    affinity: dict[str, str] | None
+    affinity: AffinityJSON | None
+    routing: dict[str, Any] | None
     created_at: float
     source: str | None = None
 
@@ -73,7 +79,8 @@ class ExecutionInfo(BaseModel):
     worker_name: str | None
     attempt: int
     requests: dict[str, Any] | None
-    affinity: dict[str, str] | None
+    affinity: AffinityJSON | None
+    routing: dict[str, Any] | None
     scheduled_at: float
     claimed_at: float | None
     started_at: float | None

@@ -17,7 +17,7 @@ from flux.loader import source_digest
 from flux.models import WorkflowModel
 from flux.server.errors import Invalid, NotFound
 from flux.server.schemas import WorkflowInfo, WorkflowRegistration
-from flux.workflow import validate_affinity
+from flux.workflow import validate_affinity, validate_routing
 
 
 def _check_source(registration: WorkflowRegistration) -> None:
@@ -45,13 +45,19 @@ def register(session: Session, registration: WorkflowRegistration) -> list[Workf
         raise Invalid("workflow names in one registration must be unique")
     stored = []
     for spec in registration.workflows:
+        owner = f"workflow {spec.name!r}"
         try:
-            affinity = validate_affinity(spec.affinity, f"workflow {spec.name!r}")
+            affinity = validate_affinity(spec.affinity, owner)
+            policy = validate_routing(spec.routing, owner)
         except ValueError as exc:
             raise Invalid(str(exc)) from None
+        routing = policy.to_dict() if policy else None
         requests = _normalised_requests(spec.name, spec.requests)
         latest = _latest(session, spec.name)
-        if latest and latest.source_digest == digest and latest.requests == requests and latest.affinity == affinity:
+        unchanged = latest and (latest.source_digest, latest.requests, latest.affinity, latest.routing) == (
+            digest, requests, affinity, routing
+        )
+        if unchanged:
             stored.append(latest)
             continue
         row = WorkflowModel(
@@ -62,6 +68,7 @@ def register(session: Session, registration: WorkflowRegistration) -> list[Workf
             filename=registration.filename,
             requests=requests,
             affinity=affinity,
+            routing=routing,
             created_at=time.time(),
         )
         session.add(row)
@@ -110,6 +117,7 @@ def info(row: WorkflowModel, with_source: bool = False) -> WorkflowInfo:
         filename=row.filename,
         requests=row.requests,
         affinity=row.affinity,
+        routing=row.routing,
         created_at=row.created_at,
         source=row.source if with_source else None,
     )

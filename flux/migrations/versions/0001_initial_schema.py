@@ -40,6 +40,7 @@ def upgrade() -> None:
     sa.Column('filename', sa.String(length=255), nullable=False),
     sa.Column('requests', sa.JSON(none_as_null=True), nullable=True),
     sa.Column('affinity', sa.JSON(none_as_null=True), nullable=True),
+    sa.Column('routing', sa.JSON(none_as_null=True), nullable=True),
     sa.Column('created_at', sa.Float(), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('name', 'version', name='uq_workflow_name_version')
@@ -58,6 +59,7 @@ def upgrade() -> None:
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('requests', sa.JSON(none_as_null=True), nullable=True),
     sa.Column('affinity', sa.JSON(none_as_null=True), nullable=True),
+    sa.Column('routing', sa.JSON(none_as_null=True), nullable=True),
     sa.Column('worker_name', sa.String(length=128), nullable=True),
     sa.Column('attempt', sa.Integer(), nullable=False),
     sa.Column('delivered', sa.Boolean(), nullable=False),
