@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError
-from flux.domain.resource_request import InvalidResourceRequest, parse_quantity
+from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
 from flux.runners import RUNNER_NAMES
 from flux.server.settings import ServerSettings, default_home, ensure_bootstrap_token
 
@@ -58,6 +58,14 @@ def _labels(pairs: tuple[str, ...], option: str = "--label") -> dict[str, str]:
             raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
         result[key] = value
     return result
+
+
+def _custom_resources(pairs: tuple[str, ...]) -> dict[str, float]:
+    try:
+        amounts = {name: float(amount) for name, amount in _labels(pairs, "--resource").items()}
+        return dict(parse_custom_resources(amounts, "--resource"))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--resource") from None
 
 
 def client_command(fn: Callable) -> Callable:
@@ -173,11 +181,13 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 @click.option("--docker-memory", envvar="FLUX_DOCKER_MEMORY", type=QUANTITY, default=None, help="--memory for every container")
 @click.option("--docker-cpus", envvar="FLUX_DOCKER_CPUS", type=click.FloatRange(min=0, min_open=True), default=None)
 @click.option("--docker-arg", "docker_args", envvar="FLUX_DOCKER_ARGS", multiple=True, help="Extra 'docker run' argument, repeatable")
+@click.option("--resource", "custom_resources", envvar="FLUX_RESOURCES", multiple=True,
+              help="NAME=AMOUNT custom resource to advertise (e.g. fpga=2), repeatable; requested with resources={...}")
 def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: str | None, labels: tuple[str, ...],
                  max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str,
                  metrics_provider: str | None, allocation: str, enforce_requests: bool,
                  subprocess_memory_limit: int | None, docker_image: str, docker_memory: int | None,
-                 docker_cpus: float | None, docker_args: tuple[str, ...]) -> None:
+                 docker_cpus: float | None, docker_args: tuple[str, ...], custom_resources: tuple[str, ...]) -> None:
     """Run a worker named NAME that executes workflows dispatched by the server."""
     import asyncio
 
@@ -197,6 +207,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: 
         runner=runner, gpu_source=gpu_source, metrics_provider=metrics_provider, allocation=allocation,
         enforce_requests=enforce_requests, subprocess_memory_limit=subprocess_memory_limit,
         docker_image=docker_image, docker_memory=docker_memory, docker_cpus=docker_cpus, docker_args=docker_args,
+        custom_resources=_custom_resources(custom_resources),
     )
     asyncio.run(Worker(config).run())
 
@@ -234,7 +245,11 @@ def _render_workflows(rows: list[dict]) -> None:
 @renders(_render_workflows)
 def workflow_register(client: FluxClient, file: str) -> list[dict]:
     """Upload FILE and register every @workflow it defines."""
-    return client.register_file(file)
+    registered = client.register_file(file)
+    for workflow in registered:
+        for warning in workflow.get("warnings", []):
+            click.echo(f"Warning: workflow {workflow['name']!r}: {warning}", err=True)
+    return registered
 
 
 @workflow_group.command("list")
@@ -303,6 +318,22 @@ def execution_show(client: FluxClient, execution_id: str) -> dict:
 def execution_events(client: FluxClient, execution_id: str) -> list[dict]:
     """Show an execution's event log."""
     return client.events(execution_id)
+
+
+def _render_placement(info: dict) -> None:
+    console.print(f"[bold]{info['summary']}[/]")
+    if info.get("unschedulable"):
+        console.print(f"[red]unschedulable:[/] {info['unschedulable']}")
+    _render_rows(["name", "state", "available", "reason"], info["workers"])
+
+
+@execution_group.command("explain")
+@click.argument("execution_id")
+@client_command
+@renders(_render_placement)
+def execution_explain(client: FluxClient, execution_id: str) -> dict:
+    """Why is it pending? Each worker's verdict, or why the chosen worker won."""
+    return client.placement(execution_id)
 
 
 @execution_group.command("cancel")

@@ -110,6 +110,9 @@ class FluxClient:
             if execution["state"] in ("COMPLETED", "FAILED", "CANCELLED") or remaining <= 0:
                 return execution
 
+    def placement(self, execution_id: str) -> dict:
+        return self._request("GET", f"/executions/{execution_id}/placement")
+
     def events(self, execution_id: str) -> list[dict]:
         return self._request("GET", f"/executions/{execution_id}/events")
 

@@ -14,6 +14,7 @@ else ``./flux.toml`` when it exists. Keys are the flags' names with underscores:
     max_concurrent_executions = 8
     heartbeat_interval = 5
     labels = { region = "us-east-1", gpu = "true" }
+    resources = { fpga = 2 }
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def _worker_section(section: dict[str, Any]) -> dict[str, Any]:
     section = dict(section)
     if isinstance(section.get("labels"), dict):
         section["labels"] = [f"{k}={v}" for k, v in section["labels"].items()]
+    if isinstance(section.get("resources"), dict):
+        section["custom_resources"] = [f"{k}={v}" for k, v in section.pop("resources").items()]
     return section
 
 

@@ -31,6 +31,7 @@ class WorkflowModel(Base):
     requests: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     affinity: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     routing: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    pending_timeout: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
 
 
@@ -53,6 +54,14 @@ class ExecutionModel(Base):
     requests: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     affinity: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     routing: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    #: Seconds it may wait in SCHEDULED (since ``pending_since``) before it fails.
+    pending_timeout: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: When it last entered SCHEDULED (submission or reschedule).
+    pending_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: The last placement summary recorded for it ("0/3 workers are available: ...").
+    placement_note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Set while no registered worker could ever satisfy it.
+    unschedulable: Mapped[str | None] = mapped_column(Text, nullable=True)
     worker_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
     #: Fencing token: bumped on every claim; checkpoints from an older attempt are refused.
     attempt: Mapped[int] = mapped_column(Integer, default=0)
@@ -107,6 +116,8 @@ class WorkerModel(Base):
     max_concurrent_executions: Mapped[int] = mapped_column(Integer, default=1)
     #: "sample" (the spec's threshold on sampled availability) or "reserve".
     allocation: Mapped[str] = mapped_column(String(16), default="sample")
+    #: Countable custom resources it advertises ({"fpga": 2}).
+    custom_resources: Mapped[Any] = mapped_column(JSON, default=dict)
     heartbeat_interval: Mapped[float] = mapped_column(Float)
     registered_at: Mapped[float] = mapped_column(Float)
     last_heartbeat_at: Mapped[float] = mapped_column(Float)

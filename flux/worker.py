@@ -61,6 +61,8 @@ class WorkerConfig:
     docker_memory: int | None = None
     docker_cpus: float | None = None
     docker_args: tuple[str, ...] = ()
+    #: Countable custom resources this worker advertises ({"fpga": 2}).
+    custom_resources: dict[str, float] = field(default_factory=dict)
 
 
 def build_runner(config: WorkerConfig) -> Runner:
@@ -171,6 +173,7 @@ class Worker:
             "name": self.config.name,
             "heartbeat_interval": self.config.heartbeat_interval,
             "allocation": self.config.allocation,
+            "custom_resources": self.config.custom_resources,
             "metrics": self._metrics(info["resources"]),
             **info,
         }

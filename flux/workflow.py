@@ -89,6 +89,7 @@ class Workflow:
         requests: ResourceRequest | Mapping | None = None,
         affinity: Mapping[str, str | Operator | Mapping] | None = None,
         routing: RoutingPolicy | Mapping | None = None,
+        pending_timeout: float | None = None,
     ):
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
@@ -100,14 +101,19 @@ class Workflow:
         self.requests = _validate_requests(requests, owner)
         self.affinity = validate_affinity(affinity, owner)
         self.routing = validate_routing(routing, owner)
+        if pending_timeout is not None and (
+            not isinstance(pending_timeout, (int, float)) or isinstance(pending_timeout, bool) or pending_timeout <= 0
+        ):
+            raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
+        self.pending_timeout = pending_timeout
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
     def metadata(self) -> dict:
         """What the server stores beside the source: name, placement constraints and routing.
 
-        ``"routing"`` (the policy's JSON form) is present only when the workflow has a
-        policy, so workflows without one register exactly as before.
+        ``"routing"`` and ``"pending_timeout"`` are present only when set, so
+        workflows without them register exactly as before.
         """
         metadata = {
             "name": self.name,
@@ -116,6 +122,8 @@ class Workflow:
         }
         if self.routing is not None:
             metadata["routing"] = self.routing.to_dict()
+        if self.pending_timeout is not None:
+            metadata["pending_timeout"] = self.pending_timeout
         return metadata
 
     def run(self, input: Any = None) -> LocalExecution:
@@ -153,15 +161,20 @@ class _WorkflowDecorator:
         requests: ResourceRequest | Mapping | None = None,
         affinity: Mapping[str, str | Operator | Mapping] | None = None,
         routing: RoutingPolicy | Mapping | None = None,
+        pending_timeout: float | None = None,
     ) -> Callable[[Callable[..., Any]], Workflow]:
         """Options for the decorated workflow, validated when the decorator runs.
 
         ``affinity`` is hard (label equality or operators such as ``In``, ``Gt``);
-        ``routing=score(...)`` ranks the eligible workers (soft).
+        ``routing=score(...)`` ranks the eligible workers (soft); ``pending_timeout``
+        fails an execution that waited that many seconds in SCHEDULED (default: wait
+        forever, as the spec says).
         """
 
         def decorate(fn: Callable[..., Any]) -> Workflow:
-            return Workflow(fn, name=name, requests=requests, affinity=affinity, routing=routing)
+            return Workflow(
+                fn, name=name, requests=requests, affinity=affinity, routing=routing, pending_timeout=pending_timeout
+            )
 
         return decorate
 

@@ -99,7 +99,7 @@ def test_cancel_running_execution(cluster, steps):
     cancelled = steps.wait(execution["id"], 30)
     assert cancelled["state"] == "CANCELLED"
     types = [e["type"] for e in steps.events(execution["id"])]
-    assert types[-2:] == ["WORKFLOW_CANCEL_REQUESTED", "WORKFLOW_CANCELLED"]
+    assert types[-1] == "WORKFLOW_CANCELLED" and "WORKFLOW_CANCEL_REQUESTED" in types  # task events may interleave
 
 
 def test_cancel_scheduled_execution_and_cancel_twice(steps):

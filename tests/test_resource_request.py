@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -156,13 +158,35 @@ def test_unparsable_memory_message_shows_accepted_formats():
     )
 
 
-def test_spec_schema_is_closed_and_unknown_fields_point_to_labels():
+def test_spec_schema_is_closed_and_unknown_fields_point_to_resources_and_labels():
+    """Unknown top-level keywords stay rejected; counted extras go under resources={...} (beyond the spec)."""
     with pytest.raises(InvalidResourceRequest) as excinfo:
         ResourceRequest(cpu=1, fpga=1)
     assert str(excinfo.value) == (
-        "ResourceRequest got an unknown field 'fpga'; fields are cpu, memory, disk, gpu, packages. "
-        "Advertise anything else with worker labels and route with affinity"
+        "ResourceRequest got an unknown field 'fpga'; fields are cpu, memory, disk, gpu, packages, resources. "
+        "Count anything else with resources={...}, or advertise it with worker labels and route with affinity"
     )
+
+
+@pytest.mark.parametrize(
+    "resources, message",
+    [
+        ({"FPGA": 1}, "resource name 'FPGA' must be lowercase"),
+        ({"fpga": 0}, "ResourceRequest.resources['fpga']: must be a positive number, got 0"),
+        ({"fpga": True}, "must be a positive number, got True"),
+        (["fpga"], "must be a mapping of resource name to amount"),
+    ],
+)
+def test_custom_resources_are_validated_naming_the_field(resources, message):
+    with pytest.raises(InvalidResourceRequest, match=re.escape(message)):
+        ResourceRequest(resources=resources)
+
+
+def test_custom_resources_round_trip_and_chain():
+    request = ResourceRequest.with_cpu(1).with_resources({"matlab_license": 1, "fpga": 2})
+    assert request.custom == {"fpga": 2.0, "matlab_license": 1.0}
+    assert request.to_dict() == {"cpu": 1.0, "resources": {"fpga": 2, "matlab_license": 1}}
+    assert ResourceRequest.from_dict(request.to_dict()) == request
 
 
 def test_from_dict_rejects_unknown_keys_the_same_way():

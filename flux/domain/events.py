@@ -39,6 +39,10 @@ class EventType(StrEnum):
     WORKFLOW_CLAIMED = "WORKFLOW_CLAIMED"
     WORKFLOW_STARTED = "WORKFLOW_STARTED"
     WORKFLOW_RESCHEDULED = "WORKFLOW_RESCHEDULED"
+    #: Dispatch could not place it; the value's summary says why (recorded when it changes).
+    WORKFLOW_PENDING = "WORKFLOW_PENDING"
+    #: No registered worker could ever satisfy it, even idle (it keeps waiting).
+    WORKFLOW_UNSCHEDULABLE = "WORKFLOW_UNSCHEDULABLE"
     WORKFLOW_CANCEL_REQUESTED = "WORKFLOW_CANCEL_REQUESTED"
     WORKFLOW_COMPLETED = "WORKFLOW_COMPLETED"
     WORKFLOW_FAILED = "WORKFLOW_FAILED"

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-FIELDS = ("cpu", "memory", "disk", "gpu", "packages")
+FIELDS = ("cpu", "memory", "disk", "gpu", "packages", "resources")
 
 # Kubernetes quantity suffixes: decimal k..E (powers of 1000), binary Ki..Ei (powers of 1024).
 _SUFFIXES = {
@@ -33,6 +33,10 @@ _CPU = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(m)?")
 
 class InvalidResourceRequest(ValueError):
     """A request field could not be validated; the message names the field and value."""
+
+
+def _compact(amount: float) -> int | float:
+    return int(amount) if float(amount).is_integer() else amount
 
 
 def _is_number(value: Any) -> bool:
@@ -117,6 +121,28 @@ def _parse_packages(value: Any) -> tuple[str, ...]:
     return tuple(packages)
 
 
+#: Custom resource names: lowercase, Kubernetes extended-resource style ("fpga", "example.com/licence").
+_RESOURCE_NAME = re.compile(r"^[a-z0-9]([a-z0-9._/-]{0,62}[a-z0-9])?$")
+
+
+def parse_custom_resources(value: Any, field: str = "ResourceRequest.resources") -> tuple[tuple[str, float], ...]:
+    """Countable custom resources ({"fpga": 2, "matlab_license": 1}), as sorted pairs."""
+    if isinstance(value, tuple) and all(isinstance(pair, tuple) and len(pair) == 2 for pair in value):
+        value = dict(value)  # already parsed (dataclasses.replace passes fields back in)
+    if not isinstance(value, Mapping):
+        raise InvalidResourceRequest(f"{field}: must be a mapping of resource name to amount, got {value!r}")
+    parsed = []
+    for name, amount in value.items():
+        if not isinstance(name, str) or not _RESOURCE_NAME.match(name):
+            raise InvalidResourceRequest(
+                f"{field}: resource name {name!r} must be lowercase letters, digits, '.', '_', '-' or '/'"
+            )
+        if not _is_number(amount) or not math.isfinite(amount) or amount <= 0:
+            raise InvalidResourceRequest(f"{field}[{name!r}]: must be a positive number, got {amount!r}")
+        parsed.append((name, float(amount)))
+    return tuple(sorted(parsed))
+
+
 class _Shortcut:
     """``ResourceRequest.with_cpu(4)`` on the class, ``request.with_cpu(4)`` on an instance."""
 
@@ -143,14 +169,16 @@ class ResourceRequest:
     disk: int | None
     gpu: int | None
     packages: tuple[str, ...]
+    #: Countable custom resources workers advertise (``--resource fpga=2``), sorted pairs.
+    resources: tuple[tuple[str, float], ...]
 
-    def __init__(self, *, cpu=None, memory=None, disk=None, gpu=None, packages=None, **unknown):
+    def __init__(self, *, cpu=None, memory=None, disk=None, gpu=None, packages=None, resources=None, **unknown):
         if unknown:
             names = ", ".join(repr(name) for name in sorted(unknown))
             noun = "an unknown field" if len(unknown) == 1 else "unknown fields"
             raise InvalidResourceRequest(
                 f"ResourceRequest got {noun} {names}; fields are {', '.join(FIELDS)}. "
-                "Advertise anything else with worker labels and route with affinity"
+                "Count anything else with resources={...}, or advertise it with worker labels and route with affinity"
             )
         set_ = object.__setattr__
         set_(self, "cpu", None if cpu is None else parse_cpu(cpu))
@@ -158,12 +186,18 @@ class ResourceRequest:
         set_(self, "disk", None if disk is None else parse_quantity(disk, "ResourceRequest.disk"))
         set_(self, "gpu", None if gpu is None else _parse_gpu(gpu))
         set_(self, "packages", () if packages is None else _parse_packages(packages))
+        set_(self, "resources", () if resources is None else parse_custom_resources(resources))
 
     with_cpu = _Shortcut("cpu")
     with_memory = _Shortcut("memory")
     with_disk = _Shortcut("disk")
     with_gpu = _Shortcut("gpu")
     with_packages = _Shortcut("packages")
+    with_resources = _Shortcut("resources")
+
+    @property
+    def custom(self) -> dict[str, float]:
+        return dict(self.resources)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ResourceRequest:
@@ -175,6 +209,7 @@ class ResourceRequest:
         """JSON-safe, with only the fields that are set."""
         data = {name: getattr(self, name) for name in ("cpu", "memory", "disk", "gpu")}
         data["packages"] = list(self.packages) or None
+        data["resources"] = {name: _compact(amount) for name, amount in self.resources} or None
         return {name: value for name, value in data.items() if value is not None}
 
     @property
@@ -197,4 +232,5 @@ class ResourceRequest:
             parts.append(f"gpu={self.gpu}")
         if self.packages:
             parts.append(f"packages=[{', '.join(self.packages)}]")
+        parts += [f"{name}={amount:g}" for name, amount in self.resources]
         return ", ".join(parts) or "none"

@@ -1,7 +1,7 @@
 """Allotment: what dispatch sets aside on a worker for each execution (pure, no I/O).
 
-Every placement records an allotment: the request's cpu, memory and disk, and
-specific GPU indexes, chosen as the worker's least-allotted GPUs with free memory.
+Every placement records an allotment: the request's cpu, memory, disk and custom
+resources, and specific GPU indexes, chosen as the worker's least-allotted GPUs with free memory.
 Choosing indexes always (not only under reserve) means two ``gpu=1`` executions on
 a two-GPU worker get different cards whenever they can, and the runner exports
 exactly those indexes in ``CUDA_VISIBLE_DEVICES``.
@@ -37,6 +37,8 @@ def allotment_for(request: ResourceRequest | None, worker: WorkerView) -> dict:
             allotment[name] = getattr(request, name)
     if request.gpu:
         allotment["gpus"] = choose_gpus(worker, request.gpu)
+    if request.resources:
+        allotment["resources"] = request.custom
     return allotment
 
 
@@ -48,6 +50,11 @@ def take(worker: WorkerView, allotment: dict) -> None:
         worker.cpu_available -= allotment.get("cpu", 0)
         worker.memory_available -= allotment.get("memory", 0)
         worker.disk_free -= allotment.get("disk", 0)
+        worker.custom_available = _minus(worker.custom_available, allotment.get("resources", {}))
+
+
+def _minus(available: dict[str, float], taken: dict[str, float]) -> dict[str, float]:
+    return {name: amount - taken.get(name, 0.0) for name, amount in available.items()}
 
 
 def with_allotments(worker: WorkerView, allotments: Iterable[dict]) -> WorkerView:
@@ -61,4 +68,7 @@ def with_allotments(worker: WorkerView, allotments: Iterable[dict]) -> WorkerVie
         worker.cpu_available = min(worker.cpu_available, worker.cpu_total - sum(a.get("cpu", 0) for a in allotments))
         worker.memory_available = min(worker.memory_available, worker.memory_total - sum(a.get("memory", 0) for a in allotments))
         worker.disk_free = min(worker.disk_free, worker.disk_total - sum(a.get("disk", 0) for a in allotments))
+        worker.custom_available = dict(worker.custom_total)
+        for allotment in allotments:
+            worker.custom_available = _minus(worker.custom_available, allotment.get("resources", {}))
     return worker

@@ -74,14 +74,23 @@ class WorkerView:
     allocation: str = "sample"
     #: GPU index -> executions currently allotted that GPU.
     gpu_allotted: dict[int, int] = field(default_factory=dict)
+    #: Countable custom resources the worker advertises (``--resource fpga=2``)...
+    custom_total: dict[str, float] = field(default_factory=dict)
+    #: ...and what is left of them (reduced by allotments under reserve; else the total).
+    custom_available: dict[str, float] | None = None
+    #: ONLINE, or why it takes no new work: STALE (missed heartbeats) or DRAINING.
+    state: str = "ONLINE"
 
     def __post_init__(self) -> None:
+        if self.custom_available is None:
+            self.custom_available = dict(self.custom_total)
         self.gpus = tuple(self.gpus)
         self.packages = {canonicalize_name(name): version for name, version in self.packages.items()}
 
     @property
     def free_slots(self) -> int:
-        return max(self.slots - self.running, 0)
+        """Slots new work may take: none while the worker is STALE or DRAINING."""
+        return max(self.slots - self.running, 0) if self.state == "ONLINE" else 0
 
     @property
     def load(self) -> float:
@@ -175,6 +184,10 @@ def check_resources(request: ResourceRequest | None, worker: WorkerView) -> Mism
     for requirement in request.requirements:
         if mismatch := _check_package(requirement, worker.packages):
             return mismatch
+    for name, amount in request.resources:
+        have = worker.custom_available.get(name, 0.0)
+        if have < amount:
+            return Mismatch(f"resource:{name}", f"resource {name} {have:g}{after} < requested {amount:g}")
     return None
 
 

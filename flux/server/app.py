@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux.domain.events import ExecutionState
-from flux.server import executions, fleet, workflows
+from flux.server import executions, explain, fleet, workflows
 from flux.server.database import Database, migrate
 from flux.server.dispatch import Dispatcher
 from flux.server.errors import FluxError, Unauthorized
@@ -28,6 +28,7 @@ from flux.server.schemas import (
     ExecutionInfo,
     Heartbeat,
     HeartbeatReply,
+    PlacementInfo,
     RegistrationReply,
     RunRequest,
     WorkerInfo,
@@ -99,7 +100,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201)
     async def register_workflows(body: WorkflowRegistration, request: Request):
-        return await db(request).run(lambda s: workflows.register(s, body))
+        fleet_views = request.app.state.dispatcher.fleet
+        return await db(request).run(lambda s: workflows.register(s, body, fleet_views(s)))
 
     @app.get("/workflows", response_model=list[WorkflowInfo])
     async def list_workflows(request: Request):
@@ -139,6 +141,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
             if ExecutionState(execution.state).is_terminal or remaining <= 0:
                 return execution
             await request.app.state.notifier.wait(f"execution:{execution_id}", min(remaining, RECHECK))
+
+    @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo)
+    async def execution_placement(execution_id: str, request: Request):
+        """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
+        fleet_views = request.app.state.dispatcher.fleet
+        return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
     @app.get("/executions/{execution_id}/events", response_model=list[EventOut])
     async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0)):

@@ -9,6 +9,7 @@ sweeps for silent workers. Assignment is a conditional update of the execution r
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import time
@@ -20,8 +21,9 @@ from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.events import EventType, ExecutionState
 from flux.models import ExecutionModel, WorkerModel
-from flux.scheduling.matching import GPU, WorkerView
 from flux.scheduling.allocation import with_allotments
+from flux.scheduling.explain import infeasibility, summarize, verdict
+from flux.scheduling.matching import GPU, WorkerView
 from flux.scheduling.placement import Placement, demand_from_row, place
 from flux.server import executions, fleet
 from flux.server.database import Database
@@ -58,6 +60,7 @@ def _view(worker: WorkerModel) -> WorkerView:
         packages={p.name: p.version for p in worker.packages},
         slots=worker.max_concurrent_executions,
         allocation=worker.allocation,
+        custom_total=dict(worker.custom_resources or {}),
         registered_seq=worker.id,
         **_resources(worker),
     )
@@ -95,6 +98,8 @@ class Dispatcher:
                     evicted = await self.db.run(lambda s: fleet.sweep(s, self.eviction_grace_period))
                     for name in evicted:
                         log.warning("evicted worker %s after %.1fs without heartbeat", name, self.eviction_grace_period)
+                    for execution_id in await self.db.run(lambda s: executions.expire_pending(s, time.time())):
+                        self.notifier.notify(f"execution:{execution_id}")
                 assigned = await self.db.run(self._round)
             except Exception:  # noqa: BLE001 - a failed round (e.g. a replica race) is retried next time
                 log.exception("dispatch round failed; retrying")
@@ -105,12 +110,22 @@ class Dispatcher:
             for worker_name in {worker_name for worker_name, _ in assigned}:
                 self.notifier.notify(f"worker:{worker_name}")
 
-    def _fleet(self, session: Session) -> list[WorkerView]:
-        """Views of the workers that may take work now, reloading only what changed."""
+
+    def fleet(self, session: Session) -> list[WorkerView]:
+        """Views of every worker that is not OFFLINE, reloading only what changed.
+
+        STALE and DRAINING workers are included (with no free slots) so that
+        explanations and feasibility can name them.
+        """
         rows = session.execute(
-            select(WorkerModel.id, WorkerModel.name, WorkerModel.resources_version, WorkerModel.registered_at).where(
-                WorkerModel.state == fleet.ONLINE, WorkerModel.draining.is_(False)
-            )
+            select(
+                WorkerModel.id,
+                WorkerModel.name,
+                WorkerModel.resources_version,
+                WorkerModel.registered_at,
+                WorkerModel.state,
+                WorkerModel.draining,
+            ).where(WorkerModel.state != fleet.OFFLINE)
         ).all()
         stale = [row.id for row in rows if self._views.get(row.name, (None, None))[:2] != (row.resources_version, row.registered_at)]
         if stale:
@@ -132,7 +147,10 @@ class Dispatcher:
         ):
             held[worker_name].append(allotment or {})
         return [
-            with_allotments(replace(self._views[row.name][2], running=len(held[row.name])), held[row.name])
+            with_allotments(
+                replace(self._views[row.name][2], running=len(held[row.name]), state="DRAINING" if row.draining else row.state),
+                held[row.name],
+            )
             for row in rows
         ]
 
@@ -144,6 +162,8 @@ class Dispatcher:
                 ExecutionModel.affinity,
                 ExecutionModel.routing,
                 ExecutionModel.scheduled_at,
+                ExecutionModel.placement_note,
+                ExecutionModel.unschedulable,
             )
             .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
             .order_by(ExecutionModel.scheduled_at, ExecutionModel.id)
@@ -157,24 +177,21 @@ class Dispatcher:
         """One placement pass over the queue, oldest first, page by page while slots remain.
 
         Paging means executions that fit nowhere cannot block newer ones behind them
-        (no head-of-line blocking), however many of them there are.
-        Returns (worker, seconds the execution waited) per assignment.
+        (no head-of-line blocking), however many of them there are. Returns
+        (worker, seconds the execution waited) per assignment.
         """
-        workers: list[WorkerView] | None = None
+        first = self._pending(session, None)
+        if not first:
+            return []
+        workers = self.fleet(session)
         placements: list[Placement] = []
-        after = None
-        while True:
-            page = self._pending(session, after)
-            if not page:
-                break
-            if workers is None:
-                workers = self._fleet(session)
-            if not any(w.free_slots > 0 for w in workers):
-                break
+        page = first
+        while page and any(w.free_slots > 0 for w in workers):
             placements += place((demand_from_row(*row[:4]) for row in page), workers)
             if len(page) < ROUND_SIZE:
                 break
-            after = (page[-1].scheduled_at, page[-1].id)
+            page = self._pending(session, (page[-1].scheduled_at, page[-1].id))
+        self._record_waiting(session, first, {p.execution_id for p in placements}, workers)
         if not placements:
             return []
         rows = {
@@ -207,3 +224,32 @@ class Dispatcher:
                 worker_name=placement.worker_name,
             )
         return [(p.worker_name, now - rows[p.execution_id].scheduled_at) for p in placements]
+
+    def _record_waiting(self, session: Session, page: list, placed: set[str], workers: list[WorkerView]) -> None:
+        """Note on each still-waiting execution why, when the reason is new or has changed.
+
+        Explanations are computed once per distinct set of constraints, against the
+        fleet as this round left it.
+        """
+        explained: dict[tuple, tuple[str, str | None]] = {}
+        for row in page:
+            if row.id in placed:
+                continue
+            key = (json.dumps(row.requests, sort_keys=True), json.dumps(row.affinity, sort_keys=True))
+            if key not in explained:
+                demand = demand_from_row(row.id, row.requests, row.affinity)
+                summary = summarize([verdict(demand.request, demand.affinity, w) for w in workers])
+                explained[key] = (summary, infeasibility(demand.request, demand.affinity, workers))
+            summary, infeasible = explained[key]
+            if (summary, infeasible) == (row.placement_note, row.unschedulable):
+                continue
+            execution = session.get(ExecutionModel, row.id)
+            if infeasible and infeasible != execution.unschedulable:
+                executions.append_event(
+                    session, execution, EventType.WORKFLOW_UNSCHEDULABLE, name=execution.workflow_name, value={"reason": infeasible}
+                )
+            if summary != execution.placement_note:
+                executions.append_event(
+                    session, execution, EventType.WORKFLOW_PENDING, name=execution.workflow_name, value={"summary": summary}
+                )
+            execution.placement_note, execution.unschedulable = summary, infeasible

@@ -70,6 +70,8 @@ def submit(session: Session, name: str, run: RunRequest) -> ExecutionInfo:
         requests=workflow.requests,
         affinity=workflow.affinity,
         routing=workflow.routing,
+        pending_timeout=workflow.pending_timeout,
+        pending_since=now,
         attempt=0,
         last_seq=0,
         delivered=False,
@@ -152,6 +154,9 @@ def reschedule(session: Session, execution: ExecutionModel, reason: str) -> None
     execution.state = S.SCHEDULED.value
     execution.worker_name = None
     execution.delivered = False
+    execution.allotment = None
+    execution.pending_since = now
+    execution.placement_note = None
 
 
 def held_by(session: Session, worker_name: str) -> list[ExecutionModel]:
@@ -244,8 +249,27 @@ def info(row: ExecutionModel) -> ExecutionInfo:
         requests=row.requests,
         affinity=row.affinity,
         routing=row.routing,
+        unschedulable=row.unschedulable,
+        placement_note=row.placement_note,
         scheduled_at=row.scheduled_at,
         claimed_at=row.claimed_at,
         started_at=row.started_at,
         finished_at=row.finished_at,
     )
+
+
+def expire_pending(session: Session, now: float) -> list[str]:
+    """Fail executions that waited in SCHEDULED past their workflow's ``pending_timeout``."""
+    expired = session.scalars(
+        select(ExecutionModel).where(
+            ExecutionModel.state == S.SCHEDULED.value,
+            ExecutionModel.pending_timeout.is_not(None),
+            ExecutionModel.pending_since + ExecutionModel.pending_timeout < now,
+        )
+    ).all()
+    for execution in expired:
+        why = execution.unschedulable or execution.placement_note or "no worker took it"
+        error = f"pending_timeout of {execution.pending_timeout:g}s exceeded: {why}"
+        append_event(session, execution, EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error}, at=now)
+        finish(session, execution, S.FAILED, {"error": error}, now)
+    return [e.id for e in expired]

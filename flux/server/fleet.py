@@ -96,6 +96,7 @@ def register(session: Session, body: WorkerRegistration) -> tuple[str, list[str]
     worker.labels = body.labels
     worker.max_concurrent_executions = body.max_concurrent_executions
     worker.allocation = body.allocation
+    worker.custom_resources = body.custom_resources
     worker.heartbeat_interval = body.heartbeat_interval
     worker.registered_at = now
     worker.last_heartbeat_at = now
@@ -199,6 +200,7 @@ def info(worker: WorkerModel, running: int, with_packages: bool = False) -> Work
         labels=worker.labels or {},
         max_concurrent_executions=worker.max_concurrent_executions,
         allocation=worker.allocation,
+        custom_resources=worker.custom_resources or {},
         running=running,
         registered_at=worker.registered_at,
         last_heartbeat_at=worker.last_heartbeat_at,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
 
 
 class Strict(BaseModel):
@@ -23,6 +25,7 @@ class WorkflowSpec(Strict):
     requests: dict[str, Any] | None = None
     affinity: AffinityJSON | None = None
     routing: dict[str, Any] | None = None
+    pending_timeout: float | None = Field(default=None, gt=0)
 
 
 class WorkflowRegistration(Strict):
@@ -38,8 +41,10 @@ class WorkflowInfo(BaseModel):
     requests: dict[str, Any] | None
     affinity: AffinityJSON | None
     routing: dict[str, Any] | None
+    pending_timeout: float | None
     created_at: float
     source: str | None = None
+    warnings: list[str] = Field(default=[], description="E.g. no registered worker could ever satisfy its request")
 
 
 class RunRequest(Strict):
@@ -81,6 +86,8 @@ class ExecutionInfo(BaseModel):
     requests: dict[str, Any] | None
     affinity: AffinityJSON | None
     routing: dict[str, Any] | None
+    unschedulable: str | None
+    placement_note: str | None
     scheduled_at: float
     claimed_at: float | None
     started_at: float | None
@@ -140,11 +147,20 @@ class WorkerRegistration(Strict):
     max_concurrent_executions: int = Field(default=1, ge=1, le=10_000)
     heartbeat_interval: float = Field(default=5.0, gt=0, le=3600)
     allocation: Literal["sample", "reserve"] = "sample"
+    custom_resources: dict[str, float] = Field(default={}, description="Countable custom resources, e.g. {'fpga': 2}")
     resources: ResourcesInfo
     packages: list[PackageInfo] = []
     runtime: RuntimeInfo
     running: list[str] = Field(default=[], description="Executions this worker process still runs")
     metrics: dict[str, float] = {}
+
+    @field_validator("custom_resources")
+    @classmethod
+    def _valid_custom_resources(cls, value: dict[str, float]) -> dict[str, float]:
+        try:
+            return dict(parse_custom_resources(value, "custom_resources"))
+        except InvalidResourceRequest as exc:
+            raise ValueError(str(exc)) from None
 
 
 class RegistrationReply(BaseModel):
@@ -191,9 +207,28 @@ class WorkerInfo(BaseModel):
     labels: dict[str, str]
     max_concurrent_executions: int
     allocation: str
+    custom_resources: dict[str, float]
     running: int
     registered_at: float
     last_heartbeat_at: float
     runtime: dict[str, Any] | None
     resources: dict[str, Any] | None
     packages: list[PackageInfo] | None = None
+
+
+class WorkerPlacement(BaseModel):
+    name: str
+    state: str
+    available: bool
+    reason: str
+
+
+class PlacementInfo(BaseModel):
+    """``flux execution explain``: why an execution waits, or why its worker won."""
+
+    execution_id: str
+    state: str
+    summary: str
+    unschedulable: str | None
+    workers: list[WorkerPlacement]
+    chosen: dict[str, Any] | None = Field(description="For a dispatched execution: worker, reason, allotment")

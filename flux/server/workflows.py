@@ -15,6 +15,8 @@ from sqlalchemy.orm import Session
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.loader import source_digest
 from flux.models import WorkflowModel
+from flux.scheduling.explain import infeasibility
+from flux.scheduling.matching import WorkerView
 from flux.server.errors import Invalid, NotFound
 from flux.server.schemas import WorkflowInfo, WorkflowRegistration
 from flux.workflow import validate_affinity, validate_routing
@@ -36,8 +38,12 @@ def _normalised_requests(spec_name: str, requests: dict | None) -> dict | None:
         raise Invalid(f"workflow {spec_name!r}: {exc}") from None
 
 
-def register(session: Session, registration: WorkflowRegistration) -> list[WorkflowInfo]:
-    """Store each workflow; an unchanged source keeps its version (registering is idempotent)."""
+def register(session: Session, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:
+    """Store each workflow; an unchanged source keeps its version (registering is idempotent).
+
+    Each returned workflow carries a warning when no worker in ``fleet`` (the
+    registered workers) could ever satisfy it; it is registered all the same.
+    """
     _check_source(registration)
     digest = source_digest(registration.source)
     names = [spec.name for spec in registration.workflows]
@@ -54,11 +60,12 @@ def register(session: Session, registration: WorkflowRegistration) -> list[Workf
         routing = policy.to_dict() if policy else None
         requests = _normalised_requests(spec.name, spec.requests)
         latest = _latest(session, spec.name)
-        unchanged = latest and (latest.source_digest, latest.requests, latest.affinity, latest.routing) == (
-            digest, requests, affinity, routing
-        )
+        unchanged = latest and (
+            latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout
+        ) == (digest, requests, affinity, routing, spec.pending_timeout)
+        warnings = _warnings(requests, affinity, fleet)
         if unchanged:
-            stored.append(latest)
+            stored.append((latest, warnings))
             continue
         row = WorkflowModel(
             name=spec.name,
@@ -69,12 +76,21 @@ def register(session: Session, registration: WorkflowRegistration) -> list[Workf
             requests=requests,
             affinity=affinity,
             routing=routing,
+            pending_timeout=spec.pending_timeout,
             created_at=time.time(),
         )
         session.add(row)
-        stored.append(row)
+        stored.append((row, warnings))
     session.flush()
-    return [info(row) for row in stored]
+    return [info(row, warnings=warnings) for row, warnings in stored]
+
+
+def _warnings(requests: dict | None, affinity: dict | None, fleet: list[WorkerView]) -> list[str]:
+    if not requests and not affinity:
+        return []
+    request = ResourceRequest.from_dict(requests) if requests else None
+    reason = infeasibility(request, affinity, fleet)
+    return [reason] if reason else []
 
 
 def _latest(session: Session, name: str) -> WorkflowModel | None:
@@ -110,7 +126,7 @@ def list_latest(session: Session) -> list[WorkflowInfo]:
     return [info(row) for row in rows]
 
 
-def info(row: WorkflowModel, with_source: bool = False) -> WorkflowInfo:
+def info(row: WorkflowModel, with_source: bool = False, warnings: list[str] | None = None) -> WorkflowInfo:
     return WorkflowInfo(
         name=row.name,
         version=row.version,
@@ -118,6 +134,8 @@ def info(row: WorkflowModel, with_source: bool = False) -> WorkflowInfo:
         requests=row.requests,
         affinity=row.affinity,
         routing=row.routing,
+        pending_timeout=row.pending_timeout,
         created_at=row.created_at,
         source=row.source if with_source else None,
+        warnings=warnings or [],
     )
