@@ -85,3 +85,6 @@ TWO_FREE_GPUS = FakeNVML(
         {"uuid": "GPU-fake-1", "name": "Fake H100", "total": 80 * GiB, "free": 80 * GiB, "util": 0},
     ]
 )
+
+#: A one-GPU worker (``--gpu-source nvml:fakes:ONE_FREE_GPU``).
+ONE_FREE_GPU = FakeNVML([{"uuid": "GPU-fake-solo", "name": "Fake A100", "total": 40 * GiB, "free": 40 * GiB, "util": 0}])
