@@ -140,7 +140,10 @@ def start() -> None:
 @click.option("--database-url", envvar="FLUX_DATABASE_URL", default=None, help="SQLAlchemy URL [sqlite:///HOME/flux.db]")
 @click.option("--eviction-grace-period", envvar="FLUX_EVICTION_GRACE_PERIOD", type=float, default=30.0, show_default=True,
               help="Seconds without heartbeat before a worker is evicted and its work requeued")
-def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float) -> None:
+@click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
+              help="Token workers register with; give every replica the same one [HOME/bootstrap-token]")
+def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
+                 bootstrap_token: str | None) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import uvicorn
 
@@ -148,7 +151,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 
     settings = ServerSettings(
         home=home or default_home(), database_url=database_url, host=host, port=port,
-        eviction_grace_period=eviction_grace_period,
+        eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token,
     )
     app = create_app(settings)
     console.print(f"Flux server on http://{host}:{port}  database: {settings.database_url}  home: {settings.home}")
@@ -158,7 +161,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 
 @start.command("worker")
 @click.argument("name")
-@click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True)
+@click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True,
+              help="Server URL; several comma-separated replicas fail over in turn")
 @click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
               help="Token from 'flux server bootstrap-token' (read from --home when omitted)")
 @click.option("--home", envvar="FLUX_HOME", type=click.Path(), default=None)
@@ -218,6 +222,19 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: 
 @main.group()
 def server() -> None:
     """Server administration."""
+
+
+@server.command("migrate")
+@click.option("--home", envvar="FLUX_HOME", type=click.Path(), default=None)
+@click.option("--database-url", envvar="FLUX_DATABASE_URL", default=None, help="SQLAlchemy URL [sqlite:///HOME/flux.db]")
+def server_migrate(home: str | None, database_url: str | None) -> None:
+    """Bring the database schema to the newest version (the server also does this on start)."""
+    from flux.server.database import migrate
+
+    settings = ServerSettings(home=home or default_home(), database_url=database_url)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    migrate(settings.database_url)
+    click.echo(f"database at the newest schema: {settings.database_url}")
 
 
 @server.command("bootstrap-token")

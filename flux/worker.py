@@ -141,6 +141,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._http: httpx.AsyncClient | None = None
+        #: Server replicas to use, current first (comma-separated in ``server_url``).
+        self._urls = [url.strip() for url in config.server_url.split(",") if url.strip()]
         self._metrics_provider = import_object(config.metrics_provider) if config.metrics_provider else None
 
     # --- what the worker publishes -------------------------------------------------------
@@ -202,11 +204,19 @@ class Worker:
                     if not is_transient(exc):
                         raise
                     log.warning("server unreachable (%s); retrying", exc.__class__.__name__)
+                    self._fail_over()
                     await backoff.sleep()
             self._token = reply["session_token"]
             for execution_id in reply["abandon"]:
                 self._abandon(execution_id)
             log.info("worker %s registered with %s", self.config.name, self.config.server_url)
+
+    def _fail_over(self) -> None:
+        """Try the next server replica (``--server-url a,b``), if there is more than one."""
+        if len(self._urls) > 1:
+            self._urls.append(self._urls.pop(0))
+            self._http.base_url = self._urls[0]
+            log.warning("switching to server %s", self._urls[0])
 
     async def _call(self, path: str, json: Any, timeout: float | None = None) -> Any:
         """A session call that survives server restarts, overload and evictions.
@@ -224,6 +234,7 @@ class Worker:
                 if not is_transient(exc) or self._stopping.is_set():
                     raise
                 log.warning("server call %s failed (%s); retrying", path, exc.__class__.__name__)
+                self._fail_over()
                 await backoff.sleep()
 
     # --- loops ---------------------------------------------------------------------------
@@ -316,7 +327,7 @@ class Worker:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        self._http = httpx.AsyncClient(base_url=self.config.server_url)
+        self._http = httpx.AsyncClient(base_url=self._urls[0])
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):

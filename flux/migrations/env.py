@@ -1,7 +1,7 @@
 """Alembic environment: migrations run online against the server's database URL."""
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, pool, text
 
 from flux.models import Base
 
@@ -18,6 +18,9 @@ def run_migrations_online() -> None:
             render_as_batch=url.startswith("sqlite"),  # SQLite cannot ALTER most things in place
         )
         with context.begin_transaction():
+            if connection.dialect.name == "postgresql":
+                # replicas starting together: one migrates, the others wait, then find it done
+                connection.execute(text("SELECT pg_advisory_xact_lock(727072)"))
             context.run_migrations()
     engine.dispose()
 

@@ -14,7 +14,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux.domain.events import ExecutionState
 from flux.server import executions, explain, fleet, workflows
-from flux.server.database import Database, migrate
+from flux.server.broadcast import PostgresBroadcast
+from flux.server.database import Database, is_sqlite, migrate
 from flux.server.dispatch import Dispatcher
 from flux.server.errors import FluxError, Unauthorized
 from flux.server.metrics import ServerMetrics
@@ -49,7 +50,7 @@ def bearer(authorization: str | None = Header(default=None)) -> str | None:
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
-    bootstrap_token = ensure_bootstrap_token(settings.home)
+    bootstrap_token = settings.bootstrap_token or ensure_bootstrap_token(settings.home)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -57,6 +58,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
         app.state.db = Database(settings.database_url)
         await app.state.db.run(fleet.restart_grace)
         app.state.notifier = Notifier()
+        broadcast = None
+        if not is_sqlite(app.state.db.url):
+            broadcast = PostgresBroadcast(app.state.db.url, app.state.notifier.notify_local)
+            await broadcast.start()
+            app.state.notifier.remote = broadcast
         app.state.metrics = ServerMetrics()
         app.state.dispatcher = Dispatcher(
             app.state.db, app.state.notifier, settings.eviction_grace_period, app.state.metrics
@@ -68,6 +74,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
             loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop_task
+            if broadcast is not None:
+                await broadcast.close()
             app.state.db.close()
 
     app = FastAPI(title="Flux", version="0.1.0", lifespan=lifespan)

@@ -10,18 +10,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, TypeVar
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm.exc import StaleDataError
 
 T = TypeVar("T")
 log = logging.getLogger("flux.server.database")
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+#: Attempts for a transaction that lost a race to a concurrent writer.
+RETRIES = 5
+#: PostgreSQL SQLSTATEs that mean "a concurrent transaction won; try again".
+RETRYABLE_SQLSTATES = {"40001", "40P01", "23505"}
+
+
+def _is_conflict(exc: Exception) -> bool:
+    if isinstance(exc, StaleDataError):
+        return True
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    return sqlstate in RETRYABLE_SQLSTATES
 
 
 def normalise_url(url: str) -> str:
@@ -73,8 +88,23 @@ class Database:
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flux-db")
 
     def transaction(self, fn: Callable[[Session], T]) -> T:
-        with self._sessions.begin() as session:
-            return fn(session)
+        """One transaction; retried when a concurrent writer (another replica) won a race.
+
+        Execution rows are versioned (optimistic concurrency): the loser's UPDATE matches
+        no row and raises StaleDataError; PostgreSQL may also report a serialization
+        failure or deadlock. Service functions re-read what they change, so running
+        them again on fresh state is safe.
+        """
+        for attempt in range(1, RETRIES + 1):
+            try:
+                with self._sessions.begin() as session:
+                    return fn(session)
+            except (StaleDataError, IntegrityError, DBAPIError) as exc:
+                if attempt == RETRIES or not _is_conflict(exc):
+                    raise
+                log.info("transaction conflict (%s); retrying", type(exc).__name__)
+                time.sleep(random.uniform(0, 0.01 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def run(self, fn: Callable[[Session], T]) -> T:
         """Run ``fn(session)`` in one transaction off the event loop."""

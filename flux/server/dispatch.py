@@ -168,6 +168,9 @@ class Dispatcher:
             .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
             .order_by(ExecutionModel.scheduled_at, ExecutionModel.id)
             .limit(ROUND_SIZE)
+            # PostgreSQL: replicas placing at once split the queue instead of colliding
+            # (SQLite has one writer and renders no FOR UPDATE).
+            .with_for_update(skip_locked=True, of=ExecutionModel)
         )
         if after is not None:
             query = query.where(tuple_(ExecutionModel.scheduled_at, ExecutionModel.id) > after)

@@ -8,13 +8,26 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from typing import Protocol
+
+
+class Remote(Protocol):
+    def publish(self, key: str) -> None: ...
 
 
 class Notifier:
     def __init__(self) -> None:
         self._events: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        #: Other replicas (``flux.server.broadcast``), when there can be any.
+        self.remote: Remote | None = None
 
     def notify(self, key: str) -> None:
+        """Wake waiters on ``key`` here and on every other replica."""
+        self.notify_local(key)
+        if self.remote is not None:
+            self.remote.publish(key)
+
+    def notify_local(self, key: str) -> None:
         event = self._events.pop(key, None)
         if event is not None:
             event.set()

@@ -20,6 +20,8 @@ class ServerSettings:
     port: int = 8000
     #: Seconds without a heartbeat after which a worker is evicted and its work requeued.
     eviction_grace_period: float = 30.0
+    #: Shared by every replica (e.g. from a Kubernetes secret); else HOME/bootstrap-token.
+    bootstrap_token: str | None = None
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)

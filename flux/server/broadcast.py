@@ -1,0 +1,69 @@
+"""Wake-ups between server replicas over PostgreSQL LISTEN/NOTIFY.
+
+A worker long-polls one replica, but dispatch on any replica may assign it work; a
+client may wait on one replica for an execution another replica finishes. Each
+replica LISTENs on one channel and re-raises what it hears as local wake-ups, so no
+replica polls for them (long polls still re-check the database every second as a
+safety net). With SQLite there is one server and nothing to carry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Callable
+
+log = logging.getLogger("flux.server.broadcast")
+
+CHANNEL = "flux_wake"
+
+
+def libpq_url(sqlalchemy_url: str) -> str:
+    return "postgresql://" + sqlalchemy_url.split("://", 1)[1]
+
+
+class PostgresBroadcast:
+    def __init__(self, url: str, deliver: Callable[[str], None]):
+        self.url = libpq_url(url)
+        self.deliver = deliver
+        self._send = None
+        self._listener: asyncio.Task | None = None
+        self._sending: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        import psycopg
+
+        self._send = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        listen = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        await listen.execute(f"LISTEN {CHANNEL}")
+        self._listener = asyncio.create_task(self._listen(listen))
+
+    async def _listen(self, connection) -> None:  # noqa: ANN001
+        try:
+            async for notification in connection.notifies():
+                self.deliver(notification.payload)
+        finally:
+            await connection.close()
+
+    def publish(self, key: str) -> None:
+        """Fire and forget: a lost wake-up only delays a waiter until its next re-check."""
+        task = asyncio.create_task(self._publish(key))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _publish(self, key: str) -> None:
+        try:
+            await self._send.execute("SELECT pg_notify(%s, %s)", (CHANNEL, key))
+        except Exception as exc:  # noqa: BLE001 - see publish
+            log.warning("could not publish wake-up %s: %s", key, exc)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener
+        for task in list(self._sending):
+            task.cancel()
+        if self._send is not None:
+            await self._send.close()
