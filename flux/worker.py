@@ -75,7 +75,9 @@ def build_runner(config: WorkerConfig) -> Runner:
             config.docker_image, config.docker_memory, config.docker_cpus, config.docker_args, config.enforce_requests
         )
     policy = LimitPolicy(subprocess_memory_limit=config.subprocess_memory_limit, enforce_requests=config.enforce_requests)
-    return SubprocessRunner(warm_processes=min(config.max_concurrent_executions, 4), limits=policy)
+    # At least two warm children even for one slot: the refill after a hand-over
+    # (a Python start, ~100 ms) then never sits on the next execution's path.
+    return SubprocessRunner(warm_processes=min(max(config.max_concurrent_executions, 2), 4), limits=policy)
 
 
 def is_transient(exc: httpx.HTTPError) -> bool:

@@ -14,6 +14,10 @@ import sys
 
 
 def main() -> None:
+    # Import the engine while idle in the warm pool, not after the job arrives.
+    from flux.runners.base import execute_job
+    from flux.runners.limits import Limits, apply_in_child
+
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # user output (print, C extensions) goes to stderr, never into the protocol
     line = sys.stdin.readline()
@@ -21,10 +25,6 @@ def main() -> None:
         return  # the pool shut down before handing us a job
     job = json.loads(line)
     limits = job.get("limits") or {}
-
-    from flux.runners.base import execute_job
-    from flux.runners.limits import Limits, apply_in_child
-
     apply_in_child(limits)
     memory_cause = Limits(**limits).describe_memory() if limits.get("memory") else None
 
