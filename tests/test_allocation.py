@@ -12,6 +12,7 @@ from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.matching import GPU, WorkerView
 from flux.scheduling.placement import Demand, place
+from waiting import eventually
 
 GiB = 1024**3
 TESTS = Path(__file__).parent
@@ -59,13 +60,11 @@ def test_running_allotments_reduce_reserve_availability_and_mark_gpus():
 
 
 def _wait_running(client, ids, count, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def running():
         states = [client.execution(i)["state"] for i in ids]
-        if states.count("RUNNING") >= count:
-            return states
-        time.sleep(0.05)
-    raise AssertionError(f"never {count} running: {states}")
+        return states if states.count("RUNNING") >= count else None
+
+    return eventually(running, timeout, f"never {count} running")
 
 
 GPU_WORK = """

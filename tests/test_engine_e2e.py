@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from flux.client import FluxClientError
+from waiting import eventually
 
 STEPS = """
     import asyncio, os
@@ -47,13 +48,11 @@ STEPS = """
 
 
 def wait_state(client, execution_id, states, timeout=30.0, attempt=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def reached():
         execution = client.execution(execution_id)
-        if execution["state"] in states and attempt in (None, execution["attempt"]):
-            return execution
-        time.sleep(0.05)
-    raise AssertionError(f"{execution_id} never reached {states}: {execution}")
+        return execution if execution["state"] in states and attempt in (None, execution["attempt"]) else None
+
+    return eventually(reached, timeout, f"{execution_id} never reached {states}")
 
 
 @pytest.fixture

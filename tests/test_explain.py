@@ -13,6 +13,7 @@ import pytest
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.matching import GPU, WorkerView
+from waiting import eventually
 
 TESTS = Path(__file__).parent
 GiB = 1024**3
@@ -94,16 +95,6 @@ PENDING = """
 """
 
 
-def until(condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition never held")
-
-
 def reasons(client, execution_id) -> dict[str, str]:
     return {w["name"]: w["reason"] for w in client.placement(execution_id)["workers"]}
 
@@ -118,7 +109,7 @@ def test_explanation_names_each_workers_first_failing_check(cluster, client, wor
     cpu = client.run("needs_cpu")
     pkg = client.run("needs_future_flux")
     holder = client.run("in_us", 3)
-    until(lambda: client.execution(holder["id"])["state"] == "RUNNING")
+    eventually(lambda: client.execution(holder["id"])["state"] == "RUNNING")
     queued = client.run("in_us", 0)
 
     assert reasons(client, cpu["id"]) == {
@@ -133,7 +124,7 @@ def test_explanation_names_each_workers_first_failing_check(cluster, client, wor
     assert reasons(client, queued["id"])["a"] == "all 1 slots busy"
 
     # the same summary was recorded as an event, and the unsatisfiable one flagged at once
-    until(lambda: client.execution(cpu["id"])["unschedulable"])
+    eventually(lambda: client.execution(cpu["id"])["unschedulable"])
     events = client.events(cpu["id"])
     pending = [e["value"]["summary"] for e in events if e["type"] == "WORKFLOW_PENDING"]
     assert pending[0].startswith("0/3 workers are available")
@@ -168,7 +159,7 @@ def test_gpu8_on_one_gpu_workers_is_flagged_at_once_and_warned_at_registration(c
     ]
     started = time.monotonic()
     execution = client.run("needs_8_gpus")
-    flagged = until(lambda: client.execution(execution["id"])["unschedulable"])
+    flagged = eventually(lambda: client.execution(execution["id"])["unschedulable"])
     assert time.monotonic() - started < 5
     assert flagged == "no registered worker could ever satisfy it, even idle: 2 Insufficient gpu (of 2)"
     time.sleep(1.5)
@@ -198,13 +189,13 @@ def test_custom_resources_matched_exhausted_and_released_under_reserve(cluster, 
     cluster.start_worker("f", max_concurrent_executions=4, extra_args=("--resource", "fpga=2", "--allocation", "reserve"))
     assert client.show_worker("f")["custom_resources"] == {"fpga": 2.0}
     ids = [client.run("one_fpga", 1.5)["id"] for _ in range(3)]
-    until(lambda: [client.execution(i)["state"] for i in ids].count("RUNNING") == 2)
+    eventually(lambda: [client.execution(i)["state"] for i in ids].count("RUNNING") == 2)
     waiting = next(i for i in ids if client.execution(i)["state"] == "SCHEDULED")
     assert reasons(client, waiting)["f"] == "resource fpga 0 after reservations < requested 1"
     assert {client.wait(i, 30)["state"] for i in ids} == {"COMPLETED"}  # released, then the third ran
 
     too_many = client.run("four_fpgas")
-    assert until(lambda: client.execution(too_many["id"])["unschedulable"]).endswith("1 Insufficient fpga (of 1)")
+    assert eventually(lambda: client.execution(too_many["id"])["unschedulable"]).endswith("1 Insufficient fpga (of 1)")
 
 
 def test_worker_refuses_malformed_custom_resources(cluster):

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from flux.client import FluxClient
+from waiting import eventually
 
 SLEEPY = """
     import asyncio
@@ -24,16 +25,6 @@ SLEEPY = """
     async def sleepy(ctx):
         return await nap(ctx.input)
 """
-
-
-def eventually(condition, timeout=30.0, message="condition never held"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(message)
 
 
 def max_overlap(executions: list[dict]) -> int:

@@ -1,0 +1,19 @@
+"""Polling helper for integration tests: wait for a condition with a deadline, never forever."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def eventually(condition: Callable[[], T], timeout: float = 30.0, message: str = "condition never held") -> T:
+    """Return the first truthy value of ``condition()``, polling every 50 ms until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(message)
