@@ -138,7 +138,7 @@ def start() -> None:
 @click.option("--host", envvar="FLUX_HOST", default="127.0.0.1", show_default=True)
 @click.option("--port", envvar="FLUX_PORT", type=int, default=8000, show_default=True)
 @click.option("--database-url", envvar="FLUX_DATABASE_URL", default=None, help="SQLAlchemy URL [sqlite:///HOME/flux.db]")
-@click.option("--eviction-grace-period", envvar="FLUX_EVICTION_GRACE_PERIOD", type=float, default=30.0, show_default=True,
+@click.option("--eviction-grace-period", envvar="FLUX_EVICTION_GRACE_PERIOD", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
               help="Seconds without heartbeat before a worker is evicted and its work requeued")
 @click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
               help="Token workers register with; give every replica the same one [HOME/bootstrap-token]")

@@ -126,5 +126,10 @@ async def run_workflow(workflow: "Workflow", ctx: ExecutionContext) -> tuple[Eve
         )
     finally:
         _current.reset(token)
-    ctx.emit(make_event(outcome[0], workflow.name, value=outcome[1]))
+    emit, ctx.emit = ctx.emit, _closed  # the log ends here: stray tasks the workflow left cannot add to it
+    emit(make_event(outcome[0], workflow.name, value=outcome[1]))
     return outcome
+
+
+def _closed(event: dict) -> None:
+    """The event sink of an execution that has ended."""

@@ -110,5 +110,16 @@ task = _TaskDecorator()
 
 
 async def parallel(*awaitables: Any) -> list[Any]:
-    """Run task calls concurrently and return their results in argument order."""
-    return list(await asyncio.gather(*awaitables))
+    """Run task calls concurrently and return their results in argument order.
+
+    If one fails, the others are cancelled before the error propagates, so nothing
+    keeps running (or recording events) behind a workflow that has already ended.
+    """
+    tasks = [asyncio.ensure_future(awaitable) for awaitable in awaitables]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for pending in tasks:
+            pending.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -24,14 +24,14 @@ from typing import Any
 import httpx
 
 from flux import probe
-from flux.domain.events import EventType
+from flux.domain.events import TERMINAL_EVENTS, EventType
 from flux.loader import import_object
+from flux.runtime import make_event
 from flux.runners import DockerRunner, InProcessRunner, Job, Runner, SubprocessRunner
 from flux.runners.limits import LimitPolicy
 
 log = logging.getLogger("flux.worker")
 
-TERMINAL = {EventType.WORKFLOW_COMPLETED.value, EventType.WORKFLOW_FAILED.value, EventType.WORKFLOW_CANCELLED.value}
 
 
 @dataclass
@@ -112,9 +112,13 @@ class Outbox:
     def __init__(self) -> None:
         self.events: list[dict] = []
         self.ready = asyncio.Event()
+        self.closed = False
 
     def put(self, event: dict) -> None:
+        if self.closed:
+            return  # the terminal event is in: the log is over
         self.events.append(event)
+        self.closed = event["type"] in TERMINAL_EVENTS
         self.ready.set()
 
     def take(self) -> list[dict]:
@@ -142,6 +146,8 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
+        #: One task per running execution (``_execute``), apart from the loops in _tasks.
+        self._executions: set[asyncio.Task] = set()
         self._http: httpx.AsyncClient | None = None
         #: Server replicas to use, current first (comma-separated in ``server_url``).
         self._urls = [url.strip() for url in config.server_url.split(",") if url.strip()]
@@ -193,9 +199,12 @@ class Worker:
         response.raise_for_status()
         return response.json()
 
-    async def register(self) -> None:
+    async def register(self, stale_token: str | None = None) -> None:
+        """Register (again). Calls that lost the same session share one re-registration."""
         async with self._register_lock:
-            payload = self._get_resources_info()
+            if stale_token is not None and self._token != stale_token:
+                return  # another call already registered again while this one waited
+            payload = await asyncio.to_thread(self._get_resources_info)  # package scan, NVML: off the loop
             payload["running"] = sorted(self.running)
             backoff = Backoff()
             while True:
@@ -210,7 +219,8 @@ class Worker:
                     await backoff.sleep()
             self._token = reply["session_token"]
             for execution_id in reply["abandon"]:
-                self._abandon(execution_id)
+                if execution_id in self.running:
+                    self._abandon(self.running[execution_id])
             log.info("worker %s registered with %s", self.config.name, self.config.server_url)
 
     def _fail_over(self) -> None:
@@ -228,10 +238,11 @@ class Worker:
         """
         backoff = Backoff()
         while True:
+            token = self._token
             try:
                 return await self._post(path, json, timeout=timeout)
             except SessionLost:
-                await self.register()
+                await self.register(stale_token=token)
             except httpx.HTTPError as exc:
                 if not is_transient(exc) or self._stopping.is_set():
                     raise
@@ -246,11 +257,13 @@ class Worker:
         state = None
         while True:
             await asyncio.sleep(self.config.heartbeat_interval)
-            resources = await asyncio.to_thread(probe.sample_resources, self.config.disk_path, self.config.gpu_source)
-            reply = await self._call(
-                f"/workers/{self.config.name}/heartbeat",
-                {"running": sorted(self.running), "resources": resources, "metrics": self._metrics(resources)},
-            )
+            beat: dict[str, Any] = {"running": sorted(self.running)}
+            try:
+                resources = await asyncio.to_thread(probe.sample_resources, self.config.disk_path, self.config.gpu_source)
+                beat.update(resources=resources, metrics=self._metrics(resources))
+            except Exception:  # noqa: BLE001 - a failed sample must not stop the heartbeat itself
+                log.exception("resource sample failed; heartbeat sent without it")
+            reply = await self._call(f"/workers/{self.config.name}/heartbeat", beat)
             self._cancel(reply["cancel"])
             if reply["state"] != state:
                 state = reply["state"]
@@ -279,30 +292,41 @@ class Worker:
 
     def _start(self, job: Job) -> None:
         execution = RunningExecution(job)
+        previous = self.running.get(job["id"])
+        if previous is not None:  # an older attempt still stopping: it is no longer ours
+            self._abandon(previous)
         self.running[job["id"]] = execution
-        self._spawn(self._execute(execution))
+        task = asyncio.create_task(self._execute(execution))
+        self._executions.add(task)
+        task.add_done_callback(self._executions.discard)
 
     def _cancel(self, execution_ids: list[str]) -> None:
         for execution_id in execution_ids:
             if execution_id in self.running:
                 self.running[execution_id].cancel.set()
 
-    def _abandon(self, execution_id: str) -> None:
-        execution = self.running.get(execution_id)
-        if execution is not None:
-            execution.abandoned = True
-            execution.cancel.set()
+    @staticmethod
+    def _abandon(execution: RunningExecution) -> None:
+        execution.abandoned = True
+        execution.cancel.set()
 
     async def _execute(self, execution: RunningExecution) -> None:
+        """Run one execution and report it; whatever breaks, the server hears how it ended."""
         flusher = self._spawn(self._flush(execution))
         try:
             await self.runner.run(execution.job, execution.outbox.put, execution.cancel)
+        except Exception as exc:  # noqa: BLE001 - a runner failure must not kill the worker
+            log.exception("execution %s failed in the runner", execution.job["id"])
+            execution.outbox.put(
+                make_event(EventType.WORKFLOW_FAILED, execution.job["workflow_name"], value={"error": f"worker runner error: {exc!r}"})
+            )
+        try:
             await flusher
-        except Exception:  # noqa: BLE001 - a runner bug must not kill the worker
-            log.exception("execution %s crashed in the runner", execution.job["id"])
-            flusher.cancel()
+        except Exception:  # noqa: BLE001 - eviction will requeue it; the worker goes on
+            log.exception("could not report execution %s", execution.job["id"])
         finally:
-            self.running.pop(execution.job["id"], None)
+            if self.running.get(execution.job["id"]) is execution:
+                del self.running[execution.job["id"]]
             self._slot_freed.set()
 
     async def _flush(self, execution: RunningExecution) -> None:
@@ -318,12 +342,12 @@ class Worker:
             except httpx.HTTPStatusError as exc:
                 if exc.response.status_code in (403, 404, 409):  # fenced: no longer ours
                     log.warning("execution %s taken from this worker: %s", execution.job["id"], exc.response.text)
-                    self._abandon(execution.job["id"])
+                    self._abandon(execution)
                     return
                 raise
             if reply["cancel"]:
                 execution.cancel.set()
-            if any(event["type"] in TERMINAL for event in batch):
+            if any(event["type"] in TERMINAL_EVENTS for event in batch):
                 return
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -349,17 +373,17 @@ class Worker:
     async def _shutdown(self) -> None:
         """Stop children and hand unfinished executions back to the server at once."""
         self._stopping.set()
-        executing = [task for task in self._tasks if task.get_coro().__name__ == "_execute"]
         for execution in self.running.values():
-            execution.abandoned = True
-            execution.cancel.set()
-        if executing:
-            await asyncio.wait(executing, timeout=self.config.shutdown_grace)
-        for task in list(self._tasks):
+            self._abandon(execution)
+        if self._executions:
+            await asyncio.wait(self._executions, timeout=self.config.shutdown_grace)
+        for task in [*self._tasks, *self._executions]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._token:
-            with contextlib.suppress(httpx.HTTPError):
-                await self._post(f"/workers/{self.config.name}/shutdown", None, timeout=5)
-        await self.runner.close()
-        await self._http.aclose()
+        await asyncio.gather(*self._tasks, *self._executions, return_exceptions=True)
+        try:
+            if self._token:
+                with contextlib.suppress(httpx.HTTPError, SessionLost):
+                    await self._post(f"/workers/{self.config.name}/shutdown", None, timeout=5)
+        finally:
+            await self.runner.close()
+            await self._http.aclose()

@@ -15,18 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from flux.domain.affinity import Operator, normalise_affinity
-from flux.domain.events import EventType, ExecutionState
+from flux.domain.events import STATE_AFTER, ExecutionState
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.runtime import ExecutionContext, run_workflow
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 
-_STATE_OF_OUTCOME = {
-    EventType.WORKFLOW_COMPLETED: ExecutionState.COMPLETED,
-    EventType.WORKFLOW_FAILED: ExecutionState.FAILED,
-    EventType.WORKFLOW_CANCELLED: ExecutionState.CANCELLED,
-}
 
 
 @dataclass
@@ -143,7 +138,7 @@ class Workflow:
             emit=events.append,
         )
         outcome, value = await run_workflow(self, ctx)
-        return LocalExecution(ctx.execution_id, _STATE_OF_OUTCOME[outcome], value, events)
+        return LocalExecution(ctx.execution_id, STATE_AFTER[outcome], value, events)
 
     def __repr__(self) -> str:
         return f"<workflow {self.name}>"

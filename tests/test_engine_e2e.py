@@ -178,3 +178,29 @@ def test_worker_restart_requeues_what_it_held(cluster, steps):
     assert rescheduled["worker_name"] == "w1"
     assert "WORKFLOW_RESCHEDULED" in [e["type"] for e in steps.events(execution["id"])]
     steps.cancel(execution["id"])
+
+
+def test_lost_claim_response_is_requeued_by_heartbeat_reconciliation(cluster, steps):
+    """A worker that never received a delivered execution reports it missing; it is requeued."""
+    base = cluster.server_url
+    token = (cluster.home / "bootstrap-token").read_text().strip()
+    registration = {
+        "name": "forgetful", "heartbeat_interval": 0.1,
+        "resources": {"cpu_total": 1, "cpu_available": 1, "memory_total": 1, "memory_available": 1, "disk_total": 1, "disk_free": 1},
+        "runtime": {"python_version": "3.11", "os_name": "Linux", "os_version": "x", "hostname": "h"},
+    }
+    session = httpx.post(f"{base}/workers/register", json=registration, headers={"Authorization": f"Bearer {token}"}).json()
+    headers = {"Authorization": f"Bearer {session['session_token']}"}
+    execution = steps.run("two_steps", 1)
+    claimed = httpx.post(f"{base}/workers/forgetful/claim", json={"wait": 10}, headers=headers, timeout=20).json()
+    assert [e["id"] for e in claimed["executions"]] == [execution["id"]]  # delivered... and "lost"
+
+    def requeued():
+        httpx.post(f"{base}/workers/forgetful/heartbeat", json={"running": []}, headers=headers)
+        return [e["value"]["reason"] for e in steps.events(execution["id"]) if e["type"] == "WORKFLOW_RESCHEDULED"]
+
+    reasons = eventually(requeued, timeout=15, message="the lost execution was never requeued")
+    assert reasons == ["worker forgetful does not report it running (claim lost)"]
+    httpx.post(f"{base}/workers/forgetful/shutdown", headers=headers)  # it may have been offered to it again
+    cluster.start_worker("honest")
+    assert steps.wait(execution["id"], 30)["state"] == "COMPLETED"

@@ -93,7 +93,7 @@ def test_limit_policy_plans_from_request_and_worker_ceiling():
     policy = LimitPolicy(subprocess_memory_limit=GiB, cores=CoreAllotter([0, 1]))
     plain = policy.plan({"id": "e", "requests": {"memory": 2 * GiB, "cpu": 1}, "gpus": [1]})
     assert (plain.memory, plain.memory_source, plain.cpus) == (GiB, "subprocess_memory_limit", None)
-    assert plain.env == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert plain.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
     enforcing = LimitPolicy(subprocess_memory_limit=GiB, enforce_requests=True, cores=CoreAllotter([0, 1]))
     shaped = enforcing.plan({"id": "e", "requests": {"memory": 2 * GiB, "cpu": 1.5}})
     assert (shaped.memory, shaped.memory_source, shaped.cpus) == (2 * GiB, "memory request", [0, 1])

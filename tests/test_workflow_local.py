@@ -228,3 +228,46 @@ def test_invalid_task_options_fail_at_decoration(options, field):
     with pytest.raises(ValueError, match=field):
         @task.with_options(**options)
         async def t(): ...
+
+
+def test_parallel_failure_cancels_siblings_and_nothing_follows_the_terminal_event():
+    finished = []
+
+    @task
+    async def fails_fast():
+        raise ValueError("first")
+
+    @task
+    async def slow_sibling():
+        await asyncio.sleep(0.2)
+        finished.append(True)
+        return "late"
+
+    @workflow
+    async def fan(ctx):
+        return await parallel(fails_fast(), slow_sibling())
+
+    execution = fan.run()
+    assert execution.state is ExecutionState.FAILED
+    assert execution.events[-1]["type"] == "WORKFLOW_FAILED" and not finished
+
+
+def test_stray_tasks_cannot_write_after_the_workflow_ends():
+    @task
+    async def straggler():
+        await asyncio.sleep(0.05)
+        return 1
+
+    @workflow
+    async def leaves_a_task_behind(ctx):
+        ctx.stray = asyncio.ensure_future(straggler())
+        return "done"
+
+    async def run_and_linger():
+        execution = await leaves_a_task_behind.run_async()
+        await asyncio.sleep(0.2)  # the straggler finishes after the workflow
+        return execution
+
+    execution = asyncio.run(run_and_linger())
+    assert execution.events[-1]["type"] == "WORKFLOW_COMPLETED"
+    assert [e["type"] for e in execution.events].count("TASK_COMPLETED") == 0

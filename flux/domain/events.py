@@ -23,15 +23,12 @@ class ExecutionState(StrEnum):
     def is_terminal(self) -> bool:
         return self in TERMINAL_STATES
 
-    @property
-    def holds_worker(self) -> bool:
-        """True while the execution occupies a slot on its worker."""
-        return self in (ExecutionState.CLAIMED, ExecutionState.RUNNING, ExecutionState.CANCELLING)
-
 
 TERMINAL_STATES = frozenset(
     {ExecutionState.COMPLETED, ExecutionState.FAILED, ExecutionState.CANCELLED}
 )
+#: States in which an execution occupies a slot on its worker.
+HOLDING_STATES = (ExecutionState.CLAIMED.value, ExecutionState.RUNNING.value, ExecutionState.CANCELLING.value)
 
 
 class EventType(StrEnum):
@@ -72,3 +69,8 @@ STATE_AFTER = {
     EventType.WORKFLOW_FAILED: ExecutionState.FAILED,
     EventType.WORKFLOW_CANCELLED: ExecutionState.CANCELLED,
 }
+
+#: The events that end an execution's log; nothing a worker sends after one counts.
+TERMINAL_EVENTS = frozenset(
+    {EventType.WORKFLOW_COMPLETED.value, EventType.WORKFLOW_FAILED.value, EventType.WORKFLOW_CANCELLED.value}
+)

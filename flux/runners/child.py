@@ -37,9 +37,12 @@ def main() -> None:
         work = asyncio.create_task(execute_job(job, emit))
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, work.cancel)
         await work
+        protocol.flush()
+        # Leave now: a task thread that outlived its timeout must not hold the process
+        # (asyncio.run would wait for it while shutting its executor down).
+        os._exit(0)
 
     asyncio.run(run())
-    protocol.flush()
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ class DockerRunner(SubprocessRunner):
         request = (job.get("requests") or {}) if self.enforce_requests else {}
         memory = request.get("memory") or self.memory
         cpus = request.get("cpu") or self.cpus
-        args = [self.docker, "run", "--rm", "-i", "--init", "--name", f"flux-{job['id']}-{job.get('attempt', 1)}"]
+        args = [self.docker, "run", "--rm", "-i", "--init", "--name", self.container_name(job)]
         if memory:
             args += ["--memory", str(memory)]  # bytes
         if cpus:
@@ -59,3 +59,18 @@ class DockerRunner(SubprocessRunner):
 
     async def _take(self, job: Job, limits: Limits) -> asyncio.subprocess.Process:
         return await self._spawn(*self.command(job))
+
+    @staticmethod
+    def container_name(job: Job) -> str:
+        return f"flux-{job['id']}-{job.get('attempt', 1)}"
+
+    async def run(self, job: Job, emit, cancel: asyncio.Event) -> None:  # noqa: ANN001
+        try:
+            await super().run(job, emit, cancel)
+        finally:
+            # killing the 'docker run' client does not stop the container; --rm only acts on exit
+            remove = await asyncio.create_subprocess_exec(
+                self.docker, "rm", "-f", self.container_name(job),
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            )
+            await remove.wait()

@@ -149,6 +149,8 @@ class LimitPolicy:
         request = job.get("requests") or {}
         gpus = job.get("gpus")
         if gpus is not None:
+            # NVML indexes follow PCI bus order; make CUDA number the cards the same way.
+            limits.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             limits.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
         if self.enforce_requests and request.get("memory"):
             limits.memory, limits.memory_source = request["memory"], "memory request"
@@ -160,10 +162,18 @@ class LimitPolicy:
             limits.env.update({name: str(len(limits.cpus)) for name in THREAD_VARIABLES})
         return limits
 
-    def cgroup_for(self, job: dict, limits: Limits) -> Path | None:
+    def cgroup_for(self, job: dict, limits: Limits, pid: int) -> Path | None:
+        """Put the child in its own memory cgroup; if the kernel refuses, RLIMIT_AS instead."""
         if not limits.memory_by_cgroup or self._cgroup_parent is None:
             return None
-        return self.cgroups.create(self._cgroup_parent, f"flux-{job['id']}", limits.memory)
+        try:
+            group = self.cgroups.create(self._cgroup_parent, f"flux-{job['id']}-{job.get('attempt', 1)}", limits.memory)
+            self.cgroups.add(group, pid)
+            return group
+        except OSError as exc:
+            log.warning("cgroup memory limit unavailable (%s); using RLIMIT_AS for execution %s", exc, job["id"])
+            limits.memory_by_cgroup = False
+            return None
 
     def release(self, limits: Limits) -> None:
         if limits.cpus:

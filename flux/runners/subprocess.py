@@ -21,16 +21,17 @@ import signal
 import sys
 from typing import Callable
 
-from flux.domain.events import EventType
+from flux.domain.events import TERMINAL_EVENTS, EventType
 from flux.runners.base import Job, Runner
 from flux.runners.limits import CgroupMemory, LimitPolicy, Limits
 from flux.runtime import make_event
 
 log = logging.getLogger("flux.runners.subprocess")
 
-TERMINAL = {EventType.WORKFLOW_COMPLETED.value, EventType.WORKFLOW_FAILED.value, EventType.WORKFLOW_CANCELLED.value}
 #: Longest protocol line (one event) accepted from a child.
 MAX_EVENT_BYTES = 64 * 1024 * 1024
+#: Seconds a child may take to exit after its terminal event before it is killed.
+EXIT_GRACE = 5.0
 
 
 def describe_exit(returncode: int) -> str:
@@ -87,34 +88,35 @@ class SubprocessRunner(Runner):
 
     async def run(self, job: Job, emit: Callable[[dict], None], cancel: asyncio.Event) -> None:
         limits = self.plan(job)
-        process = await self._take(job, limits)
-        cgroup = self.limits.cgroup_for(job, limits)
-        if cgroup is not None:
-            CgroupMemory.add(cgroup, process.pid)
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(json.dumps({**job, "limits": limits.to_dict()}).encode() + b"\n")
-        with contextlib.suppress(ConnectionError):
-            await process.stdin.drain()
-        watcher = asyncio.create_task(self._stop_on_cancel(process, cancel))
-        finished = False
-        returncode = None
+        process = cgroup = watcher = None
         try:
+            process = await self._take(job, limits)
+            cgroup = self.limits.cgroup_for(job, limits, process.pid)
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(json.dumps({**job, "limits": limits.to_dict()}).encode() + b"\n")
+            with contextlib.suppress(ConnectionError):
+                await process.stdin.drain()
+            watcher = asyncio.create_task(self._stop_on_cancel(process, cancel))
             while line := await process.stdout.readline():
                 event = json.loads(line)
-                finished = finished or event["type"] in TERMINAL
                 emit(event)
-            returncode = await process.wait()
+                if event["type"] in TERMINAL_EVENTS:
+                    break  # the log is closed; the child exits on its own (or is killed below)
+            else:
+                returncode = await process.wait()
+                oom = cgroup is not None and CgroupMemory.oom_killed(cgroup)
+                emit(self._lost_child_event(job, returncode, cancel.is_set(), limits.describe_memory() if oom else None))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), EXIT_GRACE)
         finally:
-            watcher.cancel()
-            if process.returncode is None:  # we were cancelled ourselves: leave no orphan
+            if watcher is not None:
+                watcher.cancel()
+            if process is not None and process.returncode is None:  # cancelled ourselves: leave no orphan
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
             self.limits.release(limits)
-        if not finished:
-            oom = cgroup is not None and CgroupMemory.oom_killed(cgroup)
-            emit(self._lost_child_event(job, returncode, cancel.is_set(), limits.describe_memory() if oom else None))
-        if cgroup is not None:
-            CgroupMemory.remove(cgroup)
+            if cgroup is not None:
+                CgroupMemory.remove(cgroup)
 
     @staticmethod
     def _lost_child_event(job: Job, returncode: int, cancelled: bool, cause: str | None = None) -> dict:

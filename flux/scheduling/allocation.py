@@ -6,6 +6,9 @@ Choosing indexes always (not only under reserve) means two ``gpu=1`` executions 
 a two-GPU worker get different cards whenever they can, and the runner exports
 exactly those indexes in ``CUDA_VISIBLE_DEVICES``.
 
+Custom resources (``--resource fpga=2``) have no live sample, so they are always
+counted: total minus what running executions hold, in either mode.
+
 Under ``allocation = "reserve"`` a worker's availability for matching becomes
 ``min(last sample, capacity - sum of running allotments)`` - the Kubernetes
 scheduler's "allocatable minus requests", tempered by the live sample - and a GPU
@@ -44,13 +47,17 @@ def allotment_for(request: ResourceRequest | None, worker: WorkerView) -> dict:
 
 def take(worker: WorkerView, allotment: dict) -> None:
     """Count a new allotment against the worker's view (within one placement round)."""
-    for index in allotment.get("gpus", ()):
-        worker.gpu_allotted[index] = worker.gpu_allotted.get(index, 0) + 1
+    _count_gpus(worker, allotment)
+    worker.custom_available = _minus(worker.custom_available, allotment.get("resources", {}))
     if worker.reserves:
         worker.cpu_available -= allotment.get("cpu", 0)
         worker.memory_available -= allotment.get("memory", 0)
         worker.disk_free -= allotment.get("disk", 0)
-        worker.custom_available = _minus(worker.custom_available, allotment.get("resources", {}))
+
+
+def _count_gpus(worker: WorkerView, allotment: dict) -> None:
+    for index in allotment.get("gpus", ()):
+        worker.gpu_allotted[index] = worker.gpu_allotted.get(index, 0) + 1
 
 
 def _minus(available: dict[str, float], taken: dict[str, float]) -> dict[str, float]:
@@ -61,14 +68,12 @@ def with_allotments(worker: WorkerView, allotments: Iterable[dict]) -> WorkerVie
     """Apply the allotments of the executions a worker runs to a fresh view of it."""
     allotments = [a for a in allotments if a]
     worker.gpu_allotted = {}
+    worker.custom_available = dict(worker.custom_total)
     for allotment in allotments:
-        for index in allotment.get("gpus", ()):
-            worker.gpu_allotted[index] = worker.gpu_allotted.get(index, 0) + 1
+        _count_gpus(worker, allotment)
+        worker.custom_available = _minus(worker.custom_available, allotment.get("resources", {}))
     if worker.reserves:
         worker.cpu_available = min(worker.cpu_available, worker.cpu_total - sum(a.get("cpu", 0) for a in allotments))
         worker.memory_available = min(worker.memory_available, worker.memory_total - sum(a.get("memory", 0) for a in allotments))
         worker.disk_free = min(worker.disk_free, worker.disk_total - sum(a.get("disk", 0) for a in allotments))
-        worker.custom_available = dict(worker.custom_total)
-        for allotment in allotments:
-            worker.custom_available = _minus(worker.custom_available, allotment.get("resources", {}))
     return worker

@@ -76,7 +76,7 @@ class WorkerView:
     gpu_allotted: dict[int, int] = field(default_factory=dict)
     #: Countable custom resources the worker advertises (``--resource fpga=2``)...
     custom_total: dict[str, float] = field(default_factory=dict)
-    #: ...and what is left of them (reduced by allotments under reserve; else the total).
+    #: ...and what is left of them (total minus running allotments, in either mode).
     custom_available: dict[str, float] | None = None
     #: ONLINE, or why it takes no new work: STALE (missed heartbeats) or DRAINING.
     state: str = "ONLINE"

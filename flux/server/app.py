@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from flux.domain.events import ExecutionState
 from flux.server import executions, explain, fleet, workflows
 from flux.server.broadcast import PostgresBroadcast
-from flux.server.database import Database, is_sqlite, migrate
+from flux.server.database import Database, is_sqlite, migrate, normalise_url
 from flux.server.dispatch import Dispatcher
 from flux.server.errors import FluxError, Unauthorized
 from flux.server.metrics import ServerMetrics
@@ -39,8 +39,9 @@ from flux.server.schemas import (
 )
 from flux.server.settings import ServerSettings, ensure_bootstrap_token
 
-#: Long polls re-check the database at least this often (wake-ups from other replicas).
-RECHECK = 1.0
+#: How often long polls re-check the database even without a wake-up: a safety net
+#: that matters when wake-ups come from other replicas (PostgreSQL), less on SQLite.
+RECHECK_SINGLE, RECHECK_REPLICAS = 5.0, 1.0
 
 
 def bearer(authorization: str | None = Header(default=None)) -> str | None:
@@ -50,7 +51,8 @@ def bearer(authorization: str | None = Header(default=None)) -> str | None:
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
-    bootstrap_token = settings.bootstrap_token or ensure_bootstrap_token(settings.home)
+    bootstrap_token = (settings.bootstrap_token or ensure_bootstrap_token(settings.home)).encode()
+    recheck = RECHECK_SINGLE if is_sqlite(normalise_url(settings.database_url)) else RECHECK_REPLICAS
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -143,12 +145,14 @@ def create_app(settings: ServerSettings) -> FastAPI:
         wait: float = Query(default=0.0, ge=0, le=300, description="Seconds to wait for a terminal state"),
     ):
         deadline = time.monotonic() + wait
+        notifier = request.app.state.notifier
         while True:
+            woken = notifier.listen(f"execution:{execution_id}")
             execution = await db(request).run(lambda s: executions.get(s, execution_id))
             remaining = deadline - time.monotonic()
             if ExecutionState(execution.state).is_terminal or remaining <= 0:
                 return execution
-            await request.app.state.notifier.wait(f"execution:{execution_id}", min(remaining, RECHECK))
+            await notifier.wait(woken, min(remaining, recheck))
 
     @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo)
     async def execution_placement(execution_id: str, request: Request):
@@ -180,7 +184,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     def require_bootstrap(token: str | None = Depends(bearer)) -> None:
         """Runs before the body is validated: strangers learn nothing about the schema."""
-        if not token or not hmac.compare_digest(token, bootstrap_token):
+        if not token or not hmac.compare_digest(token.encode(), bootstrap_token):
             raise Unauthorized("invalid bootstrap token (see 'flux server bootstrap-token')")
 
     @app.post("/workers/register", response_model=RegistrationReply, dependencies=[Depends(require_bootstrap)])
@@ -191,21 +195,28 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/workers/{name}/heartbeat", response_model=HeartbeatReply)
     async def worker_heartbeat(name: str, body: Heartbeat, request: Request, token: str | None = Depends(bearer)):
-        state, cancel = await db(request).run(lambda s: fleet.heartbeat(s, fleet.authenticate(s, token, name), body))
-        if body.resources is not None:
-            request.app.state.dispatcher.kick()  # freed resources may fit queued work now
+        state, cancel, requeued = await db(request).run(
+            lambda s: fleet.heartbeat(s, fleet.authenticate(s, token, name), body)
+        )
+        if requeued:
+            request.app.state.dispatcher.kick()
+        # A fresh sample with more room is seen by the next periodic round (within a second).
         return HeartbeatReply(state=state, cancel=cancel)
 
     @app.post("/workers/{name}/claim", response_model=ClaimReply)
     async def worker_claim(name: str, body: ClaimRequest, request: Request, token: str | None = Depends(bearer)):
         deadline = time.monotonic() + body.wait
+        notifier = request.app.state.notifier
         request.app.state.dispatcher.kick()
         while True:
+            woken = notifier.listen(f"worker:{name}")
+            if await request.is_disconnected():  # hand nothing to a poll nobody reads any more
+                return ClaimReply(executions=[], cancel=[])
             claimed, cancel = await db(request).run(lambda s: executions.deliver(s, fleet.authenticate(s, token, name)))
             remaining = deadline - time.monotonic()
-            if claimed or cancel or remaining <= 0 or await request.is_disconnected():
+            if claimed or cancel or remaining <= 0:
                 return ClaimReply(executions=claimed, cancel=cancel)
-            await request.app.state.notifier.wait(f"worker:{name}", min(remaining, RECHECK))
+            await notifier.wait(woken, min(remaining, recheck))
 
     @app.post("/workers/{name}/shutdown", response_model=list[str])
     async def worker_shutdown(name: str, request: Request, token: str | None = Depends(bearer)):

@@ -35,16 +35,24 @@ class PostgresBroadcast:
         import psycopg
 
         self._send = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-        listen = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-        await listen.execute(f"LISTEN {CHANNEL}")
-        self._listener = asyncio.create_task(self._listen(listen))
+        self._listener = asyncio.create_task(self._listen())
 
-    async def _listen(self, connection) -> None:  # noqa: ANN001
-        try:
-            async for notification in connection.notifies():
-                self.deliver(notification.payload)
-        finally:
-            await connection.close()
+    async def _listen(self) -> None:
+        """LISTEN for good: a dropped connection is re-opened with backoff."""
+        import psycopg
+
+        delay = 0.1
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as connection:
+                    await connection.execute(f"LISTEN {CHANNEL}")
+                    delay = 0.1
+                    async for notification in connection.notifies():
+                        self.deliver(notification.payload)
+            except psycopg.Error as exc:
+                log.warning("LISTEN connection lost (%s); reconnecting in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     def publish(self, key: str) -> None:
         """Fire and forget: a lost wake-up only delays a waiter until its next re-check."""
@@ -53,7 +61,11 @@ class PostgresBroadcast:
         task.add_done_callback(self._sending.discard)
 
     async def _publish(self, key: str) -> None:
+        import psycopg
+
         try:
+            if self._send.closed:
+                self._send = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
             await self._send.execute("SELECT pg_notify(%s, %s)", (CHANNEL, key))
         except Exception as exc:  # noqa: BLE001 - see publish
             log.warning("could not publish wake-up %s: %s", key, exc)

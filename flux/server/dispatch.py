@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from dataclasses import replace
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import select, text, tuple_
 from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.events import EventType, ExecutionState
@@ -141,6 +141,9 @@ class Dispatcher:
                 else:
                     view = _view(worker)
                 self._views[worker.name] = (worker.resources_version, worker.registered_at, view)
+        live = {row.name for row in rows}
+        for gone in set(self._views) - live:  # evicted or renamed: drop their cached views
+            del self._views[gone]
         held: dict[str, list[dict]] = defaultdict(list)
         for worker_name, allotment in session.execute(
             select(ExecutionModel.worker_name, ExecutionModel.allotment).where(ExecutionModel.state.in_(executions.HOLDING))
@@ -186,6 +189,13 @@ class Dispatcher:
         first = self._pending(session, None)
         if not first:
             return []
+        if session.bind.dialect.name == "postgresql" and not session.scalar(
+            text("SELECT pg_try_advisory_xact_lock(727073)")
+        ):
+            # Another replica is placing right now. Placement needs a consistent view of
+            # every worker's free slots and reservations, so one replica places at a time;
+            # this one tries again on its next tick (at most a second away).
+            return []
         workers = self.fleet(session)
         placements: list[Placement] = []
         page = first
@@ -226,7 +236,7 @@ class Dispatcher:
                 at=now,
                 worker_name=placement.worker_name,
             )
-        return [(p.worker_name, now - rows[p.execution_id].scheduled_at) for p in placements]
+        return [(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements]
 
     def _record_waiting(self, session: Session, page: list, placed: set[str], workers: list[WorkerView]) -> None:
         """Note on each still-waiting execution why, when the reason is new or has changed.

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from flux.domain.events import STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
+from flux.domain.events import HOLDING_STATES, STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
 from flux.models import ExecutionEventModel, ExecutionModel, WorkerModel
 from flux.server import workflows
 from flux.server.errors import Conflict, Forbidden, Invalid, NotFound
@@ -28,7 +28,7 @@ from flux.server.schemas import (
 )
 
 S = ExecutionState
-HOLDING = (S.CLAIMED.value, S.RUNNING.value, S.CANCELLING.value)
+HOLDING = HOLDING_STATES
 
 
 def append_event(
@@ -155,6 +155,7 @@ def reschedule(session: Session, execution: ExecutionModel, reason: str) -> None
     execution.worker_name = None
     execution.delivered = False
     execution.allotment = None
+    execution.started_at = None
     execution.pending_since = now
     execution.placement_note = None
 
@@ -222,7 +223,7 @@ def checkpoint(session: Session, worker: WorkerModel, execution_id: str, body: C
         if type_ not in WORKER_EVENTS:
             raise Invalid(f"workers cannot report {type_.value} events")
         if ended:
-            raise Invalid(f"event {type_.value} follows the execution's terminal event")
+            break  # the terminal event closes the log; stragglers after it in the batch are dropped
         append_event(session, execution, type_, name=event.name, task_id=event.task_id, value=event.value, at=event.time, worker_name=worker.name)
         new_state = STATE_AFTER.get(type_)
         if new_state is S.RUNNING:

@@ -32,6 +32,9 @@ ONLINE, STALE, OFFLINE = "ONLINE", "STALE", "OFFLINE"
 DRAINING, DRAINED = "DRAINING", "DRAINED"
 #: Heartbeats a worker may miss before dispatch stops choosing it.
 STALE_AFTER_MISSED = 3
+#: A delivered execution the worker has not reported for this many heartbeats (plus
+#: slack for a slow claim response) is taken as lost in transit.
+LOST_AFTER_HEARTBEATS, LOST_SLACK = 3, 2.0
 
 RESOURCE_FIELDS = ("cpu_total", "cpu_available", "cpu_percent", "memory_total", "memory_available", "disk_total", "disk_free")
 GPU_FIELDS = ("index", "uuid", "name", "memory_total", "memory_available", "utilization")
@@ -112,15 +115,31 @@ def register(session: Session, body: WorkerRegistration) -> tuple[str, list[str]
     return token, sorted(still_running - held)
 
 
-def heartbeat(session: Session, worker: WorkerModel, body: Heartbeat) -> tuple[str, list[str]]:
-    """Record liveness and the fresh resource sample; returns (state, executions to cancel)."""
-    worker.last_heartbeat_at = time.time()
+def heartbeat(session: Session, worker: WorkerModel, body: Heartbeat) -> tuple[str, list[str], bool]:
+    """Record liveness and the fresh sample, and reconcile what the worker says it runs.
+
+    An execution handed to this worker long enough ago that it must have arrived, but
+    which the worker does not report running, was lost on the way (a claim response
+    dropped by a proxy, say): it goes back to the queue instead of waiting forever.
+    Returns (state, executions to cancel, whether anything was requeued).
+    """
+    now = time.time()
+    worker.last_heartbeat_at = now
     worker.state = ONLINE
     if body.resources is not None:
         _store_resources(worker, body.resources, body.metrics)
-    held = executions.held_by(session, worker.name)
+    reported = set(body.running)
+    settled = now - LOST_AFTER_HEARTBEATS * worker.heartbeat_interval - LOST_SLACK
+    held = []
+    requeued = False
+    for execution in executions.held_by(session, worker.name):
+        if execution.delivered and execution.id not in reported and (execution.claimed_at or now) < settled:
+            executions.reschedule(session, execution, f"worker {worker.name} does not report it running (claim lost)")
+            requeued = True
+        else:
+            held.append(execution)
     cancel = [e.id for e in held if e.state == executions.S.CANCELLING.value]
-    return display_state(worker, len(held)), cancel
+    return display_state(worker, len(held)), cancel, requeued
 
 
 def display_state(worker: WorkerModel, running: int) -> str:

@@ -32,8 +32,12 @@ class Notifier:
         if event is not None:
             event.set()
 
-    async def wait(self, key: str, timeout: float) -> bool:
-        event = self._events[key]
+    def listen(self, key: str) -> asyncio.Event:
+        """Subscribe *before* reading the state you wait on, so no wake-up falls in between."""
+        return self._events[key]
+
+    @staticmethod
+    async def wait(event: asyncio.Event, timeout: float) -> bool:
         try:
             await asyncio.wait_for(event.wait(), timeout)
             return True
