@@ -181,6 +181,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
               help="Derive CPU pinning and memory ceilings from each execution's request")
 @click.option("--subprocess-memory-limit", envvar="FLUX_SUBPROCESS_MEMORY_LIMIT", type=QUANTITY, default=None,
               help="Address-space ceiling for every subprocess child (e.g. 2Gi)")
+@click.option("--max-executions-per-child", envvar="FLUX_MAX_EXECUTIONS_PER_CHILD", type=click.IntRange(1), default=100,
+              show_default=True, help="Executions a subprocess child serves in turn; 1 = a fresh process for each")
 @click.option("--docker-image", envvar="FLUX_DOCKER_IMAGE", default="python:3.11-slim", show_default=True)
 @click.option("--docker-memory", envvar="FLUX_DOCKER_MEMORY", type=QUANTITY, default=None, help="--memory for every container")
 @click.option("--docker-cpus", envvar="FLUX_DOCKER_CPUS", type=click.FloatRange(min=0, min_open=True), default=None)
@@ -190,7 +192,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: str | None, labels: tuple[str, ...],
                  max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str,
                  metrics_provider: str | None, allocation: str, enforce_requests: bool,
-                 subprocess_memory_limit: int | None, docker_image: str, docker_memory: int | None,
+                 subprocess_memory_limit: int | None, max_executions_per_child: int, docker_image: str, docker_memory: int | None,
                  docker_cpus: float | None, docker_args: tuple[str, ...], custom_resources: tuple[str, ...]) -> None:
     """Run a worker named NAME that executes workflows dispatched by the server."""
     import asyncio
@@ -210,6 +212,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: 
         max_concurrent_executions=max_concurrent_executions, heartbeat_interval=heartbeat_interval,
         runner=runner, gpu_source=gpu_source, metrics_provider=metrics_provider, allocation=allocation,
         enforce_requests=enforce_requests, subprocess_memory_limit=subprocess_memory_limit,
+        max_executions_per_child=max_executions_per_child,
         docker_image=docker_image, docker_memory=docker_memory, docker_cpus=docker_cpus, docker_args=docker_args,
         custom_resources=_custom_resources(custom_resources),
     )

@@ -54,6 +54,8 @@ class WorkerConfig:
     subprocess_memory_limit: int | None = None
     #: Derive CPU pinning and memory ceilings from each execution's request.
     enforce_requests: bool = False
+    #: Executions one subprocess child may serve in turn (1: a fresh process for each).
+    max_executions_per_child: int = 100
     #: "sample": match against the last sampled availability (the spec's model);
     #: "reserve": against capacity minus what running executions were allotted.
     allocation: str = "sample"
@@ -77,7 +79,12 @@ def build_runner(config: WorkerConfig) -> Runner:
     policy = LimitPolicy(subprocess_memory_limit=config.subprocess_memory_limit, enforce_requests=config.enforce_requests)
     # At least two warm children even for one slot: the refill after a hand-over
     # (a Python start, ~100 ms) then never sits on the next execution's path.
-    return SubprocessRunner(warm_processes=min(max(config.max_concurrent_executions, 2), 4), limits=policy)
+    return SubprocessRunner(
+        warm_processes=min(max(config.max_concurrent_executions, 2), 4),
+        limits=policy,
+        max_executions_per_child=config.max_executions_per_child,
+        max_idle=config.max_concurrent_executions,
+    )
 
 
 def is_transient(exc: httpx.HTTPError) -> bool:

@@ -137,3 +137,42 @@ def _docker_engine_available() -> bool:
 def test_docker_runner_runs_an_execution_in_a_container(cluster, hogs):  # pragma: no cover - needs a Docker engine
     cluster.start_worker("d1", runner="docker", extra_args=("--docker-image", "flux-engine:test"))
     assert hogs.run("sibling", 0, wait=120)["state"] == "COMPLETED"
+
+
+PIDS = """
+    import os
+    from flux import ResourceRequest, task, workflow
+
+    @task
+    async def pid():
+        return os.getpid()
+
+    @workflow
+    async def which_process(ctx):
+        return await pid()
+"""
+
+
+def _pids(client, runs):
+    return [client.run("which_process", None, wait=60)["output"] for _ in range(runs)]
+
+
+def test_clean_children_serve_again_with_modules_warm(cluster, client, workflow_file):
+    client.register_file(workflow_file(PIDS))
+    cluster.start_worker("reuse", max_concurrent_executions=1)
+    pids = _pids(client, 6)
+    assert len(set(pids)) < len(pids)  # some child ran more than one execution
+
+
+def test_one_execution_per_child_gives_each_a_fresh_process(cluster, client, workflow_file):
+    client.register_file(workflow_file(PIDS))
+    cluster.start_worker("fresh", max_concurrent_executions=1, extra_args=("--max-executions-per-child", "1"))
+    pids = _pids(client, 4)
+    assert len(set(pids)) == 4
+
+
+def test_children_with_ceilings_are_never_reused(cluster, client, workflow_file):
+    client.register_file(workflow_file(PIDS))
+    cluster.start_worker("capped", max_concurrent_executions=1, extra_args=("--subprocess-memory-limit", "1Gi"))
+    pids = _pids(client, 4)
+    assert len(set(pids)) == 4

@@ -1,7 +1,14 @@
 """Entry point of a subprocess-runner child: ``python -m flux.runners.child``.
 
-Waits (pre-warmed) for one job on stdin, runs it, writes events to the original
-stdout, exits. SIGTERM cancels the workflow, which records WORKFLOW_CANCELLED.
+Waits (pre-warmed, the engine already imported) for a job on stdin, runs it, writes
+its events to the original stdout. SIGTERM cancels the running workflow, which
+records WORKFLOW_CANCELLED.
+
+A child may serve several executions one after another, like a Celery prefork
+worker: after a job that set no ceilings and left nothing behind (no stray task, no
+thread still running past a timeout, no cancellation), it reports ``CHILD_IDLE`` and
+waits for the next job, keeping the loaded workflow modules warm. Otherwise it
+exits, and the worker starts a fresh one.
 """
 
 from __future__ import annotations
@@ -11,38 +18,68 @@ import json
 import os
 import signal
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from flux.runners.base import execute_job
+from flux.runners.limits import Limits, apply_in_child
+from flux.runners.protocol import IDLE, reusable
+
+
+async def serve(protocol) -> None:  # noqa: ANN001
+    loop = asyncio.get_running_loop()
+    # A thread of its own reads stdin: works for a pipe, a file or /dev/null alike.
+    stdin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-stdin")
+    while line := await loop.run_in_executor(stdin, sys.stdin.buffer.readline):
+        job = json.loads(line)
+        limits = job.get("limits") or {}
+        apply_in_child(limits)
+        memory_cause = Limits(**limits).describe_memory() if limits.get("memory") else None
+
+        def emit(event: dict) -> None:
+            if memory_cause and event["type"] == "WORKFLOW_FAILED" and "MemoryError" in str(event["value"].get("error")):
+                event["value"]["error"] = f"{memory_cause}: {event['value']['error']}"
+            protocol.write(json.dumps(event) + "\n")
+
+        threads_before = threading.active_count()
+        executor = ThreadPoolExecutor(thread_name_prefix="flux-task")  # this job's sync tasks
+        loop.set_default_executor(executor)
+        work = asyncio.create_task(execute_job(job, emit))
+        loop.add_signal_handler(signal.SIGTERM, work.cancel)
+        try:
+            await work
+            clean = not work.cancelled()
+        except asyncio.CancelledError:
+            clean = False
+        loop.remove_signal_handler(signal.SIGTERM)
+        protocol.flush()
+        executor.shutdown(wait=False, cancel_futures=True)
+        if clean and reusable(limits) and await _settled(threads_before):
+            protocol.write(json.dumps(IDLE) + "\n")
+            protocol.flush()
+            continue
+        break
+    protocol.flush()
+    # Leave at once: a thread that outlived its task's timeout must not hold the process.
+    os._exit(0)
+
+
+async def _settled(threads_before: int) -> bool:
+    """True when the job left no task and no busy thread behind."""
+    current = asyncio.current_task()
+    if any(task is not current for task in asyncio.all_tasks()):
+        return False
+    for _ in range(10):
+        if threading.active_count() <= threads_before:
+            return True
+        await asyncio.sleep(0.005)
+    return False
 
 
 def main() -> None:
-    # Import the engine while idle in the warm pool, not after the job arrives.
-    from flux.runners.base import execute_job
-    from flux.runners.limits import Limits, apply_in_child
-
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # user output (print, C extensions) goes to stderr, never into the protocol
-    line = sys.stdin.readline()
-    if not line:
-        return  # the pool shut down before handing us a job
-    job = json.loads(line)
-    limits = job.get("limits") or {}
-    apply_in_child(limits)
-    memory_cause = Limits(**limits).describe_memory() if limits.get("memory") else None
-
-    def emit(event: dict) -> None:
-        if memory_cause and event["type"] == "WORKFLOW_FAILED" and "MemoryError" in str(event["value"].get("error")):
-            event["value"]["error"] = f"{memory_cause}: {event['value']['error']}"
-        protocol.write(json.dumps(event) + "\n")
-
-    async def run() -> None:
-        work = asyncio.create_task(execute_job(job, emit))
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, work.cancel)
-        await work
-        protocol.flush()
-        # Leave now: a task thread that outlived its timeout must not hold the process
-        # (asyncio.run would wait for it while shutting its executor down).
-        os._exit(0)
-
-    asyncio.run(run())
+    asyncio.run(serve(protocol))
 
 
 if __name__ == "__main__":

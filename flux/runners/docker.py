@@ -31,7 +31,7 @@ class DockerRunner(SubprocessRunner):
         cancel_grace: float = 10.0,
         docker: str = "docker",
     ):
-        super().__init__(warm_processes=0, cancel_grace=cancel_grace)
+        super().__init__(warm_processes=0, cancel_grace=cancel_grace, max_executions_per_child=1)
         self.image, self.memory, self.cpus = image, memory, cpus
         self.extra_args, self.enforce_requests, self.docker = tuple(extra_args), enforce_requests, docker
 

@@ -23,6 +23,7 @@ from typing import Callable
 
 from flux.domain.events import TERMINAL_EVENTS, EventType
 from flux.runners.base import Job, Runner
+from flux.runners.protocol import IDLE, reusable
 from flux.runners.limits import CgroupMemory, LimitPolicy, Limits
 from flux.runtime import make_event
 
@@ -46,12 +47,26 @@ def describe_exit(returncode: int) -> str:
 class SubprocessRunner(Runner):
     name = "subprocess"
 
-    def __init__(self, warm_processes: int = 2, cancel_grace: float = 10.0, limits: LimitPolicy | None = None):
+    def __init__(
+        self,
+        warm_processes: int = 2,
+        cancel_grace: float = 10.0,
+        limits: LimitPolicy | None = None,
+        max_executions_per_child: int = 100,
+        max_idle: int | None = None,
+    ):
         self.warm_processes = warm_processes
+        #: Idle children kept after they served (boots are dear, idle children cheap).
+        self.max_idle = max(max_idle or warm_processes, warm_processes)
         self.cancel_grace = cancel_grace
         self.limits = limits or LimitPolicy()
+        #: 1 gives every execution a fresh process; more lets a clean child serve again.
+        self.max_executions_per_child = max_executions_per_child
         self._pool: asyncio.Queue[asyncio.subprocess.Process] = asyncio.Queue()
         self._refills: set[asyncio.Task] = set()
+        #: Children running a job after which they are expected back in the pool.
+        self._returning = 0
+        self._runs: dict[int, int] = {}
 
     async def _spawn(self, *command: str) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
@@ -70,21 +85,40 @@ class SubprocessRunner(Runner):
         task.add_done_callback(self._refills.discard)
 
     async def start(self) -> None:
-        for _ in range(self.warm_processes):
+        self._top_up()
+
+    def _top_up(self) -> None:
+        """Keep ``warm_processes`` children idle or booting, counting those coming back."""
+        missing = self.warm_processes - self._pool.qsize() - len(self._refills) - self._returning
+        for _ in range(max(missing, 0)):
             self._schedule_refill()
 
     def plan(self, job: Job) -> Limits:
         return self.limits.plan(job)
 
     async def _take(self, job: Job, limits: Limits) -> asyncio.subprocess.Process:
-        while not self._pool.empty():
-            process = self._pool.get_nowait()
-            if process.returncode is None:
-                self._schedule_refill()
-                return process
-        if self.warm_processes:
-            self._schedule_refill()
-        return await self._spawn()
+        process = None
+        while process is None and not self._pool.empty():
+            candidate = self._pool.get_nowait()
+            if candidate.returncode is None:
+                process = candidate
+        if self._will_return(limits):
+            self._returning += 1
+        self._top_up()
+        return process or await self._spawn()
+
+    def _will_return(self, limits: Limits) -> bool:
+        return self.max_executions_per_child > 1 and reusable(limits.to_dict())
+
+    def _give_back(self, process: asyncio.subprocess.Process) -> None:
+        """A child that reported CHILD_IDLE: back to the pool, or retired once it has served enough."""
+        runs = self._runs.get(process.pid, 0) + 1
+        if runs >= self.max_executions_per_child or self._pool.qsize() >= self.max_idle:
+            self._runs.pop(process.pid, None)
+            process.stdin.close()  # EOF: the child exits
+            return
+        self._runs[process.pid] = runs
+        self._pool.put_nowait(process)
 
     async def run(self, job: Job, emit: Callable[[dict], None], cancel: asyncio.Event) -> None:
         limits = self.plan(job)
@@ -101,22 +135,39 @@ class SubprocessRunner(Runner):
                 event = json.loads(line)
                 emit(event)
                 if event["type"] in TERMINAL_EVENTS:
-                    break  # the log is closed; the child exits on its own (or is killed below)
+                    break  # the log is closed; next the child says it is idle, or exits
             else:
                 returncode = await process.wait()
                 oom = cgroup is not None and CgroupMemory.oom_killed(cgroup)
                 emit(self._lost_child_event(job, returncode, cancel.is_set(), limits.describe_memory() if oom else None))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), EXIT_GRACE)
+            watcher.cancel()
+            if process.returncode is None and await self._idle_after_job(process):
+                self._give_back(process)
+                process = None
+            elif process.returncode is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(process.wait(), EXIT_GRACE)
         finally:
             if watcher is not None:
                 watcher.cancel()
             if process is not None and process.returncode is None:  # cancelled ourselves: leave no orphan
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
+            if self._will_return(limits):
+                self._returning -= 1
             self.limits.release(limits)
             if cgroup is not None:
                 CgroupMemory.remove(cgroup)
+            if process is not None or not self._pool.qsize():
+                self._top_up()
+
+    @staticmethod
+    async def _idle_after_job(process: asyncio.subprocess.Process) -> bool:
+        try:
+            line = await asyncio.wait_for(process.stdout.readline(), EXIT_GRACE)
+        except TimeoutError:
+            return False
+        return bool(line) and json.loads(line) == IDLE
 
     @staticmethod
     def _lost_child_event(job: Job, returncode: int, cancelled: bool, cause: str | None = None) -> dict:

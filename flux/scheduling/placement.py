@@ -12,6 +12,7 @@ changes the loads. Unconstrained executions skip the per-candidate checks entire
 
 from __future__ import annotations
 
+import heapq
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,7 +22,7 @@ from flux.domain.affinity import affinity_key
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.routing import RoutingPolicy
 from flux.scheduling.allocation import allotment_for, take
-from flux.scheduling.matching import WorkerView, best, check, check_resources, is_unconstrained
+from flux.scheduling.matching import WorkerView, best, candidate_key, check, check_resources, is_unconstrained
 from flux.scheduling.scoring import score_worker
 
 
@@ -95,29 +96,55 @@ def _still_fits(demand: Demand, worker: WorkerView) -> bool:
     return not worker.reserves or check_resources(demand.request, worker) is None
 
 
+class _Candidates:
+    """The workers eligible for one set of constraints, least loaded on top.
+
+    A lazy heap: a placement changes its worker's load, so an entry whose key is out
+    of date is re-pushed when it surfaces, and a worker that filled up (or, under
+    reserve, no longer fits) is dropped - within a round neither comes back. Picking
+    the least-loaded worker costs O(log n) instead of a scan of the fleet, which
+    keeps per-claim cost nearly flat as the fleet grows.
+    """
+
+    def __init__(self, workers: list[WorkerView]):
+        self.workers = workers
+        self.heap = [(candidate_key(w), i, w) for i, w in enumerate(workers) if w.free_slots > 0]
+        heapq.heapify(self.heap)
+
+    def best(self, demand: Demand) -> WorkerView | None:
+        if demand.routing is not None:  # a policy scores every candidate (scores move with load)
+            return best([w for w in self.workers if w.free_slots > 0 and _still_fits(demand, w)], demand.routing)
+        while self.heap:
+            key, i, worker = self.heap[0]
+            if worker.free_slots == 0 or not _still_fits(demand, worker):
+                heapq.heappop(self.heap)
+            elif key != candidate_key(worker):
+                heapq.heapreplace(self.heap, (candidate_key(worker), i, worker))
+            else:
+                return worker
+        return None
+
+
 def place(demands: Iterable[Demand], workers: list[WorkerView]) -> list[Placement]:
     """Assign in queue order; ``workers`` running counts and allotments are updated."""
-    free = [w for w in workers if w.free_slots > 0]
-    eligible: dict[tuple, list[WorkerView]] = {}
+    online = [w for w in workers if w.state == "ONLINE"]
+    unconstrained = _Candidates(online)
+    constrained: dict[tuple, _Candidates] = {}
     assignments = []
     for demand in demands:
-        if not free:
-            break
         if is_unconstrained(demand.request, demand.affinity):
-            pool = free
+            candidates = unconstrained
         else:
             key = demand.constraint_key
-            if key not in eligible:
-                eligible[key] = [w for w in workers if check(demand.request, demand.affinity, w) is None]
-            pool = [w for w in eligible[key] if w.free_slots > 0 and _still_fits(demand, w)]
-        chosen = best(pool, demand.routing)
+            if key not in constrained:
+                constrained[key] = _Candidates([w for w in online if check(demand.request, demand.affinity, w) is None])
+            candidates = constrained[key]
+        chosen = candidates.best(demand)
         if chosen is None:
             continue
-        reason = why_chosen(chosen, demand.routing, len(pool))
+        reason = why_chosen(chosen, demand.routing, len(candidates.workers))
         allotment = allotment_for(demand.request, chosen)
         take(chosen, allotment)
         chosen.running += 1
-        if chosen.free_slots == 0:
-            free.remove(chosen)
         assignments.append(Placement(demand.execution_id, chosen.name, allotment, reason))
     return assignments
