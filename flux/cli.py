@@ -142,8 +142,10 @@ def start() -> None:
               help="Seconds without heartbeat before a worker is evicted and its work requeued")
 @click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
               help="Token workers register with; give every replica the same one [HOME/bootstrap-token]")
+@click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
+              help="Require this bearer token on client calls (registering workflows runs code on every worker)")
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
-                 bootstrap_token: str | None) -> None:
+                 bootstrap_token: str | None, api_token: str | None) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import uvicorn
 
@@ -151,7 +153,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 
     settings = ServerSettings(
         home=home or default_home(), database_url=database_url, host=host, port=port,
-        eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token,
+        eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
     )
     app = create_app(settings)
     console.print(f"Flux server on http://{host}:{port}  database: {settings.database_url}  home: {settings.home}")
@@ -201,7 +203,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: 
 
     token = bootstrap_token
     if not token:
-        path = (default_home() if home is None else ServerSettings(home=home).home) / "bootstrap-token"
+        path = ServerSettings(home=home or default_home()).bootstrap_token_path
         if not path.exists():
             raise click.ClickException(f"no --bootstrap-token given and {path} does not exist")
         token = path.read_text().strip()

@@ -55,9 +55,11 @@ def read_workflow_file(path: str | Path) -> dict:
 
 
 class FluxClient:
-    def __init__(self, server_url: str | None = None, timeout: float = 30.0):
+    def __init__(self, server_url: str | None = None, timeout: float = 30.0, api_token: str | None = None):
         self.server_url = server_url or os.environ.get("FLUX_SERVER_URL", DEFAULT_SERVER_URL)
-        self._http = httpx.Client(base_url=self.server_url, timeout=timeout)
+        token = api_token or os.environ.get("FLUX_API_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.Client(base_url=self.server_url, timeout=timeout, headers=headers)
 
     def close(self) -> None:
         self._http.close()

@@ -54,8 +54,11 @@ class LocalCluster:
         path = self.log_dir / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def start_server(self, timeout: float = 30.0) -> None:
-        args = ["start", "server", "--port", str(self.port), "--eviction-grace-period", str(self.eviction_grace_period)]
+    def start_server(self, timeout: float = 30.0, extra_args: tuple[str, ...] = ()) -> None:
+        args = [
+            "start", "server", "--port", str(self.port), "--eviction-grace-period", str(self.eviction_grace_period),
+            *extra_args,
+        ]
         if self.database_url:
             args += ["--database-url", self.database_url]
         self.server = self._popen(_flux(*args), "server")
@@ -87,8 +90,11 @@ class LocalCluster:
         return process
 
     def wait_for_worker(self, name: str, timeout: float = 30.0) -> None:
+        token = os.environ.get("FLUX_API_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+
         def online() -> bool:
-            response = httpx.get(f"{self.server_url}/workers/{name}", timeout=1)
+            response = httpx.get(f"{self.server_url}/workers/{name}", timeout=1, headers=headers)
             return response.status_code == 200 and response.json()["state"] == "ONLINE"
 
         self._wait_until(online, timeout, f"worker {name}")

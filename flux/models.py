@@ -79,6 +79,8 @@ class ExecutionModel(Base):
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
+    #: Never read through; it tells the unit of work to insert an execution before
+    #: the events that reference it (they are added in the same flush).
     events: Mapped[list["ExecutionEventModel"]] = relationship(
         back_populates="execution", order_by="ExecutionEventModel.seq", cascade="all, delete-orphan"
     )

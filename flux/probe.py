@@ -110,6 +110,30 @@ def _detect_nvml(nvml: Any = None) -> list[dict] | None:
     return gpus
 
 
+def visible(gpus: list[dict], cuda_visible_devices: str | None) -> list[dict]:
+    """The GPUs a worker started with ``CUDA_VISIBLE_DEVICES`` may use.
+
+    NVML sees every card on the host whatever that variable says; a worker pinned to
+    one card (the spec's one-worker-per-GPU layout) must advertise only that card.
+    Entries may be indexes or UUIDs (or UUID prefixes), as CUDA accepts.
+    """
+    if cuda_visible_devices is None:
+        return gpus
+    wanted = [entry.strip() for entry in cuda_visible_devices.split(",") if entry.strip()]
+    chosen = []
+    for entry in wanted:
+        if entry.startswith("-"):
+            break  # CUDA stops at the first invalid entry; "-1" hides every card
+        match = next((g for g in gpus if str(g["index"]) == entry or g["uuid"].startswith(entry)), None)
+        if match is None:
+            break
+        if match not in chosen:
+            chosen.append(match)
+    if len(chosen) < len(gpus):
+        logger.debug("CUDA_VISIBLE_DEVICES=%r: advertising %d of %d GPUs", cuda_visible_devices, len(chosen), len(gpus))
+    return chosen
+
+
 def _detect_gputil(gputil: Any = None) -> list[dict]:
     """GPUs via GPUtil (which runs nvidia-smi); [] with the reason logged."""
     if gputil is None:
@@ -147,8 +171,13 @@ def detect_gpus(source: str = "auto", *, nvml: Any = None, gputil: Any = None) -
 
     ``source``: "auto" (NVML, then GPUtil), "nvml", "gputil", "none", or
     "nvml:module:attribute" for another NVML-compatible binding (a vendor shim, or a
-    test's fake). ``nvml``/``gputil`` replace the real modules (tests).
+    test's fake). ``nvml``/``gputil`` replace the real modules (tests). Either way,
+    an inherited ``CUDA_VISIBLE_DEVICES`` limits the result (see ``visible``).
     """
+    return visible(_detect(source, nvml, gputil), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def _detect(source: str, nvml: Any, gputil: Any) -> list[dict]:
     try:
         if source.startswith("nvml:"):
             return _detect_nvml(import_object(source[len("nvml:"):])) or []

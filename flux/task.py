@@ -16,6 +16,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from flux.domain.numbers import is_number
 from flux.runtime import TaskFailedError, current_context
 
 __all__ = ["Task", "TaskFailedError", "TaskOptions", "parallel", "task"]
@@ -32,16 +33,12 @@ class TaskOptions:
     def __post_init__(self) -> None:
         if isinstance(self.retry_max_attempts, bool) or not isinstance(self.retry_max_attempts, int) or self.retry_max_attempts < 0:
             raise ValueError(f"task {self.name!r}: retry_max_attempts must be an int >= 0, got {self.retry_max_attempts!r}")
-        if not _is_number(self.retry_delay) or self.retry_delay < 0:
+        if not is_number(self.retry_delay) or self.retry_delay < 0:
             raise ValueError(f"task {self.name!r}: retry_delay must be a number >= 0, got {self.retry_delay!r}")
-        if not _is_number(self.retry_backoff) or self.retry_backoff < 1:
+        if not is_number(self.retry_backoff) or self.retry_backoff < 1:
             raise ValueError(f"task {self.name!r}: retry_backoff must be a number >= 1, got {self.retry_backoff!r}")
-        if self.timeout is not None and (not _is_number(self.timeout) or self.timeout <= 0):
+        if self.timeout is not None and (not is_number(self.timeout) or self.timeout <= 0):
             raise ValueError(f"task {self.name!r}: timeout must be a number > 0 or None, got {self.timeout!r}")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class Task:

@@ -109,3 +109,13 @@ def test_reserve_mode_holds_the_extra_cpu1_execution_until_one_ends(cluster, cli
     finished = sorted(client.execution(i)["finished_at"] for i in ids)
     third = max(ids, key=lambda i: client.execution(i)["started_at"])
     assert client.execution(third)["started_at"] >= finished[0]  # it started only after one ended
+
+
+def test_custom_resources_are_counted_within_a_round_in_sample_mode_too():
+    """They have no live sample: an fpga=2 worker takes two fpga=1 executions, never three."""
+    fpga_box = worker("sample", slots=4)
+    fpga_box.custom_total = {"fpga": 2.0}
+    fpga_box.custom_available = {"fpga": 2.0}
+    placed = place([demand(i, resources={"fpga": 1}) for i in range(3)], [fpga_box])
+    assert [p.execution_id for p in placed] == ["e0", "e1"]
+    assert with_allotments(worker("sample"), [{"resources": {"fpga": 1}}]).custom_available == {}

@@ -204,3 +204,20 @@ def test_lost_claim_response_is_requeued_by_heartbeat_reconciliation(cluster, st
     httpx.post(f"{base}/workers/forgetful/shutdown", headers=headers)  # it may have been offered to it again
     cluster.start_worker("honest")
     assert steps.wait(execution["id"], 30)["state"] == "COMPLETED"
+
+
+def test_api_token_guards_client_calls_but_not_the_worker_protocol(tmp_path, workflow_file, monkeypatch):
+    from flux.client import FluxClient
+    from flux.local import LocalCluster
+
+    with LocalCluster(tmp_path / "guarded") as cluster:
+        cluster.start_server(extra_args=("--api-token", "s3cret"))
+        with FluxClient(cluster.server_url) as stranger:
+            with pytest.raises(FluxClientError, match="401.*API token"):
+                stranger.register_file(workflow_file(STEPS))
+        assert httpx.get(f"{cluster.server_url}/health").status_code == 200
+        monkeypatch.setenv("FLUX_API_TOKEN", "s3cret")
+        cluster.start_worker("w1")  # workers use their bootstrap and session tokens
+        with FluxClient(cluster.server_url) as operator:
+            operator.register_file(workflow_file(STEPS))
+            assert operator.run("two_steps", 1, wait=30)["output"] == 3

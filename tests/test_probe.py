@@ -199,3 +199,13 @@ def test_spec_registration_payload_shape():
     assert all(set(p) == {"name", "version"} for p in info["packages"])
     assert info["runtime"] == probe.runtime_info()
     assert probe.get_resources_info()["labels"] == {}
+
+
+def test_worker_pinned_by_cuda_visible_devices_advertises_only_its_cards():
+    """One worker per GPU (the spec's layout): NVML sees all cards, the worker publishes its own."""
+    gpus = [{"index": 0, "uuid": "GPU-aaaa"}, {"index": 1, "uuid": "GPU-bbbb"}, {"index": 2, "uuid": "GPU-cccc"}]
+    assert probe.visible(gpus, None) == gpus
+    assert probe.visible(gpus, "1") == [gpus[1]]
+    assert probe.visible(gpus, "GPU-cc,0") == [gpus[2], gpus[0]]
+    assert probe.visible(gpus, "-1") == []
+    assert probe.visible(gpus, "0,7,1") == [gpus[0]]  # CUDA stops at the first unknown entry

@@ -45,6 +45,8 @@ import math
 import re
 from typing import Any, ClassVar, Mapping
 
+from flux.domain.numbers import is_number
+
 __all__ = [
     "DoesNotExist",
     "Exists",
@@ -67,15 +69,11 @@ _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _INTEGER = re.compile(r"[+-]?\d+")
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _label_value(value: Any) -> str | None:
     """A string/int/float as the label string it must equal; ``None`` if it is not one."""
     if isinstance(value, str):
         return value
-    if _is_number(value):
+    if is_number(value):
         return str(value)
     return None
 
@@ -118,7 +116,7 @@ def canonical_operator(spec: Any) -> dict:
         raise ValueError(f"{op} needs {field!r}, got {dict(spec)!r}")
     raw = spec[field]
     if field == "value":
-        if not _is_number(raw) or not math.isfinite(raw):
+        if not is_number(raw) or not math.isfinite(raw):
             raise ValueError(f"{op} needs a finite number, got {raw!r}")
         return {"op": op, "value": raw}
     if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)):
@@ -152,10 +150,6 @@ class Operator:
 
     def to_json(self) -> dict:
         return canonical_operator(self._raw)
-
-    def mismatch(self, key: str, labels: Mapping[str, str]) -> str | None:
-        """Why ``labels`` fail this condition on ``key`` (a message), or ``None``."""
-        return label_mismatch(key, self.to_json(), labels)
 
     def _identity(self) -> str:
         try:
@@ -290,7 +284,7 @@ def label_mismatch(key: str, wanted: Any, labels: Mapping[str, Any]) -> str | No
         return f"label {key}={label}, wanted it absent" if present else None
     if op == "Gt" or op == "Lt":
         bound = wanted.get("value")
-        if not _is_number(bound):
+        if not is_number(bound):
             return f"label {key}: invalid affinity {dict(wanted)!r}"
         want = f"wanted {'>' if op == 'Gt' else '<'} {format_number(bound)}"
         if not present:

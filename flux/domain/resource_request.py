@@ -1,11 +1,12 @@
 """``ResourceRequest``: what a workflow needs from the worker it runs on.
 
-The schema is closed (cpu, memory, disk, gpu, packages) so that a typo or an
-unsupported resource fails at decoration time instead of silently matching every
-worker; anything else is a worker label routed with affinity. Values are
-validated and normalised here (memory and disk to bytes, cpu to cores) so the
-matcher only compares numbers. A request is routing guidance, not a limit: nothing
-caps a running workflow at what it asked for.
+The schema is closed (cpu, memory, disk, gpu, packages, and ``resources`` for
+countable custom resources) so that a typo fails at decoration time instead of
+silently matching every worker; anything else is a worker label routed with
+affinity. Values are validated and normalised here (memory and disk to bytes, cpu
+to cores) so the matcher only compares numbers. By default a request is routing
+guidance, not a limit (the spec's "match is not enforce"); a worker started with
+``--enforce-requests`` turns it into ceilings on the execution's process.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from packaging.requirements import InvalidRequirement, Requirement
+
+from flux.domain.numbers import is_number
 
 FIELDS = ("cpu", "memory", "disk", "gpu", "packages", "resources")
 
@@ -39,17 +42,13 @@ def _compact(amount: float) -> int | float:
     return int(amount) if float(amount).is_integer() else amount
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def parse_quantity(value: Any, field: str) -> int:
     """Bytes from an int or a Kubernetes quantity string ("512Mi", "8Gi", "1G", "1.5Gi").
 
     Fractions of a byte round up, as Kubernetes does. ``field`` is the name used in
     error messages (e.g. "ResourceRequest.memory").
     """
-    if _is_number(value):
+    if is_number(value):
         if not math.isfinite(value) or value <= 0:
             raise InvalidResourceRequest(f"{field}: must be a positive number of bytes, got {value!r}")
         return math.ceil(value)
@@ -69,7 +68,7 @@ def parse_quantity(value: Any, field: str) -> int:
 def parse_cpu(value: Any) -> float:
     """Cores from a positive number or a string: "4", "0.5", "500m" (millicores)."""
     field = "ResourceRequest.cpu"
-    if _is_number(value):
+    if is_number(value):
         cores = float(value)
     else:
         match = _CPU.fullmatch(value.strip()) if isinstance(value, str) else None
@@ -137,7 +136,7 @@ def parse_custom_resources(value: Any, field: str = "ResourceRequest.resources")
             raise InvalidResourceRequest(
                 f"{field}: resource name {name!r} must be lowercase letters, digits, '.', '_', '-' or '/'"
             )
-        if not _is_number(amount) or not math.isfinite(amount) or amount <= 0:
+        if not is_number(amount) or not math.isfinite(amount) or amount <= 0:
             raise InvalidResourceRequest(f"{field}[{name!r}]: must be a positive number, got {amount!r}")
         parsed.append((name, float(amount)))
     return tuple(sorted(parsed))

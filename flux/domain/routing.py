@@ -28,7 +28,7 @@ Terms, each with a weight (default 1, set by multiplying: ``term * w``, ``w * te
   on its heartbeats (``WorkerView.metrics``). A metric the worker has not published,
   or whose value is not a finite number, is worth 0.0. Names starting with ``flux.``
   are reserved for the built-ins: ``flux.cpu_percent`` and ``flux.memory_percent``
-  (0..100, filled in by the server) and ``flux.running`` (the worker's running
+  (0..100, computed by the worker from each heartbeat's sample) and ``flux.running`` (the worker's running
   executions, derived from the live slot count, never read from ``metrics``).
 * ``load()`` is worth ``running / slots`` (0.0 idle .. 1.0 full). With the default
   weight of +1 it *prefers* busy workers; you usually want ``load() * -k``.
@@ -57,6 +57,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Mapping
 
+from flux.domain.numbers import is_number
+
 __all__ = [
     "BUILTIN_METRICS",
     "LabelEquals",
@@ -76,10 +78,6 @@ BUILTIN_METRICS = ("flux.cpu_percent", "flux.memory_percent", "flux.running")
 _METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-:/]{0,127}")
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 class Term:
     """One weighted term of a routing policy; build with ``label``, ``metric`` or ``load``."""
 
@@ -87,7 +85,7 @@ class Term:
     weight: int | float
 
     def __mul__(self, factor: Any) -> Term:
-        if not _is_number(factor):
+        if not is_number(factor):
             return NotImplemented
         return replace(self, weight=self.weight * factor)
 
@@ -125,7 +123,7 @@ class LabelEquals(Term):
     def _problem(self) -> str | None:
         if not isinstance(self.key, str) or not self.key:
             return f"label key must be a non-empty string, got {self.key!r}"
-        if not isinstance(self.value, str) and not _is_number(self.value):
+        if not isinstance(self.value, str) and not is_number(self.value):
             return f"label {self.key} must be compared with a string or a number, got {self.value!r}"
         return None
 
@@ -226,7 +224,7 @@ def _check_term(term: Any) -> Term:
             f"{term!r} is not a routing term (use label(key) == value, metric(name) or load(), "
             "optionally multiplied by a weight)"
         )
-    if not _is_number(term.weight) or not math.isfinite(term.weight):
+    if not is_number(term.weight) or not math.isfinite(term.weight):
         raise ValueError(f"{term!r}: weight must be a finite number, got {term.weight!r}")
     problem = term._problem()
     if problem:

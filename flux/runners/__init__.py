@@ -1,8 +1,10 @@
 """Runners execute one claimed execution and stream its events to the worker.
 
-Contract: ``await runner.run(job, emit, cancel)`` returns after emitting exactly one
-terminal event (WORKFLOW_COMPLETED, WORKFLOW_FAILED or WORKFLOW_CANCELLED), whatever
-happened to the code it ran; setting ``cancel`` asks it to stop.
+Contract: ``await runner.run(job, emit, cancel)`` emits at most one terminal event
+(WORKFLOW_COMPLETED, WORKFLOW_FAILED or WORKFLOW_CANCELLED) and nothing after it, and
+returns normally after emitting one whatever happened to the workflow's code; setting
+``cancel`` asks it to stop. If the runner itself fails (raises), the worker reports
+WORKFLOW_FAILED for it.
 """
 
 from __future__ import annotations

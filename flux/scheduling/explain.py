@@ -59,12 +59,17 @@ def verdict(request: ResourceRequest | None, affinity: Mapping[str, Any] | None,
     return Verdict(worker.name, None, "available")
 
 
+def _tally(verdicts: Iterable[Verdict]) -> str:
+    """"2 Insufficient cpu, 1 didn't match affinity": most common reason first."""
+    reasons = Counter(v.phrase for v in verdicts if v.kind is not None)
+    return ", ".join(f"{count} {phrase}" for phrase, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def summarize(verdicts: list[Verdict]) -> str:
     available = sum(1 for v in verdicts if v.kind is None)
     if not verdicts:
         return "0/0 workers are available: no workers are registered."
-    reasons = Counter(v.phrase for v in verdicts if v.kind is not None)
-    listed = ", ".join(f"{count} {phrase}" for phrase, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    listed = _tally(verdicts)
     return f"{available}/{len(verdicts)} workers are available" + (f": {listed}." if listed else ".")
 
 
@@ -93,6 +98,4 @@ def infeasibility(
         return None
     if not verdicts:
         return "no workers are registered"
-    reasons = Counter(v.phrase for v in verdicts)
-    listed = ", ".join(f"{count} {phrase}" for phrase, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"no registered worker could ever satisfy it, even idle: {listed} (of {len(verdicts)})"
+    return f"no registered worker could ever satisfy it, even idle: {_tally(verdicts)} (of {len(verdicts)})"

@@ -1,11 +1,11 @@
-"""Matching executions to workers: pure functions the dispatcher calls on every claim.
+"""Matching executions to workers: pure functions placement calls in every dispatch round.
 
 Placement has two stages. Eligibility is hard: label affinity is checked first (a
 dict lookup, the cheapest way to rule a worker out), then the resource request as a
 threshold model, where every declared dimension must satisfy ``worker >= request``.
-Choice is soft and made by ``best``, the one selection rule both ``select_worker`` and
-``placement.place`` use: without a routing policy the first eligible worker in
-``candidate_order`` wins, which is least-loaded first, the same spreading default as
+Choice is soft and made by ``best`` (``placement.place`` keeps the same order in a
+heap; ``select_worker`` is the one-execution form): without a routing policy the
+first eligible worker in ``candidate_order`` wins, which is least-loaded first, the same spreading default as
 Kubernetes' LeastAllocated score and Nomad's spread scheduler, so work fans out
 instead of piling onto the first worker that registered. With a routing policy
 (``flux.domain.routing``) the eligible worker with the highest score wins, ties
@@ -65,9 +65,9 @@ class WorkerView:
     #: Registration order, the stable tie-break between equally loaded workers.
     registered_seq: int = 0
     #: Live metrics the worker publishes on heartbeats (name -> value), read by routing
-    #: policies' ``metric(name)`` terms. The server also puts the built-ins
-    #: ``flux.cpu_percent`` and ``flux.memory_percent`` here; ``flux.running`` is
-    #: derived from ``running`` and never read from this dict.
+    #: policies' ``metric(name)`` terms, including the built-ins ``flux.cpu_percent``
+    #: and ``flux.memory_percent`` the worker computes from its sample; ``flux.running``
+    #: is derived from ``running`` and never read from this dict.
     metrics: dict[str, float] = field(default_factory=dict)
     #: "sample" (the spec: thresholds on the last sample) or "reserve" (availability is
     #: also reduced by what running executions were allotted; see ``allocation``).

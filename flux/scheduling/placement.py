@@ -92,8 +92,11 @@ def why_chosen(worker: WorkerView, routing: RoutingPolicy | None, eligible: int)
 
 
 def _still_fits(demand: Demand, worker: WorkerView) -> bool:
-    """Reserving workers lose availability within a round; others keep their sample."""
-    return not worker.reserves or check_resources(demand.request, worker) is None
+    """Re-check what placements consume within a round: everything on a reserving
+    worker, and custom resources everywhere (they are counted, never sampled)."""
+    if worker.reserves or (demand.request is not None and demand.request.resources):
+        return check_resources(demand.request, worker) is None
+    return True
 
 
 class _Candidates:

@@ -81,6 +81,14 @@ def create_app(settings: ServerSettings) -> FastAPI:
             app.state.db.close()
 
     app = FastAPI(title="Flux", version="0.1.0", lifespan=lifespan)
+    api_token = settings.api_token.encode() if settings.api_token else None
+
+    def require_client(token: str | None = Depends(bearer)) -> None:
+        """With --api-token set, client calls (everything but the worker protocol) must carry it."""
+        if api_token is not None and (not token or not hmac.compare_digest(token.encode(), api_token)):
+            raise Unauthorized("missing or wrong API token (set FLUX_API_TOKEN)")
+
+    CLIENT = [Depends(require_client)]
 
     @app.exception_handler(FluxError)
     async def _flux_error(_: Request, exc: FluxError) -> JSONResponse:
@@ -108,20 +116,20 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # --- workflows ---------------------------------------------------------------------
 
-    @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201)
+    @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT)
     async def register_workflows(body: WorkflowRegistration, request: Request):
         fleet_views = request.app.state.dispatcher.fleet
         return await db(request).run(lambda s: workflows.register(s, body, fleet_views(s)))
 
-    @app.get("/workflows", response_model=list[WorkflowInfo])
+    @app.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT)
     async def list_workflows(request: Request):
         return await db(request).run(workflows.list_latest)
 
-    @app.get("/workflows/{name}", response_model=WorkflowInfo)
+    @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT)
     async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1)):
         return await db(request).run(lambda s: workflows.info(workflows.get(s, name, version), with_source=True))
 
-    @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201)
+    @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT)
     async def run_workflow(name: str, body: RunRequest, request: Request):
         execution = await db(request).run(lambda s: executions.submit(s, name, body))
         request.app.state.dispatcher.kick()
@@ -129,7 +137,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # --- executions --------------------------------------------------------------------
 
-    @app.get("/executions", response_model=list[ExecutionInfo])
+    @app.get("/executions", response_model=list[ExecutionInfo], dependencies=CLIENT)
     async def list_executions(
         request: Request,
         state: str | None = None,
@@ -138,7 +146,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     ):
         return await db(request).run(lambda s: executions.list_executions(s, state, workflow, limit))
 
-    @app.get("/executions/{execution_id}", response_model=ExecutionInfo)
+    @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT)
     async def show_execution(
         execution_id: str,
         request: Request,
@@ -154,17 +162,17 @@ def create_app(settings: ServerSettings) -> FastAPI:
                 return execution
             await notifier.wait(woken, min(remaining, recheck))
 
-    @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo)
+    @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT)
     async def execution_placement(execution_id: str, request: Request):
         """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
         fleet_views = request.app.state.dispatcher.fleet
         return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
-    @app.get("/executions/{execution_id}/events", response_model=list[EventOut])
+    @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT)
     async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0)):
         return await db(request).run(lambda s: executions.events(s, execution_id, after))
 
-    @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo)
+    @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT)
     async def cancel_execution(execution_id: str, request: Request):
         execution, worker_name = await db(request).run(lambda s: executions.cancel(s, execution_id))
         wake_worker(request, worker_name)
@@ -227,22 +235,22 @@ def create_app(settings: ServerSettings) -> FastAPI:
         request.app.state.dispatcher.kick()
         return released
 
-    @app.post("/workers/{name}/drain", response_model=WorkerInfo)
+    @app.post("/workers/{name}/drain", response_model=WorkerInfo, dependencies=CLIENT)
     async def drain_worker(name: str, request: Request):
         """No new work for this worker; it finishes what it runs, then shows DRAINED."""
         return await db(request).run(lambda s: fleet.set_draining(s, name, True))
 
-    @app.post("/workers/{name}/undrain", response_model=WorkerInfo)
+    @app.post("/workers/{name}/undrain", response_model=WorkerInfo, dependencies=CLIENT)
     async def undrain_worker(name: str, request: Request):
         worker = await db(request).run(lambda s: fleet.set_draining(s, name, False))
         request.app.state.dispatcher.kick()
         return worker
 
-    @app.get("/workers", response_model=list[WorkerInfo])
+    @app.get("/workers", response_model=list[WorkerInfo], dependencies=CLIENT)
     async def list_workers(request: Request):
         return await db(request).run(fleet.list_workers)
 
-    @app.get("/workers/{name}", response_model=WorkerInfo)
+    @app.get("/workers/{name}", response_model=WorkerInfo, dependencies=CLIENT)
     async def show_worker(name: str, request: Request):
         def show(s):
             worker = fleet.get(s, name)

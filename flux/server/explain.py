@@ -28,7 +28,7 @@ def _last_claim(session: Session, execution_id: str) -> dict | None:
 
 def placement(session: Session, execution_id: str, workers: list[WorkerView]) -> PlacementInfo:
     execution = executions.get_row(session, execution_id)
-    demand = demand_from_row(execution.id, execution.requests, execution.affinity, execution.routing)
+    demand = demand_from_row(execution.id, execution.requests, execution.affinity)
     verdicts = [verdict(demand.request, demand.affinity, worker) for worker in workers]
     states = {worker.name: worker.state for worker in workers}
     chosen = None

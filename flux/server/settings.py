@@ -22,6 +22,8 @@ class ServerSettings:
     eviction_grace_period: float = 30.0
     #: Shared by every replica (e.g. from a Kubernetes secret); else HOME/bootstrap-token.
     bootstrap_token: str | None = None
+    #: When set, client calls (register, run, cancel, drain, reads) must present it.
+    api_token: str | None = None
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)
