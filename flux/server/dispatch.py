@@ -19,7 +19,7 @@ from dataclasses import replace
 from sqlalchemy import select, text, tuple_
 from sqlalchemy.orm import Session, selectinload
 
-from flux.domain.events import EventType, ExecutionState
+from flux.domain.events import HOLDING_STATES, EventType, ExecutionState
 from flux.models import ExecutionModel, WorkerModel
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.explain import infeasibility, summarize, verdict
@@ -146,7 +146,7 @@ class Dispatcher:
             del self._views[gone]
         held: dict[str, list[dict]] = defaultdict(list)
         for worker_name, allotment in session.execute(
-            select(ExecutionModel.worker_name, ExecutionModel.allotment).where(ExecutionModel.state.in_(executions.HOLDING))
+            select(ExecutionModel.worker_name, ExecutionModel.allotment).where(ExecutionModel.state.in_(HOLDING_STATES))
         ):
             held[worker_name].append(allotment or {})
         return [

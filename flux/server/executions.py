@@ -28,7 +28,6 @@ from flux.server.schemas import (
 )
 
 S = ExecutionState
-HOLDING = HOLDING_STATES
 
 
 def append_event(
@@ -163,7 +162,7 @@ def reschedule(session: Session, execution: ExecutionModel, reason: str) -> None
 def held_by(session: Session, worker_name: str) -> list[ExecutionModel]:
     return list(
         session.scalars(
-            select(ExecutionModel).where(ExecutionModel.worker_name == worker_name, ExecutionModel.state.in_(HOLDING))
+            select(ExecutionModel).where(ExecutionModel.worker_name == worker_name, ExecutionModel.state.in_(HOLDING_STATES))
         )
     )
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from flux.domain.events import HOLDING_STATES
 from flux.models import (
     ExecutionModel,
     WorkerModel,
@@ -190,7 +191,7 @@ def sweep(session: Session, eviction_grace_period: float) -> list[str]:
 def running_counts(session: Session) -> dict[str, int]:
     rows = session.execute(
         select(ExecutionModel.worker_name, func.count())
-        .where(ExecutionModel.state.in_(executions.HOLDING))
+        .where(ExecutionModel.state.in_(HOLDING_STATES))
         .group_by(ExecutionModel.worker_name)
     )
     return {name: count for name, count in rows}

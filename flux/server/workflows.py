@@ -29,13 +29,14 @@ def _check_source(registration: WorkflowRegistration) -> None:
         raise Invalid(f"{registration.filename} has a syntax error at line {exc.lineno}: {exc.msg}") from None
 
 
-def _normalised_requests(spec_name: str, requests: dict | None) -> dict | None:
+def _parse_requests(spec_name: str, requests: dict | None) -> ResourceRequest | None:
     if not requests:
         return None
     try:
-        return ResourceRequest.from_dict(requests).to_dict() or None
+        request = ResourceRequest.from_dict(requests)
     except InvalidResourceRequest as exc:
         raise Invalid(f"workflow {spec_name!r}: {exc}") from None
+    return None if request.is_empty else request
 
 
 def register(session: Session, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:
@@ -58,12 +59,13 @@ def register(session: Session, registration: WorkflowRegistration, fleet: list[W
         except ValueError as exc:
             raise Invalid(str(exc)) from None
         routing = policy.to_dict() if policy else None
-        requests = _normalised_requests(spec.name, spec.requests)
+        request = _parse_requests(spec.name, spec.requests)
+        requests = request.to_dict() if request else None
         latest = _latest(session, spec.name)
         unchanged = latest and (
             latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout
         ) == (digest, requests, affinity, routing, spec.pending_timeout)
-        warnings = _warnings(requests, affinity, fleet)
+        warnings = _warnings(request, affinity, fleet)
         if unchanged:
             stored.append((latest, warnings))
             continue
@@ -85,10 +87,9 @@ def register(session: Session, registration: WorkflowRegistration, fleet: list[W
     return [info(row, warnings=warnings) for row, warnings in stored]
 
 
-def _warnings(requests: dict | None, affinity: dict | None, fleet: list[WorkerView]) -> list[str]:
-    if not requests and not affinity:
+def _warnings(request: ResourceRequest | None, affinity: dict | None, fleet: list[WorkerView]) -> list[str]:
+    if request is None and not affinity:
         return []
-    request = ResourceRequest.from_dict(requests) if requests else None
     reason = infeasibility(request, affinity, fleet)
     return [reason] if reason else []
 
