@@ -144,21 +144,48 @@ def start() -> None:
               help="Token workers register with; give every replica the same one [HOME/bootstrap-token]")
 @click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
               help="Require this bearer token on client calls (registering workflows runs code on every worker)")
+@click.option("--processes", envvar="FLUX_SERVER_PROCESSES", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Server processes on this host, each a replica (PostgreSQL only)")
+@click.option("--lease-interval", envvar="FLUX_LEASE_INTERVAL", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds between flushes of worker liveness to the database [10 on PostgreSQL, 300 on SQLite]")
+@click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
-                 bootstrap_token: str | None, api_token: str | None) -> None:
+                 bootstrap_token: str | None, api_token: str | None, processes: int, lease_interval: float | None,
+                 shed_after: float) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
+    import os
+
     import uvicorn
 
-    from flux.server.app import create_app
+    from flux.server.database import is_sqlite, migrate, normalise_url
+    from flux.server.settings import SETTINGS_ENV
 
     settings = ServerSettings(
         home=home or default_home(), database_url=database_url, host=host, port=port,
         eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
+        lease_interval=lease_interval, shed_after=shed_after, processes=processes,
     )
-    app = create_app(settings)
-    console.print(f"Flux server on http://{host}:{port}  database: {settings.database_url}  home: {settings.home}")
+    if processes > 1 and is_sqlite(normalise_url(settings.database_url)):
+        raise click.BadParameter("several processes need PostgreSQL (SQLite has one writer); use --processes 1",
+                                 param_hint="--processes")
+    console.print(f"Flux server on http://{host}:{port}  database: {settings.database_url}  home: {settings.home}"
+                  + (f"  processes: {processes}" if processes > 1 else ""))
+    # Keep-alive outlives the workers' heartbeat interval and their client's keep-alive
+    # (30 s), so the server never closes a connection a worker is about to reuse.
     # Long polls (claims, waits) would hold a graceful shutdown for their full wait; cap it.
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
+    options = dict(host=host, port=port, log_level="warning", timeout_graceful_shutdown=3, timeout_keep_alive=75)
+    if processes == 1:
+        from flux.server.app import create_app
+
+        uvicorn.run(create_app(settings), **options)
+        return
+    settings.home.mkdir(parents=True, exist_ok=True)
+    settings.bootstrap_token = settings.bootstrap_token or ensure_bootstrap_token(settings.home)
+    migrate(settings.database_url)  # once, before the processes start
+    settings.migrated = True
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    uvicorn.run("flux.server.app:app_from_environment", factory=True, workers=processes, **options)
 
 
 @start.command("worker")

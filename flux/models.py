@@ -122,11 +122,16 @@ class WorkerModel(Base):
     custom_resources: Mapped[Any] = mapped_column(JSON, default=dict)
     heartbeat_interval: Mapped[float] = mapped_column(Float)
     registered_at: Mapped[float] = mapped_column(Float)
+    #: The liveness lease: flushed from server memory now and then, not on every beat
+    #: (``flux.server.liveness``); a restarted server grants a fresh grace period.
     last_heartbeat_at: Mapped[float] = mapped_column(Float)
-    #: Bumped whenever the sampled resources change (every heartbeat), so dispatch can
-    #: cache each worker's view and reload only what moved; labels, slots and packages
-    #: change only when ``registered_at`` does.
+    #: Bumped whenever the stored resources sample changes (only when it moved
+    #: materially, see ``flux.domain.samples``), so dispatch can cache each worker's view
+    #: and reload only what moved; labels, slots and packages change only when
+    #: ``registered_at`` does.
     resources_version: Mapped[int] = mapped_column(Integer, default=0)
+    #: SHA-256 of the installed packages: a re-registration rewrites them only when it differs.
+    packages_digest: Mapped[str] = mapped_column(String(64), default="")
     #: Set by ``flux worker drain``: no new work; survives server restarts.
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
 

@@ -25,6 +25,7 @@ import httpx
 
 from flux import probe
 from flux.domain.events import TERMINAL_EVENTS, EventType
+from flux.domain.samples import metrics_changed, resources_changed
 from flux.loader import import_object
 from flux.runtime import make_event
 from flux.runners import DockerRunner, InProcessRunner, Job, Runner, SubprocessRunner
@@ -94,6 +95,16 @@ def is_transient(exc: httpx.HTTPError) -> bool:
     return isinstance(exc, httpx.TransportError)
 
 
+def retry_after(exc: httpx.HTTPError) -> float:
+    """Seconds an overloaded server (503) asked us to wait, else 0."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        try:
+            return max(0.0, min(float(exc.response.headers.get("retry-after", 0)), 60.0))
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
 class SessionLost(Exception):
     """The server refused our session token: register again."""
 
@@ -107,8 +118,12 @@ class Backoff:
     def reset(self) -> None:
         self.attempt = 0
 
-    async def sleep(self) -> None:
+    async def sleep(self, at_least: float = 0.0) -> None:
+        """Sleep the next backoff; a server's ``Retry-After`` is honoured, jittered up
+        to twice its value so that a shed fleet does not come back all at once."""
         delay = random.uniform(0, min(self.cap, self.base * 2**self.attempt))
+        if at_least:
+            delay = max(delay, random.uniform(at_least, 2 * at_least))
         self.attempt += 1
         await asyncio.sleep(delay)
 
@@ -159,6 +174,8 @@ class Worker:
         #: Server replicas to use, current first (comma-separated in ``server_url``).
         self._urls = [url.strip() for url in config.server_url.split(",") if url.strip()]
         self._metrics_provider = import_object(config.metrics_provider) if config.metrics_provider else None
+        #: The resources sample and metrics the server last accepted from us.
+        self._published: tuple[dict | None, dict | None] = (None, None)
 
     # --- what the worker publishes -------------------------------------------------------
 
@@ -223,8 +240,9 @@ class Worker:
                         raise
                     log.warning("server unreachable (%s); retrying", exc.__class__.__name__)
                     self._fail_over()
-                    await backoff.sleep()
+                    await backoff.sleep(retry_after(exc))
             self._token = reply["session_token"]
+            self._published = (payload["resources"], payload["metrics"])
             for execution_id in reply["abandon"]:
                 if execution_id in self.running:
                     self._abandon(self.running[execution_id])
@@ -255,22 +273,29 @@ class Worker:
                     raise
                 log.warning("server call %s failed (%s); retrying", path, exc.__class__.__name__)
                 self._fail_over()
-                await backoff.sleep()
+                await backoff.sleep(retry_after(exc))
 
     # --- loops ---------------------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
-        """Liveness plus a fresh resource sample: hot-attached GPUs and freed memory are seen."""
+        """Liveness, plus a fresh resource sample when it moved materially: hot-attached
+        GPUs and freed memory are seen within one beat, and an idle worker's beat is a
+        few bytes that cost the server no database write (``flux.domain.samples``)."""
         state = None
         while True:
             await asyncio.sleep(self.config.heartbeat_interval)
             beat: dict[str, Any] = {"running": sorted(self.running)}
             try:
                 resources = await asyncio.to_thread(probe.sample_resources, self.config.disk_path, self.config.gpu_source)
-                beat.update(resources=resources, metrics=self._metrics(resources))
+                metrics = self._metrics(resources)
+                if resources_changed(self._published[0], resources):
+                    beat["resources"] = resources
+                if metrics_changed(self._published[1], metrics):
+                    beat["metrics"] = metrics
             except Exception:  # noqa: BLE001 - a failed sample must not stop the heartbeat itself
                 log.exception("resource sample failed; heartbeat sent without it")
             reply = await self._call(f"/workers/{self.config.name}/heartbeat", beat)
+            self._published = (beat.get("resources", self._published[0]), beat.get("metrics", self._published[1]))
             self._cancel(reply["cancel"])
             if reply["state"] != state:
                 state = reply["state"]
@@ -360,7 +385,9 @@ class Worker:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        self._http = httpx.AsyncClient(base_url=self._urls[0])
+        # Idle connections are dropped before the server's keep-alive (75 s) would drop
+        # them, so a heartbeat never goes out on a connection the server is closing.
+        self._http = httpx.AsyncClient(base_url=self._urls[0], limits=httpx.Limits(keepalive_expiry=30.0))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import logging
+import os
+import secrets
 import time
 
 from fastapi import Depends, FastAPI, Header, Query, Request
@@ -13,13 +16,17 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux.domain.events import ExecutionState
+from flux.domain.samples import metrics_changed, resources_changed
 from flux.server import executions, explain, fleet, workflows
 from flux.server.broadcast import PostgresBroadcast
-from flux.server.database import Database, is_sqlite, migrate, normalise_url
+from flux.server.database import Database, is_sqlite
 from flux.server.dispatch import Dispatcher
-from flux.server.errors import FluxError, Unauthorized
+from flux.server.errors import FluxError, Forbidden, Unauthorized
+from flux.server.liveness import LivenessKeeper
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
+from flux.server.registry import CLAIM_RECHECK, FleetRegistry, Member
+from flux.server.shedding import LoadShedding
 from flux.server.schemas import (
     Checkpoint,
     CheckpointReply,
@@ -37,12 +44,11 @@ from flux.server.schemas import (
     WorkflowInfo,
     WorkflowRegistration,
 )
-from flux.server.settings import ServerSettings, ensure_bootstrap_token
+from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token
 
-#: How often long polls re-check the database even without a wake-up: a safety net
-#: that matters when wake-ups come from other replicas (PostgreSQL), less on SQLite.
-RECHECK_SINGLE, RECHECK_REPLICAS = 5.0, 1.0
-
+log = logging.getLogger("flux.server")
+#: A client waiting for an execution re-reads it at least this often (safety net).
+WAIT_RECHECK = 30.0
 
 def bearer(authorization: str | None = Header(default=None)) -> str | None:
     if authorization and authorization.lower().startswith("bearer "):
@@ -52,35 +58,47 @@ def bearer(authorization: str | None = Header(default=None)) -> str | None:
 
 def create_app(settings: ServerSettings) -> FastAPI:
     bootstrap_token = (settings.bootstrap_token or ensure_bootstrap_token(settings.home)).encode()
-    recheck = RECHECK_SINGLE if is_sqlite(normalise_url(settings.database_url)) else RECHECK_REPLICAS
+    shedding = LoadShedding(settings.shed_after)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        await asyncio.to_thread(migrate, settings.database_url)
-        app.state.db = Database(settings.database_url)
-        await app.state.db.run(fleet.restart_grace)
-        app.state.notifier = Notifier()
+        if not settings.migrated:
+            from flux.server.database import migrate
+
+            await asyncio.to_thread(migrate, settings.database_url)
+        state = app.state
+        state.db = Database(settings.database_url)
+        shared = not is_sqlite(state.db.url)
+        state.registry = FleetRegistry(shared=shared, lease_interval=settings.lease_interval_for(shared))
+        state.registry.sync(await state.db.read(fleet.leases))  # known workers; their silence counts from now
+        state.notifier = Notifier()
+        state.notifier.hooks.append(state.registry.on_notify)
         broadcast = None
-        if not is_sqlite(app.state.db.url):
-            broadcast = PostgresBroadcast(app.state.db.url, app.state.notifier.notify_local)
+        if shared:
+            broadcast = PostgresBroadcast(state.db.url, state.notifier.notify_local)
             await broadcast.start()
-            app.state.notifier.remote = broadcast
-        app.state.metrics = ServerMetrics()
-        app.state.dispatcher = Dispatcher(
-            app.state.db, app.state.notifier, settings.eviction_grace_period, app.state.metrics
+            state.notifier.remote = broadcast
+        state.metrics = ServerMetrics(state.db.statements)
+        state.dispatcher = Dispatcher(state.db, state.notifier, state.registry, state.metrics)
+        keeper = LivenessKeeper(
+            state.db, state.registry, state.notifier, state.metrics, settings.eviction_grace_period, state.dispatcher.kick
         )
-        loop_task = asyncio.create_task(app.state.dispatcher.run())
+        shedding.watch(state.db, state.metrics)
+        loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run())]
         try:
             yield
         finally:
-            loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop_task
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await keeper.flush()  # a restarted server then shows when each worker was last heard
             if broadcast is not None:
                 await broadcast.close()
-            app.state.db.close()
+            state.db.close()
 
     app = FastAPI(title="Flux", version="0.1.0", lifespan=lifespan)
+    app.add_middleware(shedding.middleware)
     api_token = settings.api_token.encode() if settings.api_token else None
 
     def require_client(token: str | None = Depends(bearer)) -> None:
@@ -101,6 +119,18 @@ def create_app(settings: ServerSettings) -> FastAPI:
         if name:
             request.app.state.notifier.notify(f"worker:{name}")
 
+    def liveness_of(request: Request):
+        """name -> (ONLINE or STALE, last heard) as this process's registry knows it."""
+        registry: FleetRegistry = request.app.state.registry
+
+        def of(name: str) -> tuple[str, float] | None:
+            member = registry.members.get(name)
+            if member is None:
+                return None
+            return registry.liveness(member, time.time()), member.last_seen
+
+        return of
+
     def execution_changed(request: Request, execution_id: str) -> None:
         request.app.state.notifier.notify(f"execution:{execution_id}")
         request.app.state.dispatcher.kick()
@@ -111,7 +141,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.get("/metrics", response_class=Response)
     async def metrics(request: Request) -> Response:
-        snapshot = await db(request).run(ServerMetrics.snapshot)
+        liveness = liveness_of(request)
+        snapshot = await db(request).read(lambda s: ServerMetrics.snapshot(s, liveness), counted=False)
         return Response(request.app.state.metrics.render(snapshot), media_type=CONTENT_TYPE_LATEST)
 
     # --- workflows ---------------------------------------------------------------------
@@ -123,11 +154,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT)
     async def list_workflows(request: Request):
-        return await db(request).run(workflows.list_latest)
+        return await db(request).read(workflows.list_latest)
 
     @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT)
     async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1)):
-        return await db(request).run(lambda s: workflows.info(workflows.get(s, name, version), with_source=True))
+        return await db(request).read(lambda s: workflows.info(workflows.get(s, name, version), with_source=True))
 
     @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT)
     async def run_workflow(name: str, body: RunRequest, request: Request):
@@ -144,7 +175,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         workflow: str | None = None,
         limit: int = Query(default=50, ge=1, le=1000),
     ):
-        return await db(request).run(lambda s: executions.list_executions(s, state, workflow, limit))
+        return await db(request).read(lambda s: executions.list_executions(s, state, workflow, limit))
 
     @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT)
     async def show_execution(
@@ -154,23 +185,25 @@ def create_app(settings: ServerSettings) -> FastAPI:
     ):
         deadline = time.monotonic() + wait
         notifier = request.app.state.notifier
-        while True:
-            woken = notifier.listen(f"execution:{execution_id}")
-            execution = await db(request).run(lambda s: executions.get(s, execution_id))
-            remaining = deadline - time.monotonic()
-            if ExecutionState(execution.state).is_terminal or remaining <= 0:
-                return execution
-            await notifier.wait(woken, min(remaining, recheck))
+        with notifier.subscribe(f"execution:{execution_id}") as woken:
+            while True:
+                woken.clear()
+                execution = await db(request).read(lambda s: executions.get(s, execution_id))
+                remaining = deadline - time.monotonic()
+                if ExecutionState(execution.state).is_terminal or remaining <= 0:
+                    return execution
+                await notifier.wait(woken, min(remaining, WAIT_RECHECK))
 
     @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT)
     async def execution_placement(execution_id: str, request: Request):
         """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
         fleet_views = request.app.state.dispatcher.fleet
+        # on the writer thread: the dispatcher's view cache is not shared across threads
         return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
     @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT)
     async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0)):
-        return await db(request).run(lambda s: executions.events(s, execution_id, after))
+        return await db(request).read(lambda s: executions.events(s, execution_id, after))
 
     @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT)
     async def cancel_execution(execution_id: str, request: Request):
@@ -181,9 +214,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply)
     async def checkpoint(execution_id: str, body: Checkpoint, request: Request, token: str | None = Depends(bearer)):
-        reply, ended = await db(request).run(
-            lambda s: executions.checkpoint(s, fleet.authenticate(s, token), execution_id, body)
-        )
+        member = await authenticate_worker(request, token)
+        reply, ended = await db(request).run(lambda s: executions.checkpoint(s, member.name, execution_id, body))
         if ended:
             execution_changed(request, execution_id)
         return reply
@@ -195,67 +227,137 @@ def create_app(settings: ServerSettings) -> FastAPI:
         if not token or not hmac.compare_digest(token.encode(), bootstrap_token):
             raise Unauthorized("invalid bootstrap token (see 'flux server bootstrap-token')")
 
+    async def authenticate_worker(request: Request, token: str | None, name: str | None = None) -> Member:
+        """The worker that owns this session token, from memory; the database only on a miss."""
+        if not token:
+            raise Unauthorized("missing worker session token (Authorization: Bearer ...)")
+        registry: FleetRegistry = request.app.state.registry
+        token_hash = fleet.hash_token(token)
+        member = registry.by_token(token_hash)
+        if member is None:
+            now = time.time()
+            if not registry.known_bad(token_hash, now):
+                member = await db(request).read(lambda s: fleet.member_for_token(s, token_hash))
+            if member is None:
+                registry.remember_bad(token_hash, now)
+                raise Unauthorized("invalid or revoked worker session token; register again")
+            member = registry.admit(member)
+        if name is not None and member.name != name:
+            raise Forbidden(f"this session belongs to worker {member.name!r}, not {name!r}")
+        return member
+
     @app.post("/workers/register", response_model=RegistrationReply, dependencies=[Depends(require_bootstrap)])
     async def register_worker(body: WorkerRegistration, request: Request):
-        session_token, abandon = await db(request).run(lambda s: fleet.register(s, body))
+        token = secrets.token_urlsafe(32)
+        member, abandon = await db(request).run(lambda s: fleet.register(s, body, token))
+        request.app.state.registry.admit(member)
+        request.app.state.notifier.notify(f"auth:{member.name}:{member.token_hash[:16]}")
         request.app.state.dispatcher.kick()
-        return RegistrationReply(session_token=session_token, abandon=abandon)
+        return RegistrationReply(session_token=token, abandon=abandon)
 
     @app.post("/workers/{name}/heartbeat", response_model=HeartbeatReply)
     async def worker_heartbeat(name: str, body: Heartbeat, request: Request, token: str | None = Depends(bearer)):
-        state, cancel, requeued = await db(request).run(
-            lambda s: fleet.heartbeat(s, fleet.authenticate(s, token, name), body)
+        """Liveness in memory; the database only for a sample that moved or a change in what it holds."""
+        state = request.app.state
+        registry: FleetRegistry = state.registry
+        member = await authenticate_worker(request, token, name)
+        now = time.time()
+        registry.beat(member, now)
+        state.metrics.heartbeats.inc()
+        sample = body.resources.model_dump() if body.resources is not None else None
+        resources = body.resources if sample is not None and resources_changed(member.sample, sample) else None
+        published = body.metrics if body.metrics is not None and metrics_changed(member.metrics, body.metrics) else None
+        if resources is not None or published is not None:
+            await db(request).run(lambda s: fleet.store_status(s, member.id, resources, published))
+            member.sample = sample if resources is not None else member.sample
+            member.metrics = dict(published) if published is not None else member.metrics
+            state.metrics.status_writes.inc()
+            state.dispatcher.kick()  # more room, or less, for what waits
+        reported = set(body.running)
+        if registry.needs_reconcile(member, reported, now, fleet.settle_time(member.heartbeat_interval)):
+            member.held, member.draining, requeued = await db(request).run(lambda s: fleet.reconcile(s, member, reported))
+            if requeued:
+                state.dispatcher.kick()
+        running = len(member.held or ())
+        return HeartbeatReply(
+            state=fleet.display_state(registry.liveness(member, now), member.draining, running), cancel=member.cancelling()
         )
-        if requeued:
-            request.app.state.dispatcher.kick()
-        # A fresh sample with more room is seen by the next periodic round (within a second).
-        return HeartbeatReply(state=state, cancel=cancel)
 
     @app.post("/workers/{name}/claim", response_model=ClaimReply)
     async def worker_claim(name: str, body: ClaimRequest, request: Request, token: str | None = Depends(bearer)):
+        """A long poll that reads the database only when told there may be work (or,
+        as a safety net, once every ``CLAIM_RECHECK`` seconds)."""
+        state = request.app.state
+        registry: FleetRegistry = state.registry
+        member = await authenticate_worker(request, token, name)
         deadline = time.monotonic() + body.wait
-        notifier = request.app.state.notifier
-        request.app.state.dispatcher.kick()
-        while True:
-            woken = notifier.listen(f"worker:{name}")
-            if await request.is_disconnected():  # hand nothing to a poll nobody reads any more
-                return ClaimReply(executions=[], cancel=[])
-            claimed, cancel = await db(request).run(lambda s: executions.deliver(s, fleet.authenticate(s, token, name)))
-            remaining = deadline - time.monotonic()
-            if claimed or cancel or remaining <= 0:
-                return ClaimReply(executions=claimed, cancel=cancel)
-            await notifier.wait(woken, min(remaining, recheck))
+        empty = ClaimReply(executions=[], cancel=[])
+        with state.notifier.subscribe(f"worker:{name}") as woken:
+            while True:
+                woken.clear()
+                if registry.members.get(name) is not member:
+                    return empty  # re-registered or evicted meanwhile: its next call authenticates again
+                if await request.is_disconnected():  # hand nothing to a poll nobody reads any more
+                    return empty
+                now = time.time()
+                if registry.claim_should_check(member, now):
+                    member.work_hint, member.last_claim_check = False, now
+                    claimed, cancel, held = await db(request).run(lambda s: executions.deliver(s, name))
+                    member.held = fleet.held_map(held)
+                    if claimed or cancel:
+                        return ClaimReply(executions=claimed, cancel=cancel)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return empty
+                await state.notifier.wait(woken, min(remaining, CLAIM_RECHECK))
 
     @app.post("/workers/{name}/shutdown", response_model=list[str])
     async def worker_shutdown(name: str, request: Request, token: str | None = Depends(bearer)):
         """A worker leaving on purpose: its executions are requeued at once."""
-        released = await db(request).run(
-            lambda s: fleet.release(s, fleet.authenticate(s, token, name), f"worker {name} shut down")
-        )
+        await authenticate_worker(request, token, name)
+        released = await db(request).run(lambda s: fleet.release(s, name, f"worker {name} shut down"))
+        request.app.state.registry.forget(name)
+        request.app.state.notifier.notify(f"auth:{name}:-")
+        for execution_id in released:
+            request.app.state.notifier.notify(f"execution:{execution_id}")
         request.app.state.dispatcher.kick()
         return released
+
+    async def set_draining(request: Request, name: str, draining: bool) -> WorkerInfo:
+        liveness = liveness_of(request)(name)
+        worker = await db(request).run(
+            lambda s: (fleet.set_draining(s, name, draining), fleet.show(s, name, liveness))[1]
+        )
+        member = request.app.state.registry.members.get(name)
+        if member is not None:
+            member.draining = draining
+        wake_worker(request, name)  # other replicas refresh what they know of it
+        request.app.state.dispatcher.kick()
+        return worker
 
     @app.post("/workers/{name}/drain", response_model=WorkerInfo, dependencies=CLIENT)
     async def drain_worker(name: str, request: Request):
         """No new work for this worker; it finishes what it runs, then shows DRAINED."""
-        return await db(request).run(lambda s: fleet.set_draining(s, name, True))
+        return await set_draining(request, name, True)
 
     @app.post("/workers/{name}/undrain", response_model=WorkerInfo, dependencies=CLIENT)
     async def undrain_worker(name: str, request: Request):
-        worker = await db(request).run(lambda s: fleet.set_draining(s, name, False))
-        request.app.state.dispatcher.kick()
-        return worker
+        return await set_draining(request, name, False)
 
     @app.get("/workers", response_model=list[WorkerInfo], dependencies=CLIENT)
     async def list_workers(request: Request):
-        return await db(request).run(fleet.list_workers)
+        liveness = liveness_of(request)
+        return await db(request).read(lambda s: fleet.list_workers(s, liveness))
 
     @app.get("/workers/{name}", response_model=WorkerInfo, dependencies=CLIENT)
     async def show_worker(name: str, request: Request):
-        def show(s):
-            worker = fleet.get(s, name)
-            return fleet.info(worker, fleet.running_counts(s).get(name, 0), with_packages=True)
-
-        return await db(request).run(show)
+        liveness = liveness_of(request)(name)
+        return await db(request).read(lambda s: fleet.show(s, name, liveness))
 
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """For ``flux start server --processes N``: each process builds its app from the
+    settings its parent left in the environment."""
+    return create_app(ServerSettings.from_json(os.environ[SETTINGS_ENV]))

@@ -2,8 +2,15 @@
 
 Every unit of work is a plain function of a ``Session`` run in a transaction on a
 thread pool, so the event loop never blocks on I/O. SQLite allows one writer at a
-time, so for SQLite the pool has one thread: writes queue in memory instead of
-spinning on ``database is locked``. PostgreSQL gets a wider pool.
+time, so for SQLite writes have one thread: they queue in memory instead of
+spinning on ``database is locked``; reads (``Database.read``) have threads of their
+own, since in WAL mode readers never wait for the writer. PostgreSQL gets a wider
+pool for both.
+
+The database counts the statements it runs (reads and writes, for ``/metrics``: the
+fleet's idle upkeep is meant to be zero statements, and tests check it) and how
+long work waits for a thread (the server's own lag: it must not blame workers for
+it, see ``flux.server.liveness``).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -68,6 +76,33 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_size=10, max_overflow=10, pool_pre_ping=True)
 
 
+class StatementCounter:
+    """Statements sent to the database, by kind; a thread may switch counting off."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.writes = 0
+        self._local = threading.local()
+
+    def attach(self, engine: Engine) -> None:
+        event.listen(engine, "before_cursor_execute", self._count)
+
+    def _count(self, _conn, _cursor, statement: str, _params, _context, executemany: bool) -> None:  # noqa: ANN001
+        if getattr(self._local, "off", False):
+            return
+        if statement.lstrip()[:6].upper() in ("SELECT", "PRAGMA"):
+            self.reads += 1
+        else:
+            self.writes += 1
+
+    def uncounted(self, fn: Callable[[], T]) -> T:
+        self._local.off = True
+        try:
+            return fn()
+        finally:
+            self._local.off = False
+
+
 def migrate(url: str) -> None:
     """Bring the schema to the newest Alembic revision."""
     from alembic import command
@@ -83,9 +118,19 @@ class Database:
     def __init__(self, url: str):
         self.url = normalise_url(url)
         self.engine = make_engine(self.url)
+        self.statements = StatementCounter()
+        self.statements.attach(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
-        workers = 1 if is_sqlite(self.url) else 8
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flux-db")
+        if is_sqlite(self.url):
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-db")
+            self._readers = ThreadPoolExecutor(max_workers=3, thread_name_prefix="flux-db-read")
+        else:
+            self._executor = self._readers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flux-db")
+        #: Enqueue times of work not yet started on a thread (the oldest is the lag).
+        self._queued: dict[int, float] = {}
+        self._next_ticket = 0
+        #: The longest a unit of work waited for a thread, since it was last read.
+        self.max_queue_wait = 0.0
 
     def transaction(self, fn: Callable[[Session], T]) -> T:
         """One transaction; retried when a concurrent writer (another replica) won a race.
@@ -108,9 +153,39 @@ class Database:
 
     async def run(self, fn: Callable[[Session], T]) -> T:
         """Run ``fn(session)`` in one transaction off the event loop."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.transaction, fn)
+        return await self._submit(self._executor, fn, counted=True)
+
+    async def read(self, fn: Callable[[Session], T], counted: bool = True) -> T:
+        """Like ``run`` for work that only reads: on SQLite it never queues behind writes."""
+        return await self._submit(self._readers, fn, counted)
+
+    async def _submit(self, executor: ThreadPoolExecutor, fn: Callable[[Session], T], counted: bool) -> T:
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        self._queued[ticket] = time.monotonic()
+
+        def started() -> T:
+            waited = time.monotonic() - self._queued.pop(ticket, time.monotonic())
+            self.max_queue_wait = max(self.max_queue_wait, waited)
+            if counted:
+                return self.transaction(fn)
+            return self.statements.uncounted(lambda: self.transaction(fn))
+
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, started)
+        finally:
+            self._queued.pop(ticket, None)
+
+    def backlog(self) -> tuple[int, float]:
+        """(units of work waiting for a thread, seconds the oldest has waited)."""
+        queued = list(self._queued.values())
+        return len(queued), (time.monotonic() - min(queued)) if queued else 0.0
+
+    def take_max_queue_wait(self) -> float:
+        waited, self.max_queue_wait = self.max_queue_wait, 0.0
+        return max(waited, self.backlog()[1])
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+        self._readers.shutdown(wait=True)
         self.engine.dispose()

@@ -1,14 +1,18 @@
 """The dispatcher: one background loop per server that places queued executions.
 
-It runs a placement round whenever something changes (a submission, a worker
-asking for work, a slot freed, a registration) and at least once a second, and it
-sweeps for silent workers. Assignment is a conditional update of the execution row
-(optimistic concurrency), so replicas sharing one database never double-assign.
+It runs a placement round whenever something changes (a submission, a slot freed,
+a registration, a sample that moved, a worker gone stale). While executions wait
+unplaced it also runs once a second (pending timeouts, and changes it was not told
+about); with an empty queue it only runs a safety round every ``IDLE_ROUND``
+seconds, so an idle fleet costs it nothing. Assignment is a conditional update of
+the execution row (optimistic concurrency), so replicas sharing one database never
+double-assign. Worker liveness comes from the fleet registry, not the database.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -29,11 +33,14 @@ from flux.server import executions, fleet
 from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
+from flux.server.registry import FleetRegistry
 
 log = logging.getLogger("flux.server.dispatch")
 
 #: How many queued executions one round considers (oldest first).
 ROUND_SIZE = 1000
+#: Seconds between rounds while executions wait, and with an empty queue.
+BACKLOG_ROUND, IDLE_ROUND = 1.0, 30.0
 
 
 def _resources(worker: WorkerModel) -> dict:
@@ -71,12 +78,14 @@ def _with_resources(view: WorkerView, worker: WorkerModel) -> WorkerView:
 
 
 class Dispatcher:
-    def __init__(self, db: Database, notifier: Notifier, eviction_grace_period: float, metrics: ServerMetrics):
+    def __init__(self, db: Database, notifier: Notifier, registry: FleetRegistry, metrics: ServerMetrics):
         self.db = db
         self.metrics = metrics
         self.notifier = notifier
-        self.eviction_grace_period = eviction_grace_period
+        self.registry = registry
         self._wake = asyncio.Event()
+        #: Executions were left waiting by the last round (or it failed): keep looking.
+        self._backlog = True
         #: Worker views by name, with the (resources_version, registered_at) they were built from.
         self._views: dict[str, tuple[int, float, WorkerView]] = {}
 
@@ -84,25 +93,18 @@ class Dispatcher:
         self._wake.set()
 
     async def run(self) -> None:
-        sweep_every = min(1.0, self.eviction_grace_period / 4)
-        next_sweep = 0.0
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=sweep_every)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=BACKLOG_ROUND if self._backlog else IDLE_ROUND)
             self._wake.clear()
             try:
-                if time.monotonic() >= next_sweep:
-                    next_sweep = time.monotonic() + sweep_every
-                    evicted = await self.db.run(lambda s: fleet.sweep(s, self.eviction_grace_period))
-                    for name in evicted:
-                        log.warning("evicted worker %s after %.1fs without heartbeat", name, self.eviction_grace_period)
+                if self._backlog:
                     for execution_id in await self.db.run(lambda s: executions.expire_pending(s, time.time())):
                         self.notifier.notify(f"execution:{execution_id}")
-                assigned = await self.db.run(self._round)
+                assigned, self._backlog = await self.db.run(self._round)
             except Exception:  # noqa: BLE001 - a failed round (e.g. a replica race) is retried next time
                 log.exception("dispatch round failed; retrying")
+                self._backlog = True
                 await asyncio.sleep(0.1)
                 continue
             for worker_name, waited in assigned:
@@ -123,10 +125,10 @@ class Dispatcher:
                 WorkerModel.name,
                 WorkerModel.resources_version,
                 WorkerModel.registered_at,
-                WorkerModel.state,
                 WorkerModel.draining,
             ).where(WorkerModel.state != fleet.OFFLINE)
         ).all()
+        now = time.time()
         stale = [row.id for row in rows if self._views.get(row.name, (None, None))[:2] != (row.resources_version, row.registered_at)]
         if stale:
             loaded = session.scalars(
@@ -151,7 +153,11 @@ class Dispatcher:
             held[worker_name].append(allotment or {})
         return [
             with_allotments(
-                replace(self._views[row.name][2], running=len(held[row.name]), state="DRAINING" if row.draining else row.state),
+                replace(
+                    self._views[row.name][2],
+                    running=len(held[row.name]),
+                    state="DRAINING" if row.draining else self.registry.liveness(self.registry.members.get(row.name), now),
+                ),
                 held[row.name],
             )
             for row in rows
@@ -179,23 +185,24 @@ class Dispatcher:
             query = query.where(tuple_(ExecutionModel.scheduled_at, ExecutionModel.id) > after)
         return session.execute(query).all()
 
-    def _round(self, session: Session) -> list[tuple[str, float]]:
+    def _round(self, session: Session) -> tuple[list[tuple[str, float]], bool]:
         """One placement pass over the queue, oldest first, page by page while slots remain.
 
         Paging means executions that fit nowhere cannot block newer ones behind them
         (no head-of-line blocking), however many of them there are. Returns
-        (worker, seconds the execution waited) per assignment.
+        (worker, seconds the execution waited) per assignment, and whether any
+        execution was left waiting.
         """
         first = self._pending(session, None)
         if not first:
-            return []
+            return [], False
         if session.bind.dialect.name == "postgresql" and not session.scalar(
             text("SELECT pg_try_advisory_xact_lock(727073)")
         ):
             # Another replica is placing right now. Placement needs a consistent view of
             # every worker's free slots and reservations, so one replica places at a time;
             # this one tries again on its next tick (at most a second away).
-            return []
+            return [], True
         workers = self.fleet(session)
         placements: list[Placement] = []
         page = first
@@ -204,9 +211,11 @@ class Dispatcher:
             if len(page) < ROUND_SIZE:
                 break
             page = self._pending(session, (page[-1].scheduled_at, page[-1].id))
-        self._record_waiting(session, first, {p.execution_id for p in placements}, workers)
+        placed = {p.execution_id for p in placements}
+        self._record_waiting(session, first, placed, workers)
+        backlog = len(first) >= ROUND_SIZE or any(row.id not in placed for row in first)
         if not placements:
-            return []
+            return [], backlog
         rows = {
             e.id: e
             for e in session.scalars(
@@ -236,7 +245,7 @@ class Dispatcher:
                 at=now,
                 worker_name=placement.worker_name,
             )
-        return [(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements]
+        return [(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements], backlog
 
     def _record_waiting(self, session: Session, page: list, placed: set[str], workers: list[WorkerView]) -> None:
         """Note on each still-waiting execution why, when the reason is new or has changed.

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import HOLDING_STATES, STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
-from flux.models import ExecutionEventModel, ExecutionModel, WorkerModel
+from flux.models import ExecutionEventModel, ExecutionModel
 from flux.server import workflows
 from flux.server.errors import Conflict, Forbidden, Invalid, NotFound
 from flux.server.schemas import (
@@ -167,9 +167,11 @@ def held_by(session: Session, worker_name: str) -> list[ExecutionModel]:
     )
 
 
-def deliver(session: Session, worker: WorkerModel) -> tuple[list[ClaimedExecution], list[str]]:
-    """Hand over what dispatch assigned to this worker, and list what it must cancel."""
-    held = held_by(session, worker.name)
+def deliver(session: Session, worker_name: str) -> tuple[list[ClaimedExecution], list[str], list[ExecutionModel]]:
+    """Hand over what dispatch assigned to this worker, and list what it must cancel.
+
+    Also returns everything the worker now holds, for the fleet registry's cache."""
+    held = held_by(session, worker_name)
     cancel = [e.id for e in held if e.state == S.CANCELLING.value]
     claimed = []
     for execution in held:
@@ -191,7 +193,7 @@ def deliver(session: Session, worker: WorkerModel) -> tuple[list[ClaimedExecutio
                 gpus=(execution.allotment or {}).get("gpus"),
             )
         )
-    return claimed, cancel
+    return claimed, cancel, held
 
 
 def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
@@ -204,11 +206,11 @@ def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
     return {task_id: value for task_id, value in rows}
 
 
-def checkpoint(session: Session, worker: WorkerModel, execution_id: str, body: Checkpoint) -> tuple[CheckpointReply, bool]:
+def checkpoint(session: Session, worker_name: str, execution_id: str, body: Checkpoint) -> tuple[CheckpointReply, bool]:
     """Append a worker's batch of events. Returns the reply and whether the execution ended."""
     execution = get_row(session, execution_id)
-    if execution.worker_name != worker.name:
-        raise Forbidden(f"execution {execution_id} is not assigned to worker {worker.name!r}")
+    if execution.worker_name != worker_name:
+        raise Forbidden(f"execution {execution_id} is not assigned to worker {worker_name!r}")
     if body.attempt != execution.attempt:
         raise Conflict(f"execution {execution_id} attempt {body.attempt} is stale (current attempt {execution.attempt})")
     if S(execution.state).is_terminal:
@@ -223,7 +225,7 @@ def checkpoint(session: Session, worker: WorkerModel, execution_id: str, body: C
             raise Invalid(f"workers cannot report {type_.value} events")
         if ended:
             break  # the terminal event closes the log; stragglers after it in the batch are dropped
-        append_event(session, execution, type_, name=event.name, task_id=event.task_id, value=event.value, at=event.time, worker_name=worker.name)
+        append_event(session, execution, type_, name=event.name, task_id=event.task_id, value=event.value, at=event.time, worker_name=worker_name)
         new_state = STATE_AFTER.get(type_)
         if new_state is S.RUNNING:
             execution.started_at = execution.started_at or event.time

@@ -1,9 +1,13 @@
-"""Workers: registration, authentication, heartbeats, liveness and eviction.
+"""Workers in the database: registration, status, leases, release and eviction.
 
 A worker is ONLINE while it heartbeats, STALE once it has missed a few (dispatch
 skips it), and OFFLINE once it is evicted after ``eviction_grace_period``: its
 session token is revoked and everything it held goes back to SCHEDULED, to resume
 elsewhere from the event log. An evicted worker that comes back must register again.
+
+Liveness is judged in memory (``flux.server.registry``); this module writes only
+what must outlive the process: registration, a resources sample that moved
+materially, the lease now and then, and the end of a worker.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import hashlib
 import secrets
 import time
 from datetime import datetime
+from typing import Callable
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from flux.domain.events import HOLDING_STATES
@@ -26,13 +31,12 @@ from flux.models import (
     WorkerRuntimeModel,
 )
 from flux.server import executions
-from flux.server.errors import Forbidden, NotFound, Unauthorized
-from flux.server.schemas import Heartbeat, PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
+from flux.server.errors import NotFound
+from flux.server.registry import Held, Member
+from flux.server.schemas import PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
 
 ONLINE, STALE, OFFLINE = "ONLINE", "STALE", "OFFLINE"
 DRAINING, DRAINED = "DRAINING", "DRAINED"
-#: Heartbeats a worker may miss before dispatch stops choosing it.
-STALE_AFTER_MISSED = 3
 #: A delivered execution the worker has not reported for this many heartbeats (plus
 #: slack for a slow claim response) is taken as lost in transit.
 LOST_AFTER_HEARTBEATS, LOST_SLACK = 3, 2.0
@@ -50,16 +54,9 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def authenticate(session: Session, token: str | None, name: str | None = None) -> WorkerModel:
-    """The worker that owns this session token; ``name`` must be that worker when given."""
-    if not token:
-        raise Unauthorized("missing worker session token (Authorization: Bearer ...)")
-    worker = session.scalars(select(WorkerModel).where(WorkerModel.session_token_hash == hash_token(token))).first()
-    if worker is None or worker.state == OFFLINE:
-        raise Unauthorized("invalid or revoked worker session token; register again")
-    if name is not None and worker.name != name:
-        raise Forbidden(f"this session belongs to worker {worker.name!r}, not {name!r}")
-    return worker
+def settle_time(heartbeat_interval: float) -> float:
+    """How long after delivery an execution must show up in the worker's heartbeats."""
+    return LOST_AFTER_HEARTBEATS * heartbeat_interval + LOST_SLACK
 
 
 def _sampled_at(resources: ResourcesInfo) -> float:
@@ -71,29 +68,64 @@ def _sampled_at(resources: ResourcesInfo) -> float:
     return time.time()
 
 
-def _store_resources(worker: WorkerModel, resources: ResourcesInfo, metrics: dict[str, float]) -> None:
-    values = {**_fields(resources, RESOURCE_FIELDS), "metrics": metrics, "sampled_at": _sampled_at(resources)}
-    if worker.resources is None:
-        worker.resources = WorkerResourcesModel(**values)
-    else:
-        for key, value in values.items():
-            setattr(worker.resources, key, value)
-    worker.gpus = [WorkerResourcesGPUModel(**gpu.model_dump()) for gpu in resources.gpus]
-    worker.resources_version = (worker.resources_version or 0) + 1
+def packages_digest(packages: list[PackageInfo]) -> str:
+    text = "\n".join(sorted(f"{p.name}=={p.version}" for p in packages))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def register(session: Session, body: WorkerRegistration) -> tuple[str, list[str]]:
-    """Create or refresh a worker; returns its new session token and executions to abandon.
+# --- status ----------------------------------------------------------------------------
+
+
+def store_status(session: Session, worker_id: int, resources: ResourcesInfo | None, metrics: dict | None) -> None:
+    """Write a sample that moved materially: one UPDATE of the resources row (GPU rows
+    only when the GPUs changed), and the version bump dispatch reloads views by."""
+    values: dict = {}
+    if resources is not None:
+        values.update(_fields(resources, RESOURCE_FIELDS), sampled_at=_sampled_at(resources))
+    if metrics is not None:
+        values["metrics"] = metrics
+    if values:
+        session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**values))
+    if resources is not None:
+        _store_gpus(session, worker_id, resources)
+    session.execute(
+        update(WorkerModel).where(WorkerModel.id == worker_id).values(resources_version=WorkerModel.resources_version + 1)
+    )
+
+
+def _store_gpus(session: Session, worker_id: int, resources: ResourcesInfo) -> None:
+    rows = session.execute(
+        select(WorkerResourcesGPUModel.id, WorkerResourcesGPUModel.uuid)
+        .where(WorkerResourcesGPUModel.worker_id == worker_id)
+        .order_by(WorkerResourcesGPUModel.index)
+    ).all()
+    if [row.uuid for row in rows] == [gpu.uuid for gpu in resources.gpus]:
+        if rows:
+            session.execute(
+                update(WorkerResourcesGPUModel),
+                [{"id": row.id, **gpu.model_dump()} for row, gpu in zip(rows, resources.gpus)],
+            )
+        return
+    session.execute(delete(WorkerResourcesGPUModel).where(WorkerResourcesGPUModel.worker_id == worker_id))
+    if resources.gpus:
+        session.execute(insert(WorkerResourcesGPUModel), [{"worker_id": worker_id, **g.model_dump()} for g in resources.gpus])
+
+
+# --- registration ----------------------------------------------------------------------
+
+
+def register(session: Session, body: WorkerRegistration, token: str) -> tuple[Member, list[str]]:
+    """Create or refresh a worker; returns its registry member and executions to abandon.
 
     Re-registering under a known name is a restart: what the old incarnation held and
     the new one does not report as running goes back to the queue at once, instead of
-    waiting for eviction.
+    waiting for eviction. What did not change (runtime, packages) is not rewritten, so
+    a fleet re-registering after an outage costs a few statements per worker.
     """
     now = time.time()
-    token = secrets.token_urlsafe(32)
     worker = session.scalars(select(WorkerModel).where(WorkerModel.name == body.name)).first()
     if worker is None:
-        worker = WorkerModel(name=body.name, resources_version=0)
+        worker = WorkerModel(name=body.name, resources_version=0, packages_digest="", draining=False)
         session.add(worker)
     worker.state = ONLINE
     worker.session_token_hash = hash_token(token)
@@ -104,88 +136,164 @@ def register(session: Session, body: WorkerRegistration) -> tuple[str, list[str]
     worker.heartbeat_interval = body.heartbeat_interval
     worker.registered_at = now
     worker.last_heartbeat_at = now
-    worker.runtime = WorkerRuntimeModel(**body.runtime.model_dump())
-    worker.packages = [WorkerPackageModel(name=p.name, version=p.version) for p in body.packages]
-    _store_resources(worker, body.resources, body.metrics)
+    worker.resources_version = (worker.resources_version or 0) + 1
+    runtime = body.runtime.model_dump()
+    if worker.runtime is None:
+        worker.runtime = WorkerRuntimeModel(**runtime)
+    elif _fields(worker.runtime, RUNTIME_FIELDS) != runtime:
+        for key, value in runtime.items():
+            setattr(worker.runtime, key, value)
+    resources = {**_fields(body.resources, RESOURCE_FIELDS), "metrics": body.metrics, "sampled_at": _sampled_at(body.resources)}
+    if worker.resources is None:
+        worker.resources = WorkerResourcesModel(**resources)
+    else:
+        for key, value in resources.items():
+            setattr(worker.resources, key, value)
+    session.flush()  # a new worker needs its id for the bulk writes below
+    digest = packages_digest(body.packages)
+    if digest != worker.packages_digest:
+        session.execute(delete(WorkerPackageModel).where(WorkerPackageModel.worker_id == worker.id))
+        if body.packages:
+            session.execute(
+                insert(WorkerPackageModel), [{"worker_id": worker.id, "name": p.name, "version": p.version} for p in body.packages]
+            )
+        worker.packages_digest = digest
+    _store_gpus(session, worker.id, body.resources)
     still_running = set(body.running)
+    held = {}
     for execution in executions.held_by(session, body.name):
         if execution.id not in still_running or not execution.delivered:
             executions.reschedule(session, execution, f"worker {body.name} restarted without it")
+        else:
+            held.update(held_map([execution]))
     session.flush()
-    held = {e.id for e in executions.held_by(session, body.name)}
-    return token, sorted(still_running - held)
+    member = Member(
+        id=worker.id,
+        name=worker.name,
+        token_hash=worker.session_token_hash,
+        heartbeat_interval=worker.heartbeat_interval,
+        last_seen=now,
+        draining=worker.draining,
+        sample=body.resources.model_dump(),
+        metrics=dict(body.metrics),
+        held=held,
+    )
+    return member, sorted(still_running - set(held))
 
 
-def heartbeat(session: Session, worker: WorkerModel, body: Heartbeat) -> tuple[str, list[str], bool]:
-    """Record liveness and the fresh sample, and reconcile what the worker says it runs.
+def member_for_token(session: Session, token_hash: str) -> Member | None:
+    """The registry member for a session token the registry does not know yet."""
+    worker = session.scalars(select(WorkerModel).where(WorkerModel.session_token_hash == token_hash)).first()
+    if worker is None or worker.state == OFFLINE:
+        return None
+    sample = None
+    if worker.resources is not None:
+        sample = {**_fields(worker.resources, RESOURCE_FIELDS), "gpus": [_fields(g, GPU_FIELDS) for g in worker.gpus]}
+    return Member(
+        id=worker.id,
+        name=worker.name,
+        token_hash=token_hash,
+        heartbeat_interval=worker.heartbeat_interval,
+        last_seen=worker.last_heartbeat_at,
+        draining=worker.draining,
+        sample=sample,
+        metrics=dict(worker.resources.metrics or {}) if worker.resources is not None else None,
+        held=None,
+    )
+
+
+# --- what a worker holds ---------------------------------------------------------------
+
+
+def held_map(executions_held: list[ExecutionModel]) -> dict[str, Held]:
+    return {e.id: Held(e.state, e.delivered, e.claimed_at) for e in executions_held}
+
+
+def reconcile(session: Session, member: Member, reported: set[str]) -> tuple[dict[str, Held], bool, bool]:
+    """Compare what the worker reports running with what it holds.
 
     An execution handed to this worker long enough ago that it must have arrived, but
     which the worker does not report running, was lost on the way (a claim response
     dropped by a proxy, say): it goes back to the queue instead of waiting forever.
-    Returns (state, executions to cancel, whether anything was requeued).
+    Returns (what it holds now, whether it is draining, whether anything was requeued).
     """
     now = time.time()
-    worker.last_heartbeat_at = now
-    worker.state = ONLINE
-    if body.resources is not None:
-        _store_resources(worker, body.resources, body.metrics)
-    reported = set(body.running)
-    settled = now - LOST_AFTER_HEARTBEATS * worker.heartbeat_interval - LOST_SLACK
-    held = []
+    settled = now - settle_time(member.heartbeat_interval)
+    held: dict[str, Held] = {}
     requeued = False
-    for execution in executions.held_by(session, worker.name):
+    for execution in executions.held_by(session, member.name):
         if execution.delivered and execution.id not in reported and (execution.claimed_at or now) < settled:
-            executions.reschedule(session, execution, f"worker {worker.name} does not report it running (claim lost)")
+            executions.reschedule(session, execution, f"worker {member.name} does not report it running (claim lost)")
             requeued = True
         else:
-            held.append(execution)
-    cancel = [e.id for e in held if e.state == executions.S.CANCELLING.value]
-    return display_state(worker, len(held)), cancel, requeued
+            held.update(held_map([execution]))
+    draining = bool(session.scalar(select(WorkerModel.draining).where(WorkerModel.id == member.id)))
+    return held, draining, requeued
 
 
-def display_state(worker: WorkerModel, running: int) -> str:
-    """ONLINE, STALE or OFFLINE; a draining live worker shows DRAINING, then DRAINED once idle."""
-    if worker.state != ONLINE or not worker.draining:
-        return worker.state
+def display_state(state: str, draining: bool, running: int) -> str:
+    """A draining live worker shows DRAINING, then DRAINED once idle."""
+    if state == OFFLINE or not draining:
+        return state
     return DRAINING if running else DRAINED
 
 
-def set_draining(session: Session, name: str, draining: bool) -> WorkerInfo:
+def set_draining(session: Session, name: str, draining: bool) -> WorkerModel:
     worker = get(session, name)
     worker.draining = draining
     session.flush()
-    return info(worker, running_counts(session).get(name, 0))
+    return worker
 
 
-def restart_grace(session: Session) -> None:
-    """After a server restart, give every known worker a full grace period to reconnect."""
-    now = time.time()
-    for worker in session.scalars(select(WorkerModel).where(WorkerModel.state != OFFLINE)):
-        worker.last_heartbeat_at = max(worker.last_heartbeat_at, now)
+# --- leases and the end of a worker ----------------------------------------------------
 
 
-def release(session: Session, worker: WorkerModel, reason: str) -> list[str]:
+def flush_leases(session: Session, heard: list[tuple[int, float]]) -> None:
+    """Persist when each worker was last heard: one executemany UPDATE."""
+    if heard:
+        session.execute(update(WorkerModel), [{"id": worker_id, "last_heartbeat_at": at} for worker_id, at in heard])
+
+
+def leases(session: Session) -> list:
+    """Every worker's identity, state and lease: what a registry syncs from."""
+    return session.execute(
+        select(
+            WorkerModel.id,
+            WorkerModel.name,
+            WorkerModel.state,
+            WorkerModel.session_token_hash,
+            WorkerModel.heartbeat_interval,
+            WorkerModel.last_heartbeat_at,
+            WorkerModel.draining,
+        )
+    ).all()
+
+
+def release(session: Session, name: str, reason: str) -> list[str]:
     """A worker leaves (shutdown or eviction): revoke its session and requeue its work."""
-    worker.state = OFFLINE
-    worker.session_token_hash = hash_token(secrets.token_urlsafe(32))
-    held = executions.held_by(session, worker.name)
+    session.execute(
+        update(WorkerModel)
+        .where(WorkerModel.name == name)
+        .values(state=OFFLINE, session_token_hash=hash_token(secrets.token_urlsafe(32)))
+    )
+    held = executions.held_by(session, name)
     for execution in held:
         executions.reschedule(session, execution, reason)
     return [e.id for e in held]
 
 
-def sweep(session: Session, eviction_grace_period: float) -> list[str]:
-    """Mark silent workers STALE and evict those silent past the grace period."""
-    now = time.time()
-    evicted = []
-    for worker in session.scalars(select(WorkerModel).where(WorkerModel.state != OFFLINE)):
-        silent = now - worker.last_heartbeat_at
-        if silent > eviction_grace_period:
-            release(session, worker, f"worker {worker.name} evicted: no heartbeat for {silent:.1f}s")
-            evicted.append(worker.name)
-        elif silent > worker.heartbeat_interval * STALE_AFTER_MISSED and worker.state == ONLINE:
-            worker.state = STALE
-    return evicted
+def evict_if_silent(session: Session, name: str, heard_after: float, reason: str) -> list[str] | None:
+    """Evict unless the worker is already gone or another replica heard it since
+    ``heard_after`` (its flushed lease is newer). Returns what was requeued, or None."""
+    row = session.execute(
+        select(WorkerModel.state, WorkerModel.last_heartbeat_at).where(WorkerModel.name == name)
+    ).first()
+    if row is None or row.state == OFFLINE or row.last_heartbeat_at > heard_after:
+        return None
+    return release(session, name, reason)
+
+
+# --- reads -----------------------------------------------------------------------------
 
 
 def running_counts(session: Session) -> dict[str, int]:
@@ -197,6 +305,17 @@ def running_counts(session: Session) -> dict[str, int]:
     return {name: count for name, count in rows}
 
 
+def list_workers(session: Session, liveness: Callable[[str], tuple[str, float] | None]) -> list[WorkerInfo]:
+    counts = running_counts(session)
+    workers = session.scalars(select(WorkerModel).order_by(WorkerModel.name))
+    return [info(w, counts.get(w.name, 0), liveness(w.name)) for w in workers]
+
+
+def show(session: Session, name: str, liveness: tuple[str, float] | None) -> WorkerInfo:
+    worker = get(session, name)
+    return info(worker, running_counts(session).get(name, 0), liveness, with_packages=True)
+
+
 def get(session: Session, name: str) -> WorkerModel:
     worker = session.scalars(select(WorkerModel).where(WorkerModel.name == name)).first()
     if worker is None:
@@ -204,7 +323,8 @@ def get(session: Session, name: str) -> WorkerModel:
     return worker
 
 
-def info(worker: WorkerModel, running: int, with_packages: bool = False) -> WorkerInfo:
+def info(worker: WorkerModel, running: int, liveness: tuple[str, float] | None, with_packages: bool = False) -> WorkerInfo:
+    """``liveness``: (ONLINE or STALE, last heard) from the registry, when it knows the worker."""
     resources = None
     if worker.resources is not None:
         resources = {
@@ -214,23 +334,20 @@ def info(worker: WorkerModel, running: int, with_packages: bool = False) -> Work
             "gpus": [_fields(gpu, GPU_FIELDS) for gpu in worker.gpus],
         }
     runtime = _fields(worker.runtime, RUNTIME_FIELDS) if worker.runtime is not None else None
+    state, last_heard = worker.state, worker.last_heartbeat_at
+    if state != OFFLINE and liveness is not None:
+        state, last_heard = liveness[0], max(last_heard, liveness[1])
     return WorkerInfo(
         name=worker.name,
-        state=display_state(worker, running),
+        state=display_state(state, worker.draining, running),
         labels=worker.labels or {},
         max_concurrent_executions=worker.max_concurrent_executions,
         allocation=worker.allocation,
         custom_resources=worker.custom_resources or {},
         running=running,
         registered_at=worker.registered_at,
-        last_heartbeat_at=worker.last_heartbeat_at,
+        last_heartbeat_at=last_heard,
         runtime=runtime,
         resources=resources,
         packages=[PackageInfo(name=p.name, version=p.version) for p in worker.packages] if with_packages else None,
     )
-
-
-def list_workers(session: Session) -> list[WorkerInfo]:
-    counts = running_counts(session)
-    workers = session.scalars(select(WorkerModel).order_by(WorkerModel.name))
-    return [info(w, counts.get(w.name, 0)) for w in workers]

@@ -1,9 +1,11 @@
 """Prometheus metrics at ``GET /metrics``.
 
-Fleet and queue gauges are read from the database at scrape time, so every replica
-reports the same truth; claim latency and dispatch counts are observed by this
-replica's dispatcher as it places work. ``flux_oldest_scheduled_age_seconds`` is the
-spec's "SCHEDULED-age alert": alert when it exceeds what your workloads tolerate.
+Fleet and queue gauges are read from the database at scrape time (the scrape's own
+queries are not counted in ``flux_db_statements_total``); worker liveness comes
+from this replica's registry. Claim latency, dispatch counts, heartbeats, status
+writes, evictions, shed requests and the server's own lag are observed by this
+process. ``flux_oldest_scheduled_age_seconds`` is the spec's "SCHEDULED-age alert":
+alert when it exceeds what your workloads tolerate.
 """
 
 from __future__ import annotations
@@ -11,20 +13,48 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 
+from typing import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import ExecutionState
 from flux.models import ExecutionModel, WorkerModel
 from flux.server import fleet
+from flux.server.database import StatementCounter
 
 WORKER_STATES = (fleet.ONLINE, fleet.STALE, fleet.OFFLINE, fleet.DRAINING, fleet.DRAINED)
 
 
+class _Statements:
+    """Exports a ``StatementCounter`` as one counter labelled by kind."""
+
+    def __init__(self, counter: StatementCounter):
+        self.counter = counter
+
+    def collect(self):
+        family = CounterMetricFamily("flux_db_statements", "SQL statements sent to the database", labels=["kind"])
+        family.add_metric(["read"], self.counter.reads)
+        family.add_metric(["write"], self.counter.writes)
+        yield family
+
+
 class ServerMetrics:
-    def __init__(self) -> None:
+    def __init__(self, statements: StatementCounter | None = None) -> None:
         self.registry = CollectorRegistry()
+        if statements is not None:
+            self.registry.register(_Statements(statements))
+        self.heartbeats = Counter("flux_heartbeats", "Worker heartbeats answered", registry=self.registry)
+        self.status_writes = Counter(
+            "flux_worker_status_writes", "Heartbeats whose sample moved enough to be written", registry=self.registry
+        )
+        self.evictions = Counter("flux_evictions", "Workers evicted for silence", registry=self.registry)
+        self.shed = Counter("flux_shed_requests", "Requests answered 503 because the server was overloaded", registry=self.registry)
+        self.server_lag = Gauge(
+            "flux_server_lag_seconds", "How far behind its own work the server was at the last tick", registry=self.registry
+        )
         self.workers = Gauge("flux_workers", "Registered workers by state", ["state"], registry=self.registry)
         self.executions = Gauge("flux_executions", "Executions by state", ["state"], registry=self.registry)
         self.oldest_scheduled = Gauge(
@@ -43,9 +73,17 @@ class ServerMetrics:
         self.claim_latency.observe(max(waited, 0.0))
 
     @staticmethod
-    def snapshot(session: Session) -> dict:
+    def snapshot(session: Session, liveness: Callable[[str], tuple[str, float] | None]) -> dict:
         counts = fleet.running_counts(session)
-        workers = Tally(fleet.display_state(w, counts.get(w.name, 0)) for w in session.scalars(select(WorkerModel)))
+        rows = session.execute(select(WorkerModel.name, WorkerModel.state, WorkerModel.draining))
+        workers = Tally(
+            fleet.display_state(
+                row.state if row.state == fleet.OFFLINE else (liveness(row.name) or (row.state,))[0],
+                row.draining,
+                counts.get(row.name, 0),
+            )
+            for row in rows
+        )
         executions = dict(session.execute(select(ExecutionModel.state, func.count()).group_by(ExecutionModel.state)).all())
         oldest = session.scalar(
             select(func.min(ExecutionModel.scheduled_at)).where(ExecutionModel.state == ExecutionState.SCHEDULED.value)

@@ -1,14 +1,18 @@
 """In-process wake-ups for long polls (a worker's claim, a client's wait).
 
-Waiters also re-check the database on a short period, so a wake-up lost to another
-server replica only delays, never strands, a waiter.
+A waiter subscribes to a key for as long as its request waits and no longer: the
+subscription is a context manager, so an unknown execution id or a dropped poll
+leaves nothing behind. Keys are plain strings (``worker:NAME``, ``execution:ID``);
+``hooks`` see every key notified here, whether it came from this process or from
+another replica over ``flux.server.broadcast``, which is how the fleet registry
+learns that a worker may have new work without asking the database.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
-from typing import Protocol
+import contextlib
+from typing import Callable, Iterator, Protocol
 
 
 class Remote(Protocol):
@@ -17,9 +21,11 @@ class Remote(Protocol):
 
 class Notifier:
     def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self._waiters: dict[str, set[asyncio.Event]] = {}
         #: Other replicas (``flux.server.broadcast``), when there can be any.
         self.remote: Remote | None = None
+        #: Called with every key notified here (locally or by another replica).
+        self.hooks: list[Callable[[str], None]] = []
 
     def notify(self, key: str) -> None:
         """Wake waiters on ``key`` here and on every other replica."""
@@ -28,13 +34,32 @@ class Notifier:
             self.remote.publish(key)
 
     def notify_local(self, key: str) -> None:
-        event = self._events.pop(key, None)
-        if event is not None:
+        for hook in self.hooks:
+            hook(key)
+        for event in self._waiters.get(key, ()):
             event.set()
 
-    def listen(self, key: str) -> asyncio.Event:
-        """Subscribe *before* reading the state you wait on, so no wake-up falls in between."""
-        return self._events[key]
+    @contextlib.contextmanager
+    def subscribe(self, key: str) -> Iterator[asyncio.Event]:
+        """An event set by every notification of ``key`` while the block runs.
+
+        Clear it *before* reading the state you wait on, so that no wake-up falls
+        in between the read and the wait.
+        """
+        event = asyncio.Event()
+        self._waiters.setdefault(key, set()).add(event)
+        try:
+            yield event
+        finally:
+            waiters = self._waiters.get(key)
+            if waiters is not None:
+                waiters.discard(event)
+                if not waiters:
+                    del self._waiters[key]
+
+    def waiting(self) -> int:
+        """Keys with at least one waiter (a gauge, and a leak check in tests)."""
+        return len(self._waiters)
 
     @staticmethod
     async def wait(event: asyncio.Event, timeout: float) -> bool:

@@ -170,8 +170,10 @@ class RegistrationReply(BaseModel):
 
 class Heartbeat(Strict):
     running: list[str] = []
-    resources: ResourcesInfo | None = Field(default=None, description="A fresh sample; resources are re-sampled on every heartbeat")
-    metrics: dict[str, float] = Field(default={}, description="Live metrics for routing policies")
+    resources: ResourcesInfo | None = Field(
+        default=None, description="A fresh sample, sent when it moved materially (flux.domain.samples); omitted: unchanged"
+    )
+    metrics: dict[str, float] | None = Field(default=None, description="Live metrics for routing policies; omitted: unchanged")
 
 
 class HeartbeatReply(BaseModel):

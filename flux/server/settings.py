@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+#: Where ``--processes N`` hands the settings to each server process.
+SETTINGS_ENV = "FLUX_SERVER_SETTINGS_JSON"
 
 
 def default_home() -> Path:
@@ -24,11 +28,32 @@ class ServerSettings:
     bootstrap_token: str | None = None
     #: When set, client calls (register, run, cancel, drain, reads) must present it.
     api_token: str | None = None
+    #: Seconds between flushes of worker leases (liveness) to the database. None: 10 s
+    #: when replicas may share it (PostgreSQL), 300 s on SQLite (one server process).
+    lease_interval: float | None = None
+    #: Shed (503 + Retry-After) new work once database work has queued this long; 0 = never.
+    shed_after: float = 2.0
+    #: Server processes on this host (PostgreSQL only; each behaves as a replica).
+    processes: int = 1
+    #: Set by a parent that already migrated the schema before starting processes.
+    migrated: bool = False
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'flux.db'}"
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "home": str(self.home)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "ServerSettings":
+        return cls(**json.loads(text))
+
+    def lease_interval_for(self, shared: bool) -> float:
+        if self.lease_interval is not None:
+            return self.lease_interval
+        return min(10.0, self.eviction_grace_period / 3) if shared else 300.0
 
     @property
     def bootstrap_token_path(self) -> Path:

@@ -1,0 +1,215 @@
+"""The fleet as this server process knows it, in memory.
+
+A fleet's upkeep must cost the server almost nothing per idle worker, so the three
+things every worker request needs are answered from memory (the shape Nomad and
+Ray use: fleet state in the server, changes persisted, beats not):
+
+- **who is calling**: session tokens, by their SHA-256, mapped to members. A miss
+  reads the database once; re-registration, shutdown and eviction invalidate the
+  entry here and, through ``auth:`` broadcasts, on every other replica;
+- **who is alive**: the time each worker was last heard. A heartbeat updates it
+  here and nowhere else; ``flux.server.liveness`` flushes it to the workers' lease
+  column now and then (often with several replicas, rarely on SQLite, where there
+  is one server process and a restart grants a fresh grace period anyway);
+- **who may have work**: a hint set whenever ``worker:NAME`` is notified (dispatch
+  assigned something, a cancel was asked, here or on another replica), so a waiting
+  claim reads the database only when there is something to read, and what the
+  worker was last known to hold, so a heartbeat that reports no change needs no
+  query either.
+
+Everything here can be rebuilt from the database: a restarted server starts with
+no members and admits each worker again at its first authenticated call.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from flux.domain.events import ExecutionState
+
+ONLINE, STALE, OFFLINE = "ONLINE", "STALE", "OFFLINE"
+#: Heartbeats a worker may miss before dispatch stops choosing it.
+STALE_AFTER_MISSED = 3
+#: A waiting claim re-reads the database at least this often, even with no hint:
+#: the safety net for a wake-up lost between replicas.
+CLAIM_RECHECK = 60.0
+#: How long an unknown token is remembered as unknown (spares the database a flood).
+BAD_TOKEN_TTL = 5.0
+BAD_TOKEN_MAX = 4096
+
+
+@dataclass(frozen=True)
+class Held:
+    """One execution a worker holds, as far as this process last read."""
+
+    state: str
+    delivered: bool
+    claimed_at: float | None
+
+
+@dataclass
+class Member:
+    id: int
+    name: str
+    token_hash: str
+    heartbeat_interval: float
+    #: Epoch seconds the worker was last heard (here, or by the lease another replica flushed).
+    last_seen: float
+    draining: bool = False
+    #: Heard since the last lease flush.
+    heard: bool = False
+    #: The resources sample and metrics last stored (materiality is judged against them).
+    sample: dict | None = None
+    metrics: dict | None = None
+    #: What it holds; None when unknown (the next heartbeat reads it).
+    held: dict[str, Held] | None = None
+    #: Something may be waiting for its claim.
+    work_hint: bool = True
+    last_claim_check: float = 0.0
+    #: When a sweep first found it stale (eviction needs a second look).
+    stale_since: float | None = None
+
+    def expected_running(self) -> set[str]:
+        return {eid for eid, held in (self.held or {}).items() if held.delivered}
+
+    def cancelling(self) -> list[str]:
+        return sorted(eid for eid, held in (self.held or {}).items() if held.state == ExecutionState.CANCELLING.value)
+
+
+@dataclass
+class FleetRegistry:
+    #: Other server processes share the database (PostgreSQL): leases flush often.
+    shared: bool = False
+    members: dict[str, Member] = field(default_factory=dict)
+    _by_token: dict[str, str] = field(default_factory=dict)
+    _bad_tokens: dict[str, float] = field(default_factory=dict)
+    #: Silence is counted from no earlier than this: the server's start, or the end
+    #: of a stretch when the server itself was too busy to hear anyone.
+    grace_from: float = field(default_factory=time.time)
+    #: Seconds between lease flushes, which bounds how old another replica's view is.
+    lease_interval: float = 10.0
+
+    # --- membership ------------------------------------------------------------------
+
+    def admit(self, member: Member) -> Member:
+        old = self.members.get(member.name)
+        if old is not None:
+            self._by_token.pop(old.token_hash, None)
+            member.last_seen = max(member.last_seen, old.last_seen)
+        self.members[member.name] = member
+        self._by_token[member.token_hash] = member.name
+        self._bad_tokens.pop(member.token_hash, None)
+        return member
+
+    def forget(self, name: str) -> None:
+        member = self.members.pop(name, None)
+        if member is not None:
+            self._by_token.pop(member.token_hash, None)
+
+    def by_token(self, token_hash: str) -> Member | None:
+        name = self._by_token.get(token_hash)
+        return self.members.get(name) if name is not None else None
+
+    def known_bad(self, token_hash: str, now: float) -> bool:
+        until = self._bad_tokens.get(token_hash)
+        return until is not None and until > now
+
+    def remember_bad(self, token_hash: str, now: float) -> None:
+        if len(self._bad_tokens) >= BAD_TOKEN_MAX:
+            self._bad_tokens = {h: t for h, t in self._bad_tokens.items() if t > now}
+            if len(self._bad_tokens) >= BAD_TOKEN_MAX:
+                self._bad_tokens.clear()
+        self._bad_tokens[token_hash] = now + BAD_TOKEN_TTL
+
+    # --- liveness --------------------------------------------------------------------
+
+    def beat(self, member: Member, now: float) -> None:
+        member.last_seen = max(member.last_seen, now)
+        member.heard = True
+        member.stale_since = None
+
+    def silence(self, member: Member, now: float) -> float:
+        return now - max(member.last_seen, self.grace_from)
+
+    def stale_after(self, member: Member) -> float:
+        """Silence after which dispatch skips a worker: three missed beats, and with
+        replicas never less than a lease flush plus two beats (another replica's view
+        of a healthy worker can be that old)."""
+        own = STALE_AFTER_MISSED * member.heartbeat_interval
+        if self.shared:
+            return max(own, self.lease_interval + 2 * member.heartbeat_interval)
+        return own
+
+    def liveness(self, member: Member | None, now: float) -> str:
+        if member is None:
+            return ONLINE
+        return STALE if self.silence(member, now) > self.stale_after(member) else ONLINE
+
+    def forgive(self, now: float) -> None:
+        """The server was too busy to hear anyone: nobody's silence counts until now."""
+        self.grace_from = max(self.grace_from, now)
+
+    def take_heard(self) -> list[tuple[int, float]]:
+        """(worker id, last seen) of everyone heard since the last call."""
+        heard = []
+        for member in self.members.values():
+            if member.heard:
+                member.heard = False
+                heard.append((member.id, member.last_seen))
+        return heard
+
+    def sync(self, rows: list) -> None:
+        """Adopt the database's view (``fleet.leases`` rows): workers registered or
+        released by another replica, and the leases other replicas flushed."""
+        for row in rows:
+            member = self.members.get(row.name)
+            if row.state == OFFLINE:
+                if member is not None:
+                    self.forget(row.name)
+            elif member is None or member.token_hash != row.session_token_hash:
+                self.admit(
+                    Member(
+                        id=row.id,
+                        name=row.name,
+                        token_hash=row.session_token_hash,
+                        heartbeat_interval=row.heartbeat_interval,
+                        last_seen=row.last_heartbeat_at,
+                        draining=row.draining,
+                    )
+                )
+            else:
+                member.last_seen = max(member.last_seen, row.last_heartbeat_at)
+
+    # --- hints -----------------------------------------------------------------------
+
+    def on_notify(self, key: str) -> None:
+        """A hook for ``Notifier``: learn from every wake-up, local or remote."""
+        kind, _, rest = key.partition(":")
+        if kind == "worker":
+            member = self.members.get(rest)
+            if member is not None:
+                member.work_hint = True
+                member.held = None
+        elif kind == "auth":
+            name, _, token_prefix = rest.rpartition(":")
+            member = self.members.get(name)
+            if member is not None and not member.token_hash.startswith(token_prefix or "-"):
+                self.forget(name)  # another replica re-registered or released it
+
+    def claim_should_check(self, member: Member, now: float) -> bool:
+        return member.work_hint or now - member.last_claim_check >= CLAIM_RECHECK
+
+    def needs_reconcile(self, member: Member, reported: set[str], now: float, settle: float) -> bool:
+        """Does a heartbeat reporting ``reported`` need the database?
+
+        Only when what the worker holds is unknown here, or something delivered to it
+        long enough ago is missing from what it reports (a claim response lost).
+        """
+        if member.held is None:
+            return True
+        for execution_id in member.expected_running() - reported:
+            claimed_at = member.held[execution_id].claimed_at
+            if claimed_at is None or claimed_at < now - settle:
+                return True
+        return False
