@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
+import psycopg
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # lets tests import fakes.py
@@ -55,3 +57,14 @@ def workflow_file(tmp_path: Path) -> Callable[[str, str], Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def pg_url():
+    """A PostgreSQL database of this test's own, dropped afterwards."""
+    name = f"flux_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from conftest import POSTGRES_URL
 from flux.client import FluxClient
 from flux.local import LocalCluster
 
@@ -39,16 +37,6 @@ TRIVIAL = """
     async def napping(ctx):
         return await nap(0.5)
 """
-
-
-@pytest.fixture
-def pg_url():
-    name = f"flux_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
@@ -78,7 +66,7 @@ def test_engine_end_to_end_on_postgres(make_cluster, workflow_file, pg_url):
         execution = client.run("trivial", 7, wait=30)
         assert (execution["state"], execution["output"]) == ("COMPLETED", 7)
         assert [e["type"] for e in client.events(execution["id"])][-1] == "WORKFLOW_COMPLETED"
-    assert sql(pg_url, "SELECT version_num FROM alembic_version") == [("0001",)]
+    assert sql(pg_url, "SELECT version_num FROM alembic_version") == [("0002",)]  # the newest revision
 
 
 def _start_workers(servers, count=2):

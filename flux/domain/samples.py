@@ -11,8 +11,8 @@ What counts as material, and why:
   (they change rarely and decide eligibility outright);
 - memory_available, disk_free, each GPU's memory_available: a move of at least
   ``max(1% of the total, 64 MiB)``, below the noise of what any request asks for;
-- ``flux.*`` percentages (cpu/memory percent, utilisation): 10 points, since they
-  only steer soft routing scores;
+- ``flux.*`` percentages (cpu/memory percent, utilisation): 20 points, since they
+  only steer soft routing scores and swing by several points on any busy host;
 - any other published metric (the user's own provider): any change, since the user
   chose to route on it.
 """
@@ -25,7 +25,7 @@ from typing import Any, Mapping
 MIN_BYTES_DELTA = 64 * 1024**2
 BYTES_FRACTION = 0.01
 #: Percentage points a ``flux.*`` percentage (or cpu_percent) must move.
-PERCENT_POINTS = 10.0
+PERCENT_POINTS = 20.0
 EXACT_FIELDS = ("cpu_total", "cpu_available", "memory_total", "disk_total")
 BYTES_FIELDS = (("memory_available", "memory_total"), ("disk_free", "disk_total"))
 
@@ -61,7 +61,7 @@ def resources_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> 
 
 
 def metrics_changed(old: Mapping[str, float] | None, new: Mapping[str, float]) -> bool:
-    """Whether published metrics moved: ``flux.*`` percentages by 10 points, others at all."""
+    """Whether published metrics moved: ``flux.*`` percentages by 20 points, others at all."""
     if old is None:
         return bool(new)
     if old.keys() != new.keys():

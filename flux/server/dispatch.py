@@ -40,7 +40,7 @@ log = logging.getLogger("flux.server.dispatch")
 #: How many queued executions one round considers (oldest first).
 ROUND_SIZE = 1000
 #: Seconds between rounds while executions wait, and with an empty queue.
-BACKLOG_ROUND, IDLE_ROUND = 1.0, 30.0
+BACKLOG_ROUND, IDLE_ROUND = 1.0, 60.0
 
 
 def _resources(worker: WorkerModel) -> dict:
@@ -84,6 +84,7 @@ class Dispatcher:
         self.notifier = notifier
         self.registry = registry
         self._wake = asyncio.Event()
+        self._wake.set()  # the first round runs at once: whatever waited while the server was down
         #: Executions were left waiting by the last round (or it failed): keep looking.
         self._backlog = True
         #: Worker views by name, with the (resources_version, registered_at) they were built from.

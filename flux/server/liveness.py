@@ -62,7 +62,10 @@ class LivenessKeeper:
         next_lease = time.monotonic() + self.registry.lease_interval
         try:
             while True:
+                started = time.monotonic()
                 await asyncio.sleep(self.tick)
+                # this loop's own overshoot counts too: after a stall it may wake before the watcher
+                self._loop_lag = max(self._loop_lag, time.monotonic() - started - self.tick)
                 try:
                     self._check_lag()
                     if time.monotonic() >= next_lease:

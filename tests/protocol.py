@@ -1,0 +1,84 @@
+"""A worker that speaks the real HTTP protocol from inside a test, with nothing else:
+no runner, no probe, samples exactly as the test sets them (a real server process
+answers it). Used where a test must control a worker's every request."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+
+GiB = 1024**3
+
+
+def sample(memory_available: int = 8 * GiB, **overrides) -> dict:
+    return {
+        "cpu_total": 4.0, "cpu_available": 4.0, "cpu_percent": 5.0,
+        "memory_total": 16 * GiB, "memory_available": memory_available,
+        "disk_total": 100 * GiB, "disk_free": 50 * GiB, "gpus": [], **overrides,
+    }
+
+
+class ProtocolWorker:
+    def __init__(self, server_url: str, home: Path, name: str, heartbeat_interval: float = 0.5):
+        self.name = name
+        self.heartbeat_interval = heartbeat_interval
+        self.http = httpx.Client(base_url=server_url, timeout=30)
+        self.bootstrap = (Path(home) / "bootstrap-token").read_text().strip()
+        self.token: str | None = None
+
+    def register(self, labels: dict | None = None, running: list[str] = (), **sample_overrides) -> dict:
+        body = {
+            "name": self.name, "labels": labels or {}, "max_concurrent_executions": 4,
+            "heartbeat_interval": self.heartbeat_interval, "resources": sample(**sample_overrides),
+            "packages": [{"name": f"pkg-{i}", "version": "1.0"} for i in range(100)],
+            "runtime": {"python_version": "3.11.7", "os_name": "Linux", "os_version": "6", "hostname": "h", "cpu_arch": "x86_64"},
+            "running": list(running), "metrics": {},
+        }
+        reply = self.http.post("/workers/register", json=body, headers={"Authorization": f"Bearer {self.bootstrap}"})
+        reply.raise_for_status()
+        self.token = reply.json()["session_token"]
+        return reply.json()
+
+    def post(self, path: str, body: dict, timeout: float = 30) -> httpx.Response:
+        return self.http.post(path, json=body, headers={"Authorization": f"Bearer {self.token}"}, timeout=timeout)
+
+    def heartbeat(self, running: list[str] = (), **fields) -> dict:
+        reply = self.post(f"/workers/{self.name}/heartbeat", {"running": list(running), **fields})
+        reply.raise_for_status()
+        return reply.json()
+
+    def claim(self, wait: float) -> dict:
+        reply = self.post(f"/workers/{self.name}/claim", {"wait": wait}, timeout=wait + 10)
+        reply.raise_for_status()
+        return reply.json()
+
+    def complete(self, job: dict, output=None) -> None:
+        now = time.time()
+        events = [
+            {"type": "WORKFLOW_STARTED", "name": job["workflow_name"], "time": now},
+            {"type": "WORKFLOW_COMPLETED", "name": job["workflow_name"], "value": output, "time": now},
+        ]
+        self.post(f"/executions/{job['id']}/checkpoint", {"attempt": job["attempt"], "events": events}).raise_for_status()
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def statements(server_url: str) -> dict[str, float]:
+    """The server's ``flux_db_statements_total`` by kind (the scrape's own are not counted)."""
+    text = httpx.get(f"{server_url}/metrics").text
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("flux_db_statements_total{"):
+            kind = line.split('kind="', 1)[1].split('"', 1)[0]
+            counts[kind] = float(line.split()[-1])
+    return counts
+
+
+def metric(server_url: str, name: str) -> float:
+    for line in httpx.get(f"{server_url}/metrics").text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.split()[-1])
+    raise KeyError(name)

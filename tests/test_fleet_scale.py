@@ -1,0 +1,238 @@
+"""Holding a fleet (issue 22): an idle worker costs the server no database work.
+
+Real server processes; workers speak the real protocol from the test
+(``protocol.ProtocolWorker``) where the test must control every sample they send,
+and are real worker processes elsewhere. Statement counts come from the server's
+own ``flux_db_statements_total`` (its scrape queries are not counted).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+
+from flux.client import FluxClient
+from flux.local import LocalCluster
+from protocol import GiB, ProtocolWorker, metric, sample, statements
+from waiting import eventually
+
+ONE_TASK = """
+    from flux import task, workflow
+
+    @task
+    async def echo(n):
+        return n
+
+    @workflow
+    async def one_task(ctx):
+        return await echo(ctx.input)
+"""
+
+
+@pytest.fixture
+def protocol_worker(cluster):
+    worker = ProtocolWorker(cluster.server_url, cluster.home, "synthetic", heartbeat_interval=0.1)
+    yield worker
+    worker.close()
+
+
+def test_an_idle_worker_causes_no_database_write_or_query_after_registration(cluster, protocol_worker):
+    """200 unchanged heartbeats (at the default 5 s interval, over a quarter of an hour)
+    and claims waiting all along: no write, and no read but at most one idle dispatch round."""
+    protocol_worker.register()
+    protocol_worker.heartbeat()  # what it holds is learnt once, at registration or here
+    assert protocol_worker.claim(wait=0)["executions"] == []  # the first claim of a new member reads once
+    before = statements(cluster.server_url)
+    stop = threading.Event()
+
+    def keep_claiming():
+        while not stop.is_set():
+            protocol_worker.claim(wait=2)
+
+    claimer = threading.Thread(target=keep_claiming)
+    claimer.start()
+    try:
+        for _ in range(200):
+            assert protocol_worker.heartbeat()["state"] == "ONLINE"
+            time.sleep(protocol_worker.heartbeat_interval)
+    finally:
+        stop.set()
+        claimer.join(timeout=10)
+    after = statements(cluster.server_url)
+    assert after["write"] - before["write"] == 0
+    assert after["read"] - before["read"] <= 1  # the dispatcher's idle safety round, once a minute at most
+    assert metric(cluster.server_url, "flux_heartbeats_total") >= 200
+    assert metric(cluster.server_url, "flux_worker_status_writes_total") == 0
+
+
+def test_a_sample_that_moves_past_the_threshold_is_seen_within_one_heartbeat(cluster, protocol_worker, client):
+    protocol_worker.register(memory_available=8 * GiB)
+    before = statements(cluster.server_url)
+    protocol_worker.heartbeat(resources=sample(memory_available=8 * GiB - 10 * 1024**2))  # 10 MiB: below the threshold
+    assert client.show_worker("synthetic")["resources"]["memory_available"] == 8 * GiB
+    assert statements(cluster.server_url)["write"] == before["write"]
+
+    protocol_worker.heartbeat(resources=sample(memory_available=5 * GiB))  # 3 GiB freed up or taken: material
+    shown = client.show_worker("synthetic")["resources"]
+    assert shown["memory_available"] == 5 * GiB
+    assert metric(cluster.server_url, "flux_worker_status_writes_total") == 1
+
+
+def test_a_real_worker_publishes_a_changed_metric_within_one_heartbeat(cluster, client, tmp_path, monkeypatch):
+    """A user metric is material on any change; the worker sends it, the server stores it."""
+    (tmp_path / "depth.py").write_text(
+        "from pathlib import Path\n"
+        f"def read():\n    return {{'queue_depth': float(Path({str(tmp_path / 'depth.txt')!r}).read_text())}}\n"
+    )
+    (tmp_path / "depth.txt").write_text("1")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    cluster.start_worker("w1", heartbeat_interval=0.3, extra_args=("--metrics-provider", "depth:read"))
+    assert client.show_worker("w1")["resources"]["metrics"]["queue_depth"] == 1.0
+    (tmp_path / "depth.txt").write_text("7")
+    changed = time.monotonic()
+    eventually(lambda: client.show_worker("w1")["resources"]["metrics"]["queue_depth"] == 7.0, timeout=10)
+    assert time.monotonic() - changed < 0.3 * 2 + 1.0  # one beat, plus the probe and the request
+
+
+def test_a_waiting_claim_issues_no_query_until_work_arrives_then_wakes_at_once(cluster, client, workflow_file):
+    client.register_file(workflow_file(ONE_TASK))
+    protocol_worker = ProtocolWorker(cluster.server_url, cluster.home, "waiter", heartbeat_interval=5)  # not stale within the test
+    protocol_worker.register()
+    protocol_worker.claim(wait=0)
+    result: dict = {}
+
+    def claim():
+        result["reply"] = protocol_worker.claim(wait=20)
+        result["at"] = time.monotonic()
+
+    claimer = threading.Thread(target=claim)
+    before = statements(cluster.server_url)
+    claimer.start()
+    time.sleep(2)
+    assert statements(cluster.server_url) == before  # two seconds of waiting: not one statement
+    submitted = time.monotonic()
+    execution = client.run("one_task", 3)
+    claimer.join(timeout=20)
+    assert [job["id"] for job in result["reply"]["executions"]] == [execution["id"]]
+    assert result["at"] - submitted < 1.0
+    protocol_worker.complete(result["reply"]["executions"][0], 3)
+    assert client.wait(execution["id"], 10)["state"] == "COMPLETED"
+    protocol_worker.close()
+
+
+def test_a_session_token_is_revoked_at_once_by_re_registration(cluster, protocol_worker):
+    protocol_worker.register()
+    old = protocol_worker.token
+    protocol_worker.heartbeat()  # cached by now
+    protocol_worker.register()
+    reply = httpx.post(
+        f"{cluster.server_url}/workers/synthetic/heartbeat", json={"running": []}, headers={"Authorization": f"Bearer {old}"}
+    )
+    assert reply.status_code == 401
+    assert protocol_worker.heartbeat()["state"] == "ONLINE"
+
+
+def test_a_silent_worker_goes_stale_then_is_evicted_and_its_token_revoked(make_cluster, workflow_file):
+    cluster = make_cluster(eviction_grace_period=2)
+    worker = ProtocolWorker(cluster.server_url, cluster.home, "quiet", heartbeat_interval=0.2)
+    try:
+        worker.register()
+        with FluxClient(cluster.server_url) as client:
+            eventually(lambda: client.show_worker("quiet")["state"] == "STALE", timeout=5)
+            eventually(lambda: client.show_worker("quiet")["state"] == "OFFLINE", timeout=10)
+        assert worker.post("/workers/quiet/heartbeat", {"running": []}).status_code == 401
+        assert metric(cluster.server_url, "flux_evictions_total") == 1
+    finally:
+        worker.close()
+
+
+def test_a_server_stalled_past_the_grace_period_does_not_evict_live_workers(make_cluster, workflow_file):
+    """Lateness the server caused itself (here: SIGSTOP, as a long GC pause or an
+    overloaded host would) is not blamed on the workers."""
+    cluster = make_cluster(eviction_grace_period=2)
+    cluster.start_worker("w1", heartbeat_interval=0.2, runner="inprocess")
+    with FluxClient(cluster.server_url) as client:
+        client.register_file(workflow_file(ONE_TASK))
+        cluster.server.send_signal(signal.SIGSTOP)
+        time.sleep(4)
+        cluster.server.send_signal(signal.SIGCONT)
+        time.sleep(3)
+        assert client.show_worker("w1")["state"] == "ONLINE"
+        assert metric(cluster.server_url, "flux_evictions_total") == 0
+        assert client.run("one_task", 1, wait=20)["state"] == "COMPLETED"
+    assert "evicted" not in cluster.log("server")
+
+
+def test_re_registering_after_a_restart_rewrites_no_packages(cluster, protocol_worker):
+    protocol_worker.register()
+    before = statements(cluster.server_url)
+    protocol_worker.register()
+    writes = statements(cluster.server_url)["write"] - before["write"]
+    assert writes < 10  # the worker row and its sample; not 100 package rows
+
+
+def test_several_processes_need_postgresql(tmp_path):
+    from click.testing import CliRunner
+
+    from flux import cli
+
+    result = CliRunner().invoke(cli.main, ["start", "server", "--home", str(tmp_path), "--processes", "2"])
+    assert result.exit_code != 0 and "several processes need PostgreSQL" in result.output
+
+
+def test_two_server_processes_on_postgresql_serve_one_fleet(tmp_path, pg_url, workflow_file):
+    cluster = LocalCluster(tmp_path / "home", database_url=pg_url)
+    try:
+        cluster.start_server(extra_args=("--processes", "2"))
+        with FluxClient(cluster.server_url) as client:
+            client.register_file(workflow_file(ONE_TASK))
+            for name in ("w1", "w2"):
+                cluster.start_worker(name, runner="inprocess", heartbeat_interval=0.5)
+            runs = [client.run("one_task", n) for n in range(20)]
+            done = [client.wait(r["id"], 30) for r in runs]
+            assert [e["state"] for e in done] == ["COMPLETED"] * 20
+            assert [e["output"] for e in done] == list(range(20))
+    finally:
+        cluster.close()
+
+
+def test_work_submitted_on_one_replica_wakes_a_claim_waiting_on_the_other_within_100ms(tmp_path, pg_url, workflow_file):
+    home = tmp_path / "home"
+    replicas = [LocalCluster(home, database_url=pg_url, log_dir=tmp_path / f"logs{i}") for i in range(2)]
+    worker = None
+    try:
+        for replica in replicas:
+            replica.start_server()
+        worker = ProtocolWorker(replicas[0].server_url, home, "remote-waiter")
+        worker.register()
+        with FluxClient(replicas[1].server_url) as client:
+            client.register_file(workflow_file(ONE_TASK))
+            delays = []
+            for n in range(5):
+                worker.claim(wait=0)
+                result: dict = {}
+
+                def claim():
+                    result["reply"] = worker.claim(wait=10)
+                    result["at"] = time.monotonic()
+
+                claimer = threading.Thread(target=claim)
+                claimer.start()
+                time.sleep(0.5)  # the claim is waiting on replica 0
+                execution = client.run("one_task", n)
+                submitted = time.monotonic()
+                claimer.join(timeout=15)
+                assert [job["id"] for job in result["reply"]["executions"]] == [execution["id"]]
+                delays.append(result["at"] - submitted)
+                worker.complete(result["reply"]["executions"][0], n)
+            delays.sort()
+            assert delays[len(delays) // 2] < 0.1, delays
+    finally:
+        if worker is not None:
+            worker.close()
+        for replica in replicas:
+            replica.close()
