@@ -4,6 +4,7 @@
     python -m bench --quick          # under two minutes on a 2-core machine
     python -m bench --only B1,B3     # a subset
     python -m bench --database-url postgresql://postgres@127.0.0.1:5432/test
+    python -m bench --only B7 [--quick] [--b7-workers 10,100 --b7-database postgres ...]   # fleet scale (not by default)
 
 Prints one line per figure (name, median, p95, unit) and writes a JSON record to
 bench/results/<timestamp>.json.
@@ -24,12 +25,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from bench import b1_dispatch, b2_throughput, b3_replay, b5_matching, b6_postgres
+from bench import b1_dispatch, b2_throughput, b3_replay, b5_matching, b6_postgres, b7_fleet
 from bench.common import BenchCluster, Figure, Skipped, commit_facts, machine_facts, write_workflow
 from bench.workflows import SOURCE
 from flux.client import FluxClient
 
-SCENARIOS = ("B1", "B2", "B3", "B5", "B6")
+SCENARIOS = ("B1", "B2", "B3", "B5", "B6", "B7")
+#: What a plain ``python -m bench`` runs: B7 (fleet scale, minutes and thousands of sockets) only on request.
+DEFAULT_SCENARIOS = ("B1", "B2", "B3", "B5", "B6")
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 RUNNERS = ("subprocess", "inprocess")
 
@@ -37,7 +40,8 @@ RUNNERS = ("subprocess", "inprocess")
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Flux benchmark suite (issue 7)")
     parser.add_argument("--quick", action="store_true", help="smaller counts: the whole run stays under 2 minutes")
-    parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
+    parser.add_argument("--only", default=",".join(DEFAULT_SCENARIOS),
+                        help=f"comma-separated subset of {','.join(SCENARIOS)} [{','.join(DEFAULT_SCENARIOS)}]")
     parser.add_argument("--database-url", default=None,
                         help="database for B1/B2 (default: a SQLite file in a temporary folder)")
     parser.add_argument("--pg-url", default=os.environ.get("FLUX_BENCH_PG_URL", DEFAULT_PG_URL),
@@ -52,6 +56,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="sample the server and worker processes (bench.sampler) into DIR/<backend>-<process>.txt; "
                              "figures taken this way carry the sampler's overhead")
     parser.add_argument("--note", action="append", default=[], help="free text stored in the record (repeatable)")
+    b7 = parser.add_argument_group("B7 fleet scale (python -m bench --only B7; see also python -m bench.b7_fleet)")
+    b7_fleet.add_arguments(b7, prefix="b7-")
     args = parser.parse_args(argv)
     args.runners = [r.strip() for r in args.runners.split(",") if r.strip()]
     if not args.runners or set(args.runners) - set(RUNNERS):
@@ -163,6 +169,14 @@ def main(argv: list[str] | None = None) -> int:
                 return []
 
             run.scenario("B6", b6)
+        if "B7" in wanted:
+            b7_options = b7_fleet.options_from(args, prefix="b7-")
+            run.scenarios.setdefault("B7", {})["options"] = dict(b7_options.__dict__)
+            try:
+                for key, fn in b7_fleet.units(b7_options, tmp / "b7"):
+                    run.scenario(key, fn)
+            finally:
+                b7_fleet.stop_all()
     except KeyboardInterrupt:
         print("interrupted: recording what was measured", flush=True)
     finally:

@@ -29,6 +29,13 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[18]
 
 
+def p99(values: list[float]) -> float:
+    """The 99th percentile, same method as :func:`p95`."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[98]
+
+
 @dataclass
 class Figure:
     name: str
@@ -41,6 +48,8 @@ class Figure:
     met: bool | None = None
     note: str | None = None
     samples: list[float] | None = field(default=None, repr=False)
+    #: Only figures that ask for it (``Figure.of(..., with_p99=True)``) carry a p99; the others print as before.
+    p99: float | None = None
 
     @classmethod
     def of(
@@ -53,24 +62,29 @@ class Figure:
         check: Callable[[float, float], bool] | None = None,
         note: str | None = None,
         keep_samples: bool = False,
+        with_p99: bool = False,
     ) -> "Figure":
         values = list(values)
         if not values:
             return cls(name, float("nan"), None, unit, 0, aim, None, (note + "; " if note else "") + "no samples")
         median, high = statistics.median(values), p95(values)
         met = check(median, high) if check else None
-        return cls(name, median, high, unit, len(values), aim, met, note, values if keep_samples else None)
+        return cls(name, median, high, unit, len(values), aim, met, note, values if keep_samples else None,
+                   p99(values) if with_p99 else None)
 
     def line(self) -> str:
         high = "-" if self.p95 is None else _num(self.p95)
         verdict = "" if self.met is None else (": met" if self.met else ": MISSED")
         aim = f"  (aim {self.aim}{verdict})" if self.aim else ""
-        return f"{self.name:<48} {_num(self.median):>10} {high:>10}  {self.unit:<12} n={self.n}{aim}"
+        tail = "" if self.p99 is None else f" p99={_num(self.p99)}"
+        return f"{self.name:<48} {_num(self.median):>10} {high:>10}  {self.unit:<12} n={self.n}{tail}{aim}"
 
     def record(self) -> dict[str, Any]:
         data = asdict(self)
         if data["samples"] is None:
             del data["samples"]
+        if data["p99"] is None:
+            del data["p99"]
         return data
 
 

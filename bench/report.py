@@ -24,6 +24,8 @@ def table(record: dict) -> str:
     for data in record["figures"]:
         figure = Figure(**{k: v for k, v in data.items() if k in Figure.__dataclass_fields__})
         high = "-" if figure.p95 is None else _num(figure.p95)
+        if figure.p99 is not None:
+            high += f" (p99 {_num(figure.p99)})"
         met = "" if figure.met is None else ("yes" if figure.met else "**no**")
         rows.append(f"| {figure.name} | {_num(figure.median)} | {high} | {figure.unit} | {figure.n} | "
                     f"{figure.aim or ''} | {met} | {date} | {commit} |")
