@@ -178,17 +178,18 @@ def deliver(session: Session, worker_name: str) -> tuple[list[ClaimedExecution],
         if execution.state != S.CLAIMED.value or execution.delivered:
             continue
         execution.delivered = True
-        workflow = workflows.get(session, execution.workflow_name, execution.workflow_version)
+        source, filename = workflows.source_of(session, execution.workflow_name, execution.workflow_version)
         claimed.append(
             ClaimedExecution(
                 id=execution.id,
                 workflow_name=execution.workflow_name,
                 workflow_version=execution.workflow_version,
-                source=workflow.source,
-                filename=workflow.filename,
+                source=source,
+                filename=filename,
                 input=execution.input,
                 attempt=execution.attempt,
-                completed_tasks=_completed_tasks(session, execution.id),
+                # a first attempt has nothing to replay: spare the query
+                completed_tasks=_completed_tasks(session, execution.id) if execution.attempt > 1 else {},
                 requests=execution.requests,
                 gpus=(execution.allotment or {}).get("gpus"),
             )

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Callable
 
 from sqlalchemy import delete, func, insert, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.events import HOLDING_STATES
 from flux.models import (
@@ -307,7 +307,11 @@ def running_counts(session: Session) -> dict[str, int]:
 
 def list_workers(session: Session, liveness: Callable[[str], tuple[str, float] | None]) -> list[WorkerInfo]:
     counts = running_counts(session)
-    workers = session.scalars(select(WorkerModel).order_by(WorkerModel.name))
+    workers = session.scalars(
+        select(WorkerModel)
+        .order_by(WorkerModel.name)
+        .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus), selectinload(WorkerModel.runtime))
+    )
     return [info(w, counts.get(w.name, 0), liveness(w.name)) for w in workers]
 
 

@@ -140,3 +140,21 @@ def info(row: WorkflowModel, with_source: bool = False, warnings: list[str] | No
         source=row.source if with_source else None,
         warnings=warnings or [],
     )
+
+
+_SOURCES: dict[tuple[str, int], tuple[str, str]] = {}
+#: Versions whose source is kept in memory; a version never changes once stored.
+SOURCE_CACHE = 256
+
+
+def source_of(session: Session, name: str, version: int) -> tuple[str, str]:
+    """(source, filename) of one workflow version, read once per process: a stored
+    version is immutable, so every delivery after the first costs no query."""
+    key = (name, version)
+    cached = _SOURCES.get(key)
+    if cached is None:
+        row = get(session, name, version)
+        if len(_SOURCES) >= SOURCE_CACHE:
+            _SOURCES.pop(next(iter(_SOURCES)))
+        cached = _SOURCES[key] = (row.source, row.filename)
+    return cached
