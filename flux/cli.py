@@ -148,7 +148,7 @@ def start() -> None:
               help="Server processes on this host, each a replica (PostgreSQL only)")
 @click.option("--lease-interval", envvar="FLUX_LEASE_INTERVAL", type=click.FloatRange(min=0.1), default=None,
               help="Seconds between flushes of worker liveness to the database [10 on PostgreSQL, 300 on SQLite]")
-@click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=2.0, show_default=True,
+@click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, api_token: str | None, processes: int, lease_interval: float | None,

@@ -75,8 +75,7 @@ def summarize(verdicts: list[Verdict]) -> str:
 
 def capacity_view(worker: WorkerView) -> WorkerView:
     """The worker as if idle: totals for availability, every GPU free, no allotments."""
-    return replace(
-        worker,
+    return worker.evolve(
         cpu_available=worker.cpu_total,
         memory_available=worker.memory_total,
         disk_free=worker.disk_total,

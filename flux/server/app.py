@@ -50,7 +50,9 @@ log = logging.getLogger("flux.server")
 #: A client waiting for an execution re-reads it at least this often (safety net).
 WAIT_RECHECK = 30.0
 
-def bearer(authorization: str | None = Header(default=None)) -> str | None:
+async def bearer(authorization: str | None = Header(default=None)) -> str | None:
+    """Dependencies are ``async``: FastAPI runs a plain ``def`` one on a thread pool,
+    which cost a thread hand-off on every worker request."""
     if authorization and authorization.lower().startswith("bearer "):
         return authorization[7:].strip()
     return None
@@ -101,7 +103,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(shedding.middleware)
     api_token = settings.api_token.encode() if settings.api_token else None
 
-    def require_client(token: str | None = Depends(bearer)) -> None:
+    async def require_client(token: str | None = Depends(bearer)) -> None:
         """With --api-token set, client calls (everything but the worker protocol) must carry it."""
         if api_token is not None and (not token or not hmac.compare_digest(token.encode(), api_token)):
             raise Unauthorized("missing or wrong API token (set FLUX_API_TOKEN)")
@@ -222,7 +224,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # --- workers -----------------------------------------------------------------------
 
-    def require_bootstrap(token: str | None = Depends(bearer)) -> None:
+    async def require_bootstrap(token: str | None = Depends(bearer)) -> None:
         """Runs before the body is validated: strangers learn nothing about the schema."""
         if not token or not hmac.compare_digest(token.encode(), bootstrap_token):
             raise Unauthorized("invalid bootstrap token (see 'flux server bootstrap-token')")
@@ -272,6 +274,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             member.sample = sample if resources is not None else member.sample
             member.metrics = dict(published) if published is not None else member.metrics
             state.metrics.status_writes.inc()
+            state.notifier.notify(f"status:{name}")  # every replica's dispatcher re-reads it
             state.dispatcher.kick()  # more room, or less, for what waits
         reported = set(body.running)
         if registry.needs_reconcile(member, reported, now, fleet.settle_time(member.heartbeat_interval)):
@@ -332,6 +335,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         if member is not None:
             member.draining = draining
         wake_worker(request, name)  # other replicas refresh what they know of it
+        request.app.state.notifier.notify(f"status:{name}")
         request.app.state.dispatcher.kick()
         return worker
 

@@ -126,8 +126,10 @@ class Database:
             self._readers = ThreadPoolExecutor(max_workers=3, thread_name_prefix="flux-db-read")
         else:
             self._executor = self._readers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flux-db")
-        #: Enqueue times of work not yet started on a thread (the oldest is the lag).
+        #: Enqueue times of work not yet started on a thread (the oldest is the lag):
+        #: writes (or everything, where reads share the pool), and SQLite's reads.
         self._queued: dict[int, float] = {}
+        self._queued_reads: dict[int, float] = {}
         self._next_ticket = 0
         #: The longest a unit of work waited for a thread, since it was last read.
         self.max_queue_wait = 0.0
@@ -153,19 +155,20 @@ class Database:
 
     async def run(self, fn: Callable[[Session], T]) -> T:
         """Run ``fn(session)`` in one transaction off the event loop."""
-        return await self._submit(self._executor, fn, counted=True)
+        return await self._submit(self._executor, fn, counted=True, queued=self._queued)
 
     async def read(self, fn: Callable[[Session], T], counted: bool = True) -> T:
         """Like ``run`` for work that only reads: on SQLite it never queues behind writes."""
-        return await self._submit(self._readers, fn, counted)
+        queued = self._queued if self._readers is self._executor else self._queued_reads
+        return await self._submit(self._readers, fn, counted, queued)
 
-    async def _submit(self, executor: ThreadPoolExecutor, fn: Callable[[Session], T], counted: bool) -> T:
+    async def _submit(self, executor: ThreadPoolExecutor, fn: Callable[[Session], T], counted: bool, queued: dict) -> T:
         ticket = self._next_ticket
         self._next_ticket += 1
-        self._queued[ticket] = time.monotonic()
+        queued[ticket] = time.monotonic()
 
         def started() -> T:
-            waited = time.monotonic() - self._queued.pop(ticket, time.monotonic())
+            waited = time.monotonic() - queued.pop(ticket, time.monotonic())
             self.max_queue_wait = max(self.max_queue_wait, waited)
             if counted:
                 return self.transaction(fn)
@@ -174,10 +177,10 @@ class Database:
         try:
             return await asyncio.get_running_loop().run_in_executor(executor, started)
         finally:
-            self._queued.pop(ticket, None)
+            queued.pop(ticket, None)
 
     def backlog(self) -> tuple[int, float]:
-        """(units of work waiting for a thread, seconds the oldest has waited)."""
+        """(units of work waiting for the writer, seconds the oldest has waited)."""
         queued = list(self._queued.values())
         return len(queued), (time.monotonic() - min(queued)) if queued else 0.0
 

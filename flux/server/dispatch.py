@@ -17,8 +17,6 @@ import json
 import logging
 import math
 import time
-from collections import defaultdict
-from dataclasses import replace
 
 from sqlalchemy import select, text, tuple_
 from sqlalchemy.orm import Session, selectinload
@@ -41,6 +39,12 @@ log = logging.getLogger("flux.server.dispatch")
 ROUND_SIZE = 1000
 #: Seconds between rounds while executions wait, and with an empty queue.
 BACKLOG_ROUND, IDLE_ROUND = 1.0, 60.0
+#: The workers table is re-read at least this often even if nothing said it changed.
+FLEET_RESCAN = 10.0
+
+
+def _signature(allotments: list[dict] | tuple) -> tuple:
+    return tuple(sorted(json.dumps(a, sort_keys=True) for a in allotments)) if allotments else ()
 
 
 def _resources(worker: WorkerModel) -> dict:
@@ -74,7 +78,7 @@ def _view(worker: WorkerModel) -> WorkerView:
 
 
 def _with_resources(view: WorkerView, worker: WorkerModel) -> WorkerView:
-    return replace(view, **_resources(worker))
+    return view.evolve(**_resources(worker))
 
 
 class Dispatcher:
@@ -89,6 +93,18 @@ class Dispatcher:
         self._backlog = True
         #: Worker views by name, with the (resources_version, registered_at) they were built from.
         self._views: dict[str, tuple[int, float, WorkerView]] = {}
+        #: The rows of the last scan, and the registry's fleet version it saw.
+        self._rows: list = []
+        self._fleet_version = -1
+        self._scanned_at = 0.0
+        #: Each worker's view as the last round used it, keyed by what it was built from.
+        self._round_views: dict[str, tuple[tuple, WorkerView, WorkerView]] = {}
+        #: Workers the last round placed work on: their round views were changed in place.
+        self._touched: set[str] = set()
+        #: The current round views in scan order, each worker's index, who held work last time.
+        self._views_now: list = []
+        self._position: dict[str, int] = {}
+        self._holding: set[str] = set()
 
     def kick(self) -> None:
         self._wake.set()
@@ -106,6 +122,8 @@ class Dispatcher:
             except Exception:  # noqa: BLE001 - a failed round (e.g. a replica race) is retried next time
                 log.exception("dispatch round failed; retrying")
                 self._backlog = True
+                self._round_views.clear()  # the failed round may have changed some in place
+                self._fleet_version = -1
                 await asyncio.sleep(0.1)
                 continue
             for worker_name, waited in assigned:
@@ -118,8 +136,45 @@ class Dispatcher:
         """Views of every worker that is not OFFLINE, reloading only what changed.
 
         STALE and DRAINING workers are included (with no free slots) so that
-        explanations and feasibility can name them.
+        explanations and feasibility can name them. A round must cost about the same
+        with a thousand idle workers as with ten, so nothing here is redone per worker
+        unless that worker changed: the workers table is scanned only when the
+        registry says the fleet changed (a registration, a sample that moved, a drain,
+        a worker gone stale or back, here or on another replica) or every
+        ``FLEET_RESCAN`` seconds as a safety net; a worker's round view is rebuilt
+        only when what it holds changed or the last round placed work on it.
         """
+        registry = self.registry
+        held: dict[str, list[dict]] = {}
+        for worker_name, allotment in session.execute(
+            select(ExecutionModel.worker_name, ExecutionModel.allotment).where(ExecutionModel.state.in_(HOLDING_STATES))
+        ):
+            held.setdefault(worker_name, []).append(allotment or {})
+        if self._fleet_version != registry.fleet_version or time.monotonic() - self._scanned_at > FLEET_RESCAN:
+            self._fleet_version = registry.fleet_version
+            self._scanned_at = time.monotonic()
+            self._rows = self._scan(session)
+            rows = self._rows
+            self._position = {row.name: i for i, row in enumerate(rows)}
+            self._views_now = [None] * len(rows)
+        else:  # only workers that hold, held, or were just given something can differ
+            rows = [self._rows[self._position[n]] for n in {*held, *self._holding, *self._touched} if n in self._position]
+        for row in rows:
+            base = self._views[row.name][2]
+            member = registry.members.get(row.name)
+            state = "DRAINING" if row.draining else (fleet.STALE if member is not None and member.stale_since else fleet.ONLINE)
+            allotments = held.get(row.name, ())
+            key = (id(base), state, _signature(allotments))  # the cache entry keeps base alive: ids stay unique
+            cached = self._round_views.get(row.name)
+            if cached is None or cached[0] != key or row.name in self._touched:
+                view = with_allotments(base.evolve(running=len(allotments), state=state), allotments)
+                cached = self._round_views[row.name] = (key, view, base)
+            self._views_now[self._position[row.name]] = cached[1]
+        self._holding = set(held)
+        self._touched = set()
+        return self._views_now
+
+    def _scan(self, session: Session) -> list:
         rows = session.execute(
             select(
                 WorkerModel.id,
@@ -129,40 +184,25 @@ class Dispatcher:
                 WorkerModel.draining,
             ).where(WorkerModel.state != fleet.OFFLINE)
         ).all()
-        now = time.time()
-        stale = [row.id for row in rows if self._views.get(row.name, (None, None))[:2] != (row.resources_version, row.registered_at)]
-        if stale:
+        changed = [row.id for row in rows if self._views.get(row.name, (None, None))[:2] != (row.resources_version, row.registered_at)]
+        if changed:
             loaded = session.scalars(
                 select(WorkerModel)
-                .where(WorkerModel.id.in_(stale))
+                .where(WorkerModel.id.in_(changed))
                 .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus))
             )
             for worker in loaded:
                 cached = self._views.get(worker.name)
                 if cached and cached[1] == worker.registered_at:
-                    view = _with_resources(cached[2], worker)  # a heartbeat: packages and labels are unchanged
+                    view = _with_resources(cached[2], worker)  # a sample moved: packages and labels are unchanged
                 else:
                     view = _view(worker)
                 self._views[worker.name] = (worker.resources_version, worker.registered_at, view)
         live = {row.name for row in rows}
         for gone in set(self._views) - live:  # evicted or renamed: drop their cached views
             del self._views[gone]
-        held: dict[str, list[dict]] = defaultdict(list)
-        for worker_name, allotment in session.execute(
-            select(ExecutionModel.worker_name, ExecutionModel.allotment).where(ExecutionModel.state.in_(HOLDING_STATES))
-        ):
-            held[worker_name].append(allotment or {})
-        return [
-            with_allotments(
-                replace(
-                    self._views[row.name][2],
-                    running=len(held[row.name]),
-                    state="DRAINING" if row.draining else self.registry.liveness(self.registry.members.get(row.name), now),
-                ),
-                held[row.name],
-            )
-            for row in rows
-        ]
+            self._round_views.pop(gone, None)
+        return rows
 
     def _pending(self, session: Session, after: tuple[float, str] | None) -> list:
         query = (
@@ -212,6 +252,7 @@ class Dispatcher:
             if len(page) < ROUND_SIZE:
                 break
             page = self._pending(session, (page[-1].scheduled_at, page[-1].id))
+        self._touched = {p.worker_name for p in placements}
         placed = {p.execution_id for p in placements}
         self._record_waiting(session, first, placed, workers)
         backlog = len(first) >= ROUND_SIZE or any(row.id not in placed for row in first)

@@ -119,66 +119,75 @@ def register(session: Session, body: WorkerRegistration, token: str) -> tuple[Me
 
     Re-registering under a known name is a restart: what the old incarnation held and
     the new one does not report as running goes back to the queue at once, instead of
-    waiting for eviction. What did not change (runtime, packages) is not rewritten, so
-    a fleet re-registering after an outage costs a few statements per worker.
+    waiting for eviction. Plain statements, not the ORM's unit of work, and what did
+    not change (packages) is not rewritten: a fleet registering at once, or again
+    after an outage, costs a few statements per worker.
     """
     now = time.time()
-    worker = session.scalars(select(WorkerModel).where(WorkerModel.name == body.name)).first()
-    if worker is None:
-        worker = WorkerModel(name=body.name, resources_version=0, packages_digest="", draining=False)
-        session.add(worker)
-    worker.state = ONLINE
-    worker.session_token_hash = hash_token(token)
-    worker.labels = body.labels
-    worker.max_concurrent_executions = body.max_concurrent_executions
-    worker.allocation = body.allocation
-    worker.custom_resources = body.custom_resources
-    worker.heartbeat_interval = body.heartbeat_interval
-    worker.registered_at = now
-    worker.last_heartbeat_at = now
-    worker.resources_version = (worker.resources_version or 0) + 1
-    runtime = body.runtime.model_dump()
-    if worker.runtime is None:
-        worker.runtime = WorkerRuntimeModel(**runtime)
-    elif _fields(worker.runtime, RUNTIME_FIELDS) != runtime:
-        for key, value in runtime.items():
-            setattr(worker.runtime, key, value)
-    resources = {**_fields(body.resources, RESOURCE_FIELDS), "metrics": body.metrics, "sampled_at": _sampled_at(body.resources)}
-    if worker.resources is None:
-        worker.resources = WorkerResourcesModel(**resources)
-    else:
-        for key, value in resources.items():
-            setattr(worker.resources, key, value)
-    session.flush()  # a new worker needs its id for the bulk writes below
     digest = packages_digest(body.packages)
-    if digest != worker.packages_digest:
-        session.execute(delete(WorkerPackageModel).where(WorkerPackageModel.worker_id == worker.id))
-        if body.packages:
-            session.execute(
-                insert(WorkerPackageModel), [{"worker_id": worker.id, "name": p.name, "version": p.version} for p in body.packages]
-            )
-        worker.packages_digest = digest
-    _store_gpus(session, worker.id, body.resources)
-    still_running = set(body.running)
-    held = {}
-    for execution in executions.held_by(session, body.name):
-        if execution.id not in still_running or not execution.delivered:
-            executions.reschedule(session, execution, f"worker {body.name} restarted without it")
-        else:
-            held.update(held_map([execution]))
-    session.flush()
+    values = dict(
+        state=ONLINE,
+        session_token_hash=hash_token(token),
+        labels=body.labels,
+        max_concurrent_executions=body.max_concurrent_executions,
+        allocation=body.allocation,
+        custom_resources=body.custom_resources,
+        heartbeat_interval=body.heartbeat_interval,
+        registered_at=now,
+        last_heartbeat_at=now,
+        packages_digest=digest,
+    )
+    runtime = body.runtime.model_dump()
+    resources = {**_fields(body.resources, RESOURCE_FIELDS), "metrics": body.metrics, "sampled_at": _sampled_at(body.resources)}
+    known = session.execute(
+        select(WorkerModel.id, WorkerModel.packages_digest, WorkerModel.draining).where(WorkerModel.name == body.name)
+    ).first()
+    held: dict[str, Held] = {}
+    if known is None:
+        worker_id = session.execute(
+            insert(WorkerModel).values(name=body.name, resources_version=1, draining=False, **values).returning(WorkerModel.id)
+        ).scalar_one()
+        session.execute(insert(WorkerRuntimeModel).values(worker_id=worker_id, **runtime))
+        session.execute(insert(WorkerResourcesModel).values(worker_id=worker_id, **resources))
+        if body.resources.gpus:
+            _store_gpus(session, worker_id, body.resources)
+        draining = False
+    else:
+        worker_id, draining = known.id, known.draining
+        session.execute(
+            update(WorkerModel)
+            .where(WorkerModel.id == worker_id)
+            .values(resources_version=WorkerModel.resources_version + 1, **values)
+        )
+        session.execute(update(WorkerRuntimeModel).where(WorkerRuntimeModel.worker_id == worker_id).values(**runtime))
+        session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**resources))
+        _store_gpus(session, worker_id, body.resources)
+        if known.packages_digest != digest:
+            session.execute(delete(WorkerPackageModel).where(WorkerPackageModel.worker_id == worker_id))
+        still_running = set(body.running)
+        for execution in executions.held_by(session, body.name):
+            if execution.id not in still_running or not execution.delivered:
+                executions.reschedule(session, execution, f"worker {body.name} restarted without it")
+            else:
+                held.update(held_map([execution]))
+    if (known is None or known.packages_digest != digest) and body.packages:
+        session.execute(
+            insert(WorkerPackageModel.__table__),  # Core executemany: no ORM bookkeeping per row
+            [{"worker_id": worker_id, "name": p.name, "version": p.version} for p in body.packages],
+        )
     member = Member(
-        id=worker.id,
-        name=worker.name,
-        token_hash=worker.session_token_hash,
-        heartbeat_interval=worker.heartbeat_interval,
+        id=worker_id,
+        name=body.name,
+        token_hash=values["session_token_hash"],
+        heartbeat_interval=body.heartbeat_interval,
         last_seen=now,
-        draining=worker.draining,
+        draining=draining,
         sample=body.resources.model_dump(),
         metrics=dict(body.metrics),
         held=held,
+        work_hint=False,  # nothing undelivered can be waiting: what it did not report was requeued above
     )
-    return member, sorted(still_running - set(held))
+    return member, sorted(set(body.running) - set(held))
 
 
 def member_for_token(session: Session, token_hash: str) -> Member | None:

@@ -108,6 +108,7 @@ class LivenessKeeper:
             if member.stale_since is None:
                 member.stale_since = now
                 log.info("worker %s is stale (silent %.1fs)", member.name, silence)
+                self.registry.fleet_changed()
                 self.kick()  # placement must stop counting on it
             elif silence > self.grace and now - member.stale_since >= self.tick:
                 await self.evict(member, silence)

@@ -89,6 +89,12 @@ class FleetRegistry:
     grace_from: float = field(default_factory=time.time)
     #: Seconds between lease flushes, which bounds how old another replica's view is.
     lease_interval: float = 10.0
+    #: Bumped whenever what dispatch must know of the fleet changed: a member admitted
+    #: or forgotten, a stored sample, a drain, a worker gone stale or back.
+    fleet_version: int = 0
+
+    def fleet_changed(self) -> None:
+        self.fleet_version += 1
 
     # --- membership ------------------------------------------------------------------
 
@@ -100,12 +106,14 @@ class FleetRegistry:
         self.members[member.name] = member
         self._by_token[member.token_hash] = member.name
         self._bad_tokens.pop(member.token_hash, None)
+        self.fleet_changed()
         return member
 
     def forget(self, name: str) -> None:
         member = self.members.pop(name, None)
         if member is not None:
             self._by_token.pop(member.token_hash, None)
+            self.fleet_changed()
 
     def by_token(self, token_hash: str) -> Member | None:
         name = self._by_token.get(token_hash)
@@ -127,7 +135,9 @@ class FleetRegistry:
     def beat(self, member: Member, now: float) -> None:
         member.last_seen = max(member.last_seen, now)
         member.heard = True
-        member.stale_since = None
+        if member.stale_since is not None:
+            member.stale_since = None
+            self.fleet_changed()  # back: dispatch may use it again
 
     def silence(self, member: Member, now: float) -> float:
         return now - max(member.last_seen, self.grace_from)
@@ -196,6 +206,9 @@ class FleetRegistry:
             member = self.members.get(name)
             if member is not None and not member.token_hash.startswith(token_prefix or "-"):
                 self.forget(name)  # another replica re-registered or released it
+            self.fleet_changed()
+        elif kind == "status":  # a sample stored or a drain, here or on another replica
+            self.fleet_changed()
 
     def claim_should_check(self, member: Member, now: float) -> bool:
         return member.work_hint or now - member.last_claim_check >= CLAIM_RECHECK

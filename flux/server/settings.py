@@ -32,7 +32,7 @@ class ServerSettings:
     #: when replicas may share it (PostgreSQL), 300 s on SQLite (one server process).
     lease_interval: float | None = None
     #: Shed (503 + Retry-After) new work once database work has queued this long; 0 = never.
-    shed_after: float = 2.0
+    shed_after: float = 5.0
     #: Server processes on this host (PostgreSQL only; each behaves as a replica).
     processes: int = 1
     #: Set by a parent that already migrated the schema before starting processes.

@@ -2,7 +2,8 @@
 
 When database work has waited longer than ``shed_after`` seconds for a thread, new
 requests that add work (claims, registrations, client calls) are answered 503 with
-a ``Retry-After``; workers back off with jitter and come back. Heartbeats,
+a ``Retry-After`` as long as the backlog (at least 2 s, at most 30 s), so that the
+retries arrive once it has drained; workers add jitter and come back. Heartbeats,
 checkpoints and shutdowns are never shed: they keep workers alive and finish
 work, which is how the backlog drains. A pure ASGI middleware, so a shed request
 costs no body parsing.
@@ -18,7 +19,7 @@ from flux.server.metrics import ServerMetrics
 
 #: Paths that relieve load or keep the fleet alive: never shed.
 NEVER_SHED = re.compile(r"^/(health|metrics|workers/[^/]+/(heartbeat|shutdown)|executions/[^/]+/checkpoint)$")
-RETRY_AFTER = 2
+RETRY_AFTER_MIN, RETRY_AFTER_MAX = 2, 30
 
 
 class LoadShedding:
@@ -30,10 +31,14 @@ class LoadShedding:
     def watch(self, db: Database, metrics: ServerMetrics) -> None:
         self.db, self.metrics = db, metrics
 
-    def overloaded(self, path: str) -> bool:
+    def retry_after(self, path: str) -> int | None:
+        """Seconds to ask the caller to wait, or None to serve the request."""
         if not self.shed_after or self.db is None or NEVER_SHED.match(path):
-            return False
-        return self.db.backlog()[1] > self.shed_after
+            return None
+        waited = self.db.backlog()[1]
+        if waited <= self.shed_after:
+            return None
+        return int(min(max(waited, RETRY_AFTER_MIN), RETRY_AFTER_MAX))
 
     @property
     def middleware(self):
@@ -44,7 +49,8 @@ class LoadShedding:
                 self.app = app
 
             async def __call__(self, scope, receive, send):
-                if scope["type"] != "http" or not shedding.overloaded(scope["path"]):
+                retry_after = shedding.retry_after(scope["path"]) if scope["type"] == "http" else None
+                if retry_after is None:
                     return await self.app(scope, receive, send)
                 shedding.metrics.shed.inc()
                 body = json.dumps({"detail": "server overloaded; retry later", "code": "overloaded"}).encode()
@@ -54,7 +60,7 @@ class LoadShedding:
                         "status": 503,
                         "headers": [
                             (b"content-type", b"application/json"),
-                            (b"retry-after", str(RETRY_AFTER).encode()),
+                            (b"retry-after", str(retry_after).encode()),
                             (b"content-length", str(len(body)).encode()),
                         ],
                     }
