@@ -22,7 +22,7 @@ from sqlalchemy import select, text, tuple_
 from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.events import HOLDING_STATES, EventType, ExecutionState
-from flux.models import ExecutionModel, WorkerModel
+from flux.models import ExecutionModel, WorkerModel, WorkerPackageModel
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.matching import GPU, WorkerView
@@ -41,6 +41,8 @@ ROUND_SIZE = 1000
 BACKLOG_ROUND, IDLE_ROUND = 1.0, 60.0
 #: The workers table is re-read at least this often even if nothing said it changed.
 FLEET_RESCAN = 10.0
+#: A round slower than this is logged: placement is meant to take milliseconds.
+SLOW_ROUND = 1.0
 
 
 def _signature(allotments: list[dict] | tuple) -> tuple:
@@ -64,11 +66,11 @@ def _resources(worker: WorkerModel) -> dict:
     )
 
 
-def _view(worker: WorkerModel) -> WorkerView:
+def _view(worker: WorkerModel, packages: dict[str, str]) -> WorkerView:
     return WorkerView(
         name=worker.name,
         labels=dict(worker.labels or {}),
-        packages={p.name: p.version for p in worker.packages},
+        packages=packages,
         slots=worker.max_concurrent_executions,
         allocation=worker.allocation,
         custom_total=dict(worker.custom_resources or {}),
@@ -115,10 +117,13 @@ class Dispatcher:
                 await asyncio.wait_for(self._wake.wait(), timeout=BACKLOG_ROUND if self._backlog else IDLE_ROUND)
             self._wake.clear()
             try:
+                started = time.monotonic()
                 if self._backlog:
                     for execution_id in await self.db.run(lambda s: executions.expire_pending(s, time.time())):
                         self.notifier.notify(f"execution:{execution_id}")
                 assigned, self._backlog = await self.db.run(self._round)
+                if time.monotonic() - started > SLOW_ROUND:
+                    log.warning("dispatch round took %.2fs (database queue: %d waiting)", time.monotonic() - started, self.db.backlog()[0])
             except Exception:  # noqa: BLE001 - a failed round (e.g. a replica race) is retried next time
                 log.exception("dispatch round failed; retrying")
                 self._backlog = True
@@ -191,12 +196,21 @@ class Dispatcher:
                 .where(WorkerModel.id.in_(changed))
                 .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus))
             )
+            loaded = list(loaded)
+            new = [w.id for w in loaded if not (w.name in self._views and self._views[w.name][1] == w.registered_at)]
+            packages: dict[int, dict[str, str]] = {worker_id: {} for worker_id in new}
+            if new:  # plain rows, one query: ~120 per worker, a thousand workers after a restart
+                for worker_id, name, version in session.execute(
+                    select(WorkerPackageModel.worker_id, WorkerPackageModel.name, WorkerPackageModel.version).where(
+                        WorkerPackageModel.worker_id.in_(new)
+                    )
+                ):
+                    packages[worker_id][name] = version
             for worker in loaded:
-                cached = self._views.get(worker.name)
-                if cached and cached[1] == worker.registered_at:
-                    view = _with_resources(cached[2], worker)  # a sample moved: packages and labels are unchanged
+                if worker.id in packages:
+                    view = _view(worker, packages[worker.id])
                 else:
-                    view = _view(worker)
+                    view = _with_resources(self._views[worker.name][2], worker)  # a sample moved; nothing else did
                 self._views[worker.name] = (worker.resources_version, worker.registered_at, view)
         live = {row.name for row in rows}
         for gone in set(self._views) - live:  # evicted or renamed: drop their cached views
@@ -236,6 +250,8 @@ class Dispatcher:
         """
         first = self._pending(session, None)
         if not first:
+            if self._fleet_version != self.registry.fleet_version:
+                self.fleet(session)  # keep views warm: the next submission should not pay for a registration storm
             return [], False
         if session.bind.dialect.name == "postgresql" and not session.scalar(
             text("SELECT pg_try_advisory_xact_lock(727073)")

@@ -1,10 +1,11 @@
 """Load shedding: an overloaded server says so at once instead of timing out.
 
 When database work has waited longer than ``shed_after`` seconds for a thread, new
-requests that add work (claims, registrations, client calls) are answered 503 with
+requests that add work (registrations, client calls) are answered 503 with
 a ``Retry-After`` as long as the backlog (at least 2 s, at most 30 s), so that the
 retries arrive once it has drained; workers add jitter and come back. Heartbeats,
-checkpoints and shutdowns are never shed: they keep workers alive and finish
+claims, checkpoints and shutdowns are never shed: they keep workers alive, cost
+nothing while there is no work (a claim waits in memory), and hand out and finish
 work, which is how the backlog drains. A pure ASGI middleware, so a shed request
 costs no body parsing.
 """
@@ -18,7 +19,7 @@ from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
 
 #: Paths that relieve load or keep the fleet alive: never shed.
-NEVER_SHED = re.compile(r"^/(health|metrics|workers/[^/]+/(heartbeat|shutdown)|executions/[^/]+/checkpoint)$")
+NEVER_SHED = re.compile(r"^/(health|metrics|workers/[^/]+/(heartbeat|claim|shutdown)|executions/[^/]+/checkpoint)$")
 RETRY_AFTER_MIN, RETRY_AFTER_MAX = 2, 30
 
 
