@@ -216,7 +216,7 @@ class SynthWorker:
             ]
             t0 = time.perf_counter()
             reply = await self._post("checkpoint", f"/executions/{job['id']}/checkpoint",
-                                     {"attempt": job["attempt"], "events": events}, timeout=30.0)
+                                     {"attempt": job["attempt"], "batch": 1, "events": events}, timeout=30.0)
             if reply is not None:
                 self.fleet.stats.checkpoint_ms.append((time.perf_counter() - t0) * 1000)
                 self.fleet.stats.executions += 1

@@ -70,6 +70,9 @@ class ExecutionModel(Base):
     allotment: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     #: Sequence number of the newest event in this execution's log.
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
+    #: The number of the last checkpoint batch accepted from the current attempt: a
+    #: batch re-sent after its response was lost is acknowledged, not appended twice.
+    checkpoint_batch: Mapped[int] = mapped_column(Integer, default=0)
     #: Optimistic-concurrency counter: every UPDATE is conditional on it, so two server
     #: replicas racing on one execution cannot both win (the loser retries).
     row_version: Mapped[int] = mapped_column(Integer)

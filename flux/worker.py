@@ -156,6 +156,8 @@ class RunningExecution:
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     #: Set when the server says this execution is no longer ours: stop and report nothing.
     abandoned: bool = False
+    #: Checkpoint batches sent for this attempt (the server numbers them to drop re-sends).
+    batches: int = 0
 
 
 class Worker:
@@ -369,8 +371,9 @@ class Worker:
             batch = execution.outbox.take()
             if execution.abandoned:
                 return
+            execution.batches += 1  # a retry inside _call re-sends the same number: the server keeps it once
             try:
-                reply = await self._call(path, {"attempt": execution.job["attempt"], "events": batch})
+                reply = await self._call(path, {"attempt": execution.job["attempt"], "batch": execution.batches, "events": batch})
             except httpx.HTTPStatusError as exc:
                 if exc.response.status_code in (403, 404, 409):  # fenced: no longer ours
                     log.warning("execution %s taken from this worker: %s", execution.job["id"], exc.response.text)

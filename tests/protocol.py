@@ -60,7 +60,7 @@ class ProtocolWorker:
             {"type": "WORKFLOW_STARTED", "name": job["workflow_name"], "time": now},
             {"type": "WORKFLOW_COMPLETED", "name": job["workflow_name"], "value": output, "time": now},
         ]
-        self.post(f"/executions/{job['id']}/checkpoint", {"attempt": job["attempt"], "events": events}).raise_for_status()
+        self.post(f"/executions/{job['id']}/checkpoint", {"attempt": job["attempt"], "batch": 1, "events": events}).raise_for_status()
 
     def close(self) -> None:
         self.http.close()

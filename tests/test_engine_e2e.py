@@ -150,9 +150,9 @@ def test_worker_auth_bootstrap_session_and_ownership(cluster, steps):
     token = (cluster.home / "bootstrap-token").read_text().strip()
     session = httpx.post(f"{base}/workers/register", json=registration, headers={"Authorization": f"Bearer {token}"}).json()["session_token"]
     headers = {"Authorization": f"Bearer {session}"}
-    checkpoint = {"attempt": 1, "events": [{"type": "WORKFLOW_COMPLETED", "value": 1, "time": time.time()}]}
+    checkpoint = {"attempt": 1, "batch": 1, "events": [{"type": "WORKFLOW_COMPLETED", "value": 1, "time": time.time()}]}
     stolen = httpx.post(f"{base}/executions/{execution['id']}/checkpoint", json=checkpoint, headers=headers)
-    assert stolen.status_code == 403 and "not assigned to worker 'intruder'" in stolen.json()["detail"]
+    assert stolen.status_code == 409 and "not held by worker 'intruder'" in stolen.json()["detail"]
     assert httpx.post(f"{base}/workers/w1/heartbeat", json={}, headers=headers).status_code == 403
     no_session = httpx.post(f"{base}/workers/intruder/claim", json={"wait": 0})
     assert no_session.status_code == 401

@@ -236,3 +236,27 @@ def test_work_submitted_on_one_replica_wakes_a_claim_waiting_on_the_other_within
             worker.close()
         for replica in replicas:
             replica.close()
+
+
+def test_a_checkpoint_batch_sent_twice_is_recorded_once(cluster, client, workflow_file):
+    """The worker re-sends a batch when the response to it was lost; it cannot know
+    whether the server committed it. The server acknowledges the copy without appending it."""
+    client.register_file(workflow_file(ONE_TASK))
+    worker = ProtocolWorker(cluster.server_url, cluster.home, "resender", heartbeat_interval=5)
+    try:
+        worker.register()
+        execution = client.run("one_task", 1)
+        job = eventually(lambda: worker.claim(wait=5)["executions"], timeout=10)[0]
+        started = {"attempt": job["attempt"], "batch": 1, "events": [{"type": "WORKFLOW_STARTED", "name": "one_task", "time": time.time()}]}
+        for _ in range(2):
+            assert worker.post(f"/executions/{job['id']}/checkpoint", started).json()["state"] == "RUNNING"
+        skipped = {**started, "batch": 3}
+        assert worker.post(f"/executions/{job['id']}/checkpoint", skipped).status_code == 409
+        done = {"attempt": job["attempt"], "batch": 2, "events": [{"type": "WORKFLOW_COMPLETED", "name": "one_task", "value": 1, "time": time.time()}]}
+        for _ in range(2):  # the final batch again: acknowledged with the final state, not a conflict
+            reply = worker.post(f"/executions/{job['id']}/checkpoint", done)
+            assert (reply.status_code, reply.json()["state"]) == (200, "COMPLETED")
+        types = [e["type"] for e in client.events(execution["id"])]
+        assert types.count("WORKFLOW_STARTED") == 1 and types.count("WORKFLOW_COMPLETED") == 1
+    finally:
+        worker.close()

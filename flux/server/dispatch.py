@@ -286,6 +286,7 @@ class Dispatcher:
             execution.state = ExecutionState.CLAIMED.value
             execution.worker_name = placement.worker_name
             execution.attempt += 1
+            execution.checkpoint_batch = 0
             execution.delivered = False
             execution.claimed_at = now
             execution.allotment = placement.allotment or None

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from flux.domain.events import HOLDING_STATES, STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
 from flux.models import ExecutionEventModel, ExecutionModel
 from flux.server import workflows
-from flux.server.errors import Conflict, Forbidden, Invalid, NotFound
+from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.schemas import (
     Checkpoint,
     CheckpointReply,
@@ -73,6 +73,7 @@ def submit(session: Session, name: str, run: RunRequest) -> ExecutionInfo:
         pending_since=now,
         attempt=0,
         last_seq=0,
+        checkpoint_batch=0,
         delivered=False,
         scheduled_at=now,
     )
@@ -155,6 +156,7 @@ def reschedule(session: Session, execution: ExecutionModel, reason: str) -> None
     execution.delivered = False
     execution.allotment = None
     execution.started_at = None
+    execution.checkpoint_batch = 0
     execution.pending_since = now
     execution.placement_note = None
 
@@ -208,14 +210,25 @@ def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
 
 
 def checkpoint(session: Session, worker_name: str, execution_id: str, body: Checkpoint) -> tuple[CheckpointReply, bool]:
-    """Append a worker's batch of events. Returns the reply and whether the execution ended."""
+    """Append a worker's batch of events. Returns the reply and whether the execution ended.
+
+    Only the worker holding the current attempt may write (else 409: fenced). Batches
+    are numbered per attempt; one re-sent because the response to it was lost (the
+    worker cannot tell) is acknowledged without being appended again, and one that
+    skips a number is refused.
+    """
     execution = get_row(session, execution_id)
     if execution.worker_name != worker_name:
-        raise Forbidden(f"execution {execution_id} is not assigned to worker {worker_name!r}")
+        raise Conflict(f"execution {execution_id} is not held by worker {worker_name!r}")
     if body.attempt != execution.attempt:
         raise Conflict(f"execution {execution_id} attempt {body.attempt} is stale (current attempt {execution.attempt})")
+    if body.batch <= execution.checkpoint_batch:
+        return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), False
     if S(execution.state).is_terminal:
         raise Conflict(f"execution {execution_id} is already {execution.state}")
+    if body.batch != execution.checkpoint_batch + 1:
+        raise Conflict(f"checkpoint batch {body.batch} of execution {execution_id} skips {execution.checkpoint_batch + 1}")
+    execution.checkpoint_batch = body.batch
     ended = False
     for event in body.events:
         try:

@@ -96,6 +96,7 @@ class ExecutionInfo(BaseModel):
 
 class Checkpoint(Strict):
     attempt: int = Field(ge=1)
+    batch: int = Field(ge=1, description="1, 2, 3... within the attempt: a re-sent batch is acknowledged, not appended twice")
     events: list[EventIn] = Field(min_length=1)
 
 
