@@ -244,8 +244,14 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: 
         max_executions_per_child=max_executions_per_child,
         docker_image=docker_image, docker_memory=docker_memory, docker_cpus=docker_cpus, docker_args=docker_args,
         custom_resources=_custom_resources(custom_resources),
+        home=str(ServerSettings(home=home or default_home()).home),
     )
-    asyncio.run(Worker(config).run())
+    from flux.worker_identity import NameTaken
+
+    try:
+        asyncio.run(Worker(config).run())
+    except NameTaken as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 # --- server ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from flux.loader import import_object
 from flux.runtime import make_event
 from flux.runners import DockerRunner, InProcessRunner, Job, Runner, SubprocessRunner
 from flux.runners.limits import LimitPolicy
+from flux.worker_identity import NameTaken, WorkerIdentity
 
 log = logging.getLogger("flux.worker")
 
@@ -66,6 +67,9 @@ class WorkerConfig:
     docker_args: tuple[str, ...] = ()
     #: Countable custom resources this worker advertises ({"fpga": 2}).
     custom_resources: dict[str, float] = field(default_factory=dict)
+    #: Folder for this worker's identity (its session token, the lock on its name);
+    #: None keeps the token in memory only (``flux.worker_identity``).
+    home: str | None = None
 
 
 def build_runner(config: WorkerConfig) -> Runner:
@@ -178,6 +182,7 @@ class Worker:
         self._metrics_provider = import_object(config.metrics_provider) if config.metrics_provider else None
         #: The resources sample and metrics the server last accepted from us.
         self._published: tuple[dict | None, dict | None] = (None, None)
+        self.identity = WorkerIdentity(config.home, config.name) if config.home else None
 
     # --- what the worker publishes -------------------------------------------------------
 
@@ -216,9 +221,11 @@ class Worker:
 
     # --- server calls --------------------------------------------------------------------
 
-    async def _post(self, path: str, json: Any, token: str | None = None, timeout: float | None = None) -> Any:
+    async def _post(
+        self, path: str, json: Any, token: str | None = None, timeout: float | None = None, headers: dict | None = None
+    ) -> Any:
         assert self._http is not None
-        headers = {"Authorization": f"Bearer {token or self._token}"}
+        headers = {"Authorization": f"Bearer {token or self._token}", **(headers or {})}
         response = await self._http.post(path, json=json, headers=headers, timeout=timeout or 30.0)
         if response.status_code == 401 and token is None:
             raise SessionLost(response.text)
@@ -232,18 +239,24 @@ class Worker:
                 return  # another call already registered again while this one waited
             payload = await asyncio.to_thread(self._get_resources_info)  # package scan, NVML: off the loop
             payload["running"] = sorted(self.running)
+            # the token our name was bound to: it proves this is that worker, restarted
+            held = {"X-Flux-Worker-Token": self._token} if self._token else None
             backoff = Backoff()
             while True:
                 try:
-                    reply = await self._post("/workers/register", payload, token=self.config.bootstrap_token)
+                    reply = await self._post("/workers/register", payload, token=self.config.bootstrap_token, headers=held)
                     break
                 except httpx.HTTPError as exc:
+                    if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 409:
+                        raise NameTaken(exc.response.json().get("detail", exc.response.text)) from None
                     if not is_transient(exc):
                         raise
                     log.warning("server unreachable (%s); retrying", exc.__class__.__name__)
                     self._fail_over()
                     await backoff.sleep(retry_after(exc))
             self._token = reply["session_token"]
+            if self.identity is not None:
+                self.identity.save_token(self._token)
             self._published = (payload["resources"], payload["metrics"])
             for execution_id in reply["abandon"]:
                 if execution_id in self.running:
@@ -388,6 +401,9 @@ class Worker:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def run(self) -> None:
+        if self.identity is not None:
+            self.identity.claim()  # NameTaken if this name already runs on this host
+            self._token = self.identity.load_token()
         # Idle connections are dropped before the server's keep-alive (75 s) would drop
         # them, so a heartbeat never goes out on a connection the server is closing.
         self._http = httpx.AsyncClient(base_url=self._urls[0], limits=httpx.Limits(keepalive_expiry=30.0))
@@ -424,3 +440,5 @@ class Worker:
         finally:
             await self.runner.close()
             await self._http.aclose()
+            if self.identity is not None:
+                self.identity.release()

@@ -8,7 +8,10 @@ own ``flux_db_statements_total`` (its scrape queries are not counted).
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -30,6 +33,20 @@ ONE_TASK = """
     @workflow
     async def one_task(ctx):
         return await echo(ctx.input)
+"""
+
+
+SLOW = """
+    import asyncio
+    from flux import task, workflow
+
+    @task
+    async def nap(seconds):
+        await asyncio.sleep(seconds)
+
+    @workflow
+    async def slow(ctx):
+        await nap(ctx.input)
 """
 
 
@@ -260,3 +277,43 @@ def test_a_checkpoint_batch_sent_twice_is_recorded_once(cluster, client, workflo
         assert types.count("WORKFLOW_STARTED") == 1 and types.count("WORKFLOW_COMPLETED") == 1
     finally:
         worker.close()
+
+
+def test_a_live_workers_name_cannot_be_taken_with_the_bootstrap_token_alone(cluster, client):
+    cluster.start_worker("w1", heartbeat_interval=0.3, runner="inprocess")
+    impostor = ProtocolWorker(cluster.server_url, cluster.home, "w1")
+    try:
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            impostor.register()
+        assert refused.value.response.status_code == 409
+        assert "held by another worker" in refused.value.response.json()["detail"]
+        assert client.show_worker("w1")["state"] == "ONLINE"  # the real one carries on
+    finally:
+        impostor.close()
+
+
+def test_a_second_worker_process_with_a_taken_name_exits_with_the_reason(cluster, tmp_path):
+    cluster.start_worker("w1", heartbeat_interval=0.3, runner="inprocess")
+    same_host = cluster.start_worker("w1", runner="inprocess", wait=False)
+    assert same_host.wait(timeout=30) != 0
+    assert "already running on this host" in cluster.log("worker-w1")
+    other_host = subprocess.run(  # another machine: another home, no token of w1's
+        [sys.executable, "-m", "flux.cli", "start", "worker", "w1", "--server-url", cluster.server_url,
+         "--home", str(tmp_path / "elsewhere"), "--runner", "inprocess", "--gpu-source", "none"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "FLUX_BOOTSTRAP_TOKEN": (cluster.home / "bootstrap-token").read_text().strip()},
+    )
+    assert other_host.returncode != 0
+    assert "held by another worker" in other_host.stderr and "Traceback" not in other_host.stderr
+
+
+def test_a_worker_restarted_after_a_crash_takes_its_name_back_at_once(cluster, client, workflow_file):
+    client.register_file(workflow_file(SLOW))
+    cluster.start_worker("w1", heartbeat_interval=0.3)
+    execution = client.run("slow", 30)
+    eventually(lambda: client.execution(execution["id"])["state"] == "RUNNING")
+    cluster.kill_worker("w1")  # SIGKILL: no shutdown, no release
+    cluster.start_worker("w1", heartbeat_interval=0.3)  # presents the token it kept on this host
+    events = eventually(lambda: [e for e in client.events(execution["id"]) if e["type"] == "WORKFLOW_RESCHEDULED"], timeout=10)
+    assert "restarted without it" in events[0]["value"]["reason"]
+    client.cancel(execution["id"])

@@ -249,9 +249,14 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return member
 
     @app.post("/workers/register", response_model=RegistrationReply, dependencies=[Depends(require_bootstrap)])
-    async def register_worker(body: WorkerRegistration, request: Request):
+    async def register_worker(
+        body: WorkerRegistration,
+        request: Request,
+        worker_token: str | None = Header(default=None, alias="X-Flux-Worker-Token",
+                                          description="The session token this worker's name is bound to (a restart)"),
+    ):
         token = secrets.token_urlsafe(32)
-        member, abandon = await db(request).run(lambda s: fleet.register(s, body, token))
+        member, abandon = await db(request).run(lambda s: fleet.register(s, body, token, worker_token))
         request.app.state.registry.admit(member)
         request.app.state.notifier.notify(f"auth:{member.name}:{member.token_hash[:16]}")
         request.app.state.dispatcher.kick()

@@ -31,7 +31,7 @@ from flux.models import (
     WorkerRuntimeModel,
 )
 from flux.server import executions
-from flux.server.errors import NotFound
+from flux.server.errors import Conflict, NotFound
 from flux.server.registry import Held, Member
 from flux.server.schemas import PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
 
@@ -114,8 +114,13 @@ def _store_gpus(session: Session, worker_id: int, resources: ResourcesInfo) -> N
 # --- registration ----------------------------------------------------------------------
 
 
-def register(session: Session, body: WorkerRegistration, token: str) -> tuple[Member, list[str]]:
+def register(session: Session, body: WorkerRegistration, token: str, held_token: str | None) -> tuple[Member, list[str]]:
     """Create or refresh a worker; returns its registry member and executions to abandon.
+
+    A name is bound to the session token its worker was given: re-registering a name
+    that is not OFFLINE needs that token (``held_token``, which a restarted worker
+    keeps on its host), else 409. Holding the bootstrap token is not enough to take
+    over a live worker's claims and executions.
 
     Re-registering under a known name is a restart: what the old incarnation held and
     the new one does not report as running goes back to the queue at once, instead of
@@ -140,8 +145,15 @@ def register(session: Session, body: WorkerRegistration, token: str) -> tuple[Me
     runtime = body.runtime.model_dump()
     resources = {**_fields(body.resources, RESOURCE_FIELDS), "metrics": body.metrics, "sampled_at": _sampled_at(body.resources)}
     known = session.execute(
-        select(WorkerModel.id, WorkerModel.packages_digest, WorkerModel.draining).where(WorkerModel.name == body.name)
+        select(
+            WorkerModel.id, WorkerModel.packages_digest, WorkerModel.draining, WorkerModel.state, WorkerModel.session_token_hash
+        ).where(WorkerModel.name == body.name)
     ).first()
+    if known is not None and known.state != OFFLINE and (held_token is None or hash_token(held_token) != known.session_token_hash):
+        raise Conflict(
+            f"worker name {body.name!r} is held by another worker that is still online; stop it (it then releases "
+            "the name), wait for its eviction, or choose another name"
+        )
     held: dict[str, Held] = {}
     if known is None:
         worker_id = session.execute(
