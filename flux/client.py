@@ -23,14 +23,11 @@ class FluxClientError(Exception):
 
 
 def _reason(response: httpx.Response) -> str:
+    """The server's ``detail`` (every error body has one; see docs/security.md)."""
     try:
-        detail = response.json().get("detail")
-    except ValueError:
+        detail = response.json()["detail"]
+    except (ValueError, TypeError, KeyError):
         return f"HTTP {response.status_code}: {response.text[:200]}"
-    if isinstance(detail, list):  # FastAPI validation errors
-        detail = "; ".join(
-            f"{'.'.join(str(p) for p in item.get('loc', [])[1:])}: {item.get('msg')}" for item in detail
-        )
     return f"HTTP {response.status_code}: {detail}"
 
 

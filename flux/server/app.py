@@ -9,7 +9,7 @@ import hmac
 import time
 
 from fastapi import Depends, FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux.domain.events import ExecutionState
@@ -17,7 +17,8 @@ from flux.server import executions, explain, fleet, workflows
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite, migrate, normalise_url
 from flux.server.dispatch import Dispatcher
-from flux.server.errors import FluxError, Unauthorized
+from flux.server import errors
+from flux.server.errors import Unauthorized, responses
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.schemas import (
@@ -38,6 +39,13 @@ from flux.server.schemas import (
     WorkflowRegistration,
 )
 from flux.server.settings import ServerSettings, ensure_bootstrap_token
+
+#: OpenAPI error answers of each route group (every route also has the edge's 413 and 422).
+PUBLIC = responses(413, 422)
+READ = responses(401, 413, 422)
+READ_ONE = responses(401, 404, 413, 422)
+CHANGE = responses(401, 404, 409, 413, 422)
+WORKER = responses(401, 403, 404, 409, 413, 422)
 
 #: How often long polls re-check the database even without a wake-up: a safety net
 #: that matters when wake-ups come from other replicas (PostgreSQL), less on SQLite.
@@ -89,10 +97,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             raise Unauthorized("missing or wrong API token (set FLUX_API_TOKEN)")
 
     CLIENT = [Depends(require_client)]
-
-    @app.exception_handler(FluxError)
-    async def _flux_error(_: Request, exc: FluxError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
+    errors.install(app)
 
     def db(request: Request) -> Database:
         return request.app.state.db
@@ -105,31 +110,31 @@ def create_app(settings: ServerSettings) -> FastAPI:
         request.app.state.notifier.notify(f"execution:{execution_id}")
         request.app.state.dispatcher.kick()
 
-    @app.get("/health")
+    @app.get("/health", responses=PUBLIC)
     async def health() -> dict:
         return {"status": "ok"}
 
-    @app.get("/metrics", response_class=Response)
+    @app.get("/metrics", response_class=Response, responses=PUBLIC)
     async def metrics(request: Request) -> Response:
         snapshot = await db(request).run(ServerMetrics.snapshot)
         return Response(request.app.state.metrics.render(snapshot), media_type=CONTENT_TYPE_LATEST)
 
     # --- workflows ---------------------------------------------------------------------
 
-    @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT)
+    @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=READ)
     async def register_workflows(body: WorkflowRegistration, request: Request):
         fleet_views = request.app.state.dispatcher.fleet
         return await db(request).run(lambda s: workflows.register(s, body, fleet_views(s)))
 
-    @app.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT)
+    @app.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ)
     async def list_workflows(request: Request):
         return await db(request).run(workflows.list_latest)
 
-    @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT)
+    @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1)):
         return await db(request).run(lambda s: workflows.info(workflows.get(s, name, version), with_source=True))
 
-    @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT)
+    @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=READ_ONE)
     async def run_workflow(name: str, body: RunRequest, request: Request):
         execution = await db(request).run(lambda s: executions.submit(s, name, body))
         request.app.state.dispatcher.kick()
@@ -137,7 +142,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # --- executions --------------------------------------------------------------------
 
-    @app.get("/executions", response_model=list[ExecutionInfo], dependencies=CLIENT)
+    @app.get("/executions", response_model=list[ExecutionInfo], dependencies=CLIENT, responses=READ)
     async def list_executions(
         request: Request,
         state: str | None = None,
@@ -146,7 +151,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     ):
         return await db(request).run(lambda s: executions.list_executions(s, state, workflow, limit))
 
-    @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT)
+    @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_execution(
         execution_id: str,
         request: Request,
@@ -162,24 +167,24 @@ def create_app(settings: ServerSettings) -> FastAPI:
                 return execution
             await notifier.wait(woken, min(remaining, recheck))
 
-    @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT)
+    @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
     async def execution_placement(execution_id: str, request: Request):
         """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
         fleet_views = request.app.state.dispatcher.fleet
         return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
-    @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT)
+    @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT, responses=READ_ONE)
     async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0)):
         return await db(request).run(lambda s: executions.events(s, execution_id, after))
 
-    @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT)
+    @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
     async def cancel_execution(execution_id: str, request: Request):
         execution, worker_name = await db(request).run(lambda s: executions.cancel(s, execution_id))
         wake_worker(request, worker_name)
         execution_changed(request, execution_id)
         return execution
 
-    @app.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply)
+    @app.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply, responses=WORKER)
     async def checkpoint(execution_id: str, body: Checkpoint, request: Request, token: str | None = Depends(bearer)):
         reply, ended = await db(request).run(
             lambda s: executions.checkpoint(s, fleet.authenticate(s, token), execution_id, body)
@@ -195,13 +200,13 @@ def create_app(settings: ServerSettings) -> FastAPI:
         if not token or not hmac.compare_digest(token.encode(), bootstrap_token):
             raise Unauthorized("invalid bootstrap token (see 'flux server bootstrap-token')")
 
-    @app.post("/workers/register", response_model=RegistrationReply, dependencies=[Depends(require_bootstrap)])
+    @app.post("/workers/register", response_model=RegistrationReply, dependencies=[Depends(require_bootstrap)], responses=WORKER)
     async def register_worker(body: WorkerRegistration, request: Request):
         session_token, abandon = await db(request).run(lambda s: fleet.register(s, body))
         request.app.state.dispatcher.kick()
         return RegistrationReply(session_token=session_token, abandon=abandon)
 
-    @app.post("/workers/{name}/heartbeat", response_model=HeartbeatReply)
+    @app.post("/workers/{name}/heartbeat", response_model=HeartbeatReply, responses=WORKER)
     async def worker_heartbeat(name: str, body: Heartbeat, request: Request, token: str | None = Depends(bearer)):
         state, cancel, requeued = await db(request).run(
             lambda s: fleet.heartbeat(s, fleet.authenticate(s, token, name), body)
@@ -211,7 +216,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         # A fresh sample with more room is seen by the next periodic round (within a second).
         return HeartbeatReply(state=state, cancel=cancel)
 
-    @app.post("/workers/{name}/claim", response_model=ClaimReply)
+    @app.post("/workers/{name}/claim", response_model=ClaimReply, responses=WORKER)
     async def worker_claim(name: str, body: ClaimRequest, request: Request, token: str | None = Depends(bearer)):
         deadline = time.monotonic() + body.wait
         notifier = request.app.state.notifier
@@ -226,7 +231,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                 return ClaimReply(executions=claimed, cancel=cancel)
             await notifier.wait(woken, min(remaining, recheck))
 
-    @app.post("/workers/{name}/shutdown", response_model=list[str])
+    @app.post("/workers/{name}/shutdown", response_model=list[str], responses=WORKER)
     async def worker_shutdown(name: str, request: Request, token: str | None = Depends(bearer)):
         """A worker leaving on purpose: its executions are requeued at once."""
         released = await db(request).run(
@@ -235,22 +240,22 @@ def create_app(settings: ServerSettings) -> FastAPI:
         request.app.state.dispatcher.kick()
         return released
 
-    @app.post("/workers/{name}/drain", response_model=WorkerInfo, dependencies=CLIENT)
+    @app.post("/workers/{name}/drain", response_model=WorkerInfo, dependencies=CLIENT, responses=READ_ONE)
     async def drain_worker(name: str, request: Request):
         """No new work for this worker; it finishes what it runs, then shows DRAINED."""
         return await db(request).run(lambda s: fleet.set_draining(s, name, True))
 
-    @app.post("/workers/{name}/undrain", response_model=WorkerInfo, dependencies=CLIENT)
+    @app.post("/workers/{name}/undrain", response_model=WorkerInfo, dependencies=CLIENT, responses=READ_ONE)
     async def undrain_worker(name: str, request: Request):
         worker = await db(request).run(lambda s: fleet.set_draining(s, name, False))
         request.app.state.dispatcher.kick()
         return worker
 
-    @app.get("/workers", response_model=list[WorkerInfo], dependencies=CLIENT)
+    @app.get("/workers", response_model=list[WorkerInfo], dependencies=CLIENT, responses=READ)
     async def list_workers(request: Request):
         return await db(request).run(fleet.list_workers)
 
-    @app.get("/workers/{name}", response_model=WorkerInfo, dependencies=CLIENT)
+    @app.get("/workers/{name}", response_model=WorkerInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_worker(name: str, request: Request):
         def show(s):
             worker = fleet.get(s, name)

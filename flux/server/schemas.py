@@ -13,6 +13,22 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# --- errors ----------------------------------------------------------------------------
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int] = Field(description="Where: 'body', 'query' or 'path', then the field path")
+    msg: str
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer (see docs/security.md)."""
+
+    detail: str = Field(description="Human-readable reason")
+    code: str = Field(description="not_found, unauthorized, forbidden, conflict, invalid, payload_too_large, validation_error, ...")
+    errors: list[ErrorItem] | None = Field(default=None, description="Field errors; only for validation_error")
+
+
 # --- workflows -------------------------------------------------------------------------
 
 
