@@ -16,7 +16,13 @@ from rich.table import Table
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
 from flux.runners import RUNNER_NAMES
-from flux.server.settings import ServerSettings, default_home, ensure_bootstrap_token
+from flux.server.settings import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_JSON_DEPTH,
+    ServerSettings,
+    default_home,
+    ensure_bootstrap_token,
+)
 
 console = Console()
 
@@ -26,9 +32,14 @@ class QuantityType(click.ParamType):
 
     name = "quantity"
 
+    def __init__(self, allow_zero: bool = False):
+        self.allow_zero = allow_zero  # for limits where 0 means "off"
+
     def convert(self, value, param, ctx):  # noqa: ANN001
         if isinstance(value, int):
             return value
+        if self.allow_zero and value.strip() == "0":
+            return 0
         try:
             return parse_quantity(value, f"--{param.name.replace('_', '-')}")
         except InvalidResourceRequest as exc:
@@ -144,8 +155,12 @@ def start() -> None:
               help="Token workers register with; give every replica the same one [HOME/bootstrap-token]")
 @click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
               help="Require this bearer token on client calls (registering workflows runs code on every worker)")
+@click.option("--max-body-size", envvar="FLUX_MAX_BODY_SIZE", type=QuantityType(allow_zero=True), default=DEFAULT_MAX_BODY_SIZE, show_default=True,
+              help="Largest request body in bytes or a quantity such as 64Mi (413 above it); 0 = no limit")
+@click.option("--max-json-depth", envvar="FLUX_MAX_JSON_DEPTH", type=click.IntRange(1), default=DEFAULT_MAX_JSON_DEPTH,
+              show_default=True, help="Deepest nesting of a JSON request body (422 deeper)")
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
-                 bootstrap_token: str | None, api_token: str | None) -> None:
+                 bootstrap_token: str | None, api_token: str | None, max_body_size: int, max_json_depth: int) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import uvicorn
 
@@ -154,6 +169,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
     settings = ServerSettings(
         home=home or default_home(), database_url=database_url, host=host, port=port,
         eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
+        max_body_size=max_body_size, max_json_depth=max_json_depth,
     )
     app = create_app(settings)
     console.print(f"Flux server on http://{host}:{port}  database: {settings.database_url}  home: {settings.home}")

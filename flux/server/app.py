@@ -19,6 +19,7 @@ from flux.server.database import Database, is_sqlite, migrate, normalise_url
 from flux.server.dispatch import Dispatcher
 from flux.server import errors
 from flux.server.errors import Unauthorized, responses
+from flux.server.limits import EdgeLimits, credential_gate
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.schemas import (
@@ -263,4 +264,15 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
         return await db(request).run(show)
 
+    # Anonymous calls to routes behind these gates are refused before their body is read.
+    gates = {require_bootstrap: "missing bootstrap token (see 'flux server bootstrap-token')",
+             bearer: "missing worker session token (Authorization: Bearer ...)"}
+    if api_token is not None:
+        gates[require_client] = "missing API token (set FLUX_API_TOKEN)"
+    app.add_middleware(
+        EdgeLimits,
+        max_body_size=settings.max_body_size,
+        max_json_depth=settings.max_json_depth,
+        credentials_needed=credential_gate(lambda: app.routes, gates),
+    )
     return app

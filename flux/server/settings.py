@@ -7,6 +7,9 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+DEFAULT_MAX_BODY_SIZE = 64 * 1024**2
+DEFAULT_MAX_JSON_DEPTH = 64
+
 
 def default_home() -> Path:
     return Path(os.environ.get("FLUX_HOME") or Path.home() / ".flux")
@@ -24,6 +27,10 @@ class ServerSettings:
     bootstrap_token: str | None = None
     #: When set, client calls (register, run, cancel, drain, reads) must present it.
     api_token: str | None = None
+    #: Largest request body in bytes (413 above it); 0 turns the limit off.
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    #: Deepest nesting of a JSON body (422 deeper).
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)
