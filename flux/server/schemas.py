@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
 
 
@@ -37,11 +38,16 @@ AffinityJSON = dict[str, str | dict[str, Any]]
 
 
 class WorkflowSpec(Strict):
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with .")
     requests: dict[str, Any] | None = None
     affinity: AffinityJSON | None = None
     routing: dict[str, Any] | None = None
     pending_timeout: float | None = Field(default=None, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return check_name(value)
 
 
 class WorkflowRegistration(Strict):
