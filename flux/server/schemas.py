@@ -11,7 +11,10 @@ from flux.domain.resource_request import InvalidResourceRequest, parse_custom_re
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Request bodies: unknown fields are refused, and so are coercions such as
+    ``true`` or ``"4"`` for a number (an integer is still a valid float)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # --- errors ----------------------------------------------------------------------------
