@@ -22,6 +22,8 @@ from flux.server.settings import (
     ServerSettings,
     default_home,
     ensure_bootstrap_token,
+    prepare_home,
+    redact_url,
 )
 
 console = Console()
@@ -162,17 +164,20 @@ def start() -> None:
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, api_token: str | None, max_body_size: int, max_json_depth: int) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
+    import os
+
     import uvicorn
 
     from flux.server.app import create_app
 
+    os.umask(0o077)  # whatever the server writes (SQLite's -wal/-shm files, tokens) is the owner's alone
     settings = ServerSettings(
         home=home or default_home(), database_url=database_url, host=host, port=port,
         eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
         max_body_size=max_body_size, max_json_depth=max_json_depth,
     )
     app = create_app(settings)
-    console.print(f"Flux server on http://{host}:{port}  database: {settings.database_url}  home: {settings.home}")
+    console.print(f"Flux server on http://{host}:{port}  database: {redact_url(settings.database_url)}  home: {settings.home}")
     # Long polls (claims, waits) would hold a graceful shutdown for their full wait; cap it.
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
 
@@ -253,9 +258,9 @@ def server_migrate(home: str | None, database_url: str | None) -> None:
     from flux.server.database import migrate
 
     settings = ServerSettings(home=home or default_home(), database_url=database_url)
-    settings.home.mkdir(parents=True, exist_ok=True)
+    prepare_home(settings)
     migrate(settings.database_url)
-    click.echo(f"database at the newest schema: {settings.database_url}")
+    click.echo(f"database at the newest schema: {redact_url(settings.database_url)}")
 
 
 @server.command("bootstrap-token")

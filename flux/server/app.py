@@ -39,7 +39,7 @@ from flux.server.schemas import (
     WorkflowInfo,
     WorkflowRegistration,
 )
-from flux.server.settings import ServerSettings, ensure_bootstrap_token
+from flux.server.settings import ServerSettings, ensure_bootstrap_token, prepare_home
 
 #: OpenAPI error answers of each route group (every route also has the edge's 413 and 422).
 PUBLIC = responses(413, 422)
@@ -60,6 +60,7 @@ def bearer(authorization: str | None = Header(default=None)) -> str | None:
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
+    prepare_home(settings)
     bootstrap_token = (settings.bootstrap_token or ensure_bootstrap_token(settings.home)).encode()
     recheck = RECHECK_SINGLE if is_sqlite(normalise_url(settings.database_url)) else RECHECK_REPLICAS
 

@@ -1,4 +1,8 @@
-"""Server settings and the server's home folder (bootstrap token, default database)."""
+"""Server settings and the server's home folder (tokens, default database).
+
+The home holds secrets (tokens) and the SQLite database: it is created 0700 and
+those files are kept 0600. Database URLs are printed only through ``redact_url``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_MAX_BODY_SIZE = 64 * 1024**2
 DEFAULT_MAX_JSON_DEPTH = 64
@@ -42,12 +47,47 @@ class ServerSettings:
         return self.home / "bootstrap-token"
 
 
+def redact_url(url: str) -> str:
+    """``url`` with its password, if any, as ``***``: for everything printed or logged."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    user, colon, _password = userinfo.partition(":")
+    if not at or not colon:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
+
+
+def sqlite_file(database_url: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` URL (None for other databases, in memory)."""
+    from sqlalchemy.engine import make_url  # only the server needs it, not every CLI call
+
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database)
+
+
+def prepare_home(settings: ServerSettings) -> None:
+    """Create the home 0700; create the SQLite file 0600 before SQLAlchemy does (it would
+    use the umask), and make existing database and token files owner-only."""
+    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private = [settings.bootstrap_token_path]
+    database = sqlite_file(settings.database_url)
+    if database is not None:
+        database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT, 0o600))
+        private += [database.with_name(database.name + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+    for path in private:
+        if path.exists():
+            path.chmod(0o600)
+
+
 def ensure_bootstrap_token(home: Path) -> str:
     """Read the bootstrap token, creating it (mode 0600) on first start."""
     path = Path(home) / "bootstrap-token"
     if path.exists():
         return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
