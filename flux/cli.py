@@ -23,7 +23,9 @@ from flux.server.settings import (
     default_home,
     ensure_bootstrap_token,
     prepare_home,
+    read_token_file,
     redact_url,
+    resolve_api_token,
 )
 
 console = Console()
@@ -85,11 +87,17 @@ def client_command(fn: Callable) -> Callable:
     """Adds --server-url and --format, and turns client errors into one-line CLI errors."""
 
     @click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True)
+    @click.option("--api-token-file", envvar="FLUX_API_TOKEN_FILE", type=click.Path(dir_okay=False), default=None,
+                  help="File holding the server's API token [else FLUX_API_TOKEN]")
     @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
     @functools.wraps(fn)
-    def wrapper(server_url: str, fmt: str, **kwargs: Any) -> None:
+    def wrapper(server_url: str, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
         try:
-            with FluxClient(server_url) as client:
+            api_token = read_token_file(api_token_file) if api_token_file else None
+        except (OSError, ValueError) as exc:
+            raise click.ClickException(f"cannot read the API token: {exc}") from None
+        try:
+            with FluxClient(server_url, api_token=api_token) as client:
                 result = fn(client, **kwargs)
         except FluxClientError as exc:
             raise click.ClickException(str(exc)) from None
@@ -156,13 +164,17 @@ def start() -> None:
 @click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
               help="Token workers register with; give every replica the same one [HOME/bootstrap-token]")
 @click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
-              help="Require this bearer token on client calls (registering workflows runs code on every worker)")
+              help="Require this bearer token on client calls (registering workflows runs code on every worker); "
+                   "prefer the environment or --api-token-file: the command line is visible to every user")
+@click.option("--api-token-file", envvar="FLUX_API_TOKEN_FILE", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Read the API token from this file [HOME/api-token, generated, when --host is not loopback]")
 @click.option("--max-body-size", envvar="FLUX_MAX_BODY_SIZE", type=QuantityType(allow_zero=True), default=DEFAULT_MAX_BODY_SIZE, show_default=True,
               help="Largest request body in bytes or a quantity such as 64Mi (413 above it); 0 = no limit")
 @click.option("--max-json-depth", envvar="FLUX_MAX_JSON_DEPTH", type=click.IntRange(1), default=DEFAULT_MAX_JSON_DEPTH,
               show_default=True, help="Deepest nesting of a JSON request body (422 deeper)")
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
-                 bootstrap_token: str | None, api_token: str | None, max_body_size: int, max_json_depth: int) -> None:
+                 bootstrap_token: str | None, api_token: str | None, api_token_file: str | None, max_body_size: int,
+                 max_json_depth: int) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
@@ -174,10 +186,16 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
     settings = ServerSettings(
         home=home or default_home(), database_url=database_url, host=host, port=port,
         eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
-        max_body_size=max_body_size, max_json_depth=max_json_depth,
+        api_token_file=api_token_file, max_body_size=max_body_size, max_json_depth=max_json_depth,
     )
+    try:
+        settings.api_token, token_note = resolve_api_token(settings)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"cannot read the API token: {exc}") from None
     app = create_app(settings)
-    console.print(f"Flux server on http://{host}:{port}  database: {redact_url(settings.database_url)}  home: {settings.home}")
+    click.echo(f"Flux server on http://{host}:{port}  database: {redact_url(settings.database_url)}  home: {settings.home}")
+    if token_note:
+        click.echo(token_note)
     # Long polls (claims, waits) would hold a graceful shutdown for their full wait; cap it.
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
 
