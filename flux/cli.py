@@ -178,9 +178,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
-    import uvicorn
-
     from flux.server.app import create_app
+    from flux.server.serve import serve
 
     os.umask(0o077)  # whatever the server writes (SQLite's -wal/-shm files, tokens) is the owner's alone
     settings = ServerSettings(
@@ -196,8 +195,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
     click.echo(f"Flux server on http://{host}:{port}  database: {redact_url(settings.database_url)}  home: {settings.home}")
     if token_note:
         click.echo(token_note)
-    # Long polls (claims, waits) would hold a graceful shutdown for their full wait; cap it.
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
+    serve(app, host, port)
 
 
 @start.command("worker")

@@ -165,7 +165,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             woken = notifier.listen(f"execution:{execution_id}")
             execution = await db(request).run(lambda s: executions.get(s, execution_id))
             remaining = deadline - time.monotonic()
-            if ExecutionState(execution.state).is_terminal or remaining <= 0:
+            if ExecutionState(execution.state).is_terminal or remaining <= 0 or notifier.stopped:
                 return execution
             await notifier.wait(woken, min(remaining, recheck))
 
@@ -229,7 +229,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                 return ClaimReply(executions=[], cancel=[])
             claimed, cancel = await db(request).run(lambda s: executions.deliver(s, fleet.authenticate(s, token, name)))
             remaining = deadline - time.monotonic()
-            if claimed or cancel or remaining <= 0:
+            if claimed or cancel or remaining <= 0 or notifier.stopped:
                 return ClaimReply(executions=claimed, cancel=cancel)
             await notifier.wait(woken, min(remaining, recheck))
 

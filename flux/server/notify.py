@@ -20,6 +20,13 @@ class Notifier:
         self._events: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
         #: Other replicas (``flux.server.broadcast``), when there can be any.
         self.remote: Remote | None = None
+        #: The server is stopping: long polls answer now instead of holding up the exit.
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        for key in list(self._events):
+            self.notify_local(key)
 
     def notify(self, key: str) -> None:
         """Wake waiters on ``key`` here and on every other replica."""
