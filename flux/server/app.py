@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux.domain.events import ExecutionState
+from flux.domain.numbers import INT64_MAX
 from flux.server import executions, explain, fleet, workflows
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite, migrate, normalise_url
@@ -133,7 +134,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return await db(request).run(workflows.list_latest)
 
     @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT, responses=READ_ONE)
-    async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1)):
+    async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1, le=INT64_MAX)):
         return await db(request).run(lambda s: workflows.info(workflows.get(s, name, version), with_source=True))
 
     @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=READ_ONE)
@@ -176,7 +177,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
     @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT, responses=READ_ONE)
-    async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0)):
+    async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0, le=INT64_MAX)):
         return await db(request).run(lambda s: executions.events(s, execution_id, after))
 
     @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)

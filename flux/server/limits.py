@@ -24,11 +24,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from flux.domain.numbers import INT64_MAX
 from flux.server.errors import error_response, summary
 from flux.server.schemas import ErrorItem
 
-#: Integers must fit a signed 64-bit column: |n| < 2**63 (19 digits at most).
-INT_LIMIT = 2**63
 
 
 class _Refused:
@@ -78,7 +77,7 @@ def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
 
     def parse_int(text: str) -> int | _Refused:
         # Length first: a huge digit string is never converted (that is quadratic).
-        if len(text.lstrip("-")) > 19 or not -INT_LIMIT < (value := int(text)) < INT_LIMIT:
+        if len(text.lstrip("-")) > 19 or abs(value := int(text)) > INT64_MAX:
             return refuse("integer out of the 64-bit range (|n| < 2**63)")
         return value
 
@@ -88,13 +87,16 @@ def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
 
     try:
         text = body.decode(json.detect_encoding(body))
+    except UnicodeDecodeError:
+        return ErrorItem(loc=["body"], msg="JSON must be UTF-8 (or UTF-16/32) text")
+    try:
         value = json.loads(
             text, parse_int=parse_int, parse_float=parse_float, parse_constant=lambda name: refuse(f"{name} is not a JSON number")
         )
     except RecursionError:
         return ErrorItem(loc=["body"], msg=f"nested deeper than {max_depth} levels")
     except ValueError:
-        return None
+        return None  # not JSON: FastAPI says where it breaks
     # Cheap proof that walking would find nothing: the common case for large bodies.
     if not refused and "\\u0000" not in text and text.count("[") + text.count("{") <= max_depth:
         return None
