@@ -28,7 +28,7 @@ def test_every_error_has_one_shape(cluster):
         assert_error(http.post("/workflows", json={"source": "def (:", "workflows": [{"name": "x"}]}), 422, "invalid")
 
         body = assert_error(http.post("/workflows", json={"source": SOURCE, "workflows": [{"name": "x", "pending_timeout": "soon"}]}), 422, "validation_error")
-        assert body["errors"] == [{"loc": ["body", "workflows", 0, "pending_timeout"], "msg": "Input should be a valid number, unable to parse string as a number"}]
+        assert body["errors"] == [{"loc": ["body", "workflows", 0, "pending_timeout"], "msg": "Input should be a valid number"}]
         assert "workflows.0.pending_timeout" in body["detail"]
         body = assert_error(http.get("/executions", params={"limit": 0}), 422, "validation_error")
         assert body["errors"][0]["loc"] == ["query", "limit"]
