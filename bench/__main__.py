@@ -29,6 +29,7 @@ from bench import b1_dispatch, b2_throughput, b3_replay, b5_matching, b6_postgre
 from bench.common import BenchCluster, Figure, Skipped, commit_facts, machine_facts, write_workflow
 from bench.workflows import SOURCE
 from flux.client import FluxClient
+from flux.server.settings import redact_url
 
 SCENARIOS = ("B1", "B2", "B3", "B5", "B6", "B7")
 #: What a plain ``python -m bench`` runs: B7 (fleet scale, minutes and thousands of sockets) only on request.
@@ -194,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "only": args.only,
         "backend": backend,
-        "database_url": b6_postgres.redact(args.database_url) if args.database_url else "sqlite (temporary file)",
-        "b6_pg_url": b6_postgres.redact(args.pg_url) if "B6" in wanted else None,
+        "database_url": redact_url(args.database_url) if args.database_url else "sqlite (temporary file)",
+        "b6_pg_url": redact_url(args.pg_url) if "B6" in wanted else None,
         **commit_facts(),
         "machine": {**machine, "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None},
         "counts": counts(args.quick and not args.full_counts),

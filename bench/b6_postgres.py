@@ -16,14 +16,7 @@ from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from bench.common import Skipped
-
-
-def redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        parts = parts._replace(netloc=netloc)
-    return urlunsplit(parts)
+from flux.server.settings import redact_url
 
 
 def _with_database(url: str, name: str) -> str:
@@ -41,16 +34,16 @@ def scratch_database(url: str) -> Iterator[tuple[str, str]]:
     try:
         admin = psycopg.connect(plain, autocommit=True, connect_timeout=5)
     except Exception as exc:  # noqa: BLE001 - any connection failure is a reason to skip
-        raise Skipped(f"PostgreSQL at {redact(url)} is unreachable: {str(exc).strip().splitlines()[0]}") from None
+        raise Skipped(f"PostgreSQL at {redact_url(url)} is unreachable: {str(exc).strip().splitlines()[0]}") from None
     name = f"flux_bench_{os.getpid()}_{int(time.time())}"
     try:
         admin.execute(f'CREATE DATABASE "{name}"')
     except Exception as exc:  # noqa: BLE001
         admin.close()
-        yield url, f"could not create a scratch database ({str(exc).strip().splitlines()[0]}); used {redact(url)} as given"
+        yield url, f"could not create a scratch database ({str(exc).strip().splitlines()[0]}); used {redact_url(url)} as given"
         return
     try:
-        yield _with_database(plain, name), f"scratch database {name} on {redact(url)}, dropped afterwards"
+        yield _with_database(plain, name), f"scratch database {name} on {redact_url(url)}, dropped afterwards"
     finally:
         with contextlib.suppress(Exception):
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

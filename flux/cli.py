@@ -16,7 +16,17 @@ from rich.table import Table
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
 from flux.runners import RUNNER_NAMES
-from flux.server.settings import ServerSettings, default_home, ensure_bootstrap_token
+from flux.server.settings import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_JSON_DEPTH,
+    ServerSettings,
+    default_home,
+    ensure_bootstrap_token,
+    prepare_home,
+    read_token_file,
+    redact_url,
+    resolve_api_token,
+)
 
 console = Console()
 
@@ -26,9 +36,14 @@ class QuantityType(click.ParamType):
 
     name = "quantity"
 
+    def __init__(self, allow_zero: bool = False):
+        self.allow_zero = allow_zero  # for limits where 0 means "off"
+
     def convert(self, value, param, ctx):  # noqa: ANN001
         if isinstance(value, int):
             return value
+        if self.allow_zero and value.strip() == "0":
+            return 0
         try:
             return parse_quantity(value, f"--{param.name.replace('_', '-')}")
         except InvalidResourceRequest as exc:
@@ -72,11 +87,17 @@ def client_command(fn: Callable) -> Callable:
     """Adds --server-url and --format, and turns client errors into one-line CLI errors."""
 
     @click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True)
+    @click.option("--api-token-file", envvar="FLUX_API_TOKEN_FILE", type=click.Path(dir_okay=False), default=None,
+                  help="File holding the server's API token [else FLUX_API_TOKEN]")
     @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
     @functools.wraps(fn)
-    def wrapper(server_url: str, fmt: str, **kwargs: Any) -> None:
+    def wrapper(server_url: str, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
         try:
-            with FluxClient(server_url) as client:
+            api_token = read_token_file(api_token_file) if api_token_file else None
+        except (OSError, ValueError) as exc:
+            raise click.ClickException(f"cannot read the API token: {exc}") from None
+        try:
+            with FluxClient(server_url, api_token=api_token) as client:
                 result = fn(client, **kwargs)
         except FluxClientError as exc:
             raise click.ClickException(str(exc)) from None
@@ -143,7 +164,14 @@ def start() -> None:
 @click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
               help="Token workers register with; give every replica the same one [HOME/bootstrap-token]")
 @click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
-              help="Require this bearer token on client calls (registering workflows runs code on every worker)")
+              help="Require this bearer token on client calls (registering workflows runs code on every worker); "
+                   "prefer the environment or --api-token-file: the command line is visible to every user")
+@click.option("--api-token-file", envvar="FLUX_API_TOKEN_FILE", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Read the API token from this file [HOME/api-token, generated, when --host is not loopback]")
+@click.option("--max-body-size", envvar="FLUX_MAX_BODY_SIZE", type=QuantityType(allow_zero=True), default=DEFAULT_MAX_BODY_SIZE, show_default=True,
+              help="Largest request body in bytes or a quantity such as 64Mi (413 above it); 0 = no limit")
+@click.option("--max-json-depth", envvar="FLUX_MAX_JSON_DEPTH", type=click.IntRange(1), default=DEFAULT_MAX_JSON_DEPTH,
+              show_default=True, help="Deepest nesting of a JSON request body (422 deeper)")
 @click.option("--processes", envvar="FLUX_SERVER_PROCESSES", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Server processes on this host, each a replica (PostgreSQL only)")
 @click.option("--lease-interval", envvar="FLUX_LEASE_INTERVAL", type=click.FloatRange(min=0.1), default=None,
@@ -151,41 +179,38 @@ def start() -> None:
 @click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
-                 bootstrap_token: str | None, api_token: str | None, processes: int, lease_interval: float | None,
-                 shed_after: float) -> None:
+                 bootstrap_token: str | None, api_token: str | None, api_token_file: str | None, max_body_size: int,
+                 max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
-    import uvicorn
+    from flux.server.database import is_sqlite, normalise_url
+    from flux.server.serve import serve, serve_processes
 
-    from flux.server.database import is_sqlite, migrate, normalise_url
-    from flux.server.settings import SETTINGS_ENV
-
+    os.umask(0o077)  # whatever the server writes (SQLite's -wal/-shm files, tokens) is the owner's alone
     settings = ServerSettings(
         home=home or default_home(), database_url=database_url, host=host, port=port,
         eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
+        api_token_file=api_token_file, max_body_size=max_body_size, max_json_depth=max_json_depth,
         lease_interval=lease_interval, shed_after=shed_after, processes=processes,
     )
     if processes > 1 and is_sqlite(normalise_url(settings.database_url)):
         raise click.BadParameter("several processes need PostgreSQL (SQLite has one writer); use --processes 1",
                                  param_hint="--processes")
-    console.print(f"Flux server on http://{host}:{port}  database: {settings.database_url}  home: {settings.home}"
-                  + (f"  processes: {processes}" if processes > 1 else ""))
-    # Keep-alive outlives the workers' heartbeat interval and their client's keep-alive
-    # (30 s), so the server never closes a connection a worker is about to reuse.
-    # Long polls (claims, waits) would hold a graceful shutdown for their full wait; cap it.
-    options = dict(host=host, port=port, log_level="warning", timeout_graceful_shutdown=3, timeout_keep_alive=75)
+    try:
+        settings.api_token, token_note = resolve_api_token(settings)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"cannot read the API token: {exc}") from None
+    click.echo(f"Flux server on http://{host}:{port}  database: {redact_url(settings.database_url)}  home: {settings.home}"
+               + (f"  processes: {processes}" if processes > 1 else ""))
+    if token_note:
+        click.echo(token_note)
     if processes == 1:
         from flux.server.app import create_app
 
-        uvicorn.run(create_app(settings), **options)
-        return
-    settings.home.mkdir(parents=True, exist_ok=True)
-    settings.bootstrap_token = settings.bootstrap_token or ensure_bootstrap_token(settings.home)
-    migrate(settings.database_url)  # once, before the processes start
-    settings.migrated = True
-    os.environ[SETTINGS_ENV] = settings.to_json()
-    uvicorn.run("flux.server.app:app_from_environment", factory=True, workers=processes, **options)
+        serve(create_app(settings), host, port)
+    else:
+        serve_processes(settings)
 
 
 @start.command("worker")
@@ -270,9 +295,9 @@ def server_migrate(home: str | None, database_url: str | None) -> None:
     from flux.server.database import migrate
 
     settings = ServerSettings(home=home or default_home(), database_url=database_url)
-    settings.home.mkdir(parents=True, exist_ok=True)
+    prepare_home(settings)
     migrate(settings.database_url)
-    click.echo(f"database at the newest schema: {settings.database_url}")
+    click.echo(f"database at the newest schema: {redact_url(settings.database_url)}")
 
 
 @server.command("bootstrap-token")

@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -23,15 +24,17 @@ class FluxClientError(Exception):
 
 
 def _reason(response: httpx.Response) -> str:
+    """The server's ``detail`` (every error body has one; see docs/security.md)."""
     try:
-        detail = response.json().get("detail")
-    except ValueError:
+        detail = response.json()["detail"]
+    except (ValueError, TypeError, KeyError):
         return f"HTTP {response.status_code}: {response.text[:200]}"
-    if isinstance(detail, list):  # FastAPI validation errors
-        detail = "; ".join(
-            f"{'.'.join(str(p) for p in item.get('loc', [])[1:])}: {item.get('msg')}" for item in detail
-        )
     return f"HTTP {response.status_code}: {detail}"
+
+
+def _seg(value: str) -> str:
+    """One URL path segment: a name with '?', '#' or '/' must not become another URL."""
+    return quote(str(value), safe="")
 
 
 def read_workflow_file(path: str | Path) -> dict:
@@ -88,17 +91,17 @@ class FluxClient:
 
     def show_workflow(self, name: str, version: int | None = None) -> dict:
         params = {"version": version} if version else None
-        return self._request("GET", f"/workflows/{name}", params=params)
+        return self._request("GET", f"/workflows/{_seg(name)}", params=params)
 
     def run(self, name: str, input: Any = None, wait: float | None = None) -> dict:
-        execution = self._request("POST", f"/workflows/{name}/run", json={"input": input})
+        execution = self._request("POST", f"/workflows/{_seg(name)}/run", json={"input": input})
         if wait:
             execution = self.wait(execution["id"], wait)
         return execution
 
     # executions
     def execution(self, execution_id: str) -> dict:
-        return self._request("GET", f"/executions/{execution_id}")
+        return self._request("GET", f"/executions/{_seg(execution_id)}")
 
     def wait(self, execution_id: str, timeout: float) -> dict:
         """Block until the execution ends (or ``timeout`` seconds pass); returns its latest state."""
@@ -107,33 +110,33 @@ class FluxClient:
             remaining = deadline - time.monotonic()
             step = max(0.0, min(remaining, 60.0))
             execution = self._request(
-                "GET", f"/executions/{execution_id}", params={"wait": step}, timeout=step + 30
+                "GET", f"/executions/{_seg(execution_id)}", params={"wait": step}, timeout=step + 30
             )
             if execution["state"] in ("COMPLETED", "FAILED", "CANCELLED") or remaining <= 0:
                 return execution
 
     def placement(self, execution_id: str) -> dict:
-        return self._request("GET", f"/executions/{execution_id}/placement")
+        return self._request("GET", f"/executions/{_seg(execution_id)}/placement")
 
     def events(self, execution_id: str) -> list[dict]:
-        return self._request("GET", f"/executions/{execution_id}/events")
+        return self._request("GET", f"/executions/{_seg(execution_id)}/events")
 
     def list_executions(self, state: str | None = None, workflow: str | None = None, limit: int = 50) -> list[dict]:
         params = {k: v for k, v in {"state": state, "workflow": workflow, "limit": limit}.items() if v}
         return self._request("GET", "/executions", params=params)
 
     def cancel(self, execution_id: str) -> dict:
-        return self._request("POST", f"/executions/{execution_id}/cancel")
+        return self._request("POST", f"/executions/{_seg(execution_id)}/cancel")
 
     # workers
     def list_workers(self) -> list[dict]:
         return self._request("GET", "/workers")
 
     def show_worker(self, name: str) -> dict:
-        return self._request("GET", f"/workers/{name}")
+        return self._request("GET", f"/workers/{_seg(name)}")
 
     def drain_worker(self, name: str) -> dict:
-        return self._request("POST", f"/workers/{name}/drain")
+        return self._request("POST", f"/workers/{_seg(name)}/drain")
 
     def undrain_worker(self, name: str) -> dict:
-        return self._request("POST", f"/workers/{name}/undrain")
+        return self._request("POST", f"/workers/{_seg(name)}/undrain")

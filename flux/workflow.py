@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from flux.domain.affinity import Operator, normalise_affinity
 from flux.domain.events import STATE_AFTER, ExecutionState
+from flux.domain.names import check_name
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.runtime import ExecutionContext, run_workflow
-
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 
 
 
@@ -89,9 +87,7 @@ class Workflow:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
         self.fn = fn
-        self.name = name or fn.__name__
-        if not _NAME.match(self.name):
-            raise ValueError(f"workflow name {self.name!r} must match {_NAME.pattern}")
+        self.name = check_name(fn.__name__ if name is None else name)
         owner = f"workflow {self.name!r}"
         self.requests = _validate_requests(requests, owner)
         self.affinity = validate_affinity(affinity, owner)

@@ -87,7 +87,7 @@ def _registration(name: str = "raw") -> dict:
 
 
 def _field_errors(response: httpx.Response) -> list[tuple[str, ...]]:
-    return [tuple(str(part) for part in item["loc"]) for item in response.json()["detail"]]
+    return [tuple(str(part) for part in item["loc"]) for item in response.json()["errors"]]
 
 
 # --- label affinity ----------------------------------------------------------------------

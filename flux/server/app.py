@@ -12,16 +12,19 @@ import secrets
 import time
 
 from fastapi import Depends, FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux.domain.events import ExecutionState
+from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
 from flux.server import executions, explain, fleet, workflows
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
 from flux.server.dispatch import Dispatcher
-from flux.server.errors import FluxError, Forbidden, Unauthorized
+from flux.server import errors
+from flux.server.errors import Forbidden, Unauthorized, responses
+from flux.server.limits import EdgeLimits, credential_gate
 from flux.server.liveness import LivenessKeeper
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
@@ -44,7 +47,14 @@ from flux.server.schemas import (
     WorkflowInfo,
     WorkflowRegistration,
 )
-from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token
+from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token, prepare_home
+
+#: OpenAPI error answers of each route group (every route also has the edge's 413 and 422).
+PUBLIC = responses(413, 422)
+READ = responses(401, 413, 422)
+READ_ONE = responses(401, 404, 413, 422)
+CHANGE = responses(401, 404, 409, 413, 422)
+WORKER = responses(401, 403, 404, 409, 413, 422)
 
 log = logging.getLogger("flux.server")
 #: A client waiting for an execution re-reads it at least this often (safety net).
@@ -59,6 +69,7 @@ async def bearer(authorization: str | None = Header(default=None)) -> str | None
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
+    prepare_home(settings)
     bootstrap_token = (settings.bootstrap_token or ensure_bootstrap_token(settings.home)).encode()
     shedding = LoadShedding(settings.shed_after)
 
@@ -109,10 +120,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             raise Unauthorized("missing or wrong API token (set FLUX_API_TOKEN)")
 
     CLIENT = [Depends(require_client)]
-
-    @app.exception_handler(FluxError)
-    async def _flux_error(_: Request, exc: FluxError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=exc.status_code)
+    errors.install(app)
 
     def db(request: Request) -> Database:
         return request.app.state.db
@@ -137,11 +145,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
         request.app.state.notifier.notify(f"execution:{execution_id}")
         request.app.state.dispatcher.kick()
 
-    @app.get("/health")
+    @app.get("/health", responses=PUBLIC)
     async def health() -> dict:
         return {"status": "ok"}
 
-    @app.get("/metrics", response_class=Response)
+    @app.get("/metrics", response_class=Response, responses=PUBLIC)
     async def metrics(request: Request) -> Response:
         liveness = liveness_of(request)
         snapshot = await db(request).read(lambda s: ServerMetrics.snapshot(s, liveness), counted=False)
@@ -149,20 +157,20 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # --- workflows ---------------------------------------------------------------------
 
-    @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT)
+    @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=READ)
     async def register_workflows(body: WorkflowRegistration, request: Request):
         fleet_views = request.app.state.dispatcher.fleet
         return await db(request).run(lambda s: workflows.register(s, body, fleet_views(s)))
 
-    @app.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT)
+    @app.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ)
     async def list_workflows(request: Request):
         return await db(request).read(workflows.list_latest)
 
-    @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT)
-    async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1)):
+    @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT, responses=READ_ONE)
+    async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1, le=INT64_MAX)):
         return await db(request).read(lambda s: workflows.info(workflows.get(s, name, version), with_source=True))
 
-    @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT)
+    @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=READ_ONE)
     async def run_workflow(name: str, body: RunRequest, request: Request):
         execution = await db(request).run(lambda s: executions.submit(s, name, body))
         request.app.state.dispatcher.kick()
@@ -170,7 +178,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # --- executions --------------------------------------------------------------------
 
-    @app.get("/executions", response_model=list[ExecutionInfo], dependencies=CLIENT)
+    @app.get("/executions", response_model=list[ExecutionInfo], dependencies=CLIENT, responses=READ)
     async def list_executions(
         request: Request,
         state: str | None = None,
@@ -179,7 +187,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     ):
         return await db(request).read(lambda s: executions.list_executions(s, state, workflow, limit))
 
-    @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT)
+    @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_execution(
         execution_id: str,
         request: Request,
@@ -192,29 +200,29 @@ def create_app(settings: ServerSettings) -> FastAPI:
                 woken.clear()
                 execution = await db(request).read(lambda s: executions.get(s, execution_id))
                 remaining = deadline - time.monotonic()
-                if ExecutionState(execution.state).is_terminal or remaining <= 0:
+                if ExecutionState(execution.state).is_terminal or remaining <= 0 or notifier.stopped:
                     return execution
                 await notifier.wait(woken, min(remaining, WAIT_RECHECK))
 
-    @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT)
+    @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
     async def execution_placement(execution_id: str, request: Request):
         """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
         fleet_views = request.app.state.dispatcher.fleet
         # on the writer thread: the dispatcher's view cache is not shared across threads
         return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
-    @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT)
-    async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0)):
+    @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT, responses=READ_ONE)
+    async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0, le=INT64_MAX)):
         return await db(request).read(lambda s: executions.events(s, execution_id, after))
 
-    @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT)
+    @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
     async def cancel_execution(execution_id: str, request: Request):
         execution, worker_name = await db(request).run(lambda s: executions.cancel(s, execution_id))
         wake_worker(request, worker_name)
         execution_changed(request, execution_id)
         return execution
 
-    @app.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply)
+    @app.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply, responses=WORKER)
     async def checkpoint(execution_id: str, body: Checkpoint, request: Request, token: str | None = Depends(bearer)):
         member = await authenticate_worker(request, token)
         reply, ended = await db(request).run(lambda s: executions.checkpoint(s, member.name, execution_id, body))
@@ -248,7 +256,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             raise Forbidden(f"this session belongs to worker {member.name!r}, not {name!r}")
         return member
 
-    @app.post("/workers/register", response_model=RegistrationReply, dependencies=[Depends(require_bootstrap)])
+    @app.post("/workers/register", response_model=RegistrationReply, dependencies=[Depends(require_bootstrap)], responses=WORKER)
     async def register_worker(
         body: WorkerRegistration,
         request: Request,
@@ -262,7 +270,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         request.app.state.dispatcher.kick()
         return RegistrationReply(session_token=token, abandon=abandon)
 
-    @app.post("/workers/{name}/heartbeat", response_model=HeartbeatReply)
+    @app.post("/workers/{name}/heartbeat", response_model=HeartbeatReply, responses=WORKER)
     async def worker_heartbeat(name: str, body: Heartbeat, request: Request, token: str | None = Depends(bearer)):
         """Liveness in memory; the database only for a sample that moved or a change in what it holds."""
         state = request.app.state
@@ -291,7 +299,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             state=fleet.display_state(registry.liveness(member, now), member.draining, running), cancel=member.cancelling()
         )
 
-    @app.post("/workers/{name}/claim", response_model=ClaimReply)
+    @app.post("/workers/{name}/claim", response_model=ClaimReply, responses=WORKER)
     async def worker_claim(name: str, body: ClaimRequest, request: Request, token: str | None = Depends(bearer)):
         """A long poll that reads the database only when told there may be work (or,
         as a safety net, once every ``CLAIM_RECHECK`` seconds)."""
@@ -315,11 +323,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
                     if claimed or cancel:
                         return ClaimReply(executions=claimed, cancel=cancel)
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or state.notifier.stopped:
                     return empty
                 await state.notifier.wait(woken, min(remaining, CLAIM_RECHECK))
 
-    @app.post("/workers/{name}/shutdown", response_model=list[str])
+    @app.post("/workers/{name}/shutdown", response_model=list[str], responses=WORKER)
     async def worker_shutdown(name: str, request: Request, token: str | None = Depends(bearer)):
         """A worker leaving on purpose: its executions are requeued at once."""
         await authenticate_worker(request, token, name)
@@ -344,25 +352,36 @@ def create_app(settings: ServerSettings) -> FastAPI:
         request.app.state.dispatcher.kick()
         return worker
 
-    @app.post("/workers/{name}/drain", response_model=WorkerInfo, dependencies=CLIENT)
+    @app.post("/workers/{name}/drain", response_model=WorkerInfo, dependencies=CLIENT, responses=READ_ONE)
     async def drain_worker(name: str, request: Request):
         """No new work for this worker; it finishes what it runs, then shows DRAINED."""
         return await set_draining(request, name, True)
 
-    @app.post("/workers/{name}/undrain", response_model=WorkerInfo, dependencies=CLIENT)
+    @app.post("/workers/{name}/undrain", response_model=WorkerInfo, dependencies=CLIENT, responses=READ_ONE)
     async def undrain_worker(name: str, request: Request):
         return await set_draining(request, name, False)
 
-    @app.get("/workers", response_model=list[WorkerInfo], dependencies=CLIENT)
+    @app.get("/workers", response_model=list[WorkerInfo], dependencies=CLIENT, responses=READ)
     async def list_workers(request: Request):
         liveness = liveness_of(request)
         return await db(request).read(lambda s: fleet.list_workers(s, liveness))
 
-    @app.get("/workers/{name}", response_model=WorkerInfo, dependencies=CLIENT)
+    @app.get("/workers/{name}", response_model=WorkerInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_worker(name: str, request: Request):
         liveness = liveness_of(request)(name)
         return await db(request).read(lambda s: fleet.show(s, name, liveness))
 
+    # Anonymous calls to routes behind these gates are refused before their body is read.
+    gates = {require_bootstrap: "missing bootstrap token (see 'flux server bootstrap-token')",
+             bearer: "missing worker session token (Authorization: Bearer ...)"}
+    if api_token is not None:
+        gates[require_client] = "missing API token (set FLUX_API_TOKEN)"
+    app.add_middleware(
+        EdgeLimits,
+        max_body_size=settings.max_body_size,
+        max_json_depth=settings.max_json_depth,
+        credentials_needed=credential_gate(lambda: app.routes, gates),
+    )
     return app
 
 

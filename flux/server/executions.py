@@ -172,7 +172,10 @@ def held_by(session: Session, worker_name: str) -> list[ExecutionModel]:
 def deliver(session: Session, worker_name: str) -> tuple[list[ClaimedExecution], list[str], list[ExecutionModel]]:
     """Hand over what dispatch assigned to this worker, and list what it must cancel.
 
-    Also returns everything the worker now holds, for the fleet registry's cache."""
+    An execution that cannot be handed over (its workflow version is gone, its data
+    cannot be serialized) fails alone with the reason; the claim and the rest go on.
+    Also returns everything the worker now holds, for the fleet registry's cache.
+    """
     held = held_by(session, worker_name)
     cancel = [e.id for e in held if e.state == S.CANCELLING.value]
     claimed = []
@@ -180,23 +183,36 @@ def deliver(session: Session, worker_name: str) -> tuple[list[ClaimedExecution],
         if execution.state != S.CLAIMED.value or execution.delivered:
             continue
         execution.delivered = True
-        source, filename = workflows.source_of(session, execution.workflow_name, execution.workflow_version)
-        claimed.append(
-            ClaimedExecution(
-                id=execution.id,
-                workflow_name=execution.workflow_name,
-                workflow_version=execution.workflow_version,
-                source=source,
-                filename=filename,
-                input=execution.input,
-                attempt=execution.attempt,
-                # a first attempt has nothing to replay: spare the query
-                completed_tasks=_completed_tasks(session, execution.id) if execution.attempt > 1 else {},
-                requests=execution.requests,
-                gpus=(execution.allotment or {}).get("gpus"),
-            )
-        )
-    return claimed, cancel, held
+        try:
+            claimed.append(_claimed(session, execution))
+        except UNDELIVERABLE as exc:
+            error = f"cannot be delivered to a worker: {exc}"
+            append_event(session, execution, EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error})
+            finish(session, execution, S.FAILED, {"error": error}, time.time())
+    return claimed, cancel, [e for e in held if not S(e.state).is_terminal]
+
+
+#: What building one execution's claim may raise; database errors still fail the transaction.
+UNDELIVERABLE = (NotFound, ValueError, TypeError, RecursionError)
+
+
+def _claimed(session: Session, execution: ExecutionModel) -> ClaimedExecution:
+    source, filename = workflows.source_of(session, execution.workflow_name, execution.workflow_version)
+    claim = ClaimedExecution(
+        id=execution.id,
+        workflow_name=execution.workflow_name,
+        workflow_version=execution.workflow_version,
+        source=source,
+        filename=filename,
+        input=execution.input,
+        attempt=execution.attempt,
+        # a first attempt has nothing to replay: spare the query
+        completed_tasks=_completed_tasks(session, execution.id) if execution.attempt > 1 else {},
+        requests=execution.requests,
+        gpus=(execution.allotment or {}).get("gpus"),
+    )
+    claim.model_dump_json()  # fails here, alone, rather than in the response with the others
+    return claim
 
 
 def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:

@@ -26,6 +26,13 @@ class Notifier:
         self.remote: Remote | None = None
         #: Called with every key notified here (locally or by another replica).
         self.hooks: list[Callable[[str], None]] = []
+        #: The server is stopping: long polls answer now instead of holding up the exit.
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        for key in list(self._waiters):
+            self.notify_local(key)
 
     def notify(self, key: str) -> None:
         """Wake waiters on ``key`` here and on every other replica."""

@@ -6,11 +6,31 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Request bodies: unknown fields are refused, and so are coercions such as
+    ``true`` or ``"4"`` for a number (an integer is still a valid float)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# --- errors ----------------------------------------------------------------------------
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int] = Field(description="Where: 'body', 'query' or 'path', then the field path")
+    msg: str
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer (see docs/security.md)."""
+
+    detail: str = Field(description="Human-readable reason")
+    code: str = Field(description="not_found, unauthorized, forbidden, conflict, invalid, payload_too_large, validation_error, ...")
+    errors: list[ErrorItem] | None = Field(default=None, description="Field errors; only for validation_error")
 
 
 # --- workflows -------------------------------------------------------------------------
@@ -21,11 +41,16 @@ AffinityJSON = dict[str, str | dict[str, Any]]
 
 
 class WorkflowSpec(Strict):
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with .")
     requests: dict[str, Any] | None = None
     affinity: AffinityJSON | None = None
     routing: dict[str, Any] | None = None
     pending_timeout: float | None = Field(default=None, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return check_name(value)
 
 
 class WorkflowRegistration(Strict):

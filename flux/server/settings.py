@@ -1,12 +1,21 @@
-"""Server settings and the server's home folder (bootstrap token, default database)."""
+"""Server settings and the server's home folder (tokens, default database).
+
+The home holds secrets (tokens) and the SQLite database: it is created 0700 and
+those files are kept 0600. Database URLs are printed only through ``redact_url``.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+DEFAULT_MAX_BODY_SIZE = 64 * 1024**2
+DEFAULT_MAX_JSON_DEPTH = 64
 
 #: Where ``--processes N`` hands the settings to each server process.
 SETTINGS_ENV = "FLUX_SERVER_SETTINGS_JSON"
@@ -28,6 +37,12 @@ class ServerSettings:
     bootstrap_token: str | None = None
     #: When set, client calls (register, run, cancel, drain, reads) must present it.
     api_token: str | None = None
+    #: A file holding the API token (kept off the command line); see ``resolve_api_token``.
+    api_token_file: Path | None = None
+    #: Largest request body in bytes (413 above it); 0 turns the limit off.
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    #: Deepest nesting of a JSON body (422 deeper).
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     #: Seconds between flushes of worker leases (liveness) to the database. None: 10 s
     #: when replicas may share it (PostgreSQL), 300 s on SQLite (one server process).
     lease_interval: float | None = None
@@ -44,7 +59,7 @@ class ServerSettings:
             self.database_url = f"sqlite:///{self.home / 'flux.db'}"
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "home": str(self.home)})
+        return json.dumps({key: str(value) if isinstance(value, Path) else value for key, value in asdict(self).items()})
 
     @classmethod
     def from_json(cls, text: str) -> "ServerSettings":
@@ -59,15 +74,96 @@ class ServerSettings:
     def bootstrap_token_path(self) -> Path:
         return self.home / "bootstrap-token"
 
+    @property
+    def api_token_path(self) -> Path:
+        return self.home / "api-token"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password, if any, as ``***``: for everything printed or logged."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    user, colon, _password = userinfo.partition(":")
+    if not at or not colon:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
+
+
+def sqlite_file(database_url: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` URL (None for other databases, in memory)."""
+    from sqlalchemy.engine import make_url  # only the server needs it, not every CLI call
+
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return Path(url.database)
+
+
+def prepare_home(settings: ServerSettings) -> None:
+    """Create the home 0700; create the SQLite file 0600 before SQLAlchemy does (it would
+    use the umask), and make existing database and token files owner-only."""
+    settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private = [settings.bootstrap_token_path, settings.api_token_path]
+    database = sqlite_file(settings.database_url)
+    if database is not None:
+        database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(database, os.O_WRONLY | os.O_CREAT, 0o600))
+        private += [database.with_name(database.name + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+    for path in private:
+        if path.exists():
+            path.chmod(0o600)
+
 
 def ensure_bootstrap_token(home: Path) -> str:
     """Read the bootstrap token, creating it (mode 0600) on first start."""
-    path = Path(home) / "bootstrap-token"
+    return _ensure_token_file(Path(home) / "bootstrap-token")
+
+
+def _ensure_token_file(path: Path) -> str:
     if path.exists():
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
+        return read_token_file(path)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")
     return token
+
+
+def read_token_file(path: str | Path) -> str:
+    """A token kept in a file (first line); ``ValueError`` when the file is empty."""
+    token = Path(path).read_text().strip()
+    if not token:
+        raise ValueError(f"{path} is empty")
+    return token
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name or an interface's address: reachable from elsewhere
+
+
+def resolve_api_token(settings: ServerSettings) -> tuple[str | None, str | None]:
+    """The API token and, when it lives in a file, a line saying where (never the token).
+
+    ``--api-token``, else ``--api-token-file``; a server listening beyond loopback
+    with neither uses HOME/api-token, generating it (0600) on first start, as Jupyter
+    does: the API runs code on every worker and must not be open to the network.
+    """
+    if settings.api_token:
+        return settings.api_token, None
+    if settings.api_token_file:
+        return read_token_file(settings.api_token_file), f"API token from {settings.api_token_file}"
+    if is_loopback(settings.host):
+        return None, None
+    created = not settings.api_token_path.exists()
+    token = _ensure_token_file(settings.api_token_path)
+    how = "generated into" if created else "read from"
+    return token, (
+        f"--host {settings.host} is not loopback, so client calls need the API token, {how} {settings.api_token_path} "
+        f"(mode 0600); clients: FLUX_API_TOKEN or --api-token-file"
+    )

@@ -1,0 +1,68 @@
+"""Run the API under uvicorn so that SIGTERM or SIGINT is a clean stop.
+
+On a stop signal uvicorn waits for open requests, then cancels them after its
+graceful timeout, logging each as an ERROR with a traceback. A worker's claim and a
+client's wait are long polls that would hold out that long, so the signal first
+ends them (``Notifier.stop``): they answer at once with what they have. uvicorn
+also re-raises the signal once it has shut down, which would make a requested stop
+exit with 143 or 130; here it exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+from flux.server.database import migrate
+from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: FastAPI):
+        super().__init__(config)
+        self._app = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        notifier = getattr(self._app.state, "notifier", None)  # none before start-up finished
+        if notifier is not None:
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing is polling
+                asyncio.get_running_loop().call_soon_threadsafe(notifier.stop)
+
+
+def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+    sys.exit(0)
+
+
+#: Keep-alive outlives the workers' heartbeat interval and their client's keep-alive
+#: (30 s), so the server never closes a connection a worker is about to reuse.
+#: Long polls end at once on a stop; the graceful timeout only bounds a stuck request.
+OPTIONS = dict(log_level="warning", timeout_graceful_shutdown=3, timeout_keep_alive=75)
+
+
+def serve(app: FastAPI, host: str, port: int) -> None:
+    # In force before uvicorn takes the signals and after it hands them back (and re-raises).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_cleanly)
+    _Server(uvicorn.Config(app, host=host, port=port, **OPTIONS), app).run()
+
+
+def serve_processes(settings: ServerSettings) -> None:
+    """``--processes N`` (PostgreSQL): N server processes on one port under uvicorn's
+    process manager, each a replica in every respect. The schema is migrated once,
+    here, before they start; each builds its app from the settings left in the
+    environment (``flux.server.app.app_from_environment``)."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    settings.bootstrap_token = settings.bootstrap_token or ensure_bootstrap_token(settings.home)
+    migrate(settings.database_url)
+    settings.migrated = True
+    os.environ[SETTINGS_ENV] = settings.to_json()
+    uvicorn.run("flux.server.app:app_from_environment", factory=True, workers=settings.processes,
+                host=settings.host, port=settings.port, **OPTIONS)
