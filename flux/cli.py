@@ -146,6 +146,13 @@ def main(ctx: click.Context, config: str | None) -> None:
     ctx.default_map = load_default_map(config, {"server": start_server, "worker": start_worker})
 
 
+def _token_from_file(path: str, what: str) -> str:
+    try:
+        return read_token_file(path)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"cannot read the {what} token: {exc}") from None
+
+
 # --- start -------------------------------------------------------------------------------
 
 
@@ -162,7 +169,10 @@ def start() -> None:
 @click.option("--eviction-grace-period", envvar="FLUX_EVICTION_GRACE_PERIOD", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
               help="Seconds without heartbeat before a worker is evicted and its work requeued")
 @click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
-              help="Token workers register with; give every replica the same one [HOME/bootstrap-token]")
+              help="Token workers register with; give every replica the same one [HOME/bootstrap-token]; "
+                   "prefer the environment or --bootstrap-token-file: the command line is visible to every user")
+@click.option("--bootstrap-token-file", envvar="FLUX_BOOTSTRAP_TOKEN_FILE", type=click.Path(exists=True, dir_okay=False),
+              default=None, help="Read the bootstrap token from this file (a mounted secret, say)")
 @click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
               help="Require this bearer token on client calls (registering workflows runs code on every worker); "
                    "prefer the environment or --api-token-file: the command line is visible to every user")
@@ -179,7 +189,8 @@ def start() -> None:
 @click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
-                 bootstrap_token: str | None, api_token: str | None, api_token_file: str | None, max_body_size: int,
+                 bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
+                 api_token_file: str | None, max_body_size: int,
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
@@ -194,6 +205,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
         api_token_file=api_token_file, max_body_size=max_body_size, max_json_depth=max_json_depth,
         lease_interval=lease_interval, shed_after=shed_after, processes=processes,
     )
+    if bootstrap_token_file:
+        settings.bootstrap_token = _token_from_file(bootstrap_token_file, "bootstrap")
     if processes > 1 and is_sqlite(normalise_url(settings.database_url)):
         raise click.BadParameter("several processes need PostgreSQL (SQLite has one writer); use --processes 1",
                                  param_hint="--processes")
@@ -218,7 +231,10 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 @click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True,
               help="Server URL; several comma-separated replicas fail over in turn")
 @click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
-              help="Token from 'flux server bootstrap-token' (read from --home when omitted)")
+              help="Token from 'flux server bootstrap-token' (read from --home when omitted); "
+                   "prefer the environment or --bootstrap-token-file")
+@click.option("--bootstrap-token-file", envvar="FLUX_BOOTSTRAP_TOKEN_FILE", type=click.Path(exists=True, dir_okay=False),
+              default=None, help="Read the bootstrap token from this file (a mounted secret, say)")
 @click.option("--home", envvar="FLUX_HOME", type=click.Path(), default=None)
 @click.option("--label", "labels", envvar="FLUX_LABELS", multiple=True,
               help="KEY=VALUE, repeatable (FLUX_LABELS: space-separated); matched by workflow affinity")
@@ -243,7 +259,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 @click.option("--docker-arg", "docker_args", envvar="FLUX_DOCKER_ARGS", multiple=True, help="Extra 'docker run' argument, repeatable")
 @click.option("--resource", "custom_resources", envvar="FLUX_RESOURCES", multiple=True,
               help="NAME=AMOUNT custom resource to advertise (e.g. fpga=2), repeatable; requested with resources={...}")
-def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: str | None, labels: tuple[str, ...],
+def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootstrap_token_file: str | None,
+                 home: str | None, labels: tuple[str, ...],
                  max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str,
                  metrics_provider: str | None, allocation: str, enforce_requests: bool,
                  subprocess_memory_limit: int | None, max_executions_per_child: int, docker_image: str, docker_memory: int | None,
@@ -253,7 +270,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, home: 
 
     from flux.worker import Worker, WorkerConfig
 
-    token = bootstrap_token
+    token = _token_from_file(bootstrap_token_file, "bootstrap") if bootstrap_token_file else bootstrap_token
     if not token:
         path = ServerSettings(home=home or default_home()).bootstrap_token_path
         if not path.exists():
