@@ -127,6 +127,8 @@ class SynthWorker:
                 response = await self.http.post(path, json=body, headers={"Authorization": f"Bearer {token}"},
                                                  timeout=timeout)
             except httpx.HTTPError as exc:  # transport: connect refused/reset, timeouts, pool exhausted
+                if self.fleet.stopping.is_set():
+                    raise Stop from None  # our own stop closed the connection: not the server's error
                 count_error(stats, f"{kind}:{type(exc).__name__}")
                 attempt += 1
                 await self._sleep(random.uniform(0, min(10.0, 0.2 * 2**attempt)))

@@ -4,12 +4,26 @@ answers it). Used where a test must control a worker's every request."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 import httpx
 
 GiB = 1024**3
+
+#: A one-task workflow (``one_task``) for tests that drive the protocol by hand.
+ONE_TASK = """
+    from flux import task, workflow
+
+    @task
+    async def echo(n):
+        return n
+
+    @workflow
+    async def one_task(ctx):
+        return await echo(ctx.input)
+"""
 
 
 def sample(memory_available: int = 8 * GiB, **overrides) -> dict:
@@ -36,7 +50,10 @@ class ProtocolWorker:
             "runtime": {"python_version": "3.11.7", "os_name": "Linux", "os_version": "6", "hostname": "h", "cpu_arch": "x86_64"},
             "running": list(running), "metrics": {},
         }
-        reply = self.http.post("/workers/register", json=body, headers={"Authorization": f"Bearer {self.bootstrap}"})
+        headers = {"Authorization": f"Bearer {self.bootstrap}"}
+        if self.token:  # what a restarted worker presents: the token its name is bound to
+            headers["X-Flux-Worker-Token"] = self.token
+        reply = self.http.post("/workers/register", json=body, headers=headers)
         reply.raise_for_status()
         self.token = reply.json()["session_token"]
         return reply.json()
@@ -53,6 +70,18 @@ class ProtocolWorker:
         reply = self.post(f"/workers/{self.name}/claim", {"wait": wait}, timeout=wait + 10)
         reply.raise_for_status()
         return reply.json()
+
+    def claim_in_background(self, wait: float) -> tuple[threading.Thread, dict]:
+        """Start a long-poll claim on a thread; the dict gets its ``reply`` and when it came (``at``)."""
+        result: dict = {}
+
+        def claim() -> None:
+            result["reply"] = self.claim(wait=wait)
+            result["at"] = time.monotonic()
+
+        thread = threading.Thread(target=claim)
+        thread.start()
+        return thread, result
 
     def complete(self, job: dict, output=None) -> None:
         now = time.time()

@@ -108,8 +108,9 @@ event = st.fixed_dictionaries(
 
 @FUZZ
 @given(payload=st.one_of(
-    st.fixed_dictionaries({"attempt": st.integers(-1, 3) | json_values, "events": st.lists(event, max_size=4) | json_values}),
-    mutated({"attempt": 1, "events": [{"type": "TASK_STARTED", "time": time.time()}]}),
+    st.fixed_dictionaries({"attempt": st.integers(-1, 3) | json_values, "batch": st.integers(-1, 3) | json_values,
+                           "events": st.lists(event, max_size=4) | json_values}),
+    mutated({"attempt": 1, "batch": 1, "events": [{"type": "TASK_STARTED", "time": time.time()}]}),
 ))
 def test_checkpoint(server: Server, payload):
     assert_no_server_error(server.post(f"/executions/{server.execution_id}/checkpoint", payload, server.session))

@@ -9,21 +9,9 @@ import time
 import httpx
 import pytest
 
-from protocol import ProtocolWorker
+from protocol import ONE_TASK, ProtocolWorker
 
 API_TOKEN = "client-secret-token"
-
-ONE_TASK = """
-    from flux import task, workflow
-
-    @task
-    async def echo(n):
-        return n
-
-    @workflow
-    async def one_task(ctx):
-        return await echo(ctx.input)
-"""
 
 
 @pytest.fixture

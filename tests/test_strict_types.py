@@ -67,6 +67,6 @@ def test_worker_calls_refuse_coerced_values(http):
     assert_refused(http.post("/workers/raw/claim", json={"wait": "0"}, headers=auth), ["body", "wait"])
     assert http.post("/workers/raw/claim", json={"wait": 0}, headers=auth).status_code == 200
     event = {"type": "TASK_STARTED", "time": time.time()}
-    assert_refused(http.post("/executions/e/checkpoint", json={"attempt": True, "events": [event]}, headers=auth), ["body", "attempt"])
-    stringly_timed = {"attempt": 1, "events": [{**event, "time": "now"}]}
+    assert_refused(http.post("/executions/e/checkpoint", json={"attempt": True, "batch": 1, "events": [event]}, headers=auth), ["body", "attempt"])
+    stringly_timed = {"attempt": 1, "batch": 1, "events": [{**event, "time": "now"}]}
     assert_refused(http.post("/executions/e/checkpoint", json=stringly_timed, headers=auth), ["body", "events", 0, "time"])

@@ -100,6 +100,31 @@ def _latest(session: Session, name: str) -> WorkflowModel | None:
     ).first()
 
 
+#: What a submission copies from its workflow (not the source: it can be large).
+HEADER = (
+    WorkflowModel.id,
+    WorkflowModel.name,
+    WorkflowModel.version,
+    WorkflowModel.requests,
+    WorkflowModel.affinity,
+    WorkflowModel.routing,
+    WorkflowModel.pending_timeout,
+)
+
+
+def header(session: Session, name: str, version: int | None = None):
+    """The columns of one workflow version (the newest by default) that a run needs."""
+    query = select(*HEADER).where(WorkflowModel.name == name)
+    if version is None:
+        query = query.order_by(WorkflowModel.version.desc()).limit(1)
+    else:
+        query = query.where(WorkflowModel.version == version)
+    row = session.execute(query).first()
+    if row is None:
+        raise _not_found(name, version)
+    return row
+
+
 def get(session: Session, name: str, version: int | None = None) -> WorkflowModel:
     if version is None:
         row = _latest(session, name)
@@ -108,9 +133,13 @@ def get(session: Session, name: str, version: int | None = None) -> WorkflowMode
             select(WorkflowModel).where(WorkflowModel.name == name, WorkflowModel.version == version)
         ).first()
     if row is None:
-        suffix = f" version {version}" if version is not None else ""
-        raise NotFound(f"workflow {name!r}{suffix} is not registered")
+        raise _not_found(name, version)
     return row
+
+
+def _not_found(name: str, version: int | None) -> NotFound:
+    suffix = f" version {version}" if version is not None else ""
+    return NotFound(f"workflow {name!r}{suffix} is not registered")
 
 
 def list_latest(session: Session) -> list[WorkflowInfo]:
