@@ -31,6 +31,11 @@ from flux.server.schemas import (
 S = ExecutionState
 
 
+#: Built once: a statement made per call costs more to build than to run.
+INSERT_EXECUTION = insert(ExecutionModel.__table__)
+INSERT_EVENT = insert(ExecutionEventModel.__table__)
+
+
 def append_event(
     session: Session,
     execution: ExecutionModel,
@@ -42,19 +47,33 @@ def append_event(
     at: float | None = None,
     worker_name: str | None = None,
 ) -> None:
-    execution.last_seq += 1
-    session.add(
-        ExecutionEventModel(
-            execution_id=execution.id,
-            seq=execution.last_seq,
-            type=type_.value,
-            name=name,
-            task_id=task_id,
-            value=value,
-            time=at if at is not None else time.time(),
-            worker_name=worker_name,
+    append_events(session, execution, [dict(type=type_, name=name, task_id=task_id, value=value, time=at, worker_name=worker_name)])
+
+
+def append_events(session: Session, execution: ExecutionModel, events: list[dict]) -> None:
+    """Append to an execution's log in one statement, numbering after ``last_seq``.
+
+    Plain rows, not ORM objects: a worker's batch of events costs one executemany.
+    The execution's own pending changes are flushed first (autoflush), so the row and
+    its log always move together in the transaction."""
+    now = time.time()
+    rows = []
+    for event in events:
+        execution.last_seq += 1
+        rows.append(
+            {
+                "execution_id": execution.id,
+                "seq": execution.last_seq,
+                "type": event["type"].value,
+                "name": event.get("name"),
+                "task_id": event.get("task_id"),
+                "value": event.get("value"),
+                "time": event["time"] if event.get("time") is not None else now,
+                "worker_name": event.get("worker_name"),
+            }
         )
-    )
+    if rows:
+        session.execute(INSERT_EVENT, rows)
 
 
 def submit(session: Session, name: str, run: RunRequest) -> ExecutionInfo:
@@ -81,12 +100,11 @@ def submit(session: Session, name: str, run: RunRequest) -> ExecutionInfo:
         scheduled_at=now,
         row_version=1,  # the ORM's optimistic-concurrency counter starts at 1
     )
-    session.execute(insert(ExecutionModel.__table__).values(**row))
+    session.execute(INSERT_EXECUTION, row)
     session.execute(
-        insert(ExecutionEventModel.__table__).values(
-            execution_id=row["id"], seq=1, type=EventType.WORKFLOW_SCHEDULED.value, name=workflow.name,
-            value={"input": run.input}, time=now,
-        )
+        INSERT_EVENT,
+        dict(execution_id=row["id"], seq=1, type=EventType.WORKFLOW_SCHEDULED.value, name=workflow.name,
+             task_id=None, value={"input": run.input}, time=now, worker_name=None),
     )
     fresh = dict.fromkeys(("output", "error", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
     return info(SimpleNamespace(**row, **fresh))
@@ -255,6 +273,7 @@ def checkpoint(session: Session, worker_name: str, execution_id: str, body: Chec
         raise Conflict(f"checkpoint batch {body.batch} of execution {execution_id} skips {execution.checkpoint_batch + 1}")
     execution.checkpoint_batch = body.batch
     ended = False
+    logged = []
     for event in body.events:
         try:
             type_ = EventType(event.type)
@@ -264,7 +283,7 @@ def checkpoint(session: Session, worker_name: str, execution_id: str, body: Chec
             raise Invalid(f"workers cannot report {type_.value} events")
         if ended:
             break  # the terminal event closes the log; stragglers after it in the batch are dropped
-        append_event(session, execution, type_, name=event.name, task_id=event.task_id, value=event.value, at=event.time, worker_name=worker_name)
+        logged.append(dict(type=type_, name=event.name, task_id=event.task_id, value=event.value, time=event.time, worker_name=worker_name))
         new_state = STATE_AFTER.get(type_)
         if new_state is S.RUNNING:
             execution.started_at = execution.started_at or event.time
@@ -273,6 +292,7 @@ def checkpoint(session: Session, worker_name: str, execution_id: str, body: Chec
         elif new_state is not None:
             finish(session, execution, new_state, event.value, event.time)
             ended = True
+    append_events(session, execution, logged)
     return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), ended
 
 

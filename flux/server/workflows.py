@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
@@ -112,14 +112,16 @@ HEADER = (
 )
 
 
+_NEWEST = select(*HEADER).where(WorkflowModel.name == bindparam("name")).order_by(WorkflowModel.version.desc()).limit(1)
+_VERSION = select(*HEADER).where(WorkflowModel.name == bindparam("name"), WorkflowModel.version == bindparam("version"))
+
+
 def header(session: Session, name: str, version: int | None = None):
     """The columns of one workflow version (the newest by default) that a run needs."""
-    query = select(*HEADER).where(WorkflowModel.name == name)
     if version is None:
-        query = query.order_by(WorkflowModel.version.desc()).limit(1)
+        row = session.execute(_NEWEST, {"name": name}).first()
     else:
-        query = query.where(WorkflowModel.version == version)
-    row = session.execute(query).first()
+        row = session.execute(_VERSION, {"name": name, "version": version}).first()
     if row is None:
         raise _not_found(name, version)
     return row
