@@ -281,6 +281,7 @@ class Dispatcher:
             )
         }
         now = time.time()
+        claimed_events: list[dict] = []
         for placement in placements:
             execution = rows[placement.execution_id]
             execution.state = ExecutionState.CLAIMED.value
@@ -290,20 +291,24 @@ class Dispatcher:
             execution.delivered = False
             execution.claimed_at = now
             execution.allotment = placement.allotment or None
-            executions.append_event(
-                session,
+            claimed_events += executions.event_rows(
                 execution,
-                EventType.WORKFLOW_CLAIMED,
-                name=execution.workflow_name,
-                value={
-                    "worker": placement.worker_name,
-                    "attempt": execution.attempt,
-                    "reason": placement.reason,
-                    "allotment": placement.allotment,
-                },
-                at=now,
-                worker_name=placement.worker_name,
+                [
+                    dict(
+                        type=EventType.WORKFLOW_CLAIMED,
+                        name=execution.workflow_name,
+                        value={
+                            "worker": placement.worker_name,
+                            "attempt": execution.attempt,
+                            "reason": placement.reason,
+                            "allotment": placement.allotment,
+                        },
+                        time=now,
+                        worker_name=placement.worker_name,
+                    )
+                ],
             )
+        session.execute(executions.INSERT_EVENT, claimed_events)  # one statement; the rows' updates flush first
         return [(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements], backlog
 
     def _record_waiting(self, session: Session, page: list, placed: set[str], workers: list[WorkerView]) -> None:

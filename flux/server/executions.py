@@ -56,6 +56,14 @@ def append_events(session: Session, execution: ExecutionModel, events: list[dict
     Plain rows, not ORM objects: a worker's batch of events costs one executemany.
     The execution's own pending changes are flushed first (autoflush), so the row and
     its log always move together in the transaction."""
+    rows = event_rows(execution, events)
+    if rows:
+        session.execute(INSERT_EVENT, rows)
+
+
+def event_rows(execution: ExecutionModel, events: list[dict]) -> list[dict]:
+    """The log rows of ``events``, numbered after ``last_seq`` (which moves on); for
+    callers that insert the events of many executions in one statement."""
     now = time.time()
     rows = []
     for event in events:
@@ -72,8 +80,7 @@ def append_events(session: Session, execution: ExecutionModel, events: list[dict
                 "worker_name": event.get("worker_name"),
             }
         )
-    if rows:
-        session.execute(INSERT_EVENT, rows)
+    return rows
 
 
 def submit(session: Session, name: str, run: RunRequest) -> ExecutionInfo:
