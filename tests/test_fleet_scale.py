@@ -296,3 +296,18 @@ def test_a_worker_restarted_after_a_crash_takes_its_name_back_at_once(cluster, c
     events = eventually(lambda: [e for e in client.events(execution["id"]) if e["type"] == "WORKFLOW_RESCHEDULED"], timeout=10)
     assert "restarted without it" in events[0]["value"]["reason"]
     client.cancel(execution["id"])
+
+
+def test_waiters_live_only_as_long_as_their_request(cluster, protocol_worker):
+    """Lookups of unknown executions and refused claims leave nothing behind; a waiting
+    claim is counted while it waits and gone when it answers."""
+    for n in range(20):
+        assert httpx.get(f"{cluster.server_url}/executions/unknown-{n}", params={"wait": 1}).status_code == 404
+        assert httpx.post(f"{cluster.server_url}/workers/w/claim", json={"wait": 1}).status_code == 401
+    assert metric(cluster.server_url, "flux_long_poll_waiters") == 0
+    protocol_worker.register()
+    claimer, result = protocol_worker.claim_in_background(wait=2)
+    eventually(lambda: metric(cluster.server_url, "flux_long_poll_waiters") == 1, timeout=5)
+    claimer.join(timeout=10)
+    assert result["reply"]["executions"] == []
+    assert metric(cluster.server_url, "flux_long_poll_waiters") == 0

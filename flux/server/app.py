@@ -153,6 +153,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def metrics(request: Request) -> Response:
         liveness = liveness_of(request)
         snapshot = await db(request).read(lambda s: ServerMetrics.snapshot(s, liveness), counted=False)
+        request.app.state.metrics.waiting.set(request.app.state.notifier.waiting())
         return Response(request.app.state.metrics.render(snapshot), media_type=CONTENT_TYPE_LATEST)
 
     # --- workflows ---------------------------------------------------------------------

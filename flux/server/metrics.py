@@ -55,6 +55,9 @@ class ServerMetrics:
         self.server_lag = Gauge(
             "flux_server_lag_seconds", "How far behind its own work the server was at the last tick", registry=self.registry
         )
+        self.waiting = Gauge(
+            "flux_long_poll_waiters", "Long polls (claims, waits) waiting on this process right now", registry=self.registry
+        )
         self.workers = Gauge("flux_workers", "Registered workers by state", ["state"], registry=self.registry)
         self.executions = Gauge("flux_executions", "Executions by state", ["state"], registry=self.registry)
         self.oldest_scheduled = Gauge(

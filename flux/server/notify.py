@@ -65,8 +65,8 @@ class Notifier:
                     del self._waiters[key]
 
     def waiting(self) -> int:
-        """Keys with at least one waiter (a gauge, and a leak check in tests)."""
-        return len(self._waiters)
+        """Waiters right now (a gauge, and a leak check in tests)."""
+        return sum(len(waiters) for waiters in self._waiters.values())
 
     @staticmethod
     async def wait(event: asyncio.Event, timeout: float) -> bool:
