@@ -272,9 +272,10 @@ def test_a_live_workers_name_cannot_be_taken_with_the_bootstrap_token_alone(clus
 
 
 def test_a_second_worker_process_with_a_taken_name_exits_with_the_reason(cluster, tmp_path):
-    cluster.start_worker("w1", heartbeat_interval=0.3, runner="inprocess")
+    first = cluster.start_worker("w1", heartbeat_interval=0.3, runner="inprocess")
     same_host = cluster.start_worker("w1", runner="inprocess", wait=False)
     assert same_host.wait(timeout=30) != 0
+    cluster.workers["w1"] = first  # the cluster stops the one that runs
     assert "already running on this host" in cluster.log("worker-w1")
     other_host = subprocess.run(  # another machine: another home, no token of w1's
         [sys.executable, "-m", "flux.cli", "start", "worker", "w1", "--server-url", cluster.server_url,
