@@ -9,6 +9,7 @@ import hmac
 import logging
 import os
 import secrets
+import sys
 import time
 
 from fastapi import Depends, FastAPI, Header, Query, Request
@@ -59,6 +60,11 @@ WORKER = responses(401, 403, 404, 409, 413, 422)
 log = logging.getLogger("flux.server")
 #: A client waiting for an execution re-reads it at least this often (safety net).
 WAIT_RECHECK = 30.0
+#: The GIL hand-over interval of a server process. Database work runs on threads
+#: beside the event loop; with CPython's default 5 ms, a loop kept busy by a thousand
+#: workers' heartbeats made each transaction wait up to 5 ms for the GIL (B7 at 1,000
+#: workers on SQLite: submit->claimed p50 7.7 -> 6.1 ms, heartbeat p99 105 -> 34 ms).
+SWITCH_INTERVAL = 0.001
 
 async def bearer(authorization: str | None = Header(default=None)) -> str | None:
     """Dependencies are ``async``: FastAPI runs a plain ``def`` one on a thread pool,
@@ -75,6 +81,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        sys.setswitchinterval(SWITCH_INTERVAL)
         if not settings.migrated:
             from flux.server.database import migrate
 
