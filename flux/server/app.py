@@ -216,7 +216,6 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def execution_placement(execution_id: str, request: Request):
         """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
         fleet_views = request.app.state.dispatcher.fleet
-        # on the writer thread: the dispatcher's view cache is not shared across threads
         return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
     @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT, responses=READ_ONE)
@@ -349,9 +348,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     async def set_draining(request: Request, name: str, draining: bool) -> WorkerInfo:
         liveness = liveness_of(request)(name)
-        worker = await db(request).run(
-            lambda s: (fleet.set_draining(s, name, draining), fleet.show(s, name, liveness))[1]
-        )
+        worker = await db(request).run(lambda s: fleet.set_draining(s, name, draining, liveness))
         member = request.app.state.registry.members.get(name)
         if member is not None:
             member.draining = draining

@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import math
+import threading
 import time
 
 from sqlalchemy import select, text, tuple_
@@ -27,11 +28,11 @@ from flux.scheduling.allocation import with_allotments
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.matching import GPU, WorkerView
 from flux.scheduling.placement import Placement, demand_from_row, place
-from flux.server import executions, fleet
+from flux.server import executions
 from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
-from flux.server.registry import FleetRegistry
+from flux.server.registry import OFFLINE, ONLINE, STALE, FleetRegistry
 
 log = logging.getLogger("flux.server.dispatch")
 
@@ -107,6 +108,8 @@ class Dispatcher:
         self._views_now: list = []
         self._position: dict[str, int] = {}
         self._holding: set[str] = set()
+        #: The caches above are shared by rounds and by readers of ``fleet``.
+        self._lock = threading.RLock()
 
     def kick(self) -> None:
         self._wake.set()
@@ -138,6 +141,12 @@ class Dispatcher:
 
 
     def fleet(self, session: Session) -> list[WorkerView]:
+        """``_fleet`` under the dispatcher's lock: on PostgreSQL database work runs on
+        several threads, and explanations and registrations read the fleet beside rounds."""
+        with self._lock:
+            return self._fleet(session)
+
+    def _fleet(self, session: Session) -> list[WorkerView]:
         """Views of every worker that is not OFFLINE, reloading only what changed.
 
         STALE and DRAINING workers are included (with no free slots) so that
@@ -167,7 +176,7 @@ class Dispatcher:
         for row in rows:
             base = self._views[row.name][2]
             member = registry.members.get(row.name)
-            state = "DRAINING" if row.draining else (fleet.STALE if member is not None and member.stale_since else fleet.ONLINE)
+            state = "DRAINING" if row.draining else (STALE if member is not None and member.stale_since else ONLINE)
             allotments = held.get(row.name, ())
             key = (id(base), state, _signature(allotments))  # the cache entry keeps base alive: ids stay unique
             cached = self._round_views.get(row.name)
@@ -187,7 +196,7 @@ class Dispatcher:
                 WorkerModel.resources_version,
                 WorkerModel.registered_at,
                 WorkerModel.draining,
-            ).where(WorkerModel.state != fleet.OFFLINE)
+            ).where(WorkerModel.state != OFFLINE)
         ).all()
         changed = [row.id for row in rows if self._views.get(row.name, (None, None))[:2] != (row.resources_version, row.registered_at)]
         if changed:
@@ -241,6 +250,10 @@ class Dispatcher:
         return session.execute(query).all()
 
     def _round(self, session: Session) -> tuple[list[tuple[str, float]], bool]:
+        with self._lock:  # the round changes the views it places on in place
+            return self._place(session)
+
+    def _place(self, session: Session) -> tuple[list[tuple[str, float]], bool]:
         """One placement pass over the queue, oldest first, page by page while slots remain.
 
         Paging means executions that fit nowhere cannot block newer ones behind them

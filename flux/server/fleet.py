@@ -32,10 +32,9 @@ from flux.models import (
 )
 from flux.server import executions
 from flux.server.errors import Conflict, NotFound
-from flux.server.registry import Held, Member
+from flux.server.registry import OFFLINE, ONLINE, Held, Member
 from flux.server.schemas import PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
 
-ONLINE, STALE, OFFLINE = "ONLINE", "STALE", "OFFLINE"
 DRAINING, DRAINED = "DRAINING", "DRAINED"
 #: A delivered execution the worker has not reported for this many heartbeats (plus
 #: slack for a slow claim response) is taken as lost in transit.
@@ -154,7 +153,7 @@ def register(session: Session, body: WorkerRegistration, token: str, held_token:
             f"worker name {body.name!r} is held by another worker that is still online; stop it (it then releases "
             "the name), wait for its eviction, or choose another name"
         )
-    held: dict[str, Held] = {}
+    held: dict[str, Held] = {}  # a new worker holds nothing
     if known is None:
         worker_id = session.execute(
             insert(WorkerModel).values(name=body.name, resources_version=1, draining=False, **values).returning(WorkerModel.id)
@@ -177,11 +176,13 @@ def register(session: Session, body: WorkerRegistration, token: str, held_token:
         if known.packages_digest != digest:
             session.execute(delete(WorkerPackageModel).where(WorkerPackageModel.worker_id == worker_id))
         still_running = set(body.running)
+        kept = []
         for execution in executions.held_by(session, body.name):
             if execution.id not in still_running or not execution.delivered:
                 executions.reschedule(session, execution, f"worker {body.name} restarted without it")
             else:
-                held.update(held_map([execution]))
+                kept.append(execution)
+        held = held_map(kept)
     if (known is None or known.packages_digest != digest) and body.packages:
         session.execute(
             insert(WorkerPackageModel.__table__),  # Core executemany: no ORM bookkeeping per row
@@ -240,16 +241,21 @@ def reconcile(session: Session, member: Member, reported: set[str]) -> tuple[dic
     """
     now = time.time()
     settled = now - settle_time(member.heartbeat_interval)
-    held: dict[str, Held] = {}
+    kept = []
     requeued = False
     for execution in executions.held_by(session, member.name):
         if execution.delivered and execution.id not in reported and (execution.claimed_at or now) < settled:
             executions.reschedule(session, execution, f"worker {member.name} does not report it running (claim lost)")
             requeued = True
         else:
-            held.update(held_map([execution]))
+            kept.append(execution)
     draining = bool(session.scalar(select(WorkerModel.draining).where(WorkerModel.id == member.id)))
-    return held, draining, requeued
+    return held_map(kept), draining, requeued
+
+
+def live_state(stored: str, liveness: tuple[str, float] | None) -> str:
+    """OFFLINE as the database says; otherwise ONLINE or STALE as the registry knows it."""
+    return stored if stored == OFFLINE or liveness is None else liveness[0]
 
 
 def display_state(state: str, draining: bool, running: int) -> str:
@@ -259,11 +265,11 @@ def display_state(state: str, draining: bool, running: int) -> str:
     return DRAINING if running else DRAINED
 
 
-def set_draining(session: Session, name: str, draining: bool) -> WorkerModel:
+def set_draining(session: Session, name: str, draining: bool, liveness: tuple[str, float] | None) -> WorkerInfo:
     worker = get(session, name)
     worker.draining = draining
     session.flush()
-    return worker
+    return show(session, name, liveness)
 
 
 # --- leases and the end of a worker ----------------------------------------------------
@@ -359,12 +365,10 @@ def info(worker: WorkerModel, running: int, liveness: tuple[str, float] | None, 
             "gpus": [_fields(gpu, GPU_FIELDS) for gpu in worker.gpus],
         }
     runtime = _fields(worker.runtime, RUNTIME_FIELDS) if worker.runtime is not None else None
-    state, last_heard = worker.state, worker.last_heartbeat_at
-    if state != OFFLINE and liveness is not None:
-        state, last_heard = liveness[0], max(last_heard, liveness[1])
+    last_heard = worker.last_heartbeat_at if liveness is None else max(worker.last_heartbeat_at, liveness[1])
     return WorkerInfo(
         name=worker.name,
-        state=display_state(state, worker.draining, running),
+        state=display_state(live_state(worker.state, liveness), worker.draining, running),
         labels=worker.labels or {},
         max_concurrent_executions=worker.max_concurrent_executions,
         allocation=worker.allocation,

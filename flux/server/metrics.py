@@ -24,8 +24,9 @@ from flux.domain.events import ExecutionState
 from flux.models import ExecutionModel, WorkerModel
 from flux.server import fleet
 from flux.server.database import StatementCounter
+from flux.server.registry import OFFLINE, ONLINE, STALE
 
-WORKER_STATES = (fleet.ONLINE, fleet.STALE, fleet.OFFLINE, fleet.DRAINING, fleet.DRAINED)
+WORKER_STATES = (ONLINE, STALE, OFFLINE, fleet.DRAINING, fleet.DRAINED)
 
 
 class _Statements:
@@ -80,11 +81,7 @@ class ServerMetrics:
         counts = fleet.running_counts(session)
         rows = session.execute(select(WorkerModel.name, WorkerModel.state, WorkerModel.draining))
         workers = Tally(
-            fleet.display_state(
-                row.state if row.state == fleet.OFFLINE else (liveness(row.name) or (row.state,))[0],
-                row.draining,
-                counts.get(row.name, 0),
-            )
+            fleet.display_state(fleet.live_state(row.state, liveness(row.name)), row.draining, counts.get(row.name, 0))
             for row in rows
         )
         executions = dict(session.execute(select(ExecutionModel.state, func.count()).group_by(ExecutionModel.state)).all())
