@@ -3,7 +3,7 @@
 from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import RoutingPolicy, label, load, metric, score
-from flux.runtime import ExecutionContext
+from flux.runtime import ExecutionContext, TaskCall, current_task
 from flux.task import TaskFailedError, parallel, task
 from flux.workflow import LocalExecution, Workflow, workflow
 
@@ -19,8 +19,10 @@ __all__ = [
     "NotIn",
     "ResourceRequest",
     "RoutingPolicy",
+    "TaskCall",
     "TaskFailedError",
     "Workflow",
+    "current_task",
     "label",
     "load",
     "metric",

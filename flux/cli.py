@@ -188,10 +188,15 @@ def start() -> None:
               help="Seconds between flushes of worker liveness to the database [10 on PostgreSQL, 300 on SQLite]")
 @click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
+@click.option("--max-attempts", "default_max_attempts", envvar="FLUX_MAX_ATTEMPTS", type=click.IntRange(1, 1000), default=3,
+              show_default=True, help="Attempts an execution may crash in before it fails, for workflows that set none")
+@click.option("--attempt-backoff", envvar="FLUX_ATTEMPT_BACKOFF", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Seconds before the attempt after a crash, doubled after each further crash (at most 60)")
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
                  api_token_file: str | None, max_body_size: int,
-                 max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float) -> None:
+                 max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
+                 default_max_attempts: int, attempt_backoff: float) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
@@ -204,6 +209,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
         eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
         api_token_file=api_token_file, max_body_size=max_body_size, max_json_depth=max_json_depth,
         lease_interval=lease_interval, shed_after=shed_after, processes=processes,
+        default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
     )
     if bootstrap_token_file:
         settings.bootstrap_token = _token_from_file(bootstrap_token_file, "bootstrap")
@@ -259,12 +265,15 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 @click.option("--docker-arg", "docker_args", envvar="FLUX_DOCKER_ARGS", multiple=True, help="Extra 'docker run' argument, repeatable")
 @click.option("--resource", "custom_resources", envvar="FLUX_RESOURCES", multiple=True,
               help="NAME=AMOUNT custom resource to advertise (e.g. fpga=2), repeatable; requested with resources={...}")
+@click.option("--drain-timeout", envvar="FLUX_DRAIN_TIMEOUT", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="On SIGTERM/SIGINT, seconds running executions may finish before they are handed back to resume elsewhere")
 def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootstrap_token_file: str | None,
                  home: str | None, labels: tuple[str, ...],
                  max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str,
                  metrics_provider: str | None, allocation: str, enforce_requests: bool,
                  subprocess_memory_limit: int | None, max_executions_per_child: int, docker_image: str, docker_memory: int | None,
-                 docker_cpus: float | None, docker_args: tuple[str, ...], custom_resources: tuple[str, ...]) -> None:
+                 docker_cpus: float | None, docker_args: tuple[str, ...], custom_resources: tuple[str, ...],
+                 drain_timeout: float) -> None:
     """Run a worker named NAME that executes workflows dispatched by the server."""
     import asyncio
 
@@ -285,7 +294,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
         enforce_requests=enforce_requests, subprocess_memory_limit=subprocess_memory_limit,
         max_executions_per_child=max_executions_per_child,
         docker_image=docker_image, docker_memory=docker_memory, docker_cpus=docker_cpus, docker_args=docker_args,
-        custom_resources=_custom_resources(custom_resources),
+        custom_resources=_custom_resources(custom_resources), drain_timeout=drain_timeout,
         home=str(ServerSettings(home=home or default_home()).home),
     )
     from flux.worker_identity import NameTaken
@@ -422,6 +431,14 @@ def _render_placement(info: dict) -> None:
     if info.get("unschedulable"):
         console.print(f"[red]unschedulable:[/] {info['unschedulable']}")
     _render_rows(["name", "state", "available", "reason"], info["workers"])
+    attempts = info.get("attempts") or []
+    if attempts:
+        console.print(
+            f"[bold]attempts:[/] {len(attempts)} used; {info['crashes']} of {info['max_attempts']} allowed crashes"
+        )
+        for a in attempts:
+            how = f"{a['end']}: {a['cause']}" if a.get("end") else "running"
+            console.print(f"  attempt {a['attempt']} on {a['worker']}: {how}" + (" [counted]" if a.get("counted") else ""))
 
 
 @execution_group.command("explain")
@@ -467,10 +484,15 @@ def worker_show(client: FluxClient, name: str) -> dict:
 
 @worker_group.command("drain")
 @click.argument("name")
+@click.option("--wait", is_flag=True, help="Return once the worker runs nothing (DRAINED)")
+@click.option("--timeout", type=click.FloatRange(min=0), default=3600.0, show_default=True, help="Seconds to wait with --wait")
 @client_command
-def worker_drain(client: FluxClient, name: str) -> dict:
+def worker_drain(client: FluxClient, name: str, wait: bool, timeout: float) -> dict:
     """Stop giving NAME new work; it finishes what it runs, then shows DRAINED."""
-    return client.drain_worker(name)
+    worker = client.drain_worker(name, wait=timeout if wait else None)
+    if wait:
+        click.echo(f"worker {name} is {worker['state']}: it runs nothing", err=True)
+    return worker
 
 
 @worker_group.command("undrain")

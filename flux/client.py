@@ -93,8 +93,10 @@ class FluxClient:
         params = {"version": version} if version else None
         return self._request("GET", f"/workflows/{_seg(name)}", params=params)
 
-    def run(self, name: str, input: Any = None, wait: float | None = None) -> dict:
-        execution = self._request("POST", f"/workflows/{_seg(name)}/run", json={"input": input})
+    def run(self, name: str, input: Any = None, wait: float | None = None, version: int | None = None) -> dict:
+        """Start workflow ``name``; ``version`` pins one (default: the newest when it first starts)."""
+        body = {"input": input} if version is None else {"input": input, "version": version}
+        execution = self._request("POST", f"/workflows/{_seg(name)}/run", json=body)
         if wait:
             execution = self.wait(execution["id"], wait)
         return execution
@@ -135,8 +137,17 @@ class FluxClient:
     def show_worker(self, name: str) -> dict:
         return self._request("GET", f"/workers/{_seg(name)}")
 
-    def drain_worker(self, name: str) -> dict:
-        return self._request("POST", f"/workers/{_seg(name)}/drain")
+    def drain_worker(self, name: str, wait: float | None = None, poll: float = 0.5) -> dict:
+        """Stop giving NAME new work; with ``wait``, return once it runs nothing (DRAINED
+        or OFFLINE), or raise after that many seconds."""
+        worker = self._request("POST", f"/workers/{_seg(name)}/drain")
+        deadline = time.monotonic() + (wait or 0)
+        while wait is not None and worker["state"] not in ("DRAINED", "OFFLINE"):
+            if time.monotonic() >= deadline:
+                raise FluxClientError(f"worker {name} still runs {worker['running']} execution(s) after {wait:g}s")
+            time.sleep(poll)
+            worker = self.show_worker(name)
+        return worker
 
     def undrain_worker(self, name: str) -> dict:
         return self._request("POST", f"/workers/{_seg(name)}/undrain")

@@ -31,10 +31,12 @@ class LocalCluster:
         database_url: str | None = None,
         eviction_grace_period: float = 30.0,
         log_dir: Path | None = None,
+        server_args: tuple[str, ...] = (),
     ):
         self.home = Path(home)
         self.database_url = database_url
         self.eviction_grace_period = eviction_grace_period
+        self.server_args = tuple(server_args)
         self.log_dir = Path(log_dir or self.home / "logs")
         self.port = free_port()
         self.server_url = f"http://127.0.0.1:{self.port}"
@@ -57,7 +59,7 @@ class LocalCluster:
     def start_server(self, timeout: float = 30.0, extra_args: tuple[str, ...] = ()) -> None:
         args = [
             "start", "server", "--port", str(self.port), "--eviction-grace-period", str(self.eviction_grace_period),
-            *extra_args,
+            *self.server_args, *extra_args,
         ]
         if self.database_url:
             args += ["--database-url", self.database_url]
@@ -120,9 +122,18 @@ class LocalCluster:
             _stop(self.server, sig)
             self.server = None
 
+    def stop_worker(self, name: str, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        """Signal a worker (it drains on SIGTERM/SIGINT) and wait for it; returns its exit status."""
+        process = self.workers.pop(name)
+        process.send_signal(sig)
+        try:
+            return process.wait(timeout=timeout)
+        finally:
+            _stop(process, signal.SIGKILL)
+
     def close(self) -> None:
         for process in self.workers.values():
-            _stop(process, signal.SIGTERM)
+            _stop(process, signal.SIGTERM, grace=0.5, again=True)
         self.workers.clear()
         self.stop_server()
 
@@ -141,11 +152,15 @@ def _signal_group(process: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def _stop(process: subprocess.Popen, sig: int, grace: float = 10.0) -> None:
-    if process.poll() is None:
+def _stop(process: subprocess.Popen, sig: int, grace: float = 10.0, again: bool = False) -> None:
+    """Signal, wait ``grace``; with ``again``, a second signal (a worker then stops at
+    once instead of draining) and a few more seconds; then SIGKILL what is left."""
+    for attempt in range(2 if again else 1):
+        if process.poll() is not None:
+            break
         process.send_signal(sig)
         try:
-            process.wait(timeout=grace)
+            process.wait(timeout=grace if attempt == 0 else 5.0)
         except subprocess.TimeoutExpired:
             pass
     _signal_group(process, signal.SIGKILL)

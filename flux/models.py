@@ -32,6 +32,8 @@ class WorkflowModel(Base):
     affinity: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     routing: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     pending_timeout: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Attempts an execution may crash in before it fails; None: the server's default.
+    max_attempts: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
 
 
@@ -65,6 +67,14 @@ class ExecutionModel(Base):
     worker_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
     #: Fencing token: bumped on every claim; checkpoints from an older attempt are refused.
     attempt: Mapped[int] = mapped_column(Integer, default=0)
+    #: Attempts that ended in a crash (``AttemptEnd.counts``); at ``max_attempts`` it fails.
+    crashes: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    #: Not placed before this time: the backoff after a crashed attempt.
+    ready_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Submitted for an explicit version; else a new version registered before its first
+    #: attempt replaces the one it was queued with (a relaxed request rescues it).
+    version_pinned: Mapped[bool] = mapped_column(Boolean, default=False)
     delivered: Mapped[bool] = mapped_column(Boolean, default=False)
     #: What dispatch set aside on the worker for this attempt: {"gpus": [...], "cpu": ..., ...}.
     allotment: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)

@@ -24,6 +24,35 @@ if TYPE_CHECKING:
 EventSink = Callable[[dict], None]
 
 _current: ContextVar["ExecutionContext | None"] = ContextVar("flux_execution_context", default=None)
+_current_call: ContextVar["TaskCall | None"] = ContextVar("flux_task_call", default=None)
+
+
+@dataclass(frozen=True)
+class TaskCall:
+    """The task call running now, as its body sees it through ``current_task()``.
+
+    Recorded results are exactly once, but a task body that was running when its
+    attempt ended (a crash, a drain) runs again in the next attempt: at least once.
+    ``idempotency_key`` is the same in every attempt and every retry of this call,
+    so a side effect keyed by it (a payment, an upsert) happens once.
+    """
+
+    execution_id: str
+    #: The execution's attempt (1, 2, ...): changes when a crash moves it elsewhere.
+    attempt: int
+    #: Stable across attempts: the task's name and its call number in the workflow.
+    task_id: str
+    #: This call's try under the task's own retry policy (1, 2, ...).
+    retry: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.execution_id}/{self.task_id}"
+
+
+def current_task() -> TaskCall | None:
+    """The task call whose body is running, or None outside a task."""
+    return _current_call.get()
 
 
 class TaskFailedError(RuntimeError):
@@ -79,6 +108,7 @@ class ExecutionContext:
         attempts = options.retry_max_attempts + 1
         for attempt in range(1, attempts + 1):
             self.emit(make_event(EventType.TASK_STARTED, task.name, task_id, {"attempt": attempt}))
+            token = _current_call.set(TaskCall(self.execution_id, self.attempt, task_id, attempt))
             try:
                 result = to_json_value(await task.invoke(args, kwargs), f"result of task {task.name!r}")
             except asyncio.CancelledError:
@@ -99,6 +129,8 @@ class ExecutionContext:
                 await asyncio.sleep(delay)
                 delay *= options.retry_backoff
                 continue
+            finally:
+                _current_call.reset(token)
             self.completed_tasks[task_id] = result
             self.emit(make_event(EventType.TASK_COMPLETED, task.name, task_id, result))
             return result
@@ -120,15 +152,25 @@ async def run_workflow(workflow: "Workflow", ctx: ExecutionContext) -> tuple[Eve
     except asyncio.CancelledError:
         outcome = (EventType.WORKFLOW_CANCELLED, {"reason": "cancelled"})
     except Exception as exc:  # noqa: BLE001 - the workflow's failure is data, not a crash
-        outcome = (
-            EventType.WORKFLOW_FAILED,
-            {"error": describe_error(exc), "traceback": traceback.format_exc(limit=20)},
-        )
+        failure = {"error": describe_error(exc), "traceback": traceback.format_exc(limit=20)}
+        if _caused_by(exc, MemoryError):
+            failure["out_of_memory"] = True  # a runner with a memory ceiling ends the attempt instead
+        outcome = (EventType.WORKFLOW_FAILED, failure)
     finally:
         _current.reset(token)
     emit, ctx.emit = ctx.emit, _closed  # the log ends here: stray tasks the workflow left cannot add to it
     emit(make_event(outcome[0], workflow.name, value=outcome[1]))
     return outcome
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kind):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _closed(event: dict) -> None:

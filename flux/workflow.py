@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from flux.domain.affinity import Operator, normalise_affinity
+from flux.domain.attempts import check_max_attempts
 from flux.domain.events import STATE_AFTER, ExecutionState
 from flux.domain.names import check_name
 from flux.domain.resource_request import ResourceRequest
@@ -83,6 +84,7 @@ class Workflow:
         affinity: Mapping[str, str | Operator | Mapping] | None = None,
         routing: RoutingPolicy | Mapping | None = None,
         pending_timeout: float | None = None,
+        max_attempts: int | None = None,
     ):
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
@@ -97,6 +99,7 @@ class Workflow:
         ):
             raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
         self.pending_timeout = pending_timeout
+        self.max_attempts = check_max_attempts(max_attempts, owner)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -115,6 +118,8 @@ class Workflow:
             metadata["routing"] = self.routing.to_dict()
         if self.pending_timeout is not None:
             metadata["pending_timeout"] = self.pending_timeout
+        if self.max_attempts is not None:
+            metadata["max_attempts"] = self.max_attempts
         return metadata
 
     def run(self, input: Any = None) -> LocalExecution:
@@ -153,18 +158,22 @@ class _WorkflowDecorator:
         affinity: Mapping[str, str | Operator | Mapping] | None = None,
         routing: RoutingPolicy | Mapping | None = None,
         pending_timeout: float | None = None,
+        max_attempts: int | None = None,
     ) -> Callable[[Callable[..., Any]], Workflow]:
         """Options for the decorated workflow, validated when the decorator runs.
 
         ``affinity`` is hard (label equality or operators such as ``In``, ``Gt``);
         ``routing=score(...)`` ranks the eligible workers (soft); ``pending_timeout``
         fails an execution that waited that many seconds in SCHEDULED (default: wait
-        forever, as the spec says).
+        forever, as the spec says); ``max_attempts`` bounds the attempts that may end
+        in a crash (a child killed, a memory ceiling, a worker lost) before the
+        execution fails (default: the server's, 3; see docs/attempts.md).
         """
 
         def decorate(fn: Callable[..., Any]) -> Workflow:
             return Workflow(
-                fn, name=name, requests=requests, affinity=affinity, routing=routing, pending_timeout=pending_timeout
+                fn, name=name, requests=requests, affinity=affinity, routing=routing, pending_timeout=pending_timeout,
+                max_attempts=max_attempts,
             )
 
         return decorate

@@ -68,9 +68,9 @@ def test_execution_completes_with_full_event_log(cluster, steps, runner):
     assert execution["state"] == "COMPLETED" and execution["output"] == 3
     assert execution["worker_name"] == "w1" and execution["attempt"] == 1
     assert [e["type"] for e in steps.events(execution["id"])] == [
-        "WORKFLOW_SCHEDULED", "WORKFLOW_CLAIMED", "WORKFLOW_STARTED",
+        "WORKFLOW_SCHEDULED", "WORKFLOW_CLAIMED", "ATTEMPT_STARTED", "WORKFLOW_STARTED",
         "TASK_STARTED", "TASK_COMPLETED", "TASK_STARTED", "TASK_COMPLETED",
-        "WORKFLOW_COMPLETED",
+        "ATTEMPT_ENDED", "WORKFLOW_COMPLETED",
     ]
     assert execution["scheduled_at"] <= execution["claimed_at"] <= execution["started_at"] <= execution["finished_at"]
 
@@ -81,11 +81,13 @@ def test_user_print_goes_to_stderr_not_the_event_protocol(cluster, steps):
 
 
 def test_crashing_child_fails_only_its_execution(cluster, steps):
+    """Each crash ends an attempt (docs/attempts.md); once the server's default three are
+    used up the execution fails with the cause, and nothing else is touched."""
     cluster.start_worker("w1", max_concurrent_executions=2)
     sibling = steps.run("sleepy", 1.0)
     crashed = steps.run("crashing", None, wait=30)
-    assert crashed["state"] == "FAILED"
-    assert crashed["error"] == "child process exited with status 3"
+    assert crashed["state"] == "FAILED" and crashed["attempt"] == 3
+    assert crashed["error"] == "child process exited with status 3 (attempt 3; 3 of 3 attempts crashed)"
     assert steps.wait(sibling["id"], 30)["state"] == "COMPLETED"
     assert steps.run("two_steps", 0, wait=30)["state"] == "COMPLETED"  # the worker lives on
 

@@ -56,7 +56,7 @@ def test_child_past_subprocess_memory_limit_dies_alone(cluster, hogs):
     sibling = hogs.run("sibling", 1.0)
     hog = hogs.run("hog", 2 * GiB, wait=60)
     assert hog["state"] == "FAILED"
-    assert hog["error"].startswith("exceeded its subprocess_memory_limit of 512Mi")
+    assert hog["error"].startswith("memory limit 512 MiB exceeded (subprocess_memory_limit)")
     assert hogs.wait(sibling["id"], 60)["state"] == "COMPLETED"
     assert hogs.run("hog", 1024, wait=60)["output"] == 1024  # under the limit works
 
@@ -64,7 +64,7 @@ def test_child_past_subprocess_memory_limit_dies_alone(cluster, hogs):
 def test_enforced_memory_request_fails_with_a_clear_reason(cluster, hogs):
     cluster.start_worker("w1", extra_args=("--enforce-requests",))
     failed = hogs.run("small_hog", 1 * GiB, wait=60)
-    assert failed["state"] == "FAILED" and failed["error"].startswith("exceeded its memory request of 256Mi")
+    assert failed["state"] == "FAILED" and failed["error"].startswith("memory limit 256 MiB exceeded (memory request)")
     assert "RLIMIT_AS" in cluster.log("worker-w1")  # the log says which mechanism (no cgroup v2 here)
 
 

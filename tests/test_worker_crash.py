@@ -63,4 +63,4 @@ def test_sigkilled_worker_execution_completes_once_elsewhere_without_rerunning_t
     assert started.count("record:1") == 1
     assert [e["type"] for e in events].count("WORKFLOW_COMPLETED") == 1
     rescheduled = [e for e in events if e["type"] == "WORKFLOW_RESCHEDULED"]
-    assert len(rescheduled) == 1 and "evicted" in rescheduled[0]["value"]["reason"]
+    assert len(rescheduled) == 1 and "lost (no heartbeat" in rescheduled[0]["value"]["reason"]

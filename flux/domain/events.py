@@ -47,6 +47,10 @@ class EventType(StrEnum):
     TASK_STARTED = "TASK_STARTED"
     TASK_COMPLETED = "TASK_COMPLETED"
     TASK_FAILED = "TASK_FAILED"
+    #: An attempt began: the execution was given to a worker under this fencing token.
+    ATTEMPT_STARTED = "ATTEMPT_STARTED"
+    #: An attempt ended; the value says how (``flux.domain.attempts.AttemptEnd``) and why.
+    ATTEMPT_ENDED = "ATTEMPT_ENDED"
 
 
 #: Events a worker may report through a checkpoint; the others are the server's own.
@@ -59,6 +63,7 @@ WORKER_EVENTS = frozenset(
         EventType.TASK_STARTED,
         EventType.TASK_COMPLETED,
         EventType.TASK_FAILED,
+        EventType.ATTEMPT_ENDED,
     }
 )
 
@@ -74,3 +79,5 @@ STATE_AFTER = {
 TERMINAL_EVENTS = frozenset(
     {EventType.WORKFLOW_COMPLETED.value, EventType.WORKFLOW_FAILED.value, EventType.WORKFLOW_CANCELLED.value}
 )
+#: The events after which a worker sends nothing more for its attempt.
+ATTEMPT_CLOSING_EVENTS = TERMINAL_EVENTS | {EventType.ATTEMPT_ENDED.value}

@@ -1,19 +1,21 @@
 """Runners execute one claimed execution and stream its events to the worker.
 
-Contract: ``await runner.run(job, emit, cancel)`` emits at most one terminal event
-(WORKFLOW_COMPLETED, WORKFLOW_FAILED or WORKFLOW_CANCELLED) and nothing after it, and
-returns normally after emitting one whatever happened to the workflow's code; setting
-``cancel`` asks it to stop. If the runner itself fails (raises), the worker reports
-WORKFLOW_FAILED for it.
+Contract: ``await runner.run(job, emit, stop)`` emits at most one event that closes
+the attempt (WORKFLOW_COMPLETED, WORKFLOW_FAILED, WORKFLOW_CANCELLED, or ATTEMPT_ENDED
+when the process running it died or hit its memory ceiling) and nothing after it,
+and returns normally whatever happened to the workflow's code. ``stop.cancel`` asks
+the workflow to cancel; ``stop.kill`` kills the attempt at once, after which nothing
+more is emitted. If the runner itself fails (raises), the worker reports WORKFLOW_FAILED
+for it.
 """
 
 from __future__ import annotations
 
-from flux.runners.base import Job, Runner
+from flux.runners.base import Job, Runner, Stop
 from flux.runners.docker import DockerRunner
 from flux.runners.inprocess import InProcessRunner
 from flux.runners.subprocess import SubprocessRunner
 
 RUNNER_NAMES = ("subprocess", "inprocess", "docker")
 
-__all__ = ["Job", "Runner", "RUNNER_NAMES", "DockerRunner", "InProcessRunner", "SubprocessRunner"]
+__all__ = ["Job", "Runner", "RUNNER_NAMES", "DockerRunner", "InProcessRunner", "SubprocessRunner", "Stop"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from flux.loader import WorkflowLoadError, load_workflow
@@ -11,6 +12,20 @@ from flux.runtime import ExecutionContext, EventSink, run_workflow
 
 #: A claimed execution as the server sends it (see ``flux.server.schemas.ClaimedExecution``).
 Job = dict[str, Any]
+
+
+@dataclass
+class Stop:
+    """The two ways a worker stops a running attempt.
+
+    ``cancel``: a user cancelled the execution; the workflow records
+    WORKFLOW_CANCELLED (a child gets SIGTERM, then SIGKILL after a grace period).
+    ``kill``: the attempt is no longer this worker's (fenced) or is being handed back
+    (a drain's deadline passed); it is killed at once and records nothing more.
+    """
+
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    kill: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def context_for(job: Job, emit: EventSink) -> ExecutionContext:
@@ -41,7 +56,7 @@ class Runner(ABC):
     name: str
 
     @abstractmethod
-    async def run(self, job: Job, emit: Callable[[dict], None], cancel: asyncio.Event) -> None: ...
+    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop) -> None: ...
 
     async def start(self) -> None:
         """Prepare (e.g. warm a process pool). Called once before the first job."""

@@ -14,6 +14,7 @@ exits, and the worker starts a fresh one.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import os
 import signal
@@ -21,9 +22,14 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from flux.domain.attempts import AttemptEnd
+from flux.domain.events import EventType
 from flux.runners.base import execute_job
 from flux.runners.limits import Limits, apply_in_child
-from flux.runners.protocol import IDLE, reusable
+from flux.runners.protocol import IDLE, PARENT_ENV, reusable
+
+#: ``prctl`` option: the signal this process gets when its parent dies.
+PR_SET_PDEATHSIG = 1
 
 
 async def serve(protocol) -> None:  # noqa: ANN001
@@ -37,8 +43,10 @@ async def serve(protocol) -> None:  # noqa: ANN001
         memory_cause = Limits(**limits).describe_memory() if limits.get("memory") else None
 
         def emit(event: dict) -> None:
-            if memory_cause and event["type"] == "WORKFLOW_FAILED" and "MemoryError" in str(event["value"].get("error")):
-                event["value"]["error"] = f"{memory_cause}: {event['value']['error']}"
+            if memory_cause and event["type"] == "WORKFLOW_FAILED" and event["value"].get("out_of_memory"):
+                # the ceiling, not the workflow: the attempt ends and another one replays it
+                value = {"end": AttemptEnd.MEMORY_LIMIT.value, "cause": f"{memory_cause}: {event['value']['error']}"}
+                event = {**event, "type": EventType.ATTEMPT_ENDED.value, "value": value}
             protocol.write(json.dumps(event) + "\n")
 
         threads_before = threading.active_count()
@@ -76,7 +84,21 @@ async def _settled(threads_before: int) -> bool:
     return False
 
 
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when the worker that started it dies
+    (Linux ``PR_SET_PDEATHSIG``), so a SIGKILLed worker leaves no child running an
+    attempt that will be resumed elsewhere. A worker that died before the request was
+    made is noticed through the parent pid."""
+    expected = os.environ.get(PARENT_ENV)
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if expected and os.getppid() != int(expected):
+        os._exit(1)
+
+
 def main() -> None:
+    die_with_parent()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # user output (print, C extensions) goes to stderr, never into the protocol
     asyncio.run(serve(protocol))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from flux.runners.base import Job
+from flux.runners.base import Job, Stop
 from flux.runners.limits import THREAD_VARIABLES, Limits
 from flux.runners.subprocess import SubprocessRunner
 
@@ -64,9 +64,9 @@ class DockerRunner(SubprocessRunner):
     def container_name(job: Job) -> str:
         return f"flux-{job['id']}-{job.get('attempt', 1)}"
 
-    async def run(self, job: Job, emit, cancel: asyncio.Event) -> None:  # noqa: ANN001
+    async def run(self, job: Job, emit, stop: Stop) -> None:  # noqa: ANN001
         try:
-            await super().run(job, emit, cancel)
+            await super().run(job, emit, stop)
         finally:
             # killing the 'docker run' client does not stop the container; --rm only acts on exit
             remove = await asyncio.create_subprocess_exec(

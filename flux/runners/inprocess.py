@@ -10,18 +10,23 @@ import asyncio
 import contextlib
 from typing import Callable
 
-from flux.runners.base import Job, Runner, execute_job
+from flux.runners.base import Job, Runner, Stop, execute_job
 
 
 class InProcessRunner(Runner):
     name = "inprocess"
 
-    async def run(self, job: Job, emit: Callable[[dict], None], cancel: asyncio.Event) -> None:
-        work = asyncio.create_task(execute_job(job, emit))
-        stop = asyncio.create_task(cancel.wait())
-        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
+    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop) -> None:
+        def emit_unless_killed(event: dict) -> None:
+            if not stop.kill.is_set():
+                emit(event)
+
+        work = asyncio.create_task(execute_job(job, emit_unless_killed))
+        stopping = [asyncio.create_task(stop.cancel.wait()), asyncio.create_task(stop.kill.wait())]
+        await asyncio.wait({work, *stopping}, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in stopping:
+            waiter.cancel()
         if not work.done():
-            work.cancel()  # run_workflow turns this into WORKFLOW_CANCELLED
+            work.cancel()  # run_workflow turns this into WORKFLOW_CANCELLED (dropped when killed)
         with contextlib.suppress(asyncio.CancelledError):
             await work

@@ -25,7 +25,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from flux.domain.resource_request import format_bytes
 
 log = logging.getLogger("flux.runners.limits")
 
@@ -49,7 +48,16 @@ class Limits:
         return asdict(self)
 
     def describe_memory(self) -> str:
-        return f"exceeded its {self.memory_source} of {format_bytes(self.memory)}"
+        """The cause an attempt ends with when it hits this ceiling."""
+        return f"memory limit {human_bytes(self.memory)} exceeded ({self.memory_source})"
+
+
+def human_bytes(n: int) -> str:
+    """"2 GiB", "1.5 GiB", "512 MiB": for messages people read."""
+    for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= factor:
+            return f"{n // factor} {unit}" if n % factor == 0 else f"{n / factor:.1f} {unit}"
+    return f"{n} B"
 
 
 def apply_in_child(limits: dict) -> None:

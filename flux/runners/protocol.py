@@ -6,6 +6,9 @@ lines on its original stdout, then ``IDLE`` when the child can take another job.
 
 from __future__ import annotations
 
+#: The environment variable that tells a child its worker's pid.
+PARENT_ENV = "FLUX_WORKER_PID"
+
 #: The control line a child writes when it can take another job.
 IDLE = {"type": "CHILD_IDLE"}
 

@@ -1,7 +1,11 @@
 """The default runner: every execution in its own child process.
 
 A crash, OOM kill or ``os._exit`` in workflow code takes down only that child; the
-worker reports the execution FAILED with the exit status and keeps going. Children
+worker ends the attempt (ATTEMPT_ENDED with the exit status, the signal or the memory
+ceiling) and the server places the execution again, to replay its completed tasks.
+Children die with their worker: each asks the kernel for SIGKILL when its parent
+dies (``PR_SET_PDEATHSIG``), and runs in a process group of its own, which the worker
+kills whole when it fences or hands back an attempt. Children
 are started ahead of demand (a warm pool with the engine already imported), so the
 start-up cost of a Python process is paid off the dispatch path. Each child runs one
 execution and exits: no state leaks from one execution into the next.
@@ -17,13 +21,15 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from typing import Callable
 
-from flux.domain.events import TERMINAL_EVENTS, EventType
-from flux.runners.base import Job, Runner
-from flux.runners.protocol import IDLE, reusable
+from flux.domain.attempts import AttemptEnd
+from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
+from flux.runners.base import Job, Runner, Stop
+from flux.runners.protocol import IDLE, PARENT_ENV, reusable
 from flux.runners.limits import CgroupMemory, LimitPolicy, Limits
 from flux.runtime import make_event
 
@@ -33,6 +39,16 @@ log = logging.getLogger("flux.runners.subprocess")
 MAX_EVENT_BYTES = 64 * 1024 * 1024
 #: Seconds a child may take to exit after its terminal event before it is killed.
 EXIT_GRACE = 5.0
+
+
+def kill_group(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL the child's process group (what its tasks started too), then the child."""
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
 
 
 def describe_exit(returncode: int) -> str:
@@ -69,11 +85,15 @@ class SubprocessRunner(Runner):
         self._runs: dict[int, int] = {}
 
     async def _spawn(self, *command: str) -> asyncio.subprocess.Process:
+        # A session of its own: a terminal's Ctrl-C reaches the worker, which drains,
+        # not its children; and killing the group also kills what a task started.
         return await asyncio.create_subprocess_exec(
             *(command or (sys.executable, "-m", "flux.runners.child")),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=MAX_EVENT_BYTES,
+            start_new_session=True,
+            env={**os.environ, PARENT_ENV: str(os.getpid())},
         )
 
     async def _refill(self) -> None:
@@ -120,7 +140,7 @@ class SubprocessRunner(Runner):
         self._runs[process.pid] = runs
         self._pool.put_nowait(process)
 
-    async def run(self, job: Job, emit: Callable[[dict], None], cancel: asyncio.Event) -> None:
+    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop) -> None:
         limits = self.plan(job)
         process = cgroup = watcher = None
         try:
@@ -130,18 +150,24 @@ class SubprocessRunner(Runner):
             process.stdin.write(json.dumps({**job, "limits": limits.to_dict()}).encode() + b"\n")
             with contextlib.suppress(ConnectionError):
                 await process.stdin.drain()
-            watcher = asyncio.create_task(self._stop_on_cancel(process, cancel))
+            watcher = asyncio.create_task(self._stop_when_asked(process, stop))
             while line := await process.stdout.readline():
+                if stop.kill.is_set():
+                    break  # no longer ours: whatever it still says is not recorded
                 event = json.loads(line)
                 emit(event)
-                if event["type"] in TERMINAL_EVENTS:
-                    break  # the log is closed; next the child says it is idle, or exits
+                if event["type"] in ATTEMPT_CLOSING_EVENTS:
+                    break  # the attempt is closed; next the child says it is idle, or exits
             else:
                 returncode = await process.wait()
-                oom = cgroup is not None and CgroupMemory.oom_killed(cgroup)
-                emit(self._lost_child_event(job, returncode, cancel.is_set(), limits.describe_memory() if oom else None))
+                if not stop.kill.is_set():
+                    oom = cgroup is not None and CgroupMemory.oom_killed(cgroup)
+                    emit(self._lost_child_event(job, returncode, stop.cancel.is_set(), limits.describe_memory() if oom else None))
             watcher.cancel()
-            if process.returncode is None and await self._idle_after_job(process):
+            if stop.kill.is_set():
+                kill_group(process)
+                await process.wait()
+            elif process.returncode is None and await self._idle_after_job(process):
                 self._give_back(process)
                 process = None
             elif process.returncode is None:
@@ -151,8 +177,7 @@ class SubprocessRunner(Runner):
             if watcher is not None:
                 watcher.cancel()
             if process is not None and process.returncode is None:  # cancelled ourselves: leave no orphan
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
+                kill_group(process)
             if self._will_return(limits):
                 self._returning -= 1
             self.limits.release(limits)
@@ -170,25 +195,35 @@ class SubprocessRunner(Runner):
         return bool(line) and json.loads(line) == IDLE
 
     @staticmethod
-    def _lost_child_event(job: Job, returncode: int, cancelled: bool, cause: str | None = None) -> dict:
+    def _lost_child_event(job: Job, returncode: int, cancelled: bool, memory_cause: str | None = None) -> dict:
+        """The child died without closing its attempt: a crash of the infrastructure,
+        not of the workflow (its cancellation, if one was under way)."""
         reason = f"child process {describe_exit(returncode)}"
-        if cause:
-            reason = f"{cause} ({reason})"
         if cancelled:
             return make_event(EventType.WORKFLOW_CANCELLED, job["workflow_name"], value={"reason": reason})
-        return make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": reason})
+        if memory_cause:
+            value = {"end": AttemptEnd.MEMORY_LIMIT.value, "cause": f"{memory_cause}; {reason}"}
+        else:
+            value = {"end": AttemptEnd.CHILD_DIED.value, "cause": reason}
+        return make_event(EventType.ATTEMPT_ENDED, job["workflow_name"], value=value)
 
-    async def _stop_on_cancel(self, process: asyncio.subprocess.Process, cancel: asyncio.Event) -> None:
-        """SIGTERM lets the workflow record its cancellation; SIGKILL after the grace period."""
-        await cancel.wait()
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
+    async def _stop_when_asked(self, process: asyncio.subprocess.Process, stop: Stop) -> None:
+        """Kill: the whole group at once. Cancel: SIGTERM lets the workflow record its
+        cancellation; SIGKILL after the grace period (or at once if a kill follows)."""
+        cancel, kill = asyncio.create_task(stop.cancel.wait()), asyncio.create_task(stop.kill.wait())
         try:
-            await asyncio.wait_for(process.wait(), self.cancel_grace)
-        except TimeoutError:
-            log.warning("child %s ignored SIGTERM for %.0fs; killing it", process.pid, self.cancel_grace)
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+            await asyncio.wait({cancel, kill}, return_when=asyncio.FIRST_COMPLETED)
+            if not stop.kill.is_set():
+                with contextlib.suppress(ProcessLookupError):
+                    process.terminate()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(kill), self.cancel_grace)
+                if not stop.kill.is_set():
+                    log.warning("child %s ignored SIGTERM for %.0fs; killing it", process.pid, self.cancel_grace)
+            kill_group(process)
+        finally:
+            cancel.cancel()
+            kill.cancel()
 
     async def close(self) -> None:
         for task in list(self._refills):

@@ -16,6 +16,7 @@ from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
@@ -78,6 +79,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     prepare_home(settings)
     bootstrap_token = (settings.bootstrap_token or ensure_bootstrap_token(settings.home)).encode()
     shedding = LoadShedding(settings.shed_after)
+    policy = settings.attempt_policy()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -101,7 +103,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         state.metrics = ServerMetrics(state.db.statements)
         state.dispatcher = Dispatcher(state.db, state.notifier, state.registry, state.metrics)
         keeper = LivenessKeeper(
-            state.db, state.registry, state.notifier, state.metrics, settings.eviction_grace_period, state.dispatcher.kick
+            state.db, state.registry, state.notifier, state.metrics, settings.eviction_grace_period, state.dispatcher.kick, policy
         )
         shedding.watch(state.db, state.metrics)
         loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run())]
@@ -137,14 +139,14 @@ def create_app(settings: ServerSettings) -> FastAPI:
             request.app.state.notifier.notify(f"worker:{name}")
 
     def liveness_of(request: Request):
-        """name -> (ONLINE or STALE, last heard) as this process's registry knows it."""
+        """name -> (ONLINE or STALE, last heard, draining itself) as this process's registry knows it."""
         registry: FleetRegistry = request.app.state.registry
 
-        def of(name: str) -> tuple[str, float] | None:
+        def of(name: str) -> tuple[str, float, bool] | None:
             member = registry.members.get(name)
             if member is None:
                 return None
-            return registry.liveness(member, time.time()), member.last_seen
+            return registry.liveness(member, time.time()), member.last_seen, member.leaving
 
         return of
 
@@ -168,7 +170,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=READ)
     async def register_workflows(body: WorkflowRegistration, request: Request):
         fleet_views = request.app.state.dispatcher.fleet
-        return await db(request).run(lambda s: workflows.register(s, body, fleet_views(s)))
+        registered = await db(request).run(lambda s: workflows.register(s, body, fleet_views(s)))
+        request.app.state.dispatcher.kick()  # what waited on an older version may fit now
+        return registered
 
     @app.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ)
     async def list_workflows(request: Request):
@@ -180,7 +184,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=READ_ONE)
     async def run_workflow(name: str, body: RunRequest, request: Request):
-        execution = await db(request).run(lambda s: executions.submit(s, name, body))
+        execution = await db(request).run(lambda s: executions.submit(s, name, body, policy))
         request.app.state.dispatcher.kick()
         return execution
 
@@ -232,7 +236,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply, responses=WORKER)
     async def checkpoint(execution_id: str, body: Checkpoint, request: Request, token: str | None = Depends(bearer)):
         member = await authenticate_worker(request, token)
-        reply, ended = await db(request).run(lambda s: executions.checkpoint(s, member.name, execution_id, body))
+        reply, ended = await db(request).run(lambda s: executions.checkpoint(s, member.name, execution_id, body, policy))
         if ended:
             execution_changed(request, execution_id)
         return reply
@@ -271,7 +275,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                                           description="The session token this worker's name is bound to (a restart)"),
     ):
         token = secrets.token_urlsafe(32)
-        member, abandon = await db(request).run(lambda s: fleet.register(s, body, token, worker_token))
+        member, abandon = await db(request).run(lambda s: fleet.register(s, body, token, worker_token, policy))
         request.app.state.registry.admit(member)
         request.app.state.notifier.notify(f"auth:{member.name}:{member.token_hash[:16]}")
         request.app.state.dispatcher.kick()
@@ -296,15 +300,27 @@ def create_app(settings: ServerSettings) -> FastAPI:
             state.metrics.status_writes.inc()
             state.notifier.notify(f"status:{name}")  # every replica's dispatcher re-reads it
             state.dispatcher.kick()  # more room, or less, for what waits
+        if body.draining and not member.leaving:
+            await leaving(request, member)
         reported = set(body.running)
         if registry.needs_reconcile(member, reported, now, fleet.settle_time(member.heartbeat_interval)):
-            member.held, member.draining, requeued = await db(request).run(lambda s: fleet.reconcile(s, member, reported))
+            member.held, member.draining, requeued = await db(request).run(lambda s: fleet.reconcile(s, member, reported, policy))
             if requeued:
                 state.dispatcher.kick()
         running = len(member.held or ())
-        return HeartbeatReply(
-            state=fleet.display_state(registry.liveness(member, now), member.draining, running), cancel=member.cancelling()
-        )
+        shown = fleet.display_state(registry.liveness(member, now), member.draining or member.leaving, running)
+        return HeartbeatReply(state=shown, cancel=member.cancelling(), abandon=member.foreign(body.running))
+
+    async def leaving(request: Request, member: Member) -> None:
+        """A worker draining itself to stop: place nothing more on it, and hand back at
+        once what it was given but has not received."""
+        member.leaving = True
+        request.app.state.registry.fleet_changed()
+        handed_back = await db(request).run(lambda s: fleet.hand_back_undelivered(s, member.name, policy))
+        member.held = None  # re-read on its next heartbeat or claim
+        for execution_id in handed_back:
+            request.app.state.notifier.notify(f"execution:{execution_id}")
+        request.app.state.dispatcher.kick()
 
     @app.post("/workers/{name}/claim", response_model=ClaimReply, responses=WORKER)
     async def worker_claim(name: str, body: ClaimRequest, request: Request, token: str | None = Depends(bearer)):
@@ -318,8 +334,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         with state.notifier.subscribe(f"worker:{name}") as woken:
             while True:
                 woken.clear()
-                if registry.members.get(name) is not member:
-                    return empty  # re-registered or evicted meanwhile: its next call authenticates again
+                if registry.members.get(name) is not member or member.leaving:
+                    return empty  # re-registered, evicted or stopping meanwhile
                 if await request.is_disconnected():  # hand nothing to a poll nobody reads any more
                     return empty
                 now = time.time()
@@ -338,7 +354,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def worker_shutdown(name: str, request: Request, token: str | None = Depends(bearer)):
         """A worker leaving on purpose: its executions are requeued at once."""
         await authenticate_worker(request, token, name)
-        released = await db(request).run(lambda s: fleet.release(s, name, f"worker {name} shut down"))
+        cause = f"worker {name} shut down"
+        released = await db(request).run(lambda s: fleet.release(s, name, AttemptEnd.HANDED_BACK, cause, policy))
         request.app.state.registry.forget(name)
         request.app.state.notifier.notify(f"auth:{name}:-")
         for execution_id in released:

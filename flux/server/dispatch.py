@@ -28,7 +28,8 @@ from flux.scheduling.allocation import with_allotments
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.matching import GPU, WorkerView
 from flux.scheduling.placement import Placement, demand_from_row, place
-from flux.server import executions
+from flux.server import attempts, executions
+from flux.server.eventlog import INSERT_EVENT, append_event
 from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
@@ -108,6 +109,8 @@ class Dispatcher:
         self._views_now: list = []
         self._position: dict[str, int] = {}
         self._holding: set[str] = set()
+        #: When the earliest execution backing off after a crash may be placed.
+        self._next_ready = math.inf
         #: The caches above are shared by rounds and by readers of ``fleet``.
         self._lock = threading.RLock()
 
@@ -116,9 +119,11 @@ class Dispatcher:
 
     async def run(self) -> None:
         while True:
+            timeout = min(BACKLOG_ROUND if self._backlog else IDLE_ROUND, max(0.0, self._next_ready - time.time()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=BACKLOG_ROUND if self._backlog else IDLE_ROUND)
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             self._wake.clear()
+            self._next_ready = math.inf
             try:
                 started = time.monotonic()
                 if self._backlog:
@@ -176,7 +181,10 @@ class Dispatcher:
         for row in rows:
             base = self._views[row.name][2]
             member = registry.members.get(row.name)
-            state = "DRAINING" if row.draining else (STALE if member is not None and member.stale_since else ONLINE)
+            if row.draining or (member is not None and member.leaving):
+                state = "DRAINING"
+            else:
+                state = STALE if member is not None and member.stale_since else ONLINE
             allotments = held.get(row.name, ())
             key = (id(base), state, _signature(allotments))  # the cache entry keeps base alive: ids stay unique
             cached = self._round_views.get(row.name)
@@ -237,6 +245,7 @@ class Dispatcher:
                 ExecutionModel.scheduled_at,
                 ExecutionModel.placement_note,
                 ExecutionModel.unschedulable,
+                ExecutionModel.ready_at,
             )
             .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
             .order_by(ExecutionModel.scheduled_at, ExecutionModel.id)
@@ -276,14 +285,15 @@ class Dispatcher:
         workers = self.fleet(session)
         placements: list[Placement] = []
         page = first
+        now = time.time()
         while page and any(w.free_slots > 0 for w in workers):
-            placements += place((demand_from_row(*row[:4]) for row in page), workers)
+            placements += place((demand_from_row(*row[:4]) for row in page if self._ready(row, now)), workers)
             if len(page) < ROUND_SIZE:
                 break
             page = self._pending(session, (page[-1].scheduled_at, page[-1].id))
         self._touched = {p.worker_name for p in placements}
         placed = {p.execution_id for p in placements}
-        self._record_waiting(session, first, placed, workers)
+        self._record_waiting(session, [row for row in first if self._ready(row, now)], placed, workers)
         backlog = len(first) >= ROUND_SIZE or any(row.id not in placed for row in first)
         if not placements:
             return [], backlog
@@ -296,33 +306,17 @@ class Dispatcher:
         now = time.time()
         claimed_events: list[dict] = []
         for placement in placements:
-            execution = rows[placement.execution_id]
-            execution.state = ExecutionState.CLAIMED.value
-            execution.worker_name = placement.worker_name
-            execution.attempt += 1
-            execution.checkpoint_batch = 0
-            execution.delivered = False
-            execution.claimed_at = now
-            execution.allotment = placement.allotment or None
-            claimed_events += executions.event_rows(
-                execution,
-                [
-                    dict(
-                        type=EventType.WORKFLOW_CLAIMED,
-                        name=execution.workflow_name,
-                        value={
-                            "worker": placement.worker_name,
-                            "attempt": execution.attempt,
-                            "reason": placement.reason,
-                            "allotment": placement.allotment,
-                        },
-                        time=now,
-                        worker_name=placement.worker_name,
-                    )
-                ],
-            )
-        session.execute(executions.INSERT_EVENT, claimed_events)  # one statement; the rows' updates flush first
+            claimed_events += attempts.start(rows[placement.execution_id], placement.worker_name, placement.allotment, placement.reason, now)
+        session.execute(INSERT_EVENT, claimed_events)  # one statement; the rows' updates flush first
         return [(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements], backlog
+
+    def _ready(self, row, now: float) -> bool:  # noqa: ANN001 - a row of _pending
+        """False while the execution backs off after a crashed attempt; the loop then
+        wakes when the earliest backoff ends."""
+        if row.ready_at is None or row.ready_at <= now:
+            return True
+        self._next_ready = min(self._next_ready, row.ready_at)
+        return False
 
     def _record_waiting(self, session: Session, page: list, placed: set[str], workers: list[WorkerView]) -> None:
         """Note on each still-waiting execution why, when the reason is new or has changed.
@@ -344,11 +338,11 @@ class Dispatcher:
                 continue
             execution = session.get(ExecutionModel, row.id)
             if infeasible and infeasible != execution.unschedulable:
-                executions.append_event(
+                append_event(
                     session, execution, EventType.WORKFLOW_UNSCHEDULABLE, name=execution.workflow_name, value={"reason": infeasible}
                 )
             if summary != execution.placement_note:
-                executions.append_event(
+                append_event(
                     session, execution, EventType.WORKFLOW_PENDING, name=execution.workflow_name, value={"summary": summary}
                 )
             execution.placement_note, execution.unschedulable = summary, infeasible

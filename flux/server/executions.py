@@ -1,8 +1,9 @@
-"""Execution lifecycle: submit, deliver to a worker, checkpoint, cancel, reschedule.
+"""Executions: submit, deliver to a worker, checkpoint, cancel, and the reads.
 
 Every state change appends to the execution's event log in the same transaction,
-so the log and the state never disagree. Worker calls are fenced by ``attempt``:
-once an execution is rescheduled, the worker that lost it can no longer write to it.
+so the log and the state never disagree. Worker calls are fenced by ``attempt``
+(``flux.server.attempts``): once an attempt has ended, the worker that ran it can
+no longer write to the execution.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
+from flux.domain.attempts import WORKER_REPORTED, AttemptEnd, AttemptPolicy
 from flux.domain.events import HOLDING_STATES, STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
 from flux.models import ExecutionEventModel, ExecutionModel
 from flux.server import workflows
+from flux.server import attempts
+from flux.server.attempts import finish, finished_event
+from flux.server.eventlog import INSERT_EVENT, append_event, append_events
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.schemas import (
     Checkpoint,
@@ -33,57 +38,9 @@ S = ExecutionState
 
 #: Built once: a statement made per call costs more to build than to run.
 INSERT_EXECUTION = insert(ExecutionModel.__table__)
-INSERT_EVENT = insert(ExecutionEventModel.__table__)
 
 
-def append_event(
-    session: Session,
-    execution: ExecutionModel,
-    type_: EventType,
-    *,
-    name: str | None = None,
-    task_id: str | None = None,
-    value: Any = None,
-    at: float | None = None,
-    worker_name: str | None = None,
-) -> None:
-    append_events(session, execution, [dict(type=type_, name=name, task_id=task_id, value=value, time=at, worker_name=worker_name)])
-
-
-def append_events(session: Session, execution: ExecutionModel, events: list[dict]) -> None:
-    """Append to an execution's log in one statement, numbering after ``last_seq``.
-
-    Plain rows, not ORM objects: a worker's batch of events costs one executemany.
-    The execution's own pending changes are flushed first (autoflush), so the row and
-    its log always move together in the transaction."""
-    rows = event_rows(execution, events)
-    if rows:
-        session.execute(INSERT_EVENT, rows)
-
-
-def event_rows(execution: ExecutionModel, events: list[dict]) -> list[dict]:
-    """The log rows of ``events``, numbered after ``last_seq`` (which moves on); for
-    callers that insert the events of many executions in one statement."""
-    now = time.time()
-    rows = []
-    for event in events:
-        execution.last_seq += 1
-        rows.append(
-            {
-                "execution_id": execution.id,
-                "seq": execution.last_seq,
-                "type": event["type"].value,
-                "name": event.get("name"),
-                "task_id": event.get("task_id"),
-                "value": event.get("value"),
-                "time": event["time"] if event.get("time") is not None else now,
-                "worker_name": event.get("worker_name"),
-            }
-        )
-    return rows
-
-
-def submit(session: Session, name: str, run: RunRequest) -> ExecutionInfo:
+def submit(session: Session, name: str, run: RunRequest, policy: AttemptPolicy) -> ExecutionInfo:
     """Queue a run: two plain INSERTs (the execution and its first event), since a
     burst of submissions is bounded by what each costs the single writer."""
     workflow = workflows.header(session, name, run.version)
@@ -101,6 +58,10 @@ def submit(session: Session, name: str, run: RunRequest) -> ExecutionInfo:
         pending_timeout=workflow.pending_timeout,
         pending_since=now,
         attempt=0,
+        crashes=0,
+        max_attempts=workflow.max_attempts or policy.default_max_attempts,
+        ready_at=None,
+        version_pinned=run.version is not None,
         last_seq=1,
         checkpoint_batch=0,
         delivered=False,
@@ -150,15 +111,6 @@ def events(session: Session, execution_id: str, after: int = 0) -> list[EventOut
     ]
 
 
-def finish(session: Session, execution: ExecutionModel, state: ExecutionState, value: Any, at: float) -> None:
-    execution.state = state.value
-    execution.finished_at = at
-    if state is S.COMPLETED:
-        execution.output = value
-    elif isinstance(value, dict):
-        execution.error = value.get("error") or value.get("reason")
-
-
 def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, str | None]:
     """Cancel now if no worker holds it; otherwise ask the worker. Returns the worker to wake."""
     execution = get_row(session, execution_id)
@@ -169,30 +121,15 @@ def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, str | No
         return info(execution), execution.worker_name
     if state is S.SCHEDULED or (state is S.CLAIMED and not execution.delivered):
         now = time.time()
-        append_event(session, execution, EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value={"reason": "cancelled before it started"}, at=now)
-        finish(session, execution, S.CANCELLED, {"reason": "cancelled before it started"}, now)
+        value = {"reason": "cancelled before it started"}
+        cancelled = dict(type=EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value=value, time=now)
+        opened = [finished_event(execution, "cancelled before it started", now)] if state is S.CLAIMED else []
+        append_events(session, execution, [*opened, cancelled])
+        finish(session, execution, S.CANCELLED, value, now)
         return info(execution), None
     append_event(session, execution, EventType.WORKFLOW_CANCEL_REQUESTED, name=execution.workflow_name)
     execution.state = S.CANCELLING.value
     return info(execution), execution.worker_name
-
-
-def reschedule(session: Session, execution: ExecutionModel, reason: str) -> None:
-    """Put an execution whose worker is gone back in the queue (or finish a pending cancel)."""
-    now = time.time()
-    if execution.state == S.CANCELLING.value:
-        append_event(session, execution, EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value={"reason": reason}, at=now)
-        finish(session, execution, S.CANCELLED, {"reason": reason}, now)
-        return
-    append_event(session, execution, EventType.WORKFLOW_RESCHEDULED, name=execution.workflow_name, value={"reason": reason, "worker": execution.worker_name}, at=now)
-    execution.state = S.SCHEDULED.value
-    execution.worker_name = None
-    execution.delivered = False
-    execution.allotment = None
-    execution.started_at = None
-    execution.checkpoint_batch = 0
-    execution.pending_since = now
-    execution.placement_note = None
 
 
 def held_by(session: Session, worker_name: str) -> list[ExecutionModel]:
@@ -220,9 +157,10 @@ def deliver(session: Session, worker_name: str) -> tuple[list[ClaimedExecution],
         try:
             claimed.append(_claimed(session, execution))
         except UNDELIVERABLE as exc:
-            error = f"cannot be delivered to a worker: {exc}"
-            append_event(session, execution, EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error})
-            finish(session, execution, S.FAILED, {"error": error}, time.time())
+            error, now = f"cannot be delivered to a worker: {exc}", time.time()
+            failed = dict(type=EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error}, time=now)
+            append_events(session, execution, [finished_event(execution, "workflow failed", now), failed])
+            finish(session, execution, S.FAILED, {"error": error}, now)
     return claimed, cancel, [e for e in held if not S(e.state).is_terminal]
 
 
@@ -259,13 +197,17 @@ def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
     return {task_id: value for task_id, value in rows}
 
 
-def checkpoint(session: Session, worker_name: str, execution_id: str, body: Checkpoint) -> tuple[CheckpointReply, bool]:
-    """Append a worker's batch of events. Returns the reply and whether the execution ended.
+def checkpoint(
+    session: Session, worker_name: str, execution_id: str, body: Checkpoint, policy: AttemptPolicy
+) -> tuple[CheckpointReply, bool]:
+    """Append a worker's batch of events. Returns the reply and whether the attempt ended.
 
     Only the worker holding the current attempt may write (else 409: fenced). Batches
     are numbered per attempt; one re-sent because the response to it was lost (the
     worker cannot tell) is acknowledged without being appended again, and one that
-    skips a number is refused.
+    skips a number is refused. A terminal event ends the attempt and the execution;
+    an ATTEMPT_ENDED (the child died, the memory ceiling, a drain) ends the attempt
+    only (``flux.server.attempts.end``).
     """
     execution = get_row(session, execution_id)
     if execution.worker_name != worker_name:
@@ -278,29 +220,53 @@ def checkpoint(session: Session, worker_name: str, execution_id: str, body: Chec
         raise Conflict(f"execution {execution_id} is already {execution.state}")
     if body.batch != execution.checkpoint_batch + 1:
         raise Conflict(f"checkpoint batch {body.batch} of execution {execution_id} skips {execution.checkpoint_batch + 1}")
+    types = [_worker_event_type(event) for event in body.events]
     execution.checkpoint_batch = body.batch
-    ended = False
     logged = []
-    for event in body.events:
-        try:
-            type_ = EventType(event.type)
-        except ValueError:
-            raise Invalid(f"unknown event type {event.type!r}") from None
-        if type_ not in WORKER_EVENTS:
-            raise Invalid(f"workers cannot report {type_.value} events")
-        if ended:
-            break  # the terminal event closes the log; stragglers after it in the batch are dropped
-        logged.append(dict(type=type_, name=event.name, task_id=event.task_id, value=event.value, time=event.time, worker_name=worker_name))
+    for event, type_ in zip(body.events, types):
+        if type_ is EventType.ATTEMPT_ENDED:
+            kind, cause = _reported_end(event.value)
+            append_events(session, execution, logged)
+            attempts.end(session, execution, kind, cause, policy)
+            return CheckpointReply(state=execution.state, cancel=False), True
         new_state = STATE_AFTER.get(type_)
+        if new_state is not None and new_state is not S.RUNNING:
+            logged.append(finished_event(execution, f"workflow {new_state.value.lower()}", event.time))
+        logged.append(dict(type=type_, name=event.name, task_id=event.task_id, value=event.value, time=event.time, worker_name=worker_name))
         if new_state is S.RUNNING:
             execution.started_at = execution.started_at or event.time
             if execution.state == S.CLAIMED.value:
                 execution.state = S.RUNNING.value
         elif new_state is not None:
+            append_events(session, execution, logged)  # the terminal event closes the log: stragglers are dropped
             finish(session, execution, new_state, event.value, event.time)
-            ended = True
+            return CheckpointReply(state=execution.state, cancel=False), True
     append_events(session, execution, logged)
-    return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), ended
+    return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), False
+
+
+def _worker_event_type(event) -> EventType:  # noqa: ANN001 - an EventIn
+    try:
+        type_ = EventType(event.type)
+    except ValueError:
+        raise Invalid(f"unknown event type {event.type!r}") from None
+    if type_ not in WORKER_EVENTS:
+        raise Invalid(f"workers cannot report {type_.value} events")
+    return type_
+
+
+def _reported_end(value: Any) -> tuple[AttemptEnd, str]:
+    """An ATTEMPT_ENDED a worker may send: ``{"end": one of WORKER_REPORTED, "cause": text}``."""
+    allowed = ", ".join(sorted(kind.value for kind in WORKER_REPORTED))
+    if not isinstance(value, dict) or not isinstance(value.get("cause"), str) or not value["cause"]:
+        raise Invalid(f"ATTEMPT_ENDED needs a value {{'end': one of {allowed}, 'cause': text}}")
+    try:
+        kind = AttemptEnd(value.get("end"))
+    except ValueError:
+        kind = None
+    if kind not in WORKER_REPORTED:
+        raise Invalid(f"a worker may end an attempt as one of {allowed}, not {value.get('end')!r}")
+    return kind, value["cause"][:1000]
 
 
 def info(row: ExecutionModel) -> ExecutionInfo:
@@ -314,6 +280,8 @@ def info(row: ExecutionModel) -> ExecutionInfo:
         error=row.error,
         worker_name=row.worker_name,
         attempt=row.attempt,
+        max_attempts=row.max_attempts,
+        crashes=row.crashes,
         requests=row.requests,
         affinity=row.affinity,
         routing=row.routing,

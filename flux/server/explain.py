@@ -1,4 +1,5 @@
-"""``GET /executions/{id}/placement``: why an execution waits, or why its worker won."""
+"""``GET /executions/{id}/placement``: why an execution waits, or why its worker won,
+and how many attempts it used and why each ended."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from flux.scheduling.explain import summarize, verdict
 from flux.scheduling.matching import WorkerView
 from flux.scheduling.placement import demand_from_row
 from flux.server import executions
-from flux.server.schemas import PlacementInfo, WorkerPlacement
+from flux.server.schemas import AttemptInfo, PlacementInfo, WorkerPlacement
 
 
 def _last_claim(session: Session, execution_id: str) -> dict | None:
@@ -24,6 +25,28 @@ def _last_claim(session: Session, execution_id: str) -> dict | None:
         .order_by(ExecutionEventModel.seq.desc())
         .limit(1)
     )
+
+
+def attempts_of(session: Session, execution_id: str) -> list[AttemptInfo]:
+    """Each attempt from the log: where it ran and how it ended (open: still running)."""
+    rows = session.execute(
+        select(ExecutionEventModel.type, ExecutionEventModel.value, ExecutionEventModel.time)
+        .where(
+            ExecutionEventModel.execution_id == execution_id,
+            ExecutionEventModel.type.in_([EventType.ATTEMPT_STARTED.value, EventType.ATTEMPT_ENDED.value]),
+        )
+        .order_by(ExecutionEventModel.seq)
+    )
+    found: dict[int, AttemptInfo] = {}
+    for type_, value, at in rows:
+        number = value["attempt"]
+        if type_ == EventType.ATTEMPT_STARTED.value:
+            found[number] = AttemptInfo(attempt=number, worker=value.get("worker"), started_at=at)
+        elif number in found:
+            found[number] = found[number].model_copy(
+                update=dict(ended_at=at, end=value.get("end"), cause=value.get("cause"), counted=bool(value.get("counted")))
+            )
+    return list(found.values())
 
 
 def placement(session: Session, execution_id: str, workers: list[WorkerView]) -> PlacementInfo:
@@ -49,4 +72,8 @@ def placement(session: Session, execution_id: str, workers: list[WorkerView]) ->
             for v in verdicts
         ],
         chosen=chosen,
+        attempt=execution.attempt,
+        max_attempts=execution.max_attempts,
+        crashes=execution.crashes,
+        attempts=attempts_of(session, execution_id),
     )

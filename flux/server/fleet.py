@@ -30,7 +30,8 @@ from flux.models import (
     WorkerResourcesModel,
     WorkerRuntimeModel,
 )
-from flux.server import executions
+from flux.domain.attempts import AttemptEnd, AttemptPolicy
+from flux.server import attempts, executions
 from flux.server.errors import Conflict, NotFound
 from flux.server.registry import OFFLINE, ONLINE, Held, Member
 from flux.server.schemas import PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
@@ -113,7 +114,9 @@ def _store_gpus(session: Session, worker_id: int, resources: ResourcesInfo) -> N
 # --- registration ----------------------------------------------------------------------
 
 
-def register(session: Session, body: WorkerRegistration, token: str, held_token: str | None) -> tuple[Member, list[str]]:
+def register(
+    session: Session, body: WorkerRegistration, token: str, held_token: str | None, policy: AttemptPolicy
+) -> tuple[Member, list[str]]:
     """Create or refresh a worker; returns its registry member and executions to abandon.
 
     A name is bound to the session token its worker was given: re-registering a name
@@ -178,8 +181,10 @@ def register(session: Session, body: WorkerRegistration, token: str, held_token:
         still_running = set(body.running)
         kept = []
         for execution in executions.held_by(session, body.name):
-            if execution.id not in still_running or not execution.delivered:
-                executions.reschedule(session, execution, f"worker {body.name} restarted without it")
+            if not execution.delivered:
+                attempts.end(session, execution, AttemptEnd.HANDED_BACK, f"worker {body.name} restarted before it arrived", policy)
+            elif execution.id not in still_running:
+                attempts.end(session, execution, AttemptEnd.WORKER_LOST, f"worker {body.name} lost (restarted without it)", policy)
             else:
                 kept.append(execution)
         held = held_map(kept)
@@ -231,7 +236,7 @@ def held_map(executions_held: list[ExecutionModel]) -> dict[str, Held]:
     return {e.id: Held(e.state, e.delivered, e.claimed_at) for e in executions_held}
 
 
-def reconcile(session: Session, member: Member, reported: set[str]) -> tuple[dict[str, Held], bool, bool]:
+def reconcile(session: Session, member: Member, reported: set[str], policy: AttemptPolicy) -> tuple[dict[str, Held], bool, bool]:
     """Compare what the worker reports running with what it holds.
 
     An execution handed to this worker long enough ago that it must have arrived, but
@@ -245,7 +250,8 @@ def reconcile(session: Session, member: Member, reported: set[str]) -> tuple[dic
     requeued = False
     for execution in executions.held_by(session, member.name):
         if execution.delivered and execution.id not in reported and (execution.claimed_at or now) < settled:
-            executions.reschedule(session, execution, f"worker {member.name} does not report it running (claim lost)")
+            cause = f"worker {member.name} does not report it running (claim lost)"
+            attempts.end(session, execution, AttemptEnd.HANDED_BACK, cause, policy)
             requeued = True
         else:
             kept.append(execution)
@@ -253,7 +259,7 @@ def reconcile(session: Session, member: Member, reported: set[str]) -> tuple[dic
     return held_map(kept), draining, requeued
 
 
-def live_state(stored: str, liveness: tuple[str, float] | None) -> str:
+def live_state(stored: str, liveness: tuple[str, float, bool] | None) -> str:
     """OFFLINE as the database says; otherwise ONLINE or STALE as the registry knows it."""
     return stored if stored == OFFLINE or liveness is None else liveness[0]
 
@@ -265,7 +271,7 @@ def display_state(state: str, draining: bool, running: int) -> str:
     return DRAINING if running else DRAINED
 
 
-def set_draining(session: Session, name: str, draining: bool, liveness: tuple[str, float] | None) -> WorkerInfo:
+def set_draining(session: Session, name: str, draining: bool, liveness: tuple[str, float, bool] | None) -> WorkerInfo:
     worker = get(session, name)
     worker.draining = draining
     session.flush()
@@ -296,8 +302,8 @@ def leases(session: Session) -> list:
     ).all()
 
 
-def release(session: Session, name: str, reason: str) -> list[str]:
-    """A worker leaves (shutdown or eviction): revoke its session and requeue its work."""
+def release(session: Session, name: str, kind: AttemptEnd, cause: str, policy: AttemptPolicy) -> list[str]:
+    """A worker leaves (shutdown or eviction): revoke its session and end what it held."""
     session.execute(
         update(WorkerModel)
         .where(WorkerModel.name == name)
@@ -305,11 +311,20 @@ def release(session: Session, name: str, reason: str) -> list[str]:
     )
     held = executions.held_by(session, name)
     for execution in held:
-        executions.reschedule(session, execution, reason)
+        attempts.end(session, execution, kind if execution.delivered else AttemptEnd.HANDED_BACK, cause, policy)
     return [e.id for e in held]
 
 
-def evict_if_silent(session: Session, name: str, heard_after: float, reason: str) -> list[str] | None:
+def hand_back_undelivered(session: Session, name: str, policy: AttemptPolicy) -> list[str]:
+    """A worker that is draining itself takes nothing more: what dispatch gave it that
+    it has not received goes back to the queue at once."""
+    undelivered = [e for e in executions.held_by(session, name) if not e.delivered]
+    for execution in undelivered:
+        attempts.end(session, execution, AttemptEnd.HANDED_BACK, f"worker {name} is draining", policy)
+    return [e.id for e in undelivered]
+
+
+def evict_if_silent(session: Session, name: str, heard_after: float, cause: str, policy: AttemptPolicy) -> list[str] | None:
     """Evict unless the worker is already gone or another replica heard it since
     ``heard_after`` (its flushed lease is newer). Returns what was requeued, or None."""
     row = session.execute(
@@ -317,7 +332,7 @@ def evict_if_silent(session: Session, name: str, heard_after: float, reason: str
     ).first()
     if row is None or row.state == OFFLINE or row.last_heartbeat_at > heard_after:
         return None
-    return release(session, name, reason)
+    return release(session, name, AttemptEnd.WORKER_LOST, cause, policy)
 
 
 # --- reads -----------------------------------------------------------------------------
@@ -332,7 +347,7 @@ def running_counts(session: Session) -> dict[str, int]:
     return {name: count for name, count in rows}
 
 
-def list_workers(session: Session, liveness: Callable[[str], tuple[str, float] | None]) -> list[WorkerInfo]:
+def list_workers(session: Session, liveness: Callable[[str], tuple[str, float, bool] | None]) -> list[WorkerInfo]:
     counts = running_counts(session)
     workers = session.scalars(
         select(WorkerModel)
@@ -342,7 +357,7 @@ def list_workers(session: Session, liveness: Callable[[str], tuple[str, float] |
     return [info(w, counts.get(w.name, 0), liveness(w.name)) for w in workers]
 
 
-def show(session: Session, name: str, liveness: tuple[str, float] | None) -> WorkerInfo:
+def show(session: Session, name: str, liveness: tuple[str, float, bool] | None) -> WorkerInfo:
     worker = get(session, name)
     return info(worker, running_counts(session).get(name, 0), liveness, with_packages=True)
 
@@ -354,8 +369,8 @@ def get(session: Session, name: str) -> WorkerModel:
     return worker
 
 
-def info(worker: WorkerModel, running: int, liveness: tuple[str, float] | None, with_packages: bool = False) -> WorkerInfo:
-    """``liveness``: (ONLINE or STALE, last heard) from the registry, when it knows the worker."""
+def info(worker: WorkerModel, running: int, liveness: tuple[str, float, bool] | None, with_packages: bool = False) -> WorkerInfo:
+    """``liveness``: (ONLINE or STALE, last heard, draining itself) from the registry, when it knows the worker."""
     resources = None
     if worker.resources is not None:
         resources = {
@@ -368,7 +383,7 @@ def info(worker: WorkerModel, running: int, liveness: tuple[str, float] | None, 
     last_heard = worker.last_heartbeat_at if liveness is None else max(worker.last_heartbeat_at, liveness[1])
     return WorkerInfo(
         name=worker.name,
-        state=display_state(live_state(worker.state, liveness), worker.draining, running),
+        state=display_state(live_state(worker.state, liveness), worker.draining or bool(liveness and liveness[2]), running),
         labels=worker.labels or {},
         max_concurrent_executions=worker.max_concurrent_executions,
         allocation=worker.allocation,

@@ -25,6 +25,7 @@ import logging
 import time
 from typing import Callable
 
+from flux.domain.attempts import AttemptPolicy
 from flux.server import fleet
 from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
@@ -47,6 +48,7 @@ class LivenessKeeper:
         metrics: ServerMetrics,
         eviction_grace_period: float,
         kick: Callable[[], None],
+        policy: AttemptPolicy,
     ):
         self.db = db
         self.registry = registry
@@ -54,6 +56,7 @@ class LivenessKeeper:
         self.metrics = metrics
         self.grace = eviction_grace_period
         self.kick = kick
+        self.policy = policy
         self.tick = min(1.0, eviction_grace_period / 4)
         self._loop_lag = 0.0
 
@@ -114,8 +117,8 @@ class LivenessKeeper:
                 await self.evict(member, silence)
 
     async def evict(self, member: Member, silence: float) -> None:
-        reason = f"worker {member.name} evicted: no heartbeat for {silence:.1f}s"
-        requeued = await self.db.run(lambda s: fleet.evict_if_silent(s, member.name, member.last_seen, reason))
+        reason = f"worker {member.name} lost (no heartbeat for {silence:.0f} s)"
+        requeued = await self.db.run(lambda s: fleet.evict_if_silent(s, member.name, member.last_seen, reason, self.policy))
         if requeued is None:  # gone already, or heard by another replica: the next sync says which
             member.stale_since = None
             return

@@ -57,6 +57,8 @@ class Member:
     #: Epoch seconds the worker was last heard (here, or by the lease another replica flushed).
     last_seen: float
     draining: bool = False
+    #: The worker is draining itself to stop (SIGTERM): nothing more is placed on it.
+    leaving: bool = False
     #: Heard since the last lease flush.
     heard: bool = False
     #: The resources sample and metrics last stored (materiality is judged against them).
@@ -72,6 +74,13 @@ class Member:
 
     def expected_running(self) -> set[str]:
         return {eid for eid, held in (self.held or {}).items() if held.delivered}
+
+    def foreign(self, reported: list[str]) -> list[str]:
+        """What the worker reports running but no longer holds (its attempt ended, the
+        execution went elsewhere): it must kill those children. Empty while unknown."""
+        if self.held is None:
+            return []
+        return sorted(eid for eid in reported if eid not in self.held)
 
     def cancelling(self) -> list[str]:
         return sorted(eid for eid, held in (self.held or {}).items() if held.state == ExecutionState.CANCELLING.value)

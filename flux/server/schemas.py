@@ -46,6 +46,7 @@ class WorkflowSpec(Strict):
     affinity: AffinityJSON | None = None
     routing: dict[str, Any] | None = None
     pending_timeout: float | None = Field(default=None, gt=0)
+    max_attempts: int | None = Field(default=None, ge=1, le=1000, description="Attempts that may crash before it fails; null: the server's default")
 
     @field_validator("name")
     @classmethod
@@ -67,6 +68,7 @@ class WorkflowInfo(BaseModel):
     affinity: AffinityJSON | None
     routing: dict[str, Any] | None
     pending_timeout: float | None
+    max_attempts: int | None = None
     created_at: float
     source: str | None = None
     warnings: list[str] = Field(default=[], description="E.g. no registered worker could ever satisfy its request")
@@ -107,7 +109,9 @@ class ExecutionInfo(BaseModel):
     output: Any
     error: str | None
     worker_name: str | None
-    attempt: int
+    attempt: int = Field(description="The current attempt (0 before the first claim); also its fencing token")
+    max_attempts: int = Field(description="Attempts that may end in a crash before it fails")
+    crashes: int = Field(description="Attempts that ended in a crash so far")
     requests: dict[str, Any] | None
     affinity: AffinityJSON | None
     routing: dict[str, Any] | None
@@ -200,11 +204,13 @@ class Heartbeat(Strict):
         default=None, description="A fresh sample, sent when it moved materially (flux.domain.samples); omitted: unchanged"
     )
     metrics: dict[str, float] | None = Field(default=None, description="Live metrics for routing policies; omitted: unchanged")
+    draining: bool = Field(default=False, description="The worker is stopping (SIGTERM): place nothing more on it")
 
 
 class HeartbeatReply(BaseModel):
     state: str
     cancel: list[str]
+    abandon: list[str] = Field(default=[], description="Executions it reports running that are no longer its own: kill them")
 
 
 class ClaimRequest(Strict):
@@ -251,8 +257,18 @@ class WorkerPlacement(BaseModel):
     reason: str
 
 
+class AttemptInfo(BaseModel):
+    attempt: int
+    worker: str | None
+    started_at: float
+    ended_at: float | None = None
+    end: str | None = Field(default=None, description="finished, child_died, memory_limit, worker_lost, drained, handed_back; null while it runs")
+    cause: str | None = None
+    counted: bool = Field(default=False, description="Whether it used up one of max_attempts (a crash)")
+
+
 class PlacementInfo(BaseModel):
-    """``flux execution explain``: why an execution waits, or why its worker won."""
+    """``flux execution explain``: why an execution waits, or why its worker won, and its attempts."""
 
     execution_id: str
     state: str
@@ -260,3 +276,7 @@ class PlacementInfo(BaseModel):
     unschedulable: str | None
     workers: list[WorkerPlacement]
     chosen: dict[str, Any] | None = Field(description="For a dispatched execution: worker, reason, allotment")
+    attempt: int = 0
+    max_attempts: int = 3
+    crashes: int = 0
+    attempts: list[AttemptInfo] = []

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from flux.domain.attempts import DEFAULT_MAX_ATTEMPTS, AttemptPolicy
+
 DEFAULT_MAX_BODY_SIZE = 64 * 1024**2
 DEFAULT_MAX_JSON_DEPTH = 64
 
@@ -33,6 +35,10 @@ class ServerSettings:
     port: int = 8000
     #: Seconds without a heartbeat after which a worker is evicted and its work requeued.
     eviction_grace_period: float = 30.0
+    #: Attempts an execution may crash in before it fails, for workflows that set none.
+    default_max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    #: Seconds before the attempt after a crash (doubled each further crash, at most 60 s).
+    attempt_backoff: float = 1.0
     #: Shared by every replica (e.g. from a Kubernetes secret); else HOME/bootstrap-token.
     bootstrap_token: str | None = None
     #: When set, client calls (register, run, cancel, drain, reads) must present it.
@@ -64,6 +70,9 @@ class ServerSettings:
     @classmethod
     def from_json(cls, text: str) -> "ServerSettings":
         return cls(**json.loads(text))
+
+    def attempt_policy(self) -> AttemptPolicy:
+        return AttemptPolicy(default_max_attempts=self.default_max_attempts, backoff=self.attempt_backoff)
 
     def lease_interval_for(self, shared: bool) -> float:
         if self.lease_interval is not None:

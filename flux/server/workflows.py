@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.loader import source_digest
-from flux.models import WorkflowModel
+from flux.domain.events import ExecutionState
+from flux.models import ExecutionModel, WorkflowModel
 from flux.scheduling.explain import infeasibility
 from flux.scheduling.matching import WorkerView
 from flux.server.errors import Invalid, NotFound
@@ -63,8 +64,8 @@ def register(session: Session, registration: WorkflowRegistration, fleet: list[W
         requests = request.to_dict() if request else None
         latest = _latest(session, spec.name)
         unchanged = latest and (
-            latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout
-        ) == (digest, requests, affinity, routing, spec.pending_timeout)
+            latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout, latest.max_attempts
+        ) == (digest, requests, affinity, routing, spec.pending_timeout, spec.max_attempts)
         warnings = _warnings(request, affinity, fleet)
         if unchanged:
             stored.append((latest, warnings))
@@ -79,12 +80,47 @@ def register(session: Session, registration: WorkflowRegistration, fleet: list[W
             affinity=affinity,
             routing=routing,
             pending_timeout=spec.pending_timeout,
+            max_attempts=spec.max_attempts,
             created_at=time.time(),
         )
         session.add(row)
         stored.append((row, warnings))
     session.flush()
+    for row, _ in stored:
+        _requeue_waiting_on(session, row)
     return [info(row, warnings=warnings) for row, warnings in stored]
+
+
+def _requeue_waiting_on(session: Session, row: WorkflowModel) -> None:
+    """Executions queued for this workflow's latest version that never started move to
+    the new one: a relaxed request or affinity rescues them at once. Those submitted
+    for an explicit version, and any that already ran (their replay needs the same
+    code), keep theirs."""
+    values = dict(
+        workflow_id=row.id,
+        workflow_version=row.version,
+        requests=row.requests,
+        affinity=row.affinity,
+        routing=row.routing,
+        pending_timeout=row.pending_timeout,
+        placement_note=None,
+        unschedulable=None,
+        row_version=ExecutionModel.row_version + 1,
+    )
+    if row.max_attempts is not None:
+        values["max_attempts"] = row.max_attempts
+    session.execute(
+        update(ExecutionModel)
+        .where(
+            ExecutionModel.workflow_name == row.name,
+            ExecutionModel.workflow_version < row.version,
+            ExecutionModel.state == ExecutionState.SCHEDULED.value,
+            ExecutionModel.attempt == 0,
+            ExecutionModel.version_pinned.is_(False),
+        )
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
 
 
 def _warnings(request: ResourceRequest | None, affinity: dict | None, fleet: list[WorkerView]) -> list[str]:
@@ -109,6 +145,7 @@ HEADER = (
     WorkflowModel.affinity,
     WorkflowModel.routing,
     WorkflowModel.pending_timeout,
+    WorkflowModel.max_attempts,
 )
 
 
@@ -167,6 +204,7 @@ def info(row: WorkflowModel, with_source: bool = False, warnings: list[str] | No
         affinity=row.affinity,
         routing=row.routing,
         pending_timeout=row.pending_timeout,
+        max_attempts=row.max_attempts,
         created_at=row.created_at,
         source=row.source if with_source else None,
         warnings=warnings or [],

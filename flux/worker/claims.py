@@ -1,0 +1,24 @@
+"""The claim loop: long polls for work while the worker has a free slot.
+
+The server answers a claim as soon as it assigns work, or after ``claim_wait``, so
+an idle worker costs no CPU. The loop ends at once when the worker starts draining.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from flux.worker.config import WorkerConfig
+from flux.worker.running import Executions
+
+
+async def claim_loop(config: WorkerConfig, executions: Executions, call: Callable[..., Awaitable[Any]]) -> None:
+    while True:
+        if len(executions) >= config.max_concurrent_executions:
+            executions.slot_freed.clear()
+            await executions.slot_freed.wait()
+            continue
+        reply = await call(f"/workers/{config.name}/claim", {"wait": config.claim_wait}, timeout=config.claim_wait + 10)
+        executions.cancel(reply["cancel"])
+        for job in reply["executions"]:
+            executions.start(job)

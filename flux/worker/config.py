@@ -1,0 +1,68 @@
+"""What a worker is told at start: its name, server, labels, slots, runner and ceilings."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from flux.runners import DockerRunner, InProcessRunner, Runner, SubprocessRunner
+from flux.runners.limits import LimitPolicy
+
+log = logging.getLogger("flux.worker")
+
+
+@dataclass
+class WorkerConfig:
+    name: str
+    server_url: str
+    bootstrap_token: str
+    labels: dict[str, str] = field(default_factory=dict)
+    max_concurrent_executions: int = 4
+    heartbeat_interval: float = 5.0
+    runner: str = "subprocess"
+    claim_wait: float = 20.0
+    gpu_source: str = "auto"
+    disk_path: str = "/"
+    #: Seconds a stopping worker (SIGTERM, SIGINT) lets running executions finish
+    #: before it hands the rest back to the server to resume elsewhere.
+    drain_timeout: float = 60.0
+    #: ``module:function`` returning ``dict[str, float]``, called on every heartbeat.
+    metrics_provider: str | None = None
+    #: RLIMIT_AS for every subprocess child, in bytes (the spec's runner-level ceiling).
+    subprocess_memory_limit: int | None = None
+    #: Derive CPU pinning and memory ceilings from each execution's request.
+    enforce_requests: bool = False
+    #: Executions one subprocess child may serve in turn (1: a fresh process for each).
+    max_executions_per_child: int = 100
+    #: "sample": match against the last sampled availability (the spec's model);
+    #: "reserve": against capacity minus what running executions were allotted.
+    allocation: str = "sample"
+    docker_image: str = "python:3.11-slim"
+    docker_memory: int | None = None
+    docker_cpus: float | None = None
+    docker_args: tuple[str, ...] = ()
+    #: Countable custom resources this worker advertises ({"fpga": 2}).
+    custom_resources: dict[str, float] = field(default_factory=dict)
+    #: Folder for this worker's identity (its session token, the lock on its name);
+    #: None keeps the token in memory only (``flux.worker_identity``).
+    home: str | None = None
+
+
+def build_runner(config: WorkerConfig) -> Runner:
+    if config.runner == "inprocess":
+        if config.enforce_requests or config.subprocess_memory_limit:
+            log.warning("the inprocess runner cannot enforce ceilings; enforce_requests/subprocess_memory_limit ignored")
+        return InProcessRunner()
+    if config.runner == "docker":
+        return DockerRunner(
+            config.docker_image, config.docker_memory, config.docker_cpus, config.docker_args, config.enforce_requests
+        )
+    policy = LimitPolicy(subprocess_memory_limit=config.subprocess_memory_limit, enforce_requests=config.enforce_requests)
+    # At least two warm children even for one slot: the refill after a hand-over
+    # (a Python start, ~100 ms) then never sits on the next execution's path.
+    return SubprocessRunner(
+        warm_processes=min(max(config.max_concurrent_executions, 2), 4),
+        limits=policy,
+        max_executions_per_child=config.max_executions_per_child,
+        max_idle=config.max_concurrent_executions,
+    )

@@ -1,0 +1,103 @@
+"""The worker process: start, register, run its loops, and stop cleanly.
+
+One asyncio loop drives everything: the heartbeat (``heartbeat``), the claim loop
+(``claims``), one task per running execution (``running``), all through one session
+with the server (``session``); a stop signal hands over to ``drain``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from flux.runners import Runner
+from flux.worker.claims import claim_loop
+from flux.worker.config import WorkerConfig, build_runner
+from flux.worker.drain import StopSignals, drain
+from flux.worker.heartbeat import Publisher
+from flux.worker.running import Executions
+from flux.worker.session import Abandoned, ServerSession
+from flux.worker_identity import WorkerIdentity
+
+log = logging.getLogger("flux.worker")
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig, runner: Runner | None = None):
+        self.config = config
+        self.runner = runner or build_runner(config)
+        self.identity = WorkerIdentity(config.home, config.name) if config.home else None
+        self.session = ServerSession(config, self.identity)
+        self.executions = Executions(self.runner, self.call)
+        self.publisher = Publisher(config, self.executions, self.call)
+        self.signals = StopSignals()
+
+    @property
+    def running(self) -> dict:
+        return self.executions.running
+
+    def _get_resources_info(self) -> dict:
+        """The registration payload (the spec's ``flux/worker.py::_get_resources_info``)."""
+        return self.publisher.resources_info()
+
+    async def call(self, path: str, json: object, timeout: float | None = None) -> object:
+        return await self.session.call(path, json, self.register, timeout)
+
+    async def register(self, stale_token: str | None = None) -> None:
+        reply = await self.session.register(self.publisher.registration, stale_token)
+        if reply is not None:
+            self.publisher.registered(reply)
+
+    async def run(self) -> None:
+        if self.identity is not None:
+            self.identity.claim()  # NameTaken if this name already runs on this host
+            self.session.token = self.identity.load_token()
+        self.session.open()
+        self.signals.install()
+        # Until registered, a stop signal means stop: nothing runs yet.
+        stop_waiting = asyncio.create_task(self._abandon_on_signal())
+        loops: list[asyncio.Task] = []
+        try:
+            await self.runner.start()
+            await self.register()
+            loops = [
+                asyncio.create_task(self.publisher.run(self.signals.draining)),
+                asyncio.create_task(claim_loop(self.config, self.executions, self.call)),
+            ]
+            stop = asyncio.create_task(self.signals.draining.wait())
+            done, _ = await asyncio.wait([*loops, stop], return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            for task in done:
+                if task is not stop:
+                    task.result()  # a loop that died re-raises here
+        except Abandoned:
+            log.info("stopped while the server was unreachable")
+        finally:
+            stop_waiting.cancel()
+            await self._stop(loops)
+
+    async def _abandon_on_signal(self) -> None:
+        """A stop signal while the server cannot be reached ends every wait for it."""
+        while True:
+            await self.signals.draining.wait()
+            if not self.session.reachable or self.signals.now.is_set():
+                self.session.abandon.set()
+                return
+            await asyncio.sleep(0.1)
+
+    async def _stop(self, loops: list[asyncio.Task]) -> None:
+        self.signals.draining.set()
+        for task in loops[1:]:  # the claim loop: stop claiming at once (the heartbeat goes on)
+            task.cancel()
+        try:
+            await drain(self.config.name, self.config.drain_timeout, self.session, self.executions, self.publisher, self.signals)
+        finally:
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await self.runner.close()
+            await self.session.close()
+            if self.identity is not None:
+                self.identity.release()

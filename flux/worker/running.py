@@ -1,0 +1,194 @@
+"""The executions a worker runs: each one's attempt in the runner, its outbox of
+events, and the checkpoints that carry them to the server.
+
+Events from a running execution are batched: while one checkpoint request is in
+flight, newer events queue and leave together in the next one. A checkpoint refused
+with 409 means the attempt was superseded (fenced): its child is killed at once and
+nothing more is reported for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import httpx
+
+from flux.domain.attempts import AttemptEnd
+from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
+from flux.runners import Job, Runner, Stop
+from flux.runtime import make_event
+
+log = logging.getLogger("flux.worker")
+
+Call = Callable[..., Awaitable[Any]]
+
+
+class Outbox:
+    """Events of one attempt waiting to be checkpointed, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.ready = asyncio.Event()
+        self.closed = False
+
+    def put(self, event: dict) -> None:
+        if self.closed:
+            return  # the attempt is closed: nothing after its last event counts
+        self.events.append(event)
+        self.closed = event["type"] in ATTEMPT_CLOSING_EVENTS
+        self.ready.set()
+
+    def take(self) -> list[dict]:
+        batch, self.events = self.events, []
+        self.ready.clear()
+        return batch
+
+
+@dataclass
+class RunningExecution:
+    job: Job
+    outbox: Outbox = field(default_factory=Outbox)
+    stop: Stop = field(default_factory=Stop)
+    #: Set when the server says this attempt is no longer ours: killed, reports nothing.
+    abandoned: bool = False
+    #: Set when this worker hands the attempt back (a drain's deadline): the cause.
+    handed_back: str | None = None
+    #: Checkpoint batches sent for this attempt (the server numbers them to drop re-sends).
+    batches: int = 0
+
+
+class Executions:
+    def __init__(self, runner: Runner, call: Call):
+        self.runner = runner
+        self.call = call
+        self.running: dict[str, RunningExecution] = {}
+        self.slot_freed = asyncio.Event()
+        #: One task per running execution, plus its checkpoint flusher.
+        self._tasks: set[asyncio.Task] = set()
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    def ids(self) -> list[str]:
+        return sorted(self.running)
+
+    def start(self, job: Job) -> None:
+        execution = RunningExecution(job)
+        previous = self.running.get(job["id"])
+        if previous is not None:  # an older attempt still stopping: it is no longer ours
+            self._abandon(previous)
+        self.running[job["id"]] = execution
+        self._spawn(self._execute(execution))
+
+    def cancel(self, execution_ids: list[str]) -> None:
+        """A user cancelled these: the workflow records its cancellation."""
+        for execution_id in execution_ids:
+            if execution_id in self.running:
+                self.running[execution_id].stop.cancel.set()
+
+    def abandon(self, execution_ids: list[str]) -> None:
+        """The server says these attempts are no longer ours: kill them at once."""
+        for execution_id in execution_ids:
+            if execution_id in self.running:
+                log.warning("execution %s is no longer this worker's; killing its attempt", execution_id)
+                self._abandon(self.running[execution_id])
+
+    def abandon_all(self) -> None:
+        for execution in self.running.values():
+            self._abandon(execution)
+
+    def hand_back(self, cause: str) -> None:
+        """Kill every running attempt and report each ended (``AttemptEnd.DRAINED``),
+        so the server resumes it elsewhere from its checkpoints at once."""
+        for execution in self.running.values():
+            if not execution.abandoned:
+                execution.handed_back = cause
+                execution.stop.kill.set()
+
+    async def wait_empty(self, timeout: float | None, interrupt: asyncio.Event) -> bool:
+        """Wait until nothing runs (True), ``timeout`` passes or ``interrupt`` is set."""
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        while self.running and not interrupt.is_set():
+            self.slot_freed.clear()
+            remaining = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            if remaining is not None and remaining <= 0:
+                return False
+            waiter = asyncio.create_task(interrupt.wait())
+            freed = asyncio.create_task(self.slot_freed.wait())
+            await asyncio.wait({waiter, freed}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            freed.cancel()
+        return not self.running
+
+    async def close(self) -> None:
+        """Kill whatever still runs and end every task (the worker is exiting)."""
+        self.abandon_all()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5.0)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    @staticmethod
+    def _abandon(execution: RunningExecution) -> None:
+        execution.abandoned = True
+        execution.stop.kill.set()
+
+    def _spawn(self, coro) -> asyncio.Task:  # noqa: ANN001
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _execute(self, execution: RunningExecution) -> None:
+        """Run one attempt and report it; whatever breaks, the server hears how it ended."""
+        flusher = self._spawn(self._flush(execution))
+        job = execution.job
+        try:
+            await self.runner.run(job, execution.outbox.put, execution.stop)
+        except Exception as exc:  # noqa: BLE001 - a runner failure must not kill the worker
+            log.exception("execution %s failed in the runner", job["id"])
+            execution.outbox.put(
+                make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": f"worker runner error: {exc!r}"})
+            )
+        if execution.handed_back and not execution.abandoned:
+            value = {"end": AttemptEnd.DRAINED.value, "cause": execution.handed_back}
+            execution.outbox.put(make_event(EventType.ATTEMPT_ENDED, job["workflow_name"], value=value))
+        if execution.abandoned:
+            flusher.cancel()
+        try:
+            await flusher
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: BLE001 - eviction will requeue it; the worker goes on
+            log.exception("could not report execution %s", job["id"])
+        finally:
+            if self.running.get(job["id"]) is execution:
+                del self.running[job["id"]]
+            self.slot_freed.set()
+
+    async def _flush(self, execution: RunningExecution) -> None:
+        """Checkpoint batches until the attempt's closing event is on the server."""
+        path = f"/executions/{execution.job['id']}/checkpoint"
+        while True:
+            await execution.outbox.ready.wait()
+            batch = execution.outbox.take()
+            if execution.abandoned:
+                return
+            execution.batches += 1  # a retry inside call re-sends the same number: the server keeps it once
+            body = {"attempt": execution.job["attempt"], "batch": execution.batches, "events": batch}
+            try:
+                reply = await self.call(path, body)
+            except httpx.HTTPStatusError as exc:
+                if exc.response.status_code in (403, 404, 409):  # fenced: this attempt is no longer ours
+                    log.warning("execution %s attempt %s fenced: %s", execution.job["id"], execution.job["attempt"], exc.response.text)
+                    self._abandon(execution)
+                    return
+                raise
+            if reply["cancel"]:
+                execution.stop.cancel.set()
+            if any(event["type"] in ATTEMPT_CLOSING_EVENTS for event in batch):
+                return

@@ -1,0 +1,177 @@
+"""The worker's session with the server: registration, and calls that survive
+restarts, overload, evictions and replica fail-over.
+
+When the server is unreachable the worker retries with exponential backoff and
+jitter; when its session is refused (401: it was evicted, or the server forgot it)
+it registers again, reporting what it still runs. A worker asked to stop while the
+server is unreachable does not wait for it: every retry wait races the stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any, Awaitable, Callable
+
+import httpx
+
+from flux.worker.config import WorkerConfig
+from flux.worker_identity import NameTaken, WorkerIdentity
+
+log = logging.getLogger("flux.worker")
+
+
+def is_transient(exc: httpx.HTTPError) -> bool:
+    """Worth retrying: the server is unreachable, shutting down or overloaded (5xx)."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code >= 500
+    return isinstance(exc, httpx.TransportError)
+
+
+def retry_after(exc: httpx.HTTPError) -> float:
+    """Seconds an overloaded server (503) asked us to wait, else 0."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        try:
+            return max(0.0, min(float(exc.response.headers.get("retry-after", 0)), 60.0))
+        except ValueError:
+            return 0.0
+    return 0.0
+
+
+class SessionLost(Exception):
+    """The server refused our session token: register again."""
+
+
+class Abandoned(Exception):
+    """The worker stopped waiting for the server (it is shutting down)."""
+
+
+class Backoff:
+    """Exponential backoff with full jitter (AWS architecture blog's recommendation)."""
+
+    def __init__(self, base: float = 0.2, cap: float = 10.0):
+        self.base, self.cap, self.attempt = base, cap, 0
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+    def next_delay(self, at_least: float = 0.0) -> float:
+        """The next wait; a server's ``Retry-After`` is honoured, jittered up to twice
+        its value so that a shed fleet does not come back all at once."""
+        delay = random.uniform(0, min(self.cap, self.base * 2**self.attempt))
+        if at_least:
+            delay = max(delay, random.uniform(at_least, 2 * at_least))
+        self.attempt += 1
+        return delay
+
+    async def sleep(self, at_least: float = 0.0) -> None:
+        await asyncio.sleep(self.next_delay(at_least))
+
+
+class ServerSession:
+    def __init__(self, config: WorkerConfig, identity: WorkerIdentity | None):
+        self.config = config
+        self.identity = identity
+        self.token: str | None = None
+        #: Server replicas to use, current first (comma-separated in ``server_url``).
+        self.urls = [url.strip() for url in config.server_url.split(",") if url.strip()]
+        #: False from a failed call until the next one that gets through.
+        self.reachable = True
+        #: Set when the worker stops waiting for the server: retries end with Abandoned.
+        self.abandon = asyncio.Event()
+        self._register_lock = asyncio.Lock()
+        self.http: httpx.AsyncClient | None = None
+
+    def open(self) -> None:
+        # Idle connections are dropped before the server's keep-alive (75 s) would drop
+        # them, so a heartbeat never goes out on a connection the server is closing.
+        self.http = httpx.AsyncClient(base_url=self.urls[0], limits=httpx.Limits(keepalive_expiry=30.0))
+
+    async def close(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+
+    async def post(
+        self, path: str, json: Any, token: str | None = None, timeout: float | None = None, headers: dict | None = None
+    ) -> Any:
+        assert self.http is not None
+        headers = {"Authorization": f"Bearer {token or self.token}", **(headers or {})}
+        response = await self.http.post(path, json=json, headers=headers, timeout=timeout or 30.0)
+        if response.status_code == 401 and token is None:
+            raise SessionLost(response.text)
+        response.raise_for_status()
+        return response.json()
+
+    async def _wait(self, backoff: Backoff, exc: httpx.HTTPError) -> None:
+        """Back off before a retry, unless the worker stops waiting meanwhile."""
+        self.reachable = False
+        self._fail_over()
+        try:
+            await asyncio.wait_for(self.abandon.wait(), backoff.next_delay(retry_after(exc)))
+        except TimeoutError:
+            return
+        raise Abandoned() from exc
+
+    def _fail_over(self) -> None:
+        """Try the next server replica (``--server-url a,b``), if there is more than one."""
+        if len(self.urls) > 1:
+            self.urls.append(self.urls.pop(0))
+            self.http.base_url = self.urls[0]
+            log.warning("switching to server %s", self.urls[0])
+
+    async def register(self, payload: Callable[[], Awaitable[dict]], stale_token: str | None = None) -> dict | None:
+        """Register (again) with what ``payload`` builds. Calls that lost the same session
+        share one re-registration. Returns the server's reply, or None when another
+        call registered again meanwhile."""
+        async with self._register_lock:
+            if stale_token is not None and self.token != stale_token:
+                return None
+            body = await payload()
+            # the token our name was bound to: it proves this is that worker, restarted
+            held = {"X-Flux-Worker-Token": self.token} if self.token else None
+            backoff = Backoff()
+            while True:
+                if self.abandon.is_set():
+                    raise Abandoned()
+                try:
+                    reply = await self.post("/workers/register", body, token=self.config.bootstrap_token, headers=held)
+                    break
+                except httpx.HTTPError as exc:
+                    if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 409:
+                        raise NameTaken(exc.response.json().get("detail", exc.response.text)) from None
+                    if not is_transient(exc):
+                        raise
+                    log.warning("server unreachable (%s); retrying", exc.__class__.__name__)
+                    await self._wait(backoff, exc)
+            self.reachable = True
+            self.token = reply["session_token"]
+            if self.identity is not None:
+                self.identity.save_token(self.token)
+            reply["sent"] = body
+            log.info("worker %s registered with %s", self.config.name, self.config.server_url)
+            return reply
+
+    async def call(self, path: str, json: Any, on_lost: Callable[[str | None], Awaitable[None]], timeout: float | None = None) -> Any:
+        """A session call that survives server restarts, overload and evictions.
+
+        Transport errors and 5xx answers are retried with backoff (until the worker
+        stops waiting: Abandoned); on 401 ``on_lost`` registers again; other 4xx
+        answers are the caller's to handle.
+        """
+        backoff = Backoff()
+        while True:
+            if self.abandon.is_set():
+                raise Abandoned()
+            token = self.token
+            try:
+                reply = await self.post(path, json, timeout=timeout)
+                self.reachable = True
+                return reply
+            except SessionLost:
+                await on_lost(token)
+            except httpx.HTTPError as exc:
+                if not is_transient(exc):
+                    raise
+                log.warning("server call %s failed (%s); retrying", path, exc.__class__.__name__)
+                await self._wait(backoff, exc)
