@@ -127,6 +127,9 @@ class WorkerModel(Base):
     name: Mapped[str] = mapped_column(String(128), unique=True)
     state: Mapped[str] = mapped_column(String(16))
     session_token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    #: The token before the last registration: a worker killed after the server issued
+    #: a new token but before it saved it restarts with this one, and is still itself.
+    previous_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     labels: Mapped[Any] = mapped_column(JSON, default=dict)
     max_concurrent_executions: Mapped[int] = mapped_column(Integer, default=1)
     #: "sample" (the spec's threshold on sampled availability) or "reserve".

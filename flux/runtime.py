@@ -13,15 +13,28 @@ import time
 import traceback
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from flux.domain.events import EventType
 
-if TYPE_CHECKING:
-    from flux.task import Task
-    from flux.workflow import Workflow
-
 EventSink = Callable[[dict], None]
+
+
+class RunnableTask(Protocol):
+    """What the runtime needs of a ``flux.task.Task``. ``task`` and ``workflow`` import
+    this module, never the other way round (not even for type checking)."""
+
+    name: str
+    options: Any
+
+    def invoke(self, args: tuple, kwargs: dict) -> Awaitable[Any]: ...
+
+
+class RunnableWorkflow(Protocol):
+    """What the runtime needs of a ``flux.workflow.Workflow``."""
+
+    name: str
+    fn: Callable[[Any], Awaitable[Any]]
 
 _current: ContextVar["ExecutionContext | None"] = ContextVar("flux_execution_context", default=None)
 _current_call: ContextVar["TaskCall | None"] = ContextVar("flux_task_call", default=None)
@@ -96,11 +109,11 @@ class ExecutionContext:
         self._task_calls[name] = n
         return f"{name}:{n}"
 
-    def call_task(self, task: "Task", args: tuple, kwargs: dict):
+    def call_task(self, task: RunnableTask, args: tuple, kwargs: dict):
         """Assign the task id now (call order, not await order) and return the awaitable."""
         return self._run_task(task, self.next_task_id(task.name), args, kwargs)
 
-    async def _run_task(self, task: "Task", task_id: str, args: tuple, kwargs: dict) -> Any:
+    async def _run_task(self, task: RunnableTask, task_id: str, args: tuple, kwargs: dict) -> Any:
         if task_id in self.completed_tasks:
             return self.completed_tasks[task_id]
         options = task.options
@@ -137,7 +150,7 @@ class ExecutionContext:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def run_workflow(workflow: "Workflow", ctx: ExecutionContext) -> tuple[EventType, Any]:
+async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tuple[EventType, Any]:
     """Run one attempt; emit WORKFLOW_STARTED and exactly one terminal event.
 
     Returns the terminal event type and its value. Cancellation of the surrounding

@@ -398,3 +398,25 @@ def test_a_worker_may_not_report_ends_that_are_the_servers_to_find(cluster, work
         worker.close()
     assert reply.status_code == 422 and "child_died" in reply.json()["detail"]
     assert httpx.get(f"{cluster.server_url}/health").status_code == 200
+
+
+def test_a_worker_killed_before_saving_its_new_token_restarts_as_itself(cluster):
+    """Found by bench B8: killed after the server issued a new session token but before
+    the worker saved it, a restart presents the previous one; it must not wait for an
+    eviction to get its name back."""
+    from protocol import ProtocolWorker
+
+    worker = ProtocolWorker(cluster.server_url, cluster.home, "restarting", heartbeat_interval=5)
+    stranger = ProtocolWorker(cluster.server_url, cluster.home, "restarting", heartbeat_interval=5)
+    try:
+        worker.register()
+        saved = worker.token
+        worker.register()  # the server issues a new token; the worker "dies" before saving it
+        worker.token = saved
+        worker.register()  # the restart, with the token on its disk
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            stranger.register()  # no token at all: still someone else
+    finally:
+        worker.close()
+        stranger.close()
+    assert refused.value.response.status_code == 409

@@ -148,10 +148,12 @@ def register(
     resources = {**_fields(body.resources, RESOURCE_FIELDS), "metrics": body.metrics, "sampled_at": _sampled_at(body.resources)}
     known = session.execute(
         select(
-            WorkerModel.id, WorkerModel.packages_digest, WorkerModel.draining, WorkerModel.state, WorkerModel.session_token_hash
+            WorkerModel.id, WorkerModel.packages_digest, WorkerModel.draining, WorkerModel.state,
+            WorkerModel.session_token_hash, WorkerModel.previous_token_hash,
         ).where(WorkerModel.name == body.name)
     ).first()
-    if known is not None and known.state != OFFLINE and (held_token is None or hash_token(held_token) != known.session_token_hash):
+    proof = hash_token(held_token) if held_token else None
+    if known is not None and known.state != OFFLINE and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash)):
         raise Conflict(
             f"worker name {body.name!r} is held by another worker that is still online; stop it (it then releases "
             "the name), wait for its eviction, or choose another name"
@@ -171,7 +173,7 @@ def register(
         session.execute(
             update(WorkerModel)
             .where(WorkerModel.id == worker_id)
-            .values(resources_version=WorkerModel.resources_version + 1, **values)
+            .values(resources_version=WorkerModel.resources_version + 1, previous_token_hash=known.session_token_hash, **values)
         )
         session.execute(update(WorkerRuntimeModel).where(WorkerRuntimeModel.worker_id == worker_id).values(**runtime))
         session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**resources))

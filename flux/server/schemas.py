@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
@@ -38,6 +38,30 @@ class ErrorBody(BaseModel):
 
 #: A label value (equality) or an operator such as {"op": "In", "values": [...]}.
 AffinityJSON = dict[str, str | dict[str, Any]]
+#: A number as it was given: 4 stays 4, 0.5 stays 0.5 (never 4.0 in the JSON).
+Number = int | float
+
+
+class RequestsJSON(BaseModel):
+    """A stored ResourceRequest (``ResourceRequest.to_dict``): only the fields that are set."""
+
+    cpu: Number | None = None
+    memory: int | None = Field(default=None, description="Bytes")
+    disk: int | None = Field(default=None, description="Bytes")
+    gpu: int | None = None
+    packages: list[str] | None = Field(default=None, description="PEP 508 requirements, e.g. 'torch>=2.0'")
+    resources: dict[str, Number] | None = Field(default=None, description="Countable custom resources, e.g. {'fpga': 1}")
+
+    @model_serializer(mode="wrap")
+    def _set_fields_only(self, handler):  # noqa: ANN001, ANN202
+        return {name: value for name, value in handler(self).items() if value is not None}
+
+
+class RoutingJSON(BaseModel):
+    """A routing policy (``flux.domain.routing.RoutingPolicy.to_dict``): weighted terms."""
+
+    model_config = ConfigDict(extra="allow")
+    terms: list[dict[str, Any]] = Field(description="Each {'kind': 'label'|'metric'|'load', 'weight': ..., ...}")
 
 
 class WorkflowSpec(Strict):
@@ -64,9 +88,9 @@ class WorkflowInfo(BaseModel):
     name: str
     version: int
     filename: str
-    requests: dict[str, Any] | None
+    requests: RequestsJSON | None
     affinity: AffinityJSON | None
-    routing: dict[str, Any] | None
+    routing: RoutingJSON | None
     pending_timeout: float | None
     max_attempts: int | None = None
     created_at: float
@@ -112,9 +136,9 @@ class ExecutionInfo(BaseModel):
     attempt: int = Field(description="The current attempt (0 before the first claim); also its fencing token")
     max_attempts: int = Field(description="Attempts that may end in a crash before it fails")
     crashes: int = Field(description="Attempts that ended in a crash so far")
-    requests: dict[str, Any] | None
+    requests: RequestsJSON | None
     affinity: AffinityJSON | None
-    routing: dict[str, Any] | None
+    routing: RoutingJSON | None
     unschedulable: str | None
     placement_note: str | None
     scheduled_at: float
@@ -226,13 +250,38 @@ class ClaimedExecution(BaseModel):
     input: Any
     attempt: int
     completed_tasks: dict[str, Any]
-    requests: dict[str, Any] | None = None
+    requests: RequestsJSON | None = None
     gpus: list[int] | None = Field(default=None, description="GPU indexes allotted to this execution")
 
 
 class ClaimReply(BaseModel):
     executions: list[ClaimedExecution]
     cancel: list[str]
+
+
+class WorkerResourcesInfo(BaseModel):
+    """A worker's last stored sample, as ``GET /workers`` shows it."""
+
+    cpu_total: Number
+    cpu_available: Number
+    cpu_percent: Number
+    memory_total: int
+    memory_available: int
+    disk_total: int
+    disk_free: int
+    metrics: dict[str, Number]
+    sampled_at: float | None
+    gpus: list[GPUInfo]
+
+
+class ChosenWorker(BaseModel):
+    """Why a dispatched execution went where it did (its latest WORKFLOW_CLAIMED event)."""
+
+    model_config = ConfigDict(extra="allow")
+    worker: str
+    attempt: int
+    reason: str
+    allotment: dict[str, Any] | None = Field(description="What was set aside: cpu, memory, disk, gpus (indexes), resources")
 
 
 class WorkerInfo(BaseModel):
@@ -245,8 +294,8 @@ class WorkerInfo(BaseModel):
     running: int
     registered_at: float
     last_heartbeat_at: float
-    runtime: dict[str, Any] | None
-    resources: dict[str, Any] | None
+    runtime: RuntimeInfo | None
+    resources: WorkerResourcesInfo | None
     packages: list[PackageInfo] | None = None
 
 
@@ -275,7 +324,7 @@ class PlacementInfo(BaseModel):
     summary: str
     unschedulable: str | None
     workers: list[WorkerPlacement]
-    chosen: dict[str, Any] | None = Field(description="For a dispatched execution: worker, reason, allotment")
+    chosen: ChosenWorker | None = Field(description="For a dispatched execution: worker, reason, allotment")
     attempt: int = 0
     max_attempts: int = 3
     crashes: int = 0
