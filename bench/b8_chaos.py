@@ -68,14 +68,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from bench.chaos_audit import TOLERANCE_S, Analysis, audit, not_terminal, outcomes, parse_side_effects
 from bench.common import Figure, write_workflow
 from flux.client import FluxClient, FluxClientError
 from flux.local import LocalCluster
 
 WORKFLOW = "b8_chaos"
-TERMINAL = ("COMPLETED", "FAILED", "CANCELLED")
-#: Lines written by an attempt this long after its ATTEMPT_ENDED are fenced writes.
-TOLERANCE_S = 1.0
 
 SOURCE = """
 import asyncio
@@ -269,124 +267,20 @@ def snapshot(client: FluxClient, ids: list[str]) -> dict[str, dict]:
     return rows
 
 
-# --- the analysis ----------------------------------------------------------------------------
-
-
-@dataclass
-class Line:
-    attempt: int
-    time: float
-    done: bool
-
-
-def read_side_effects(path: Path) -> tuple[dict[str, dict[str, list[Line]]], int]:
-    """execution id -> task id -> lines, and the number of malformed lines."""
-    by_run: dict[str, dict[str, list[Line]]] = defaultdict(lambda: defaultdict(list))
-    bad = 0
-    if not path.exists():
-        return by_run, bad
-    for raw in path.read_text(errors="replace").splitlines():
-        parts = raw.split()
-        done = bool(parts) and parts[0] == "DONE"
-        if done:
-            parts = parts[1:]
-        try:
-            execution_id, task_id, attempt, at = parts
-            by_run[execution_id][task_id].append(Line(int(attempt), float(at), done))
-        except ValueError:
-            bad += 1
-    return by_run, bad
-
-
-@dataclass
-class Analysis:
-    reexecuted: list[tuple[str, str, int, int]] = field(default_factory=list)  # (run, task, recorded by, re-run in)
-    done_unrecorded_reruns: int = 0
-    interrupted_reruns: int = 0
-    fenced: list[tuple[str, str, int, float]] = field(default_factory=list)  # (run, task, attempt, lateness)
-    #: max(line time - ATTEMPT_ENDED time) over attempts that ended without finishing (killed ones)
-    max_lateness: float = float("-inf")
-    #: the same over attempts that finished the workflow (their DONE line comes just before the end)
-    max_lateness_finished: float = float("-inf")
-    #: seconds from the kill of a worker to the ATTEMPT_ENDED (worker_lost) of each attempt it held
-    kill_to_ended: list[float] = field(default_factory=list)
-    stray_lines: list[tuple[str, str, int]] = field(default_factory=list)
-    lines_of_open_attempts: int = 0
-    duplicate_completions: list[tuple[str, str]] = field(default_factory=list)
-    completions_outside_attempt: list[tuple[str, str]] = field(default_factory=list)
-    ends: Counter = field(default_factory=Counter)
-    events_unreadable: list[str] = field(default_factory=list)
-
-
-def analyse(client: FluxClient, ids: list[str], side: dict[str, dict[str, list[Line]]], kills: list[Kill]) -> Analysis:
-    out = Analysis()
-    kills_of: dict[str, list[float]] = defaultdict(list)
-    for kill in kills:
-        kills_of[kill.worker].append(kill.at)
+def events_of(client: FluxClient, ids: list[str]) -> dict[str, list[dict] | None]:
+    """The event log of every run, for :func:`bench.chaos_audit.audit` (None: unreadable)."""
+    found: dict[str, list[dict] | None] = {}
     for execution_id in ids:
         try:
-            events = sorted(client.events(execution_id), key=lambda e: e["seq"])
+            found[execution_id] = client.events(execution_id)
         except FluxClientError:
-            out.events_unreadable.append(execution_id)
-            continue
-        started: dict[int, int] = {}  # attempt -> seq of ATTEMPT_STARTED
-        worker_of: dict[int, str] = {}  # attempt -> worker
-        ended: dict[int, tuple[int, float, str]] = {}  # attempt -> (seq, time, end) of ATTEMPT_ENDED
-        recorded: dict[str, int] = {}  # task id -> attempt whose TASK_COMPLETED is in the log (the first)
-        current: int | None = None
-        for event in events:
-            kind, value = event["type"], event.get("value") or {}
-            if kind == "ATTEMPT_STARTED":
-                current = int(value["attempt"])
-                started[current] = event["seq"]
-                worker_of[current] = value.get("worker") or event.get("worker_name") or ""
-            elif kind == "ATTEMPT_ENDED":
-                attempt = int(value.get("attempt", current or 0))
-                end = value.get("end", "?")
-                ended[attempt] = (event["seq"], event["time"], end)
-                out.ends[end] += 1
-                before = [at for at in kills_of.get(worker_of.get(attempt, ""), []) if at <= event["time"]]
-                if end == "worker_lost" and before:
-                    out.kill_to_ended.append(event["time"] - max(before))
-            elif kind == "TASK_COMPLETED":
-                task_id = event["task_id"]
-                if task_id in recorded:
-                    out.duplicate_completions.append((execution_id, task_id))
-                    continue
-                if current is None or current in ended:
-                    out.completions_outside_attempt.append((execution_id, task_id))
-                recorded[task_id] = current if current is not None else 0
+            found[execution_id] = None
+    return found
 
-        for task_id, lines in side.get(execution_id, {}).items():
-            by_attempt: dict[int, list[Line]] = defaultdict(list)
-            for line in lines:
-                by_attempt[line.attempt].append(line)
-            for attempt, mine in by_attempt.items():
-                if attempt not in started:
-                    out.stray_lines.append((execution_id, task_id, attempt))
-                    continue
-                if attempt in ended:
-                    _, end_time, end = ended[attempt]
-                    for line in mine:
-                        lateness = line.time - end_time
-                        if end == "finished":
-                            out.max_lateness_finished = max(out.max_lateness_finished, lateness)
-                        else:
-                            out.max_lateness = max(out.max_lateness, lateness)
-                        if lateness > TOLERANCE_S:
-                            out.fenced.append((execution_id, task_id, attempt, lateness))
-                else:
-                    out.lines_of_open_attempts += len(mine)
-            # bodies that ran again in a later attempt
-            attempts = sorted(by_attempt)
-            for later in attempts[1:]:
-                if task_id in recorded and recorded[task_id] < later:
-                    out.reexecuted.append((execution_id, task_id, recorded[task_id], later))
-                elif any(line.done for a in attempts if a < later for line in by_attempt[a]):
-                    out.done_unrecorded_reruns += 1
-                else:
-                    out.interrupted_reruns += 1
-    return out
+
+def read_side_effects(path: Path) -> tuple[dict, int]:
+    """:func:`bench.chaos_audit.parse_side_effects` of the file (none yet: no lines)."""
+    return parse_side_effects(path.read_text(errors="replace").splitlines() if path.exists() else [])
 
 
 # --- figures ---------------------------------------------------------------------------------
@@ -416,11 +310,8 @@ def _few(items: list, limit: int = 5) -> str:
 def figures(opts: Options, ids: list[str], rows: dict[str, dict], submit_errors: Counter, submit_s: float,
             killer: Killer, found_orphans: list[int], analysis: Analysis, bad_lines: int, wall_s: float,
             drained: bool) -> list[Figure]:
-    completed = [rows[i] for i in ids if rows.get(i, {}).get("state") == "COMPLETED"]
-    failed = [rows[i] for i in ids if rows.get(i, {}).get("state") in ("FAILED", "CANCELLED")]
-    not_terminal = [i for i in ids if rows.get(i, {}).get("state") not in TERMINAL]
-    never_accepted = opts.runs - len(ids)
-    lost = len(not_terminal) + never_accepted
+    runs = outcomes(opts.runs, ids, rows)
+    completed, failed, never_accepted, lost = runs.completed, runs.failed, runs.never_accepted, runs.lost
     attempts = sum(int(r.get("attempt") or 0) for r in rows.values() if r["id"] in set(ids))
     crashes = sum(int(r.get("crashes") or 0) for r in rows.values() if r["id"] in set(ids))
     multi = sum(1 for i in ids if int(rows.get(i, {}).get("attempt") or 0) > 1)
@@ -435,8 +326,8 @@ def figures(opts: Options, ids: list[str], rows: dict[str, dict], submit_errors:
 
     lost_note = None
     if lost:
-        states = Counter(rows.get(i, {}).get("state", "missing") for i in not_terminal)
-        lost_note = (f"not terminal: {dict(states)} e.g. {_few(not_terminal, 3)}"
+        states = Counter(rows.get(i, {}).get("state", "missing") for i in runs.not_terminal)
+        lost_note = (f"not terminal: {dict(states)} e.g. {_few(runs.not_terminal, 3)}"
                      + (f"; {never_accepted} never accepted" if never_accepted else ""))
     failed_note = "; ".join(f"{r['id']}: {(r.get('error') or '')[:120]}" for r in failed[:3]) or None
     fenced_note = ("none" if not analysis.fenced else
@@ -555,7 +446,7 @@ def run(opts: Options, work: Path) -> tuple[list[Figure], dict[str, Any]]:
             unfinished = len(ids)
             while time.monotonic() < calm_deadline:
                 rows = snapshot(client, ids)
-                unfinished = sum(1 for i in ids if rows.get(i, {}).get("state") not in TERMINAL)
+                unfinished = len(not_terminal(ids, rows))
                 if unfinished <= slots:
                     break
                 time.sleep(0.5)
@@ -570,7 +461,7 @@ def run(opts: Options, work: Path) -> tuple[list[Figure], dict[str, Any]]:
             drained = False
             while time.monotonic() < deadline:
                 rows = snapshot(client, ids)
-                if all(rows.get(i, {}).get("state") in TERMINAL for i in ids):
+                if not not_terminal(ids, rows):
                     drained = True
                     break
                 time.sleep(1.0)
@@ -579,7 +470,7 @@ def run(opts: Options, work: Path) -> tuple[list[Figure], dict[str, Any]]:
                 with contextlib.suppress(FluxClientError):
                     rows[execution_id] = client.execution(execution_id)
             side, bad_lines = read_side_effects(log)
-            analysis = analyse(client, ids, side, killer.kills)
+            analysis = audit(events_of(client, ids), side, [(k.worker, k.at) for k in killer.kills])
         wall_s = time.monotonic() - t_start
         result = figures(opts, ids, rows, submit_errors, submit_s, killer, found_orphans, analysis, bad_lines,
                          wall_s, drained)
@@ -592,9 +483,8 @@ def run(opts: Options, work: Path) -> tuple[list[Figure], dict[str, Any]]:
             "stray_lines": analysis.stray_lines,
             "duplicate_completions": analysis.duplicate_completions,
             "completions_outside_attempt": analysis.completions_outside_attempt,
-            "not_terminal": {i: rows.get(i, {}).get("state", "missing") for i in ids
-                             if rows.get(i, {}).get("state") not in TERMINAL},
-            "failed": {i: rows[i].get("error") for i in ids if rows.get(i, {}).get("state") in ("FAILED", "CANCELLED")},
+            "not_terminal": {i: rows.get(i, {}).get("state", "missing") for i in not_terminal(ids, rows)},
+            "failed": {r["id"]: r.get("error") for r in outcomes(opts.runs, ids, rows).failed},
             "orphans": found_orphans,
         }
         if killer.error:

@@ -1,9 +1,14 @@
-"""CI smoke for the fleet benchmark (issue 22): ``python -m bench.b7_fleet --quick``
-runs end to end against real processes. Figures are printed, never asserted: this
-machine is noisy, and speed is measured by the benchmark, not by tests."""
+"""CI smoke for the fleet benchmark (issue 22) and the chaos benchmark (issue 13):
+``python -m bench.b7_fleet --quick`` and ``python -m bench.b8_chaos --quick`` run end to
+end against real processes. Speed figures are printed, never asserted: this machine is
+noisy, and speed is measured by the benchmark, not by tests. B8's correctness figures
+(no run lost, no recorded task run again, no write from a fenced attempt) are counts, not
+timings, and are asserted."""
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,3 +29,27 @@ def test_b7_fleet_quick_runs_end_to_end(tmp_path):
     for name in ("online_s", "idle_cpu_pct", "heartbeat_ms", "submit_to_claimed_ms", "runs_per_s", "evictions", "errors"):
         assert f"B7.sqlite.100.{name}" in result.stdout
     assert (tmp_path / "b7.json").exists()
+
+
+@pytest.mark.timeout(420)
+def test_b8_chaos_quick_runs_end_to_end(tmp_path):
+    # About 20 s; up to 2 x 180 s drain deadlines if runs get stuck. On a timeout, SIGTERM
+    # (b8 takes it as Ctrl-C and stops its server and workers) rather than subprocess.run's SIGKILL.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.b8_chaos", "--quick", "--json", str(tmp_path / "b8.json")],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=60)
+        pytest.fail(f"b8 --quick ran past 300 s:\n{stdout[-4000:]}\n{stderr[-3000:]}")
+    print(stdout[-4000:])
+    assert process.returncode == 0, stderr[-3000:]
+    for name in ("runs_completed", "runs_lost", "completed_tasks_reexecuted", "fenced_writes"):
+        assert f"B8.{name} " in stdout
+    assert (tmp_path / "b8.json").exists()
+    figures = {f["name"]: f for f in json.loads((tmp_path / "b8.json").read_text())["figures"]}
+    for name in ("runs_lost", "completed_tasks_reexecuted", "fenced_writes"):
+        assert figures[f"B8.{name}"]["median"] == 0, figures[f"B8.{name}"]["note"]
