@@ -57,6 +57,7 @@ async def _handover(count: int, gap: float) -> list[float]:
     import time
 
     from bench.workflows import SOURCE
+    from flux.runners.base import Stop
     from flux.runners.subprocess import SubprocessRunner
 
     runner = SubprocessRunner()
@@ -74,7 +75,7 @@ async def _handover(count: int, gap: float) -> list[float]:
             job = {"id": f"h{i}", "workflow_name": TRIVIAL, "workflow_version": 1, "source": source,
                    "filename": "bench_workflows.py", "input": i, "attempt": 1, "completed_tasks": {}}
             t0 = time.perf_counter()
-            await runner.run(job, emit, asyncio.Event())
+            await runner.run(job, emit, Stop())
             if i >= 2 and first:
                 samples.append((first[0] - t0) * 1000)
             await asyncio.sleep(gap)

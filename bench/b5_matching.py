@@ -19,8 +19,9 @@ import time
 
 from bench.common import Figure
 from flux.domain.resource_request import ResourceRequest
-from flux.scheduling.matching import GPU, WorkerView
-from flux.scheduling.placement import Demand, place
+from flux.scheduling.demand import Demand
+from flux.scheduling.placement import place
+from flux.scheduling.snapshot import GPU, WorkerView
 
 GI = 1024**3
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
@@ -86,7 +87,7 @@ def make_fleet(n: int, demands: int, rng: random.Random) -> list[WorkerView]:
                 disk_free=int(disk_total * rng.uniform(0.2, 1.0)),
                 gpus=gpus,
                 packages=dict(PACKAGE_SETS[i % len(PACKAGE_SETS)]),
-                slots=slots,
+                max_concurrent_executions=slots,
                 running=rng.randint(0, slots // 4),
                 registered_seq=i,
             )

@@ -7,21 +7,17 @@ two versions of one workflow never share globals.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import sys
 import types
 from typing import Any
 
+from flux.domain.sources import source_digest
 from flux.workflow import Workflow
 
 
 class WorkflowLoadError(Exception):
     """The source does not import, or does not define the workflow asked for."""
-
-
-def source_digest(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()
 
 
 _loaded: dict[str, dict[str, Workflow]] = {}

@@ -17,7 +17,7 @@ from flux.domain.affinity import Operator, normalise_affinity
 from flux.domain.attempts import check_max_attempts
 from flux.domain.events import STATE_AFTER, ExecutionState
 from flux.domain.names import check_name
-from flux.domain.resource_request import ResourceRequest
+from flux.domain.resource_request import ResourceRequest, request_or_none
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.runtime import ExecutionContext, run_workflow
 
@@ -66,13 +66,9 @@ def validate_routing(routing: Any, owner: str) -> RoutingPolicy | None:
 
 
 def _validate_requests(requests: Any, owner: str) -> ResourceRequest | None:
-    if requests is None:
-        return None
-    if isinstance(requests, Mapping):
-        return ResourceRequest.from_dict(dict(requests))
-    if not isinstance(requests, ResourceRequest):
+    if requests is not None and not isinstance(requests, (Mapping, ResourceRequest)):
         raise ValueError(f"{owner}: requests must be a ResourceRequest, got {requests!r}")
-    return None if requests.is_empty else requests
+    return request_or_none(requests)
 
 
 class Workflow:

@@ -13,7 +13,11 @@ from hypothesis import strategies as st
 import flux
 from flux import DoesNotExist, Exists, Gt, In, Lt, NotIn, workflow
 from flux.domain.affinity import affinity_from_json, affinity_key, normalise_affinity
-from flux.scheduling.matching import Mismatch, WorkerView, check, check_affinity, select_worker
+from flux.scheduling.demand import Demand
+from flux.scheduling.filters import Reason, check
+from flux.scheduling.filters.affinity import check_affinity
+from flux.scheduling.placement import place
+from flux.scheduling.snapshot import WorkerView
 from flux.workflow import validate_affinity
 
 OWNER = "workflow 'train'"
@@ -115,25 +119,27 @@ def test_check_affinity_accepts_operator_objects_and_json_dicts():
     labels = {"zone": "b"}
     assert check_affinity({"zone": In("a", "b")}, labels) is None
     assert check_affinity({"zone": {"op": "In", "values": ["a", "b"]}}, labels) is None
-    assert check_affinity({"zone": NotIn("b")}, labels) == Mismatch("affinity", "label zone=b, wanted not one of [b]")
+    assert check_affinity({"zone": NotIn("b")}, labels) == Reason(
+        "affinity", "didn't match affinity", "label zone=b, wanted not one of [b]"
+    )
 
 
 def test_malformed_stored_operator_never_matches_and_does_not_raise():
     # Stored rows are validated on the way in; a bad one must not break a dispatch round.
     for bad in ({"op": "Near"}, {"op": "Gt", "value": "12"}, {"op": "In", "values": 3}, {}):
         result = check_affinity({"zone": bad}, {"zone": "12"})
-        assert result is not None and result.kind == "affinity" and "invalid affinity" in result.message
+        assert result is not None and result.filter == "affinity" and "invalid affinity" in result.message
 
 
 def test_operators_are_checked_before_resources_and_route_placement():
     from flux.domain.resource_request import ResourceRequest
 
     spot = worker("spot", {"tier": "spot"}, cpu_available=1.0)
-    assert check(ResourceRequest(cpu=4), {"tier": {"op": "NotIn", "values": ["spot"]}}, spot).kind == "affinity"
+    assert check(ResourceRequest(cpu=4), {"tier": {"op": "NotIn", "values": ["spot"]}}, spot).filter == "affinity"
     on_demand = worker("on-demand", {"tier": "on-demand", "cuda": "12.2"}, registered_seq=1)
     affinity = normalise_affinity({"tier": NotIn("spot"), "cuda": Gt(12)}, OWNER)
-    assert select_worker(None, affinity, [spot, on_demand]) is on_demand
-    assert select_worker(None, normalise_affinity({"cuda": Gt(13)}, OWNER), [spot, on_demand]) is None
+    assert [p.worker_name for p in place([Demand("e1", None, affinity)], [spot, on_demand])] == ["on-demand"]
+    assert place([Demand("e2", None, normalise_affinity({"cuda": Gt(13)}, OWNER))], [spot, on_demand]) == []
 
 
 # --- validation ------------------------------------------------------------------------

@@ -10,20 +10,22 @@ import pytest
 
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.allocation import with_allotments
-from flux.scheduling.matching import GPU, WorkerView
-from flux.scheduling.placement import Demand, place
+from flux.scheduling.demand import Demand
+from flux.scheduling.filters.gpu import usable_gpus
+from flux.scheduling.placement import place
+from flux.scheduling.snapshot import GPU, WorkerView
 from waiting import eventually
 
 GiB = 1024**3
 TESTS = Path(__file__).parent
 
 
-def worker(allocation="sample", slots=4, gpus=2, cpu=2.0) -> WorkerView:
+def worker(allocation="sample", max_concurrent_executions=4, gpus=2, cpu=2.0) -> WorkerView:
     return WorkerView(
         name="w", labels={}, cpu_total=cpu, cpu_available=cpu, memory_total=8 * GiB, memory_available=8 * GiB,
         disk_total=100 * GiB, disk_free=100 * GiB,
         gpus=tuple(GPU(i, f"GPU-{i}", "Fake", 80 * GiB, 80 * GiB) for i in range(gpus)),
-        slots=slots, allocation=allocation,
+        max_concurrent_executions=max_concurrent_executions, allocation=allocation,
     )
 
 
@@ -54,9 +56,9 @@ def test_reserve_mode_refuses_the_third_cpu1_on_a_2cpu_worker_within_one_round()
 
 def test_running_allotments_reduce_reserve_availability_and_mark_gpus():
     view = with_allotments(worker("reserve"), [{"cpu": 1, "memory": 6 * GiB, "gpus": [1]}, {}])
-    assert (view.cpu_available, view.memory_available, view.gpu_allotted, view.usable_gpus) == (1, 2 * GiB, {1: 1}, 1)
+    assert (view.cpu_available, view.memory_available, view.gpu_allotted, usable_gpus(view)) == (1, 2 * GiB, {1: 1}, 1)
     sampled = with_allotments(worker("sample"), [{"cpu": 1, "gpus": [1]}])
-    assert (sampled.cpu_available, sampled.usable_gpus) == (2, 2)  # sample mode: only the live sample counts
+    assert (sampled.cpu_available, usable_gpus(sampled)) == (2, 2)  # sample mode: only the live sample counts
 
 
 def _wait_running(client, ids, count, timeout=30):
@@ -113,7 +115,7 @@ def test_reserve_mode_holds_the_extra_cpu1_execution_until_one_ends(cluster, cli
 
 def test_custom_resources_are_counted_within_a_round_in_sample_mode_too():
     """They have no live sample: an fpga=2 worker takes two fpga=1 executions, never three."""
-    fpga_box = worker("sample", slots=4)
+    fpga_box = worker("sample", max_concurrent_executions=4)
     fpga_box.custom_total = {"fpga": 2.0}
     fpga_box.custom_available = {"fpga": 2.0}
     placed = place([demand(i, resources={"fpga": 1}) for i in range(3)], [fpga_box])

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.explain import infeasibility, summarize, verdict
-from flux.scheduling.matching import GPU, WorkerView
+from flux.scheduling.snapshot import GPU, WorkerView
 from waiting import eventually
 
 TESTS = Path(__file__).parent
@@ -22,7 +19,7 @@ GiB = 1024**3
 def view(name, **kw) -> WorkerView:
     base = dict(
         name=name, labels={}, cpu_total=2.0, cpu_available=2.0, memory_total=8 * GiB, memory_available=8 * GiB,
-        disk_total=100 * GiB, disk_free=100 * GiB, slots=1,
+        disk_total=100 * GiB, disk_free=100 * GiB, max_concurrent_executions=1,
     )
     return WorkerView(**{**base, **kw})
 

@@ -17,18 +17,11 @@ from flux import Exists, Gt, In, NotIn, RoutingPolicy, label, load, metric, scor
 from flux.domain.affinity import normalise_affinity
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.routing import LabelEquals, LoadTerm, MetricTerm
-from flux.scheduling.matching import (
-    WorkerView,
-    best,
-    candidate_key,
-    check,
-    check_resources,
-    is_unconstrained,
-    select_worker,
-)
 from flux.scheduling import placement
-from flux.scheduling.placement import Demand, demand_from_row
-from flux.scheduling.scoring import score_value, score_worker
+from flux.scheduling.demand import Demand, demand_from_row
+from flux.scheduling.filters import check
+from flux.scheduling.ranking import best, candidate_key, score_value, score_worker
+from flux.scheduling.snapshot import WorkerView
 
 
 def place(demands, workers) -> list[tuple[str, str]]:
@@ -144,7 +137,7 @@ def test_not_equal_and_truthiness_are_refused_with_a_hint():
 
 
 def test_score_breakdown_explains_each_term():
-    w = worker(labels={"zone": "a"}, slots=4, running=1, metrics={"queue_depth": 3})
+    w = worker(labels={"zone": "a"}, max_concurrent_executions=4, running=1, metrics={"queue_depth": 3})
     total, breakdown = score_worker(POLICY, w)
     assert breakdown == [
         ("label zone == a: +10", 10.0),
@@ -155,7 +148,7 @@ def test_score_breakdown_explains_each_term():
 
 
 def test_score_breakdown_for_misses_and_missing_values():
-    w = worker(labels={"zone": "b"}, slots=0, metrics={"bad": math.nan})
+    w = worker(labels={"zone": "b"}, max_concurrent_executions=0, metrics={"bad": math.nan})
     policy = score((label("zone") == "a") * 10, label("rack") == "r1", metric("queue_depth") * -1, metric("bad"), load())
     total, breakdown = score_worker(policy, w)
     assert [text for text, _ in breakdown] == [
@@ -169,7 +162,7 @@ def test_score_breakdown_for_misses_and_missing_values():
 
 
 def test_builtin_metrics():
-    w = worker(slots=4, running=3, metrics={"flux.cpu_percent": 40.0, "flux.memory_percent": 55.5, "flux.running": 99})
+    w = worker(max_concurrent_executions=4, running=3, metrics={"flux.cpu_percent": 40.0, "flux.memory_percent": 55.5, "flux.running": 99})
     policy = score(-metric("flux.cpu_percent"), metric("flux.memory_percent") * 2, metric("flux.running"))
     total, breakdown = score_worker(policy, w)
     assert [c for _, c in breakdown] == [-40.0, 111.0, 3.0]  # flux.running comes from `running`, not metrics
@@ -188,16 +181,16 @@ def test_nan_total_ranks_last():
 
 
 def test_placement_picks_the_higher_scored_worker():
-    a = worker("a", {"zone": "a"}, slots=4, running=2, registered_seq=0)
-    b = worker("b", {"zone": "b"}, slots=4, running=0, registered_seq=1)
+    a = worker("a", {"zone": "a"}, max_concurrent_executions=4, running=2, registered_seq=0)
+    b = worker("b", {"zone": "b"}, max_concurrent_executions=4, running=0, registered_seq=1)
     assert place([Demand("e1", None, None)], copy.deepcopy([a, b])) == [("e1", "b")]  # least loaded
     assert place([Demand("e1", None, None, POLICY)], [a, b]) == [("e1", "a")]  # zone a: 10 - 2.5 > 0
-    assert select_worker(None, None, [a, b], POLICY) is a
+    assert best([a, b], POLICY) is a
 
 
 def test_metrics_steer_placement_and_change_between_rounds():
-    a = worker("a", slots=10, metrics={"queue_depth": 7}, registered_seq=0)
-    b = worker("b", slots=10, metrics={"queue_depth": 2}, registered_seq=1)
+    a = worker("a", max_concurrent_executions=10, metrics={"queue_depth": 7}, registered_seq=0)
+    b = worker("b", max_concurrent_executions=10, metrics={"queue_depth": 2}, registered_seq=1)
     policy = score(-metric("queue_depth"))
     assert place([Demand("e1", None, None, policy)], [a, b]) == [("e1", "b")]
     b.metrics["queue_depth"] = 9
@@ -205,15 +198,15 @@ def test_metrics_steer_placement_and_change_between_rounds():
 
 
 def test_ties_are_broken_by_least_load():
-    busy = worker("busy", {"zone": "a"}, slots=4, running=3, registered_seq=0)
-    idle = worker("idle", {"zone": "a"}, slots=4, running=0, registered_seq=1)
-    other = worker("other", {"zone": "b"}, slots=4, running=0, registered_seq=2)
+    busy = worker("busy", {"zone": "a"}, max_concurrent_executions=4, running=3, registered_seq=0)
+    idle = worker("idle", {"zone": "a"}, max_concurrent_executions=4, running=0, registered_seq=1)
+    other = worker("other", {"zone": "b"}, max_concurrent_executions=4, running=0, registered_seq=2)
     policy = score(label("zone") == "a")
     assert place([Demand("e1", None, None, policy)], [busy, idle, other]) == [("e1", "idle")]
 
 
 def test_load_term_spreads_a_burst_across_workers():
-    fleet = [worker(f"w{i}", slots=4, registered_seq=i) for i in range(3)]
+    fleet = [worker(f"w{i}", max_concurrent_executions=4, registered_seq=i) for i in range(3)]
     demands = [Demand(f"e{i}", None, None, score(load() * -1)) for i in range(6)]
     placed = place(demands, fleet)
     assert sorted(name for _, name in placed) == ["w0", "w0", "w1", "w1", "w2", "w2"]
@@ -224,35 +217,36 @@ def test_a_policy_never_overrides_eligibility():
     poor_fit = worker("fits", {"zone": "b"}, cpu_available=16.0, registered_seq=1)
     policy = score((label("zone") == "a") * 1000)
     assert place([Demand("e1", ResourceRequest(cpu=8), None, policy)], [rich, poor_fit]) == [("e1", "fits")]
-    assert select_worker(ResourceRequest(cpu=32), None, [rich, poor_fit], policy) is None
+    assert place([Demand("e2", ResourceRequest(cpu=32), None, policy)], [rich, poor_fit]) == []
 
 
 def test_full_workers_are_never_chosen_however_high_they_score():
-    full = worker("full", {"zone": "a"}, slots=1, running=1)
-    spare = worker("spare", {"zone": "b"}, slots=1, registered_seq=1)
+    full = worker("full", {"zone": "a"}, max_concurrent_executions=1, running=1)
+    spare = worker("spare", {"zone": "b"}, max_concurrent_executions=1, registered_seq=1)
     policy = score((label("zone") == "a") * 1000)
     assert place([Demand("e1", None, None, policy), Demand("e2", None, None, policy)], [full, spare]) == [("e1", "spare")]
 
 
 def test_demand_from_row_parses_and_caches_routing_json():
-    d1 = demand_from_row("e1", {"cpu": 1}, {"zone": {"op": "In", "values": ["a"]}}, POLICY_JSON)
-    d2 = demand_from_row("e2", {"cpu": 1}, {"zone": {"op": "In", "values": ["a"]}}, json.loads(json.dumps(POLICY_JSON)))
+    row = dict(requests={"cpu": 1}, affinity={"zone": {"op": "In", "values": ["a"]}})
+    d1 = demand_from_row(execution_id="e1", **row, routing=POLICY_JSON)
+    d2 = demand_from_row(execution_id="e2", **row, routing=json.loads(json.dumps(POLICY_JSON)))
     assert d1.routing == POLICY and d1.routing is d2.routing  # parsed once, by JSON text
     assert d1.constraint_key == d2.constraint_key and hash(d1.constraint_key)
-    assert demand_from_row("e3", None, None).routing is None
-    assert demand_from_row("e4", None, None, POLICY).routing is POLICY
+    assert demand_from_row(execution_id="e3", requests=None, affinity=None).routing is None
+    assert demand_from_row(execution_id="e4", requests=None, affinity=None, routing=POLICY).routing is POLICY
     with pytest.raises(ValueError, match="routing term 1"):
-        demand_from_row("e5", None, None, {"terms": [{"kind": "nope"}]})
+        demand_from_row(execution_id="e5", requests=None, affinity=None, routing={"terms": [{"kind": "nope"}]})
 
 
 def test_constraint_cache_handles_operator_affinities():
-    a = worker("a", {"zone": "a", "cuda": "12"}, slots=4, registered_seq=0)
-    b = worker("b", {"zone": "b", "cuda": "11"}, slots=4, registered_seq=1)
+    a = worker("a", {"zone": "a", "cuda": "12"}, max_concurrent_executions=4, registered_seq=0)
+    b = worker("b", {"zone": "b", "cuda": "11"}, max_concurrent_executions=4, registered_seq=1)
     demands = [
-        demand_from_row("e1", None, {"cuda": {"op": "Gt", "value": 11}}),
-        demand_from_row("e2", None, {"cuda": {"op": "Lt", "value": 12}}),
-        demand_from_row("e3", None, {"cuda": {"op": "Gt", "value": 11}}),
-        demand_from_row("e4", None, {"zone": {"op": "NotIn", "values": ["a", "b"]}}),
+        demand_from_row(execution_id="e1", requests=None, affinity={"cuda": {"op": "Gt", "value": 11}}),
+        demand_from_row(execution_id="e2", requests=None, affinity={"cuda": {"op": "Lt", "value": 12}}),
+        demand_from_row(execution_id="e3", requests=None, affinity={"cuda": {"op": "Gt", "value": 11}}),
+        demand_from_row(execution_id="e4", requests=None, affinity={"zone": {"op": "NotIn", "values": ["a", "b"]}}),
     ]
     assert place(demands, [a, b]) == [("e1", "a"), ("e2", "b"), ("e3", "a")]
 
@@ -324,7 +318,7 @@ def fleets(draw, max_size=6):
                 f"w{i}",
                 labels=draw(st.dictionaries(st.sampled_from(["zone", "cuda", "tier"]), st.sampled_from(LABEL_VALUES))),
                 cpu_available=draw(st.sampled_from([0.5, 2.0, 8.0, 32.0])),
-                slots=slots,
+                max_concurrent_executions=slots,
                 running=draw(st.integers(0, slots + 1)),
                 registered_seq=draw(st.integers(0, 3)),
                 metrics=draw(st.dictionaries(st.sampled_from(["queue_depth", "flux.cpu_percent", "gpu_temp"]), metric_values)),
@@ -388,9 +382,9 @@ def test_property_a_policy_never_picks_an_ineligible_worker(fleet, queue):
 
 
 @given(fleets(), requests, affinities, policies)
-def test_property_select_worker_with_a_policy_only_returns_eligible_workers(fleet, request, affinity, policy):
-    chosen = select_worker(request, affinity, fleet, policy)
+def test_property_best_with_a_policy_only_returns_eligible_workers(fleet, request, affinity, policy):
     eligible = [w for w in fleet if w.free_slots > 0 and check(request, affinity, w) is None]
+    chosen = best(eligible, policy)
     assert (chosen is None) == (not eligible)
     if chosen is not None:
         assert chosen in eligible
@@ -405,7 +399,7 @@ def legacy_place(demands: list[Demand], workers: list[WorkerView]) -> list[tuple
     for demand in demands:
         if not free:
             break
-        if is_unconstrained(demand.request, demand.affinity):
+        if demand.request is None and not demand.affinity:
             pool = free
         else:
             key = (demand.request, tuple(sorted((demand.affinity or {}).items())))
@@ -424,7 +418,7 @@ def legacy_place(demands: list[Demand], workers: list[WorkerView]) -> list[tuple
 
 def legacy_check(request, affinity, w) -> bool:
     labels_ok = all(key in w.labels and str(w.labels[key]) == str(v) for key, v in (affinity or {}).items())
-    return labels_ok and check_resources(request, w) is None
+    return labels_ok and check(request, None, w) is None
 
 
 equality_affinities = st.none() | st.dictionaries(st.sampled_from(["zone", "cuda", "tier"]), st.sampled_from(LABEL_VALUES), max_size=2)

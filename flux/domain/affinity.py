@@ -34,7 +34,7 @@ order given, without duplicates (a single list, tuple or set argument is unpacke
 ``In(["a", "b"])`` is ``In("a", "b")``; a set is sorted), and ``Gt``/``Lt`` values are
 the int or float given (never a string or a bool).
 
-Matching lives in ``flux.scheduling.matching.check_affinity``, which takes the JSON
+Matching lives in ``flux.scheduling.filters.affinity.check_affinity``, which takes the JSON
 form directly; ``affinity_from_json`` turns that form back into operator objects.
 """
 

@@ -233,3 +233,16 @@ class ResourceRequest:
             parts.append(f"packages=[{', '.join(self.packages)}]")
         parts += [f"{name}={amount:g}" for name, amount in self.resources]
         return ", ".join(parts) or "none"
+
+
+def request_or_none(value: ResourceRequest | Mapping[str, Any] | None) -> ResourceRequest | None:
+    """The request ``value`` makes, validated, or ``None`` when it asks for nothing.
+
+    An empty request is no request: ``None``, ``{}`` and ``ResourceRequest()`` all come
+    back as ``None``, so nothing empty is stored and unconstrained work keeps the
+    dispatcher's fast path. A mapping is parsed (``InvalidResourceRequest`` if it is bad).
+    """
+    if value is None:
+        return None
+    request = value if isinstance(value, ResourceRequest) else ResourceRequest.from_dict(value)
+    return None if request.is_empty else request

@@ -2,7 +2,7 @@
 
 Requests and affinity decide which workers are *eligible* (hard). A routing policy
 only decides which eligible worker with a free slot *wins* (soft): the one with the
-highest score, ties broken by least load (``flux.scheduling.matching.candidate_key``).
+highest score, ties broken by least load (``flux.scheduling.ranking.candidate_key``).
 A policy therefore can never send work to a worker that fails the resource or
 affinity check::
 
@@ -13,7 +13,7 @@ affinity check::
             (label("zone") == "a") * 10,       # 10 points for zone a
             metric("queue_depth") * -1,         # minus the worker's queue depth
             -metric("flux.cpu_percent"),        # a built-in metric, weight -1
-            load() * -5,                        # minus 5 x running/slots
+            load() * -5,                        # minus 5 x running/max_concurrent_executions
         ),
     )
     async def ingest(ctx): ...
@@ -30,11 +30,11 @@ Terms, each with a weight (default 1, set by multiplying: ``term * w``, ``w * te
   are reserved for the built-ins: ``flux.cpu_percent`` and ``flux.memory_percent``
   (0..100, computed by the worker from each heartbeat's sample) and ``flux.running`` (the worker's running
   executions, derived from the live slot count, never read from ``metrics``).
-* ``load()`` is worth ``running / slots`` (0.0 idle .. 1.0 full). With the default
+* ``load()`` is worth ``running / max_concurrent_executions`` (0.0 idle .. 1.0 full). With the default
   weight of +1 it *prefers* busy workers; you usually want ``load() * -k``.
 
 A worker's score is the sum of ``weight * value`` over the terms
-(``flux.scheduling.scoring.score_worker`` also explains it term by term).
+(``flux.scheduling.ranking.score_worker`` also explains it term by term).
 
 JSON form, what ``RoutingPolicy.to_dict`` writes and ``RoutingPolicy.from_dict`` reads::
 
@@ -161,7 +161,7 @@ class MetricTerm(Term):
 
 @dataclass(frozen=True, eq=True)
 class LoadTerm(Term):
-    """Worth the worker's load, ``running / slots`` (1.0 for a worker with no slots)."""
+    """Worth the worker's load, ``running / max_concurrent_executions`` (1.0 for a worker with none)."""
 
     kind: ClassVar[str] = "load"
     weight: int | float = 1
@@ -211,7 +211,7 @@ def metric(name: str) -> MetricTerm:
 
 
 def load() -> LoadTerm:
-    """The worker's load, ``running / slots``, weight 1 (use ``load() * -k`` to spread)."""
+    """The worker's load, ``running / max_concurrent_executions``, weight 1 (use ``load() * -k`` to spread)."""
     return LoadTerm()
 
 

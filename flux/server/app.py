@@ -169,7 +169,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=READ)
     async def register_workflows(body: WorkflowRegistration, request: Request):
-        fleet_views = request.app.state.dispatcher.fleet
+        fleet_views = request.app.state.dispatcher.snapshot.views
         registered = await db(request).run(lambda s: workflows.register(s, body, fleet_views(s)))
         request.app.state.dispatcher.kick()  # what waited on an older version may fit now
         return registered
@@ -219,7 +219,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
     async def execution_placement(execution_id: str, request: Request):
         """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
-        fleet_views = request.app.state.dispatcher.fleet
+        fleet_views = request.app.state.dispatcher.snapshot.views
         return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
     @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT, responses=READ_ONE)

@@ -1,17 +1,21 @@
-"""``GET /executions/{id}/placement``: why an execution waits, or why its worker won,
-and how many attempts it used and why each ended."""
+"""Explanations: ``GET /executions/{id}/placement`` (why an execution waits, or why its
+worker won, and how many attempts it used and why each ended), and the notes each
+dispatch round leaves on what still waits (WORKFLOW_PENDING, WORKFLOW_UNSCHEDULABLE)."""
 
 from __future__ import annotations
+
+import json
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType, ExecutionState
-from flux.models import ExecutionEventModel
-from flux.scheduling.explain import summarize, verdict
-from flux.scheduling.matching import WorkerView
-from flux.scheduling.placement import demand_from_row
+from flux.models import ExecutionEventModel, ExecutionModel
+from flux.scheduling.demand import demand_from_row
+from flux.scheduling.explain import infeasibility, summarize, verdict
+from flux.scheduling.snapshot import WorkerView
 from flux.server import executions
+from flux.server.eventlog import append_event
 from flux.server.schemas import AttemptInfo, PlacementInfo, WorkerPlacement
 
 
@@ -51,7 +55,7 @@ def attempts_of(session: Session, execution_id: str) -> list[AttemptInfo]:
 
 def placement(session: Session, execution_id: str, workers: list[WorkerView]) -> PlacementInfo:
     execution = executions.get_row(session, execution_id)
-    demand = demand_from_row(execution.id, execution.requests, execution.affinity)
+    demand = demand_from_row(execution_id=execution.id, requests=execution.requests, affinity=execution.affinity)
     verdicts = [verdict(demand.request, demand.affinity, worker) for worker in workers]
     states = {worker.name: worker.state for worker in workers}
     chosen = None
@@ -68,7 +72,7 @@ def placement(session: Session, execution_id: str, workers: list[WorkerView]) ->
         summary=summary,
         unschedulable=execution.unschedulable,
         workers=[
-            WorkerPlacement(name=v.worker, state=states[v.worker], available=v.kind is None, reason=v.message)
+            WorkerPlacement(name=v.worker, state=states[v.worker], available=v.available, reason=v.message)
             for v in verdicts
         ],
         chosen=chosen,
@@ -77,3 +81,33 @@ def placement(session: Session, execution_id: str, workers: list[WorkerView]) ->
         crashes=execution.crashes,
         attempts=attempts_of(session, execution_id),
     )
+
+
+def record_waiting(session: Session, page: list, placed: set[str], workers: list[WorkerView]) -> None:
+    """Note on each still-waiting execution why, when the reason is new or has changed.
+
+    Explanations are computed once per distinct set of constraints, against the
+    fleet as this round left it.
+    """
+    explained: dict[tuple, tuple[str, str | None]] = {}
+    for row in page:
+        if row.id in placed:
+            continue
+        key = (json.dumps(row.requests, sort_keys=True), json.dumps(row.affinity, sort_keys=True))
+        if key not in explained:
+            demand = demand_from_row(execution_id=row.id, requests=row.requests, affinity=row.affinity)
+            summary = summarize([verdict(demand.request, demand.affinity, w) for w in workers])
+            explained[key] = (summary, infeasibility(demand.request, demand.affinity, workers))
+        summary, infeasible = explained[key]
+        if (summary, infeasible) == (row.placement_note, row.unschedulable):
+            continue
+        execution = session.get(ExecutionModel, row.id)
+        if infeasible and infeasible != execution.unschedulable:
+            append_event(
+                session, execution, EventType.WORKFLOW_UNSCHEDULABLE, name=execution.workflow_name, value={"reason": infeasible}
+            )
+        if summary != execution.placement_note:
+            append_event(
+                session, execution, EventType.WORKFLOW_PENDING, name=execution.workflow_name, value={"summary": summary}
+            )
+        execution.placement_note, execution.unschedulable = summary, infeasible

@@ -31,8 +31,9 @@ from flux.models import (
     WorkerRuntimeModel,
 )
 from flux.domain.attempts import AttemptEnd, AttemptPolicy
-from flux.server import attempts, executions
+from flux.server import executions
 from flux.server.errors import Conflict, NotFound
+from flux.scheduling.snapshot import GPU_FIELDS
 from flux.server.registry import OFFLINE, ONLINE, Held, Member
 from flux.server.schemas import PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
 
@@ -42,7 +43,6 @@ DRAINING, DRAINED = "DRAINING", "DRAINED"
 LOST_AFTER_HEARTBEATS, LOST_SLACK = 3, 2.0
 
 RESOURCE_FIELDS = ("cpu_total", "cpu_available", "cpu_percent", "memory_total", "memory_available", "disk_total", "disk_free")
-GPU_FIELDS = ("index", "uuid", "name", "memory_total", "memory_available", "utilization")
 RUNTIME_FIELDS = ("python_version", "os_name", "os_version", "hostname", "cpu_arch")
 
 
@@ -184,9 +184,9 @@ def register(
         kept = []
         for execution in executions.held_by(session, body.name):
             if not execution.delivered:
-                attempts.end(session, execution, AttemptEnd.HANDED_BACK, f"worker {body.name} restarted before it arrived", policy)
+                executions.end_attempt(session, execution, AttemptEnd.HANDED_BACK, f"worker {body.name} restarted before it arrived", policy)
             elif execution.id not in still_running:
-                attempts.end(session, execution, AttemptEnd.WORKER_LOST, f"worker {body.name} lost (restarted without it)", policy)
+                executions.end_attempt(session, execution, AttemptEnd.WORKER_LOST, f"worker {body.name} lost (restarted without it)", policy)
             else:
                 kept.append(execution)
         held = held_map(kept)
@@ -210,14 +210,17 @@ def register(
     return member, sorted(set(body.running) - set(held))
 
 
+def stored_sample(worker: WorkerModel) -> dict:
+    """A worker's stored resources sample as plain data, by field name (GPUs included)."""
+    return {**_fields(worker.resources, RESOURCE_FIELDS), "gpus": [_fields(g, GPU_FIELDS) for g in worker.gpus]}
+
+
 def member_for_token(session: Session, token_hash: str) -> Member | None:
     """The registry member for a session token the registry does not know yet."""
     worker = session.scalars(select(WorkerModel).where(WorkerModel.session_token_hash == token_hash)).first()
     if worker is None or worker.state == OFFLINE:
         return None
-    sample = None
-    if worker.resources is not None:
-        sample = {**_fields(worker.resources, RESOURCE_FIELDS), "gpus": [_fields(g, GPU_FIELDS) for g in worker.gpus]}
+    sample = stored_sample(worker) if worker.resources is not None else None
     return Member(
         id=worker.id,
         name=worker.name,
@@ -253,7 +256,7 @@ def reconcile(session: Session, member: Member, reported: set[str], policy: Atte
     for execution in executions.held_by(session, member.name):
         if execution.delivered and execution.id not in reported and (execution.claimed_at or now) < settled:
             cause = f"worker {member.name} does not report it running (claim lost)"
-            attempts.end(session, execution, AttemptEnd.HANDED_BACK, cause, policy)
+            executions.end_attempt(session, execution, AttemptEnd.HANDED_BACK, cause, policy)
             requeued = True
         else:
             kept.append(execution)
@@ -313,7 +316,7 @@ def release(session: Session, name: str, kind: AttemptEnd, cause: str, policy: A
     )
     held = executions.held_by(session, name)
     for execution in held:
-        attempts.end(session, execution, kind if execution.delivered else AttemptEnd.HANDED_BACK, cause, policy)
+        executions.end_attempt(session, execution, kind if execution.delivered else AttemptEnd.HANDED_BACK, cause, policy)
     return [e.id for e in held]
 
 
@@ -322,7 +325,7 @@ def hand_back_undelivered(session: Session, name: str, policy: AttemptPolicy) ->
     it has not received goes back to the queue at once."""
     undelivered = [e for e in executions.held_by(session, name) if not e.delivered]
     for execution in undelivered:
-        attempts.end(session, execution, AttemptEnd.HANDED_BACK, f"worker {name} is draining", policy)
+        executions.end_attempt(session, execution, AttemptEnd.HANDED_BACK, f"worker {name} is draining", policy)
     return [e.id for e in undelivered]
 
 
@@ -376,10 +379,9 @@ def info(worker: WorkerModel, running: int, liveness: tuple[str, float, bool] | 
     resources = None
     if worker.resources is not None:
         resources = {
-            **_fields(worker.resources, RESOURCE_FIELDS),
+            **stored_sample(worker),
             "metrics": worker.resources.metrics or {},
             "sampled_at": worker.resources.sampled_at,
-            "gpus": [_fields(gpu, GPU_FIELDS) for gpu in worker.gpus],
         }
     runtime = _fields(worker.runtime, RUNTIME_FIELDS) if worker.runtime is not None else None
     last_heard = worker.last_heartbeat_at if liveness is None else max(worker.last_heartbeat_at, liveness[1])

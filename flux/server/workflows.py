@@ -12,12 +12,12 @@ import time
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
-from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
-from flux.loader import source_digest
+from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest, request_or_none
+from flux.domain.sources import source_digest
 from flux.domain.events import ExecutionState
 from flux.models import ExecutionModel, WorkflowModel
 from flux.scheduling.explain import infeasibility
-from flux.scheduling.matching import WorkerView
+from flux.scheduling.snapshot import WorkerView
 from flux.server.errors import Invalid, NotFound
 from flux.server.schemas import WorkflowInfo, WorkflowRegistration
 from flux.workflow import validate_affinity, validate_routing
@@ -31,13 +31,10 @@ def _check_source(registration: WorkflowRegistration) -> None:
 
 
 def _parse_requests(spec_name: str, requests: dict | None) -> ResourceRequest | None:
-    if not requests:
-        return None
     try:
-        request = ResourceRequest.from_dict(requests)
+        return request_or_none(requests)
     except InvalidResourceRequest as exc:
         raise Invalid(f"workflow {spec_name!r}: {exc}") from None
-    return None if request.is_empty else request
 
 
 def register(session: Session, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:

@@ -1,9 +1,16 @@
-"""Executions: submit, deliver to a worker, checkpoint, cancel, and the reads.
+"""An execution's state machine: every change of its state, and the events it logs.
 
-Every state change appends to the execution's event log in the same transaction,
-so the log and the state never disagree. Worker calls are fenced by ``attempt``
-(``flux.server.attempts``): once an attempt has ended, the worker that ran it can
-no longer write to the execution.
+SCHEDULED (``submit``, or again after an attempt ended) -> CLAIMED (``claim``: a new
+attempt, whose number is the fencing token) -> delivered to its worker (``deliver``)
+-> RUNNING -> COMPLETED, FAILED or CANCELLED (``checkpoint``, ``cancel``,
+``expire_pending``, ``finish``). An attempt that ends without finishing the workflow
+(a crash, an eviction, a drain: ``end_attempt``) sends it back to SCHEDULED, after a
+backoff when the end counts as a crash, or FAILS it once ``max_attempts`` crashes are
+used up (``flux.domain.attempts``, docs/attempts.md).
+
+Every change appends to the execution's log in the same transaction, so the log and
+the state never disagree. Worker calls are fenced by ``attempt`` and holder: once an
+attempt has ended, the worker that ran it can no longer write to the execution.
 """
 
 from __future__ import annotations
@@ -17,24 +24,15 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from flux.domain.attempts import WORKER_REPORTED, AttemptEnd, AttemptPolicy
-from flux.domain.events import HOLDING_STATES, STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
-from flux.models import ExecutionEventModel, ExecutionModel
+from flux.domain.events import STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
+from flux.models import ExecutionModel
 from flux.server import workflows
-from flux.server import attempts
-from flux.server.attempts import finish, finished_event
-from flux.server.eventlog import INSERT_EVENT, append_event, append_events
+from flux.server.eventlog import INSERT_EVENT, append_event, append_events, event_rows
 from flux.server.errors import Conflict, Invalid, NotFound
-from flux.server.schemas import (
-    Checkpoint,
-    CheckpointReply,
-    ClaimedExecution,
-    EventOut,
-    ExecutionInfo,
-    RunRequest,
-)
+from flux.server.executions.reads import get_row, held_by, info, job_for
+from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo, RunRequest
 
 S = ExecutionState
-
 
 #: Built once: a statement made per call costs more to build than to run.
 INSERT_EXECUTION = insert(ExecutionModel.__table__)
@@ -78,65 +76,25 @@ def submit(session: Session, name: str, run: RunRequest, policy: AttemptPolicy) 
     return info(SimpleNamespace(**row, **fresh))
 
 
-def get_row(session: Session, execution_id: str) -> ExecutionModel:
-    row = session.get(ExecutionModel, execution_id)
-    if row is None:
-        raise NotFound(f"execution {execution_id!r} not found")
-    return row
-
-
-def get(session: Session, execution_id: str) -> ExecutionInfo:
-    return info(get_row(session, execution_id))
-
-
-def list_executions(session: Session, state: str | None, workflow: str | None, limit: int) -> list[ExecutionInfo]:
-    query = select(ExecutionModel).order_by(ExecutionModel.scheduled_at.desc()).limit(limit)
-    if state:
-        query = query.where(ExecutionModel.state == state.upper())
-    if workflow:
-        query = query.where(ExecutionModel.workflow_name == workflow)
-    return [info(row) for row in session.scalars(query)]
-
-
-def events(session: Session, execution_id: str, after: int = 0) -> list[EventOut]:
-    get_row(session, execution_id)
-    rows = session.scalars(
-        select(ExecutionEventModel)
-        .where(ExecutionEventModel.execution_id == execution_id, ExecutionEventModel.seq > after)
-        .order_by(ExecutionEventModel.seq)
-    )
-    return [
-        EventOut(seq=r.seq, type=r.type, name=r.name, task_id=r.task_id, value=r.value, time=r.time, worker_name=r.worker_name)
-        for r in rows
-    ]
-
-
-def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, str | None]:
-    """Cancel now if no worker holds it; otherwise ask the worker. Returns the worker to wake."""
-    execution = get_row(session, execution_id)
-    state = S(execution.state)
-    if state.is_terminal:
-        raise Conflict(f"execution {execution_id} is already {state.value}")
-    if state is S.CANCELLING:
-        return info(execution), execution.worker_name
-    if state is S.SCHEDULED or (state is S.CLAIMED and not execution.delivered):
-        now = time.time()
-        value = {"reason": "cancelled before it started"}
-        cancelled = dict(type=EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value=value, time=now)
-        opened = [finished_event(execution, "cancelled before it started", now)] if state is S.CLAIMED else []
-        append_events(session, execution, [*opened, cancelled])
-        finish(session, execution, S.CANCELLED, value, now)
-        return info(execution), None
-    append_event(session, execution, EventType.WORKFLOW_CANCEL_REQUESTED, name=execution.workflow_name)
-    execution.state = S.CANCELLING.value
-    return info(execution), execution.worker_name
-
-
-def held_by(session: Session, worker_name: str) -> list[ExecutionModel]:
-    return list(
-        session.scalars(
-            select(ExecutionModel).where(ExecutionModel.worker_name == worker_name, ExecutionModel.state.in_(HOLDING_STATES))
-        )
+def claim(execution: ExecutionModel, worker_name: str, allotment: dict | None, reason: str, now: float) -> list[dict]:
+    """The CLAIMED transition: a new attempt on ``worker_name``. Returns its log rows
+    (the caller inserts the rows of a whole round in one statement)."""
+    execution.state = S.CLAIMED.value
+    execution.worker_name = worker_name
+    execution.attempt += 1
+    execution.checkpoint_batch = 0
+    execution.delivered = False
+    execution.claimed_at = now
+    execution.allotment = allotment or None
+    execution.ready_at = None
+    claimed = {"worker": worker_name, "attempt": execution.attempt, "reason": reason, "allotment": allotment}
+    return event_rows(
+        execution,
+        [
+            dict(type=EventType.WORKFLOW_CLAIMED, name=execution.workflow_name, value=claimed, time=now, worker_name=worker_name),
+            dict(type=EventType.ATTEMPT_STARTED, name=execution.workflow_name,
+                 value={"attempt": execution.attempt, "worker": worker_name}, time=now, worker_name=worker_name),
+        ],
     )
 
 
@@ -155,7 +113,7 @@ def deliver(session: Session, worker_name: str) -> tuple[list[ClaimedExecution],
             continue
         execution.delivered = True
         try:
-            claimed.append(_claimed(session, execution))
+            claimed.append(job_for(session, execution))
         except UNDELIVERABLE as exc:
             error, now = f"cannot be delivered to a worker: {exc}", time.time()
             failed = dict(type=EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error}, time=now)
@@ -168,35 +126,6 @@ def deliver(session: Session, worker_name: str) -> tuple[list[ClaimedExecution],
 UNDELIVERABLE = (NotFound, ValueError, TypeError, RecursionError)
 
 
-def _claimed(session: Session, execution: ExecutionModel) -> ClaimedExecution:
-    source, filename = workflows.source_of(session, execution.workflow_name, execution.workflow_version)
-    claim = ClaimedExecution(
-        id=execution.id,
-        workflow_name=execution.workflow_name,
-        workflow_version=execution.workflow_version,
-        source=source,
-        filename=filename,
-        input=execution.input,
-        attempt=execution.attempt,
-        # a first attempt has nothing to replay: spare the query
-        completed_tasks=_completed_tasks(session, execution.id) if execution.attempt > 1 else {},
-        requests=execution.requests,
-        gpus=(execution.allotment or {}).get("gpus"),
-    )
-    claim.model_dump_json()  # fails here, alone, rather than in the response with the others
-    return claim
-
-
-def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
-    rows = session.execute(
-        select(ExecutionEventModel.task_id, ExecutionEventModel.value).where(
-            ExecutionEventModel.execution_id == execution_id,
-            ExecutionEventModel.type == EventType.TASK_COMPLETED.value,
-        )
-    )
-    return {task_id: value for task_id, value in rows}
-
-
 def checkpoint(
     session: Session, worker_name: str, execution_id: str, body: Checkpoint, policy: AttemptPolicy
 ) -> tuple[CheckpointReply, bool]:
@@ -207,7 +136,7 @@ def checkpoint(
     worker cannot tell) is acknowledged without being appended again, and one that
     skips a number is refused. A terminal event ends the attempt and the execution;
     an ATTEMPT_ENDED (the child died, the memory ceiling, a drain) ends the attempt
-    only (``flux.server.attempts.end``).
+    only (``end_attempt``).
     """
     execution = get_row(session, execution_id)
     if execution.worker_name != worker_name:
@@ -227,7 +156,7 @@ def checkpoint(
         if type_ is EventType.ATTEMPT_ENDED:
             kind, cause = _reported_end(event.value)
             append_events(session, execution, logged)
-            attempts.end(session, execution, kind, cause, policy)
+            end_attempt(session, execution, kind, cause, policy)
             return CheckpointReply(state=execution.state, cancel=False), True
         new_state = STATE_AFTER.get(type_)
         if new_state is not None and new_state is not S.RUNNING:
@@ -269,28 +198,95 @@ def _reported_end(value: Any) -> tuple[AttemptEnd, str]:
     return kind, value["cause"][:1000]
 
 
-def info(row: ExecutionModel) -> ExecutionInfo:
-    return ExecutionInfo(
-        id=row.id,
-        workflow_name=row.workflow_name,
-        workflow_version=row.workflow_version,
-        state=row.state,
-        input=row.input,
-        output=row.output,
-        error=row.error,
-        worker_name=row.worker_name,
-        attempt=row.attempt,
-        max_attempts=row.max_attempts,
-        crashes=row.crashes,
-        requests=row.requests,
-        affinity=row.affinity,
-        routing=row.routing,
-        unschedulable=row.unschedulable,
-        placement_note=row.placement_note,
-        scheduled_at=row.scheduled_at,
-        claimed_at=row.claimed_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
+def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, str | None]:
+    """Cancel now if no worker holds it; otherwise ask the worker. Returns the worker to wake."""
+    execution = get_row(session, execution_id)
+    state = S(execution.state)
+    if state.is_terminal:
+        raise Conflict(f"execution {execution_id} is already {state.value}")
+    if state is S.CANCELLING:
+        return info(execution), execution.worker_name
+    if state is S.SCHEDULED or (state is S.CLAIMED and not execution.delivered):
+        now = time.time()
+        value = {"reason": "cancelled before it started"}
+        cancelled = dict(type=EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value=value, time=now)
+        opened = [finished_event(execution, "cancelled before it started", now)] if state is S.CLAIMED else []
+        append_events(session, execution, [*opened, cancelled])
+        finish(session, execution, S.CANCELLED, value, now)
+        return info(execution), None
+    append_event(session, execution, EventType.WORKFLOW_CANCEL_REQUESTED, name=execution.workflow_name)
+    execution.state = S.CANCELLING.value
+    return info(execution), execution.worker_name
+
+
+def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, cause: str, policy: AttemptPolicy) -> None:
+    """End the current attempt for a reason outside the workflow, and decide what follows."""
+    now = time.time()
+    worker = execution.worker_name
+    if kind.counts:
+        execution.crashes += 1
+    events = [
+        dict(
+            type=EventType.ATTEMPT_ENDED,
+            name=execution.workflow_name,
+            value={"attempt": execution.attempt, "end": kind.value, "cause": cause, "counted": kind.counts},
+            time=now,
+            worker_name=worker,
+        )
+    ]
+    if execution.state == S.CANCELLING.value:
+        value = {"reason": cause}
+        events.append(dict(type=EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value=value, time=now))
+        append_events(session, execution, events)
+        finish(session, execution, S.CANCELLED, value, now)
+        return
+    if kind.counts and execution.crashes >= execution.max_attempts:
+        error = f"{cause} (attempt {execution.attempt}; {execution.crashes} of {execution.max_attempts} attempts crashed)"
+        value = {"error": error, "cause": cause, "attempts": execution.attempt}
+        events.append(dict(type=EventType.WORKFLOW_FAILED, name=execution.workflow_name, value=value, time=now))
+        append_events(session, execution, events)
+        finish(session, execution, S.FAILED, value, now)
+        return
+    delay = policy.delay(execution.crashes) if kind.counts else 0.0
+    events.append(
+        dict(
+            type=EventType.WORKFLOW_RESCHEDULED,
+            name=execution.workflow_name,
+            value={"reason": cause, "worker": worker, "retry_in": delay},
+            time=now,
+        )
+    )
+    append_events(session, execution, events)
+    execution.state = S.SCHEDULED.value
+    execution.worker_name = None
+    execution.delivered = False
+    execution.allotment = None
+    execution.started_at = None
+    execution.checkpoint_batch = 0
+    execution.pending_since = now
+    execution.ready_at = now + delay if delay else None
+    execution.unschedulable = None
+    execution.placement_note = (
+        f"backing off {delay:g}s before attempt {execution.attempt + 1} after: {cause}" if delay else None
+    )
+def finish(session: Session, execution: ExecutionModel, state: ExecutionState, value: Any, at: float) -> None:
+    """The execution is over: its terminal state, and its output or error."""
+    execution.state = state.value
+    execution.finished_at = at
+    if state is S.COMPLETED:
+        execution.output = value
+    elif isinstance(value, dict):
+        execution.error = value.get("error") or value.get("reason")
+
+
+def finished_event(execution: ExecutionModel, outcome: str, at: float) -> dict:
+    """The ATTEMPT_ENDED that precedes a terminal event of an attempt that was running."""
+    return dict(
+        type=EventType.ATTEMPT_ENDED,
+        name=execution.workflow_name,
+        value={"attempt": execution.attempt, "end": AttemptEnd.FINISHED.value, "cause": outcome, "counted": False},
+        time=at,
+        worker_name=execution.worker_name,
     )
 
 

@@ -1,4 +1,12 @@
-"""Scoring workers against a routing policy (pure, no I/O).
+"""Ranking: which of the eligible workers gets the execution (pure, no I/O).
+
+Choice is soft and comes after eligibility (``flux.scheduling.filters``). Without a
+routing policy the least-loaded worker wins (``candidate_key``), the same spreading
+default as Kubernetes' LeastAllocated score and Nomad's spread scheduler, so work
+fans out instead of piling onto the first worker that registered. With a routing
+policy (``flux.domain.routing``) the eligible worker with the highest score wins,
+ties broken by that same least-loaded order. A policy only ever ranks workers that
+already passed the filters, so it can never pick an ineligible one.
 
 ``score_value`` is what placement ranks by; ``score_worker`` computes the same total
 and explains it term by term, in words shown to users ("why did worker X win?")::
@@ -12,22 +20,41 @@ A metric the worker has not published, or whose value is not a finite int or flo
 counts as 0.0. A total that is not a number (only possible with extreme weights
 and values, e.g. ``+inf`` plus ``-inf``) counts as ``-inf``, the worst score, so
 ranking never sees NaN.
-
-Scores only rank workers that already passed the eligibility check; nothing here
-decides eligibility.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Sequence
 
 from flux.domain.routing import LabelEquals, LoadTerm, MetricTerm, RoutingPolicy, Term
+from flux.scheduling.snapshot import WorkerView
 
-if TYPE_CHECKING:
-    from flux.scheduling.matching import WorkerView
 
-__all__ = ["metric_value", "score_value", "score_worker", "term_value"]
+def candidate_key(worker: WorkerView) -> tuple:
+    """Least-loaded first, then fewer running, then registration order: a stable order."""
+    return (worker.load, worker.running, worker.registered_seq, worker.name)
+
+
+def best(pool: Sequence[WorkerView], routing: RoutingPolicy | None = None) -> WorkerView | None:
+    """The worker to choose from ``pool`` (eligible workers with a free slot), or ``None``.
+
+    Without a policy: the least loaded (minimum ``candidate_key``). With one: the
+    highest ``score_value``, ties broken by ``candidate_key``. The only selection rule.
+    """
+    if not pool:
+        return None
+    if routing is None:
+        return min(pool, key=candidate_key)
+    return min(pool, key=lambda worker: (-score_value(routing, worker), candidate_key(worker)))
+
+
+def why_chosen(worker: WorkerView, routing: RoutingPolicy | None, eligible: int) -> str:
+    """The claim's reason: "least loaded of 3 eligible: 1/4 slots busy", or the score explained."""
+    if routing is None:
+        return f"least loaded of {eligible} eligible: {worker.running}/{worker.max_concurrent_executions} slots busy"
+    total, terms = score_worker(routing, worker)
+    return f"highest score {total:g} of {eligible} eligible ({'; '.join(text for text, _ in terms)})"
 
 
 def metric_value(name: str, worker: WorkerView) -> float | None:
@@ -107,7 +134,8 @@ def _describe(term: Term, worker: WorkerView, contribution: float) -> str:
             seen = f"metric {term.name} missing, taken as 0.0"
         return f"{seen} × {_number(term.weight)}: {_signed(contribution)}"
     assert isinstance(term, LoadTerm)
-    busy = f"{worker.running}/{worker.slots} slots busy" if worker.slots > 0 else "no slots"
+    slots = worker.max_concurrent_executions
+    busy = f"{worker.running}/{slots} slots busy" if slots > 0 else "no slots"
     return f"load {_measured(worker.load)} ({busy}) × {_number(term.weight)}: {_signed(contribution)}"
 
 

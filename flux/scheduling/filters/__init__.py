@@ -1,0 +1,69 @@
+"""The filter pipeline: every dimension of eligibility, in the order dispatch checks them.
+
+Affinity comes first (a dict lookup, the cheapest way to rule a worker out), then
+the resource request as a threshold model where every declared dimension must satisfy
+``worker >= request``: cpu, memory, disk, gpu, packages, and last the countable
+custom resources. The first filter that fails gives the worker's ``Reason``.
+
+An execution is checked only by the filters that ``apply`` to it (``active``), so
+unconstrained work - no request, no affinity - has no filter at all and takes the
+fast path. ``register`` adds a filter for a new dimension (see
+docs/architecture-scheduling.md for a worked example).
+
+A match is not enforcement: it only decides where an execution goes. Nothing here
+caps what the execution then uses; that ceiling comes from the runner or the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from flux.domain.resource_request import ResourceRequest
+from flux.scheduling.filters.affinity import AFFINITY
+from flux.scheduling.filters.base import Consumption, Filter, Reason
+from flux.scheduling.filters.capacity import CPU, DISK, MEMORY
+from flux.scheduling.filters.custom import CUSTOM
+from flux.scheduling.filters.gpu import GPUS
+from flux.scheduling.filters.packages import PACKAGES
+from flux.scheduling.snapshot import WorkerView
+
+__all__ = ["PIPELINE", "Consumption", "Filter", "Reason", "active", "check", "first_failure", "register", "unregister"]
+
+#: Every filter, in checking order. Changed only through ``register`` and ``unregister``.
+PIPELINE: list[Filter] = [AFFINITY, CPU, MEMORY, DISK, GPUS, PACKAGES, CUSTOM]
+
+
+def register(new: Filter, *, before: str = CUSTOM.name) -> None:
+    """Add ``new`` to the pipeline ahead of the filter named ``before`` (by default the
+    custom resources, which stay last: they are the catch-all for ``resources={...}``)."""
+    names = [f.name for f in PIPELINE]
+    if new.name in names:
+        raise ValueError(f"a filter named {new.name!r} is already registered")
+    if before not in names:
+        raise ValueError(f"no filter named {before!r} to register {new.name!r} before")
+    PIPELINE.insert(names.index(before), new)
+
+
+def unregister(old: Filter) -> None:
+    PIPELINE.remove(old)
+
+
+def active(request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> tuple[Filter, ...]:
+    """The filters that constrain this execution, in pipeline order: none for unconstrained work."""
+    return tuple(f for f in PIPELINE if f.applies(request, affinity))
+
+
+def first_failure(
+    filters: Iterable[Filter], request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView
+) -> Reason | None:
+    """The first of ``filters`` that ``worker`` fails, or ``None`` when it passes them all."""
+    for f in filters:
+        reason = f.check(request, affinity, worker)
+        if reason is not None:
+            return reason
+    return None
+
+
+def check(request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Reason | None:
+    """Why ``worker`` is not eligible (the first failing dimension), or ``None`` when it is."""
+    return first_failure(active(request, affinity), request, affinity, worker)

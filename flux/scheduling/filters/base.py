@@ -1,0 +1,87 @@
+"""The filter protocol: one resource dimension, one filter.
+
+Like a Kubernetes scheduler Filter plugin, a filter answers one question about one
+dimension - may this worker take this execution? - and when the answer is no it
+says why with a typed ``Reason``. It also owns its dimension's bookkeeping: what a
+placement sets aside (``allot``), how that is counted against the worker's view
+within a round (``take``), how the allotments of running executions are applied to
+a fresh view (``apply``), and what the view looks like idle (``idle``, for
+feasibility). The defaults here allot and count nothing, for dimensions such as
+labels and packages that placements never use up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Mapping
+
+from flux.domain.resource_request import ResourceRequest
+from flux.scheduling.snapshot import WorkerView
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a worker cannot take an execution (now, or ever when judged idle)."""
+
+    #: What said no: a filter's name, or a gate before the filters ("draining", "stale", "slots").
+    filter: str
+    #: What the summary counts: "Insufficient cpu", "didn't match affinity".
+    phrase: str
+    #: The human line, with the numbers: "cpu_available 2.0 < requested 4".
+    message: str
+
+
+class Consumption(Enum):
+    """Whether placements within one round can use a dimension up, so a worker that
+    was eligible when the round began must be checked again before it is chosen."""
+
+    #: Placements never change it (labels, packages).
+    NEVER = "never"
+    #: Sampled quantities: used up only on a reserving worker (``allocation = "reserve"``).
+    UNDER_RESERVE = "under reserve"
+    #: Counted, never sampled (custom resources): used up in either mode.
+    ALWAYS = "always"
+
+
+class Filter:
+    """One dimension of eligibility; subclasses set ``name`` and ``phrase`` and define
+    ``applies`` and ``check``."""
+
+    name: str
+    phrase: str
+    consumed = Consumption.NEVER
+
+    def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
+        """Whether the execution constrains this dimension at all (if not, ``check`` is never called)."""
+        raise NotImplementedError
+
+    def check(
+        self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView
+    ) -> Reason | None:
+        """Why ``worker`` fails this dimension, or ``None`` when it passes (only called if ``applies``)."""
+        raise NotImplementedError
+
+    def allot(self, request: ResourceRequest, worker: WorkerView, allotment: dict) -> None:
+        """Add what a placement on ``worker`` sets aside for this dimension to ``allotment``."""
+
+    def take(self, worker: WorkerView, allotment: dict) -> None:
+        """Count a new allotment against the worker's view (within one placement round)."""
+
+    def apply(self, worker: WorkerView, allotments: list[dict]) -> None:
+        """Apply the allotments of the executions the worker runs to a fresh view of it."""
+
+    def idle(self, worker: WorkerView) -> dict[str, Any]:
+        """The view's fields for this dimension as if nothing ran on the worker."""
+        return {}
+
+    def reason(self, message: str, phrase: str | None = None) -> Reason:
+        return Reason(self.name, phrase or self.phrase, message)
+
+    def __repr__(self) -> str:
+        return f"<filter {self.name}>"
+
+
+def after_reservations(worker: WorkerView) -> str:
+    """Said after an availability that running allotments reduced."""
+    return " after reservations" if worker.reserves else ""

@@ -1,0 +1,179 @@
+"""The server's snapshot of its fleet: worker rows turned into placement views, by name.
+
+A round must cost about the same with a thousand idle workers as with ten, so
+nothing here is redone per worker unless that worker changed: the workers table is
+scanned only when the registry says the fleet changed (a registration, a sample that
+moved, a drain, a worker gone stale or back, here or on another replica) or every
+``FLEET_RESCAN`` seconds as a safety net; a worker's view is rebuilt only when its
+sample or registration changed, and its round view (what it holds applied) only when
+what it holds changed or the last round placed work on it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from flux.domain.events import HOLDING_STATES
+from flux.models import ExecutionModel, WorkerModel, WorkerPackageModel
+from flux.scheduling.allocation import with_allotments
+from flux.scheduling.snapshot import SAMPLE_FIELDS, WorkerView, resampled, worker_view
+from flux.server.fleet import stored_sample
+from flux.server.registry import OFFLINE, ONLINE, STALE, FleetRegistry
+
+#: The workers table is re-read at least this often even if nothing said it changed.
+FLEET_RESCAN = 10.0
+
+
+def _signature(allotments: list[dict] | tuple) -> tuple:
+    return tuple(sorted(json.dumps(a, sort_keys=True) for a in allotments)) if allotments else ()
+
+
+def _sample(worker: WorkerModel) -> dict:
+    """The worker's last sample as plain data, by field name (what a view takes of it)."""
+    sample = stored_sample(worker)
+    return dict({name: sample[name] for name in SAMPLE_FIELDS}, gpus=sample["gpus"], metrics=worker.resources.metrics)
+
+
+def _view(worker: WorkerModel, packages: dict[str, str]) -> WorkerView:
+    return worker_view(
+        name=worker.name,
+        labels=worker.labels,
+        packages=packages,
+        max_concurrent_executions=worker.max_concurrent_executions,
+        allocation=worker.allocation,
+        custom_total=worker.custom_resources,
+        registered_seq=worker.id,
+        **_sample(worker),
+    )
+
+
+def _with_resources(view: WorkerView, worker: WorkerModel) -> WorkerView:
+    return resampled(view, **_sample(worker))
+
+
+class FleetSnapshot:
+    def __init__(self, registry: FleetRegistry):
+        self.registry = registry
+        #: Worker views by name, with the (resources_version, registered_at) they were built from.
+        self._views: dict[str, tuple[int, float, WorkerView]] = {}
+        #: The rows of the last scan, and the registry's fleet version it saw.
+        self._rows: list = []
+        self._fleet_version = -1
+        self._scanned_at = 0.0
+        #: Each worker's view as the last round used it, keyed by what it was built from.
+        self._round_views: dict[str, tuple[tuple, WorkerView, WorkerView]] = {}
+        #: Workers the last round placed work on: their round views were changed in place.
+        self._touched: set[str] = set()
+        #: The current round views in scan order, each worker's index, who held work last time.
+        self._views_now: list = []
+        self._position: dict[str, int] = {}
+        self._holding: set[str] = set()
+        #: The caches above are shared by rounds (which change views in place) and readers.
+        self.lock = threading.RLock()
+
+    def changed_since_scan(self) -> bool:
+        return self._fleet_version != self.registry.fleet_version
+
+    def views(self, session: Session) -> list[WorkerView]:
+        """``_views_of`` under the snapshot's lock: on PostgreSQL database work runs on
+        several threads, and explanations and registrations read the fleet beside rounds."""
+        with self.lock:
+            return self._views_of(session)
+
+    def placed_on(self, worker_names: set[str]) -> None:
+        """A round placed work on these workers: their round views were changed in place."""
+        self._touched = worker_names
+
+    def invalidate(self) -> None:
+        """A failed round may have changed some views in place: rebuild them all."""
+        self._round_views.clear()
+        self._fleet_version = -1
+
+    def _views_of(self, session: Session) -> list[WorkerView]:
+        """Views of every worker that is not OFFLINE, reloading only what changed.
+
+        STALE and DRAINING workers are included (with no free slots) so that
+        explanations and feasibility can name them. A round must cost about the same
+        with a thousand idle workers as with ten, so nothing here is redone per worker
+        unless that worker changed: the workers table is scanned only when the
+        registry says the fleet changed (a registration, a sample that moved, a drain,
+        a worker gone stale or back, here or on another replica) or every
+        ``FLEET_RESCAN`` seconds as a safety net; a worker's round view is rebuilt
+        only when what it holds changed or the last round placed work on it.
+        """
+        registry = self.registry
+        held: dict[str, list[dict]] = {}
+        for worker_name, allotment in session.execute(
+            select(ExecutionModel.worker_name, ExecutionModel.allotment).where(ExecutionModel.state.in_(HOLDING_STATES))
+        ):
+            held.setdefault(worker_name, []).append(allotment or {})
+        if self._fleet_version != registry.fleet_version or time.monotonic() - self._scanned_at > FLEET_RESCAN:
+            self._fleet_version = registry.fleet_version
+            self._scanned_at = time.monotonic()
+            self._rows = self._scan(session)
+            rows = self._rows
+            self._position = {row.name: i for i, row in enumerate(rows)}
+            self._views_now = [None] * len(rows)
+        else:  # only workers that hold, held, or were just given something can differ
+            rows = [self._rows[self._position[n]] for n in {*held, *self._holding, *self._touched} if n in self._position]
+        for row in rows:
+            base = self._views[row.name][2]
+            member = registry.members.get(row.name)
+            if row.draining or (member is not None and member.leaving):
+                state = "DRAINING"
+            else:
+                state = STALE if member is not None and member.stale_since else ONLINE
+            allotments = held.get(row.name, ())
+            key = (id(base), state, _signature(allotments))  # the cache entry keeps base alive: ids stay unique
+            cached = self._round_views.get(row.name)
+            if cached is None or cached[0] != key or row.name in self._touched:
+                view = with_allotments(base.evolve(running=len(allotments), state=state), allotments)
+                cached = self._round_views[row.name] = (key, view, base)
+            self._views_now[self._position[row.name]] = cached[1]
+        self._holding = set(held)
+        self._touched = set()
+        return self._views_now
+
+    def _scan(self, session: Session) -> list:
+        rows = session.execute(
+            select(
+                WorkerModel.id,
+                WorkerModel.name,
+                WorkerModel.resources_version,
+                WorkerModel.registered_at,
+                WorkerModel.draining,
+            ).where(WorkerModel.state != OFFLINE)
+        ).all()
+        changed = [row.id for row in rows if self._views.get(row.name, (None, None))[:2] != (row.resources_version, row.registered_at)]
+        if changed:
+            loaded = session.scalars(
+                select(WorkerModel)
+                .where(WorkerModel.id.in_(changed))
+                .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus))
+            )
+            loaded = list(loaded)
+            new = [w.id for w in loaded if not (w.name in self._views and self._views[w.name][1] == w.registered_at)]
+            packages: dict[int, dict[str, str]] = {worker_id: {} for worker_id in new}
+            if new:  # plain rows, one query: ~120 per worker, a thousand workers after a restart
+                for worker_id, name, version in session.execute(
+                    select(WorkerPackageModel.worker_id, WorkerPackageModel.name, WorkerPackageModel.version).where(
+                        WorkerPackageModel.worker_id.in_(new)
+                    )
+                ):
+                    packages[worker_id][name] = version
+            for worker in loaded:
+                if worker.id in packages:
+                    view = _view(worker, packages[worker.id])
+                else:
+                    view = _with_resources(self._views[worker.name][2], worker)  # a sample moved; nothing else did
+                self._views[worker.name] = (worker.resources_version, worker.registered_at, view)
+        live = {row.name for row in rows}
+        for gone in set(self._views) - live:  # evicted or renamed: drop their cached views
+            del self._views[gone]
+            self._round_views.pop(gone, None)
+        return rows

@@ -1,0 +1,121 @@
+"""The filter pipeline, and the worked example of docs/architecture-scheduling.md: a new
+countable dimension (``shm``) added as one filter, registered, placed with and explained."""
+
+from __future__ import annotations
+
+import pytest
+
+from flux.domain.resource_request import ResourceRequest
+from flux.scheduling import filters
+from flux.scheduling.demand import Demand
+from flux.scheduling.explain import infeasibility, summarize, verdict
+from flux.scheduling.filters import Consumption, Filter, Reason, register, unregister
+from flux.scheduling.placement import place
+from flux.scheduling.snapshot import WorkerView
+
+GiB = 1024**3
+
+
+class Shm(Filter):
+    """Shared memory as a dimension of its own: requested as ``resources={"shm": bytes}``,
+    advertised with ``--resource shm=<bytes>``, and booked (allotted, taken, released)
+    with the other custom resources by the ``custom`` filter."""
+
+    name = "shm"
+    phrase = "Insufficient shm"
+    consumed = Consumption.ALWAYS
+
+    def applies(self, request, affinity) -> bool:
+        return request is not None and "shm" in request.custom
+
+    def check(self, request, affinity, worker) -> Reason | None:
+        wanted, free = request.custom["shm"], worker.custom_available.get("shm", 0.0)
+        if free >= wanted:
+            return None
+        return self.reason(f"shm {free / GiB:g}Gi free < requested {wanted / GiB:g}Gi")
+
+
+@pytest.fixture
+def shm():
+    filter = Shm()
+    register(filter)
+    yield filter
+    unregister(filter)
+
+
+def worker(name="w", shm_gib=2, **overrides) -> WorkerView:
+    fields = dict(
+        labels={}, cpu_total=4.0, cpu_available=4.0, memory_total=8 * GiB, memory_available=8 * GiB,
+        disk_total=100 * GiB, disk_free=100 * GiB, max_concurrent_executions=4, custom_total={"shm": shm_gib * GiB},
+    )
+    return WorkerView(name=name, **{**fields, **overrides})
+
+
+def needs_shm(i, gib=1, **request) -> Demand:
+    return Demand(f"e{i}", ResourceRequest(resources={"shm": gib * GiB}, **request), None)
+
+
+def test_pipeline_order_is_affinity_then_the_request_in_spec_order():
+    assert [f.name for f in filters.PIPELINE] == ["affinity", "cpu", "memory", "disk", "gpu", "packages", "custom"]
+
+
+def test_a_registered_filter_places_and_explains_its_own_dimension(shm):
+    assert [f.name for f in filters.PIPELINE][-3:] == ["packages", "shm", "custom"]
+    box = worker()
+    placed = place([needs_shm(i) for i in range(3)], [box])
+    assert [(p.execution_id, p.allotment) for p in placed] == [(f"e{i}", {"resources": {"shm": GiB}}) for i in range(2)]
+
+    third = verdict(ResourceRequest(resources={"shm": GiB}), None, box)
+    assert third.reason == Reason("shm", "Insufficient shm", "shm 0Gi free < requested 1Gi")
+    assert summarize([third, verdict(None, None, worker("idle"))]) == "1/2 workers are available: 1 Insufficient shm."
+    too_big = ResourceRequest(resources={"shm": 4 * GiB})
+    assert infeasibility(too_big, None, [box]) == (
+        "no registered worker could ever satisfy it, even idle: 1 Insufficient shm (of 1)"
+    )
+
+
+def test_a_registered_filter_keeps_its_place_in_the_order(shm):
+    short_of_both = worker(shm_gib=0, cpu_available=1.0)
+    request = ResourceRequest(cpu=2, resources={"shm": GiB, "fpga": 1})
+    assert verdict(request, None, short_of_both).reason.filter == "cpu"
+    assert verdict(request, None, worker(shm_gib=0)).reason.filter == "shm"
+    assert verdict(request, None, worker()).message == "resource fpga 0 < requested 1"
+
+
+def test_unregistered_the_dimension_falls_back_to_a_plain_custom_resource():
+    filter = Shm()
+    register(filter)
+    unregister(filter)
+    assert "shm" not in [f.name for f in filters.PIPELINE]
+    # still matched and booked, only in the generic words (amounts as plain numbers)
+    assert verdict(ResourceRequest(resources={"shm": GiB}), None, worker(shm_gib=0)).reason == Reason(
+        "custom", "Insufficient shm", "resource shm 0 < requested 1.07374e+09"
+    )
+    assert len(place([needs_shm(i) for i in range(3)], [worker()])) == 2
+
+
+def test_register_refuses_a_taken_name_and_an_unknown_position(shm):
+    with pytest.raises(ValueError, match="already registered"):
+        register(Shm())
+    other = Shm()
+    other.name = "other"
+    with pytest.raises(ValueError, match="no filter named 'nope'"):
+        register(other, before="nope")
+
+
+def test_every_reason_names_its_filter_and_phrase():
+    poor = worker(
+        labels={"zone": "b"}, cpu_available=0.5, memory_available=1, disk_free=1, shm_gib=0,
+        packages={"torch": "1.0"},
+    )
+    request = ResourceRequest(cpu=1, memory="1Gi", disk="1Gi", gpu=1, packages=["torch>=2"], resources={"fpga": 1})
+    reasons = [f.check(request, {"zone": "a"}, poor) for f in filters.PIPELINE]
+    assert [(r.filter, r.phrase) for r in reasons] == [
+        ("affinity", "didn't match affinity"),
+        ("cpu", "Insufficient cpu"),
+        ("memory", "Insufficient memory"),
+        ("disk", "Insufficient disk"),
+        ("gpu", "Insufficient gpu"),
+        ("packages", "missing or mismatched package"),
+        ("custom", "Insufficient fpga"),
+    ]
