@@ -196,8 +196,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
         state: str | None = None,
         workflow: str | None = None,
         limit: int = Query(default=50, ge=1, le=1000),
+        id_prefix: str | None = Query(default=None, min_length=1, max_length=32, pattern="^[0-9a-fA-F]+$",
+                                      description="Executions whose id starts with this (unique-prefix lookup)"),
     ):
-        return await db(request).read(lambda s: executions.list_executions(s, state, workflow, limit))
+        return await db(request).read(lambda s: executions.list_executions(s, state, workflow, limit, id_prefix))
 
     @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_execution(

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 
+from flux.logformat import bind_process
 from flux.runners import Runner
 from flux.worker.claims import claim_loop
 from flux.worker.config import WorkerConfig, build_runner
@@ -50,6 +51,7 @@ class Worker:
             self.publisher.registered(reply)
 
     async def run(self) -> None:
+        bind_process(worker=self.config.name)  # every line this process logs names its worker
         if self.identity is not None:
             self.identity.claim()  # NameTaken if this name already runs on this host
             self.session.token = self.identity.load_token()

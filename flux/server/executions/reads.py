@@ -26,8 +26,14 @@ def get(session: Session, execution_id: str) -> ExecutionInfo:
     return info(get_row(session, execution_id))
 
 
-def list_executions(session: Session, state: str | None, workflow: str | None, limit: int) -> list[ExecutionInfo]:
+def list_executions(
+    session: Session, state: str | None, workflow: str | None, limit: int, id_prefix: str | None = None
+) -> list[ExecutionInfo]:
+    """Newest first; ``id_prefix`` finds the executions whose id starts with it (what
+    the CLI resolves a typed prefix with, like ``git`` and ``docker`` do)."""
     query = select(ExecutionModel).order_by(ExecutionModel.scheduled_at.desc()).limit(limit)
+    if id_prefix:
+        query = query.where(ExecutionModel.id.startswith(id_prefix.lower(), autoescape=True))
     if state:
         query = query.where(ExecutionModel.state == state.upper())
     if workflow:
