@@ -3,7 +3,7 @@
 from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import RoutingPolicy, label, load, metric, score
-from flux.runtime import ExecutionContext, TaskCall, current_task
+from flux.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
 from flux.task import TaskFailedError, parallel, task
 from flux.workflow import LocalExecution, Workflow, workflow
 
@@ -27,6 +27,8 @@ __all__ = [
     "load",
     "metric",
     "parallel",
+    "progress",
+    "progress_nowait",
     "score",
     "task",
     "workflow",

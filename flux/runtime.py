@@ -68,6 +68,23 @@ def current_task() -> TaskCall | None:
     return _current_call.get()
 
 
+def _context_for_progress() -> "ExecutionContext":
+    ctx = _current.get()
+    if ctx is None:
+        raise RuntimeError("flux.progress() is called inside a workflow or one of its tasks")
+    return ctx
+
+
+async def progress(value: Any) -> None:
+    """``ctx.progress`` from anywhere in a workflow, tasks included (no ``ctx`` there)."""
+    _context_for_progress().progress_nowait(value)
+
+
+def progress_nowait(value: Any) -> None:
+    """``progress`` from synchronous code: a sync task's body, a callback."""
+    _context_for_progress().progress_nowait(value)
+
+
 class TaskFailedError(RuntimeError):
     """Raised inside a workflow when a task failed on its last attempt."""
 
@@ -102,7 +119,27 @@ class ExecutionContext:
     attempt: int = 1
     completed_tasks: dict[str, Any] = field(default_factory=dict)
     emit: EventSink = field(default=lambda event: None, repr=False)
+    #: The loop the workflow runs on: progress from a sync task (a thread) is handed to it.
+    loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _task_calls: dict[str, int] = field(default_factory=dict, repr=False)
+
+    async def progress(self, value: Any) -> None:
+        """Record a PROGRESS event (any JSON value), shown live by ``flux workflow run
+        --wait``, ``flux execution events --follow`` and the events API."""
+        self.progress_nowait(value)
+
+    def progress_nowait(self, value: Any) -> None:
+        """``progress`` for synchronous code, including a sync task running on a thread."""
+        call = current_task()
+        event = make_event(EventType.PROGRESS, self.workflow_name, call.task_id if call else None, to_json_value(value, "progress"))
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self.loop is None or running is self.loop:
+            self.emit(event)
+        else:  # a sync task's thread: the event sink belongs to the workflow's loop
+            self.loop.call_soon_threadsafe(lambda: self.emit(event))
 
     def next_task_id(self, name: str) -> str:
         n = self._task_calls.get(name, 0) + 1
@@ -158,6 +195,7 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
     treat every outcome the same way.
     """
     ctx.emit(make_event(EventType.WORKFLOW_STARTED, workflow.name, value={"attempt": ctx.attempt}))
+    ctx.loop = asyncio.get_running_loop()
     token = _current.set(ctx)
     try:
         output = to_json_value(await workflow.fn(ctx), f"output of workflow {workflow.name!r}")

@@ -47,6 +47,8 @@ class EventType(StrEnum):
     TASK_STARTED = "TASK_STARTED"
     TASK_COMPLETED = "TASK_COMPLETED"
     TASK_FAILED = "TASK_FAILED"
+    #: ``ctx.progress(value)`` / ``flux.progress(value)``: any JSON value, shown live.
+    PROGRESS = "PROGRESS"
     #: An attempt began: the execution was given to a worker under this fencing token.
     ATTEMPT_STARTED = "ATTEMPT_STARTED"
     #: An attempt ended; the value says how (``flux.domain.attempts.AttemptEnd``) and why.
@@ -64,6 +66,7 @@ WORKER_EVENTS = frozenset(
         EventType.TASK_COMPLETED,
         EventType.TASK_FAILED,
         EventType.ATTEMPT_ENDED,
+        EventType.PROGRESS,
     }
 )
 
