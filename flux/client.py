@@ -1,15 +1,24 @@
 """The client SDK: a thin, typed-by-convention wrapper over the HTTP API.
 
 Every failure surfaces as ``FluxClientError`` carrying the server's one-line reason,
-which is what the CLI prints.
+which is what the CLI prints; ``FluxConnectionError`` (a subclass) when the server
+cannot be reached at all.
+
+Following an execution (``follow_events``, ``follow_logs``) reads the server's
+Server-Sent Events stream (docs/logs.md) and resumes after the last item it saw
+when the stream breaks; against a server without the stream (404, 405, 406, or an
+answer that is not ``text/event-stream``) it falls back to polling with ``after=``.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import quote
 
 import httpx
@@ -17,10 +26,22 @@ import httpx
 from flux.loader import WorkflowLoadError, load_workflows
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
+TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED")
+HOLDING_STATES = ("CLAIMED", "RUNNING", "CANCELLING")
+#: Executions an ambiguous id prefix lists at most.
+MAX_CANDIDATES = 10
+_FULL_ID = re.compile(r"[0-9a-fA-F]{32}")
+_HEX = re.compile(r"[0-9a-fA-F]{1,32}")
 
 
 class FluxClientError(Exception):
-    pass
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class FluxConnectionError(FluxClientError):
+    """The server could not be reached (refused, unknown host, timed out)."""
 
 
 def _reason(response: httpx.Response) -> str:
@@ -30,6 +51,55 @@ def _reason(response: httpx.Response) -> str:
     except (ValueError, TypeError, KeyError):
         return f"HTTP {response.status_code}: {response.text[:200]}"
     return f"HTTP {response.status_code}: {detail}"
+
+
+def _error(response: httpx.Response) -> FluxClientError:
+    return FluxClientError(_reason(response), response.status_code)
+
+
+@dataclass
+class SSEMessage:
+    event: str
+    data: str
+    id: str | None
+
+
+def parse_sse(lines: Iterable[str]) -> Iterator[SSEMessage]:
+    """Server-Sent Events from a stream's lines (the WHATWG event-stream format):
+    ``field: value`` lines, a blank line ends a message, ``:`` starts a comment
+    (a keep-alive), several ``data`` lines join with newlines, ``id`` persists."""
+    event, data, last_id = "", [], None
+    for line in lines:
+        if not line:
+            if data:
+                yield SSEMessage(event or "message", "\n".join(data), last_id)
+            event, data = "", []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
+        elif field == "id" and "\0" not in value:
+            last_id = value
+    if data:  # a stream cut off after a message without its blank line: still worth having
+        yield SSEMessage(event or "message", "\n".join(data), last_id)
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").split(";")[0].strip() == "text/event-stream"
+
+
+class _NoStream(Exception):
+    """The server does not stream this (yet): poll instead."""
+
+
+def _set(params: dict[str, Any]) -> dict[str, Any]:
+    """Query parameters that were given (None and empty are left out)."""
+    return {k: v for k, v in params.items() if v is not None and v != ""}
 
 
 def _seg(value: str) -> str:
@@ -58,11 +128,24 @@ def read_workflow_file(path: str | Path) -> dict:
 
 
 class FluxClient:
+    #: Seconds a follow stream may stay silent before it is reopened (resuming after
+    #: the last item), which also notices a server that vanished without closing it.
+    stream_idle_timeout = 60.0
+    #: Seconds between polls when the server has no stream to offer.
+    poll_interval = 0.5
+    #: Times in a row a broken stream is reopened before giving up.
+    stream_retries = 5
+
     def __init__(self, server_url: str | None = None, timeout: float = 30.0, api_token: str | None = None):
         self.server_url = server_url or os.environ.get("FLUX_SERVER_URL", DEFAULT_SERVER_URL)
-        token = api_token or os.environ.get("FLUX_API_TOKEN")
-        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self.timeout = timeout
+        self._token = api_token or os.environ.get("FLUX_API_TOKEN")
+        headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
         self._http = httpx.Client(base_url=self.server_url, timeout=timeout, headers=headers)
+
+    def copy(self) -> "FluxClient":
+        """Another client to the same server with the same token (one per thread)."""
+        return FluxClient(self.server_url, self.timeout, self._token)
 
     def close(self) -> None:
         self._http.close()
@@ -77,10 +160,13 @@ class FluxClient:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise FluxClientError(f"cannot reach the Flux server at {self.server_url}: {exc}") from None
+            raise self._unreachable(exc) from None
         if response.status_code >= 400:
-            raise FluxClientError(_reason(response))
+            raise _error(response)
         return response.json()
+
+    def _unreachable(self, exc: httpx.TransportError) -> FluxConnectionError:
+        return FluxConnectionError(f"cannot reach the Flux server at {self.server_url}: {exc or exc.__class__.__name__}")
 
     # workflows
     def register_file(self, path: str | Path) -> list[dict]:
@@ -105,6 +191,28 @@ class FluxClient:
     def execution(self, execution_id: str) -> dict:
         return self._request("GET", f"/executions/{_seg(execution_id)}")
 
+    def resolve_execution(self, prefix: str) -> str:
+        """The full id of the one execution whose id starts with ``prefix`` (like git's
+        short hashes). A full 32-hex id is used as it is; a string that is no hex
+        prefix at all too (the server then says it does not exist)."""
+        prefix = prefix.strip()
+        if _FULL_ID.fullmatch(prefix):
+            return prefix.lower()
+        if not _HEX.fullmatch(prefix):
+            return prefix
+        matches = self._request("GET", "/executions", params={"id_prefix": prefix.lower(), "limit": MAX_CANDIDATES + 1})
+        if not matches:
+            raise FluxClientError(f"no execution matches {prefix!r}")
+        if len(matches) == 1:
+            return matches[0]["id"]
+        shown = matches[:MAX_CANDIDATES]
+        more = f" (the newest {MAX_CANDIDATES} shown)" if len(matches) > MAX_CANDIDATES else ""
+        lines = [f"  {m['id']}  {m['workflow_name']}  {m['state']}" for m in shown]
+        raise FluxClientError(
+            f"{prefix!r} matches {'more than ' if more else ''}{len(shown)} executions{more}; "
+            "type more of the id:\n" + "\n".join(lines)
+        )
+
     def wait(self, execution_id: str, timeout: float) -> dict:
         """Block until the execution ends (or ``timeout`` seconds pass); returns its latest state."""
         deadline = time.monotonic() + timeout
@@ -120,11 +228,121 @@ class FluxClient:
     def placement(self, execution_id: str) -> dict:
         return self._request("GET", f"/executions/{_seg(execution_id)}/placement")
 
-    def events(self, execution_id: str) -> list[dict]:
-        return self._request("GET", f"/executions/{_seg(execution_id)}/events")
+    def events(self, execution_id: str, after: int = 0) -> list[dict]:
+        params = {"after": after} if after else None
+        return self._request("GET", f"/executions/{_seg(execution_id)}/events", params=params)
 
-    def list_executions(self, state: str | None = None, workflow: str | None = None, limit: int = 50) -> list[dict]:
-        params = {k: v for k, v in {"state": state, "workflow": workflow, "limit": limit}.items() if v}
+    def logs_page(self, execution_id: str, after: int = 0, limit: int = 1000, **filters: Any) -> dict:
+        """One page of captured lines: ``{"lines", "next_after", "truncated"}`` (docs/logs.md).
+        ``filters``: task, attempt, stream, level."""
+        params = {**_set(filters), "after": after, "limit": limit}
+        return self._request("GET", f"/executions/{_seg(execution_id)}/logs", params=params)
+
+    def logs(self, execution_id: str, after: int = 0, **filters: Any) -> Iterator[dict]:
+        """Every captured line so far, page after page."""
+        while True:
+            lines, after = self._logs_after(execution_id, after, filters)
+            if not lines:
+                return
+            yield from lines
+
+    def follow_events(self, execution_id: str, after: int = 0) -> Iterator[dict]:
+        """The execution's events as they are recorded, until it has ended and every
+        event was sent (``GET /executions/{id}/events?follow=true``)."""
+        yield from self._follow(
+            execution_id, "events", "event", {}, after, lambda seq: self._events_after(execution_id, seq)
+        )
+
+    def follow_logs(self, execution_id: str, after: int = 0, **filters: Any) -> Iterator[dict]:
+        """The execution's captured lines as they arrive, until it has ended and every
+        line was sent (``GET /executions/{id}/logs?follow=true``); ``filters`` as ``logs``."""
+        yield from self._follow(
+            execution_id, "logs", "log", _set(filters), after, lambda seq: self._logs_after(execution_id, seq, filters)
+        )
+
+    def _events_after(self, execution_id: str, after: int) -> tuple[list[dict], int]:
+        events = self.events(execution_id, after)
+        return events, (events[-1]["seq"] if events else after)
+
+    def _logs_after(self, execution_id: str, after: int, filters: dict) -> tuple[list[dict], int]:
+        page = self.logs_page(execution_id, after, **filters)
+        lines = page.get("lines") or []
+        return lines, page.get("next_after") or (lines[-1]["seq"] if lines else after)
+
+    def _follow(
+        self, execution_id: str, what: str, event: str, params: dict, after: int,
+        page: Callable[[int], tuple[list[dict], int]],
+    ) -> Iterator[dict]:
+        seen = [after]  # the last seq yielded, kept by _stream as it goes
+        try:
+            yield from self._stream(f"/executions/{_seg(execution_id)}/{what}", event, params, seen)
+            return
+        except _NoStream:
+            pass
+        yield from self._poll(execution_id, page, seen[0])
+
+    def _stream(self, path: str, event: str, params: dict, seen: list[int]) -> Iterator[dict]:
+        """One SSE stream, reopened after the last item when it breaks; returns at ``end``."""
+        broken, streamed = 0, False
+        while True:
+            headers = {"Accept": "text/event-stream"}
+            if seen[0]:
+                headers["Last-Event-ID"] = str(seen[0])
+            timeout = httpx.Timeout(self.timeout, read=self.stream_idle_timeout)
+            query = {**params, "follow": "true", "after": seen[0]}
+            try:
+                with self._http.stream("GET", path, params=query, headers=headers, timeout=timeout) as response:
+                    if response.status_code in (404, 405, 406) or (
+                        response.status_code < 400 and not _is_event_stream(response)
+                    ):
+                        raise _NoStream()
+                    if response.status_code >= 400:
+                        response.read()
+                        raise _error(response)
+                    streamed = True
+                    for message in parse_sse(response.iter_lines()):
+                        if message.event == "end":
+                            return
+                        if message.event == event:
+                            item = json.loads(message.data)
+                            seen[0] = item.get("seq") or int(message.id or seen[0])
+                            broken = 0
+                            yield item
+            except (httpx.ReadTimeout, httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                failure: Exception = exc
+            except httpx.TransportError as exc:
+                if not streamed:  # never reached it: say so at once
+                    raise self._unreachable(exc) from None
+                failure = exc  # a server restarting, or a replica going away: try again
+            else:
+                failure = EOFError("the stream ended before its end event")
+            broken += 1
+            if broken > self.stream_retries:
+                raise FluxConnectionError(f"the stream from {self.server_url}{path} keeps breaking: {failure}")
+            time.sleep(min(0.2 * 2**broken, 5.0))
+
+    def _poll(self, execution_id: str, page: Callable[[int], tuple[list[dict], int]], after: int) -> Iterator[dict]:
+        """Page with ``after=`` until the execution has ended. Its state is read before
+        the pages, so that a terminal state is only believed once its events are in."""
+        execution = self.execution(execution_id)
+        while True:
+            while True:
+                items, after = page(after)
+                if not items:
+                    break
+                yield from items
+            if execution["state"] in TERMINAL_STATES:
+                return
+            # a long poll: returns at once when the execution ends, else after poll_interval
+            execution = self._request(
+                "GET", f"/executions/{_seg(execution_id)}", params={"wait": self.poll_interval},
+                timeout=self.poll_interval + self.timeout,
+            )
+
+    def list_executions(
+        self, state: str | None = None, workflow: str | None = None, limit: int = 50, id_prefix: str | None = None
+    ) -> list[dict]:
+        params = _set({"state": state, "workflow": workflow, "limit": limit, "id_prefix": id_prefix})
         return self._request("GET", "/executions", params=params)
 
     def cancel(self, execution_id: str) -> dict:
@@ -136,6 +354,16 @@ class FluxClient:
 
     def show_worker(self, name: str) -> dict:
         return self._request("GET", f"/workers/{_seg(name)}")
+
+    def executions_on(self, worker_name: str) -> list[dict]:
+        """The executions a worker holds (claimed, running or being cancelled), newest first."""
+        held = [
+            execution
+            for state in HOLDING_STATES
+            for execution in self.list_executions(state, limit=1000)
+            if execution["worker_name"] == worker_name
+        ]
+        return sorted(held, key=lambda e: e["scheduled_at"], reverse=True)
 
     def drain_worker(self, name: str, wait: float | None = None, poll: float = 0.5) -> dict:
         """Stop giving NAME new work; with ``wait``, return once it runs nothing (DRAINED

@@ -1,8 +1,16 @@
-"""``flux.toml``: settings for ``flux start server`` and ``flux start worker``.
+"""``flux.toml``: settings for ``flux start server``, ``flux start worker`` and the
+client commands.
 
 Precedence, highest first: command-line flag, ``FLUX_*`` environment variable,
 ``flux.toml``, built-in default. The file is ``--config PATH`` (or ``FLUX_CONFIG``),
-else ``./flux.toml`` when it exists. Keys are the flags' names with underscores::
+else ``./flux.toml`` when it exists. Keys are the flags' names with underscores;
+``[client]`` holds what every command that talks to a server uses (no token itself:
+a file that holds it)::
+
+    [client]
+    server_url = "http://flux:8000"
+    api_token_file = "/run/secrets/flux-api-token"
+    format = "json"
 
     [server]
     port = 8000
@@ -26,6 +34,8 @@ from typing import Any
 import click
 
 DEFAULT_PATH = Path("flux.toml")
+#: [client] keys and the parameter of every client command each one sets.
+CLIENT_KEYS = {"server_url": "server_url", "api_token_file": "api_token_file", "format": "fmt"}
 
 
 def _worker_section(section: dict[str, Any]) -> dict[str, Any]:
@@ -38,8 +48,32 @@ def _worker_section(section: dict[str, Any]) -> dict[str, Any]:
     return section
 
 
-def load_default_map(path: str | None, commands: dict[str, click.Command]) -> dict[str, Any] | None:
-    """Read the TOML file into click's default_map, refusing keys no flag has."""
+def _unknown(file: Path, name: str, section: dict[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise click.ClickException(f"{file} [{name}]: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+
+def _client_defaults(section: dict[str, Any], commands: dict[tuple[str, ...], click.Command]) -> dict[str, Any]:
+    """[client] settings as the defaults of every client command, nested by its path."""
+    defaults = {CLIENT_KEYS[key]: value for key, value in section.items()}
+    tree: dict[str, Any] = {}
+    for path in commands:
+        node = tree
+        for name in path[:-1]:
+            node = node.setdefault(name, {})
+        node[path[-1]] = dict(defaults)
+    return tree
+
+
+def load_default_map(
+    path: str | None,
+    commands: dict[str, click.Command],
+    client_commands: dict[tuple[str, ...], click.Command] | None = None,
+) -> dict[str, Any] | None:
+    """Read the TOML file into click's default_map, refusing keys no flag has.
+    ``commands``: the ``start`` command of each section; ``client_commands``: the
+    commands (by path below ``flux``) that [client] settings apply to."""
     file = Path(path) if path else DEFAULT_PATH
     if not file.exists():
         if path:
@@ -49,16 +83,19 @@ def load_default_map(path: str | None, commands: dict[str, click.Command]) -> di
         data = tomllib.loads(file.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise click.ClickException(f"{file} is not valid TOML: {exc}") from None
-    sections = {}
+    sections, client = {}, {}
+    known_sections = sorted([*commands, *(["client"] if client_commands is not None else [])])
     for name, section in data.items():
-        if name not in commands:
-            raise click.ClickException(f"{file}: unknown section [{name}] (known: {', '.join(sorted(commands))})")
+        if name not in known_sections:
+            raise click.ClickException(f"{file}: unknown section [{name}] (known: {', '.join(known_sections)})")
         if not isinstance(section, dict):
             raise click.ClickException(f"{file}: [{name}] must be a table")
+        if name == "client":
+            _unknown(file, name, section, set(CLIENT_KEYS))
+            client = _client_defaults(section, client_commands or {})
+            continue
         section = _worker_section(section) if name == "worker" else section
-        known = {p.name for p in commands[name].params if isinstance(p, click.Option)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise click.ClickException(f"{file} [{name}]: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        _unknown(file, name, section, {p.name for p in commands[name].params if isinstance(p, click.Option)})
         sections[name] = section
-    return {"start": sections} if sections else None
+    default_map = {**client, **({"start": sections} if sections else {})}
+    return default_map or None

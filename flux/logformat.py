@@ -20,6 +20,8 @@ from contextvars import ContextVar
 from typing import Iterator
 
 FORMATS = ("text", "json")
+#: Where ``--log-format`` reaches the processes of ``flux start server --processes N``.
+LOG_FORMAT_ENV = "FLUX_LOG_FORMAT"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 _context: ContextVar[dict[str, str]] = ContextVar("flux_log_context", default={})

@@ -83,6 +83,13 @@ class ExecutionModel(Base):
     #: The number of the last checkpoint batch accepted from the current attempt: a
     #: batch re-sent after its response was lost is acknowledged, not appended twice.
     checkpoint_batch: Mapped[int] = mapped_column(Integer, default=0)
+    #: Sequence number of the newest line in this execution's output log (across attempts).
+    last_log_seq: Mapped[int] = mapped_column(Integer, default=0)
+    #: The last log batch accepted from the current attempt (reset by every claim), the
+    #: log's counterpart of ``checkpoint_batch``.
+    log_batch: Mapped[int] = mapped_column(Integer, default=0)
+    #: Some attempt's worker dropped lines past its ``--max-log-bytes``.
+    log_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     #: Optimistic-concurrency counter: every UPDATE is conditional on it, so two server
     #: replicas racing on one execution cannot both win (the loser retries).
     row_version: Mapped[int] = mapped_column(Integer)
@@ -117,6 +124,28 @@ class ExecutionEventModel(Base):
     worker_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
 
     execution: Mapped[ExecutionModel] = relationship(back_populates="events")
+
+
+class ExecutionLogModel(Base):
+    """One line of what an execution printed or logged (docs/logs.md). No ORM
+    relationship: the database deletes an execution's lines with it (``ON DELETE
+    CASCADE``; SQLite enforces it because every connection turns ``foreign_keys`` on),
+    so deleting an execution never loads its output."""
+
+    __tablename__ = "execution_logs"
+    __table_args__ = (UniqueConstraint("execution_id", "seq", name="uq_log_execution_seq"),)
+
+    #: 64-bit on PostgreSQL (lines outnumber events by far); SQLite's rowid is already.
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    execution_id: Mapped[str] = mapped_column(ForeignKey("executions.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer)
+    time: Mapped[float] = mapped_column(Float)
+    stream: Mapped[str] = mapped_column(String(8))
+    level: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    logger: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    task_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
+    message: Mapped[str] = mapped_column(Text)
 
 
 class WorkerModel(Base):

@@ -57,7 +57,7 @@ def test_cli_register_run_inspect(cluster, workflow_file):
     assert events[-1]["type"] == "WORKFLOW_COMPLETED"
     workers = json.loads(flux("worker", "list", "--format", "json", server_url=url).stdout)
     assert [(w["name"], w["labels"]) for w in workers] == [("cli-worker", {"zone": "a"})]
-    assert "cpu_total" in flux("worker", "show", "cli-worker", server_url=url).stdout
+    assert "cpu " in flux("worker", "show", "cli-worker", server_url=url).stdout
 
 
 def test_cli_cancel(cluster, workflow_file):
@@ -101,7 +101,9 @@ def test_bootstrap_token_is_created_once_and_printed(tmp_path):
 def test_worker_with_wrong_bootstrap_token_cannot_register(cluster):
     process = cluster.start_worker("rogue", extra_args=("--bootstrap-token", "wrong"), wait=False)
     assert process.wait(timeout=60) != 0
-    assert "401" in cluster.log("worker-rogue")
+    assert cluster.log("worker-rogue").strip() == (
+        "Error: the server refused registration: invalid bootstrap token (see 'flux server bootstrap-token')"
+    )
 
 
 def test_readme_demo_command_runs_the_main_job():

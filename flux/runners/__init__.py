@@ -1,9 +1,10 @@
 """Runners execute one claimed execution and stream its events to the worker.
 
-Contract: ``await runner.run(job, emit, stop)`` emits at most one event that closes
+Contract: ``await runner.run(job, emit, stop, log=None)`` emits at most one event that closes
 the attempt (WORKFLOW_COMPLETED, WORKFLOW_FAILED, WORKFLOW_CANCELLED, or ATTEMPT_ENDED
 when the process running it died or hit its memory ceiling) and nothing after it,
-and returns normally whatever happened to the workflow's code. ``stop.cancel`` asks
+and returns normally whatever happened to the workflow's code; ``log`` (awaited: the
+back-pressure) receives the attempt's captured output lines (docs/logs.md). ``stop.cancel`` asks
 the workflow to cancel; ``stop.kill`` kills the attempt at once, after which nothing
 more is emitted. If the runner itself fails (raises), the worker reports WORKFLOW_FAILED
 for it.

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from flux.loader import WorkflowLoadError, load_workflow
+from flux.runners.protocol import LogSink
 from flux.runtime import ExecutionContext, EventSink, run_workflow
 
 #: A claimed execution as the server sends it (see ``flux.server.schemas.ClaimedExecution``).
@@ -56,7 +57,11 @@ class Runner(ABC):
     name: str
 
     @abstractmethod
-    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop) -> None: ...
+    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None) -> None:
+        """Run one attempt. ``emit`` takes its events; ``log``, when given, the log lines
+        the runner captured (docs/logs.md), in batches: a runner awaits it before it
+        reads more of the attempt's output (back-pressure), and hands it every line
+        written before the event that closes the attempt before that event."""
 
     async def start(self) -> None:
         """Prepare (e.g. warm a process pool). Called once before the first job."""

@@ -1,8 +1,10 @@
 """Entry point of a subprocess-runner child: ``python -m flux.runners.child``.
 
 Waits (pre-warmed, the engine already imported) for a job on stdin, runs it, writes
-its events to the original stdout. SIGTERM cancels the running workflow, which
-records WORKFLOW_CANCELLED.
+its events and captured log lines to the protocol channel (``flux.runners.protocol``):
+the fd named by ``FLUX_PROTOCOL_FD``, or, in a container, the original stdout, with
+fd 1 then pointed at fd 2 so that nothing else ever writes there. SIGTERM cancels the
+running workflow, which records WORKFLOW_CANCELLED.
 
 A child may serve several executions one after another, like a Celery prefork
 worker: after a job that set no ceilings and left nothing behind (no stray task, no
@@ -23,16 +25,17 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from flux.domain.attempts import AttemptEnd
-from flux.domain.events import EventType
+from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
 from flux.runners.base import execute_job
+from flux.runners.capture import Capture, Channel
 from flux.runners.limits import Limits, apply_in_child
-from flux.runners.protocol import IDLE, PARENT_ENV, reusable
+from flux.runners.protocol import IDLE, PARENT_ENV, PROTOCOL_FD_ENV, reusable
 
 #: ``prctl`` option: the signal this process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
 
 
-async def serve(protocol) -> None:  # noqa: ANN001
+async def serve(channel: Channel, capture: Capture) -> None:
     loop = asyncio.get_running_loop()
     # A thread of its own reads stdin: works for a pipe, a file or /dev/null alike.
     stdin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-stdin")
@@ -47,8 +50,11 @@ async def serve(protocol) -> None:  # noqa: ANN001
                 # the ceiling, not the workflow: the attempt ends and another one replays it
                 value = {"end": AttemptEnd.MEMORY_LIMIT.value, "cause": f"{memory_cause}: {event['value']['error']}"}
                 event = {**event, "type": EventType.ATTEMPT_ENDED.value, "value": value}
-            protocol.write(json.dumps(event) + "\n")
+            if event["type"] in ATTEMPT_CLOSING_EVENTS:
+                capture.finish(job.get("output_mark"))  # every line of the attempt before its end
+            channel.send(event)
 
+        capture.install()
         threads_before = threading.active_count()
         executor = ThreadPoolExecutor(thread_name_prefix="flux-task")  # this job's sync tasks
         loop.set_default_executor(executor)
@@ -60,14 +66,13 @@ async def serve(protocol) -> None:  # noqa: ANN001
         except asyncio.CancelledError:
             clean = False
         loop.remove_signal_handler(signal.SIGTERM)
-        protocol.flush()
+        capture.finish(None)  # what was written after the attempt closed
         executor.shutdown(wait=False, cancel_futures=True)
         if clean and reusable(limits) and await _settled(threads_before):
-            protocol.write(json.dumps(IDLE) + "\n")
-            protocol.flush()
+            channel.send(IDLE)
             continue
         break
-    protocol.flush()
+    capture.finish(None)
     # Leave at once: a thread that outlived its task's timeout must not hold the process.
     os._exit(0)
 
@@ -99,9 +104,17 @@ def die_with_parent() -> None:
 
 def main() -> None:
     die_with_parent()
-    protocol = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # user output (print, C extensions) goes to stderr, never into the protocol
-    asyncio.run(serve(protocol))
+    channel_fd = os.environ.pop(PROTOCOL_FD_ENV, None)  # not for the processes tasks start
+    if channel_fd is not None:
+        fd = int(channel_fd)
+        os.set_inheritable(fd, False)  # a shell a task runs must not hold (or write) it
+        marked: tuple[int, ...] = (1, 2)  # the runner reads both as pipes
+    else:  # in a container: the original stdout is the channel, fd 1 joins fd 2
+        fd = os.dup(1)
+        os.dup2(2, 1)
+        marked = (2,)
+    channel = Channel(os.fdopen(fd, "w", encoding="utf-8"))
+    asyncio.run(serve(channel, Capture(channel, marked)))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ settings ``docker_memory`` / ``docker_cpus`` cap every container (the spec's
 runner-level ceilings); with ``enforce_requests`` the execution's own request sets
 ``--memory``/``--cpus`` instead, and allotted GPUs are passed with ``--gpus device=...``
 and ``NVIDIA_VISIBLE_DEVICES``. The image must have this engine installed.
+
+Logs: ``docker run`` passes no extra file descriptor, so the protocol channel is the
+container's stdout, and the child points its fd 1 at fd 2: what the container writes
+to either fd arrives as ``stderr`` lines (``flux.runners.pipes``); Python-level output
+and ``logging`` are captured in the child as in the subprocess runner.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ import math
 
 from flux.runners.base import Job, Stop
 from flux.runners.limits import THREAD_VARIABLES, Limits
+from flux.runners.pipes import Child
+from flux.runners.protocol import LogSink
 from flux.runners.subprocess import SubprocessRunner
 
 
 class DockerRunner(SubprocessRunner):
     name = "docker"
+    own_channel = False
 
     def __init__(
         self,
@@ -57,16 +65,16 @@ class DockerRunner(SubprocessRunner):
             args += ["--gpus", f'"device={devices}"', "-e", f"NVIDIA_VISIBLE_DEVICES={devices}"]
         return [*args, *self.extra_args, self.image, "python", "-m", "flux.runners.child"]
 
-    async def _take(self, job: Job, limits: Limits) -> asyncio.subprocess.Process:
+    async def _take(self, job: Job, limits: Limits) -> Child:
         return await self._spawn(*self.command(job))
 
     @staticmethod
     def container_name(job: Job) -> str:
         return f"flux-{job['id']}-{job.get('attempt', 1)}"
 
-    async def run(self, job: Job, emit, stop: Stop) -> None:  # noqa: ANN001
+    async def run(self, job: Job, emit, stop: Stop, log: LogSink | None = None) -> None:  # noqa: ANN001
         try:
-            await super().run(job, emit, stop)
+            await super().run(job, emit, stop, log)
         finally:
             # killing the 'docker run' client does not stop the container; --rm only acts on exit
             remove = await asyncio.create_subprocess_exec(

@@ -2,6 +2,7 @@
 
 A workflow that blocks the event loop stalls the worker's heartbeats, and a crash
 takes the worker down with it; use it for trusted, async, short work and for tests.
+It captures no logs (docs/logs.md): the workflow shares the worker's own streams.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import contextlib
 from typing import Callable
 
 from flux.runners.base import Job, Runner, Stop, execute_job
+from flux.runners.protocol import LogSink
 
 
 class InProcessRunner(Runner):
     name = "inprocess"
 
-    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop) -> None:
+    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None) -> None:
         def emit_unless_killed(event: dict) -> None:
             if not stop.kill.is_set():
                 emit(event)

@@ -10,9 +10,11 @@ are started ahead of demand (a warm pool with the engine already imported), so t
 start-up cost of a Python process is paid off the dispatch path. Each child runs one
 execution and exits: no state leaks from one execution into the next.
 
-Protocol: the job is one JSON line on the child's stdin; events come back as JSON
-lines on the child's original stdout. The child points fd 1 at stderr before user
-code runs, so user ``print`` output never corrupts the protocol.
+Protocol: the job is one JSON line on the child's stdin; events and captured log
+lines come back as JSON lines on a protocol channel of its own (``flux.runners.protocol``).
+The runner owns the child's fds 1 and 2 and reads them as log lines too
+(``flux.runners.pipes``): nothing a job prints can corrupt the protocol, and what it
+printed reaches the ``log`` sink before the event that closes its attempt.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import sys
 from typing import Callable
@@ -29,14 +32,15 @@ from typing import Callable
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
 from flux.runners.base import Job, Runner, Stop
-from flux.runners.protocol import IDLE, PARENT_ENV, reusable
 from flux.runners.limits import CgroupMemory, LimitPolicy, Limits
+from flux.runners.pipes import MAX_EVENT_BYTES, Child, spawn
+from flux.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, LogSink, reusable
 from flux.runtime import make_event
 
 log = logging.getLogger("flux.runners.subprocess")
 
-#: Longest protocol line (one event) accepted from a child.
-MAX_EVENT_BYTES = 64 * 1024 * 1024
+__all__ = ["MAX_EVENT_BYTES", "SubprocessRunner", "describe_exit", "kill_group"]
+
 #: Seconds a child may take to exit after its terminal event before it is killed.
 EXIT_GRACE = 5.0
 
@@ -62,6 +66,8 @@ def describe_exit(returncode: int) -> str:
 
 class SubprocessRunner(Runner):
     name = "subprocess"
+    #: The protocol channel is a pipe of its own (False: the child's stdout, for docker).
+    own_channel = True
 
     def __init__(
         self,
@@ -78,22 +84,21 @@ class SubprocessRunner(Runner):
         self.limits = limits or LimitPolicy()
         #: 1 gives every execution a fresh process; more lets a clean child serve again.
         self.max_executions_per_child = max_executions_per_child
-        self._pool: asyncio.Queue[asyncio.subprocess.Process] = asyncio.Queue()
+        self._pool: asyncio.Queue[Child] = asyncio.Queue()
         self._refills: set[asyncio.Task] = set()
+        #: Children told to exit (stdin closed), read to the end of their output.
+        self._retiring: set[asyncio.Task] = set()
         #: Children running a job after which they are expected back in the pool.
         self._returning = 0
         self._runs: dict[int, int] = {}
 
-    async def _spawn(self, *command: str) -> asyncio.subprocess.Process:
+    async def _spawn(self, *command: str) -> Child:
         # A session of its own: a terminal's Ctrl-C reaches the worker, which drains,
         # not its children; and killing the group also kills what a task started.
-        return await asyncio.create_subprocess_exec(
-            *(command or (sys.executable, "-m", "flux.runners.child")),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=MAX_EVENT_BYTES,
-            start_new_session=True,
-            env={**os.environ, PARENT_ENV: str(os.getpid())},
+        return await spawn(
+            command or (sys.executable, "-m", "flux.runners.child"),
+            {**os.environ, PARENT_ENV: str(os.getpid())},
+            own_channel=self.own_channel,
         )
 
     async def _refill(self) -> None:
@@ -116,50 +121,61 @@ class SubprocessRunner(Runner):
     def plan(self, job: Job) -> Limits:
         return self.limits.plan(job)
 
-    async def _take(self, job: Job, limits: Limits) -> asyncio.subprocess.Process:
-        process = None
-        while process is None and not self._pool.empty():
+    async def _take(self, job: Job, limits: Limits) -> Child:
+        child = None
+        while child is None and not self._pool.empty():
             candidate = self._pool.get_nowait()
             if candidate.returncode is None:
-                process = candidate
+                child = candidate
         if self._will_return(limits):
             self._returning += 1
         self._top_up()
-        return process or await self._spawn()
+        return child or await self._spawn()
 
     def _will_return(self, limits: Limits) -> bool:
         return self.max_executions_per_child > 1 and reusable(limits.to_dict())
 
-    def _give_back(self, process: asyncio.subprocess.Process) -> None:
+    def _give_back(self, child: Child) -> None:
         """A child that reported CHILD_IDLE: back to the pool, or retired once it has served enough."""
-        runs = self._runs.get(process.pid, 0) + 1
+        runs = self._runs.get(child.pid, 0) + 1
         if runs >= self.max_executions_per_child or self._pool.qsize() >= self.max_idle:
-            self._runs.pop(process.pid, None)
-            process.stdin.close()  # EOF: the child exits
+            self._runs.pop(child.pid, None)
+            task = asyncio.create_task(self._retire(child))
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
             return
-        self._runs[process.pid] = runs
-        self._pool.put_nowait(process)
+        self._runs[child.pid] = runs
+        self._pool.put_nowait(child)
 
-    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop) -> None:
+    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None) -> None:
         limits = self.plan(job)
-        process = cgroup = watcher = None
+        child = cgroup = watcher = None
+        mark = secrets.token_hex(8)  # this job's output mark (flux.runners.pipes)
         try:
-            process = await self._take(job, limits)
+            child = await self._take(job, limits)
+            child.sink = log
+            process = child.process
             cgroup = self.limits.cgroup_for(job, limits, process.pid)
-            assert process.stdin is not None and process.stdout is not None
-            process.stdin.write(json.dumps({**job, "limits": limits.to_dict()}).encode() + b"\n")
+            assert process.stdin is not None
+            process.stdin.write(json.dumps({**job, "limits": limits.to_dict(), "output_mark": mark}).encode() + b"\n")
             with contextlib.suppress(ConnectionError):
                 await process.stdin.drain()
             watcher = asyncio.create_task(self._stop_when_asked(process, stop))
-            while line := await process.stdout.readline():
+            while line := await child.channel.readline():
                 if stop.kill.is_set():
                     break  # no longer ours: whatever it still says is not recorded
-                event = json.loads(line)
-                emit(event)
-                if event["type"] in ATTEMPT_CLOSING_EVENTS:
-                    break  # the attempt is closed; next the child says it is idle, or exits
+                message = json.loads(line)
+                if message["type"] == LOG:
+                    await child.deliver(message["lines"])
+                elif message["type"] == OUTPUT_MARK:
+                    await child.reached(mark, message["fds"], EXIT_GRACE)
+                else:
+                    emit(message)
+                    if message["type"] in ATTEMPT_CLOSING_EVENTS:
+                        break  # the attempt is closed; next the child says it is idle, or exits
             else:
                 returncode = await process.wait()
+                await child.drained()  # its last words belong to the attempt it ends
                 if not stop.kill.is_set():
                     oom = cgroup is not None and CgroupMemory.oom_killed(cgroup)
                     emit(self._lost_child_event(job, returncode, stop.cancel.is_set(), limits.describe_memory() if oom else None))
@@ -167,32 +183,50 @@ class SubprocessRunner(Runner):
             if stop.kill.is_set():
                 kill_group(process)
                 await process.wait()
-            elif process.returncode is None and await self._idle_after_job(process):
-                self._give_back(process)
-                process = None
+                await child.drained()
+            elif process.returncode is None and await self._idle_after_job(child):
+                child.sink = None  # what it writes while idle is no job's
+                self._give_back(child)
+                child = None
             elif process.returncode is None:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(process.wait(), EXIT_GRACE)
         finally:
             if watcher is not None:
                 watcher.cancel()
-            if process is not None and process.returncode is None:  # cancelled ourselves: leave no orphan
-                kill_group(process)
+            if child is not None:
+                child.sink = None  # its pipes are read on to EOF, as no job's
+                if child.returncode is None:  # cancelled ourselves: leave no orphan
+                    kill_group(child.process)
             if self._will_return(limits):
                 self._returning -= 1
             self.limits.release(limits)
             if cgroup is not None:
                 CgroupMemory.remove(cgroup)
-            if process is not None or not self._pool.qsize():
+            if child is not None or not self._pool.qsize():
                 self._top_up()
 
     @staticmethod
-    async def _idle_after_job(process: asyncio.subprocess.Process) -> bool:
+    async def _retire(child: Child) -> None:
+        child.process.stdin.close()  # EOF: the child exits
         try:
-            line = await asyncio.wait_for(process.stdout.readline(), EXIT_GRACE)
+            await asyncio.wait_for(child.process.wait(), EXIT_GRACE)
         except TimeoutError:
-            return False
-        return bool(line) and json.loads(line) == IDLE
+            kill_group(child.process)
+
+    @staticmethod
+    async def _idle_after_job(child: Child) -> bool:
+        """After the closing event: the lines written since, then CHILD_IDLE (or not)."""
+        deadline = asyncio.get_running_loop().time() + EXIT_GRACE
+        while True:
+            try:
+                line = await asyncio.wait_for(child.channel.readline(), deadline - asyncio.get_running_loop().time())
+            except TimeoutError:
+                return False
+            message = json.loads(line) if line else None
+            if message is None or message["type"] != LOG:
+                return message == IDLE
+            await child.deliver(message["lines"])
 
     @staticmethod
     def _lost_child_event(job: Job, returncode: int, cancelled: bool, memory_cause: str | None = None) -> dict:
@@ -229,7 +263,10 @@ class SubprocessRunner(Runner):
         for task in list(self._refills):
             task.cancel()
         while not self._pool.empty():
-            process = self._pool.get_nowait()
+            child = self._pool.get_nowait()
             with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
+                child.process.kill()
+            await child.process.wait()
+            child.close()
+        if self._retiring:
+            await asyncio.wait(self._retiring, timeout=EXIT_GRACE * 2)

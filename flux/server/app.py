@@ -20,7 +20,8 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import executions, explain, fleet, workflows
+from flux.server import executions, explain, fleet, log_routes, workflows
+from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
 from flux.server.dispatch import Dispatcher
@@ -37,7 +38,6 @@ from flux.server.schemas import (
     CheckpointReply,
     ClaimReply,
     ClaimRequest,
-    EventOut,
     ExecutionInfo,
     Heartbeat,
     HeartbeatReply,
@@ -224,10 +224,6 @@ def create_app(settings: ServerSettings) -> FastAPI:
         fleet_views = request.app.state.dispatcher.snapshot.views
         return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
-    @app.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT, responses=READ_ONE)
-    async def execution_events(execution_id: str, request: Request, after: int = Query(default=0, ge=0, le=INT64_MAX)):
-        return await db(request).read(lambda s: executions.events(s, execution_id, after))
-
     @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
     async def cancel_execution(execution_id: str, request: Request):
         execution, worker_name = await db(request).run(lambda s: executions.cancel(s, execution_id))
@@ -241,6 +237,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         reply, ended = await db(request).run(lambda s: executions.checkpoint(s, member.name, execution_id, body, policy))
         if ended:
             execution_changed(request, execution_id)
+        else:
+            request.app.state.notifier.notify(f"events:{execution_id}")  # whoever follows its events (log_routes)
         return reply
 
     # --- workers -----------------------------------------------------------------------
@@ -395,6 +393,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
         liveness = liveness_of(request)(name)
         return await db(request).read(lambda s: fleet.show(s, name, liveness))
 
+    # An execution's output and events: pages, and SSE streams that follow them.
+    app.include_router(log_routes.router(CLIENT, bearer, authenticate_worker))
+
     # Anonymous calls to routes behind these gates are refused before their body is read.
     gates = {require_bootstrap: "missing bootstrap token (see 'flux server bootstrap-token')",
              bearer: "missing worker session token (Authorization: Bearer ...)"}
@@ -406,10 +407,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
         max_json_depth=settings.max_json_depth,
         credentials_needed=credential_gate(lambda: app.routes, gates),
     )
+    app.add_middleware(RequestContext)  # outermost: every line logged for a request carries its id
     return app
 
 
 def app_from_environment() -> FastAPI:
     """For ``flux start server --processes N``: each process builds its app from the
     settings its parent left in the environment."""
+    configure_logging(os.environ.get(LOG_FORMAT_ENV, "text"))
     return create_app(ServerSettings.from_json(os.environ[SETTINGS_ENV]))

@@ -158,6 +158,53 @@ class CheckpointReply(BaseModel):
     cancel: bool
 
 
+# --- execution logs (docs/logs.md) ------------------------------------------------------
+
+#: Where a line came from: the child's stdout or stderr, a ``logging`` record, or Flux's own note.
+LogStream = Literal["stdout", "stderr", "log", "flux"]
+#: The ``level`` filter: a minimum, over the standard ``logging`` level names.
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+#: Lines in one batch a worker may post; more is 422 (the worker sends 1,000 at most).
+MAX_LOG_LINES = 5000
+
+
+class LogLineIn(Strict):
+    time: float = Field(description="Epoch seconds, taken where the line was written")
+    stream: LogStream
+    task_id: str | None = Field(default=None, max_length=160, description="The task call ('fetch:2'); null: the workflow body or unknown")
+    level: str | None = Field(default=None, description="For 'log' lines: INFO, WARNING, ...; cut to 16 characters")
+    logger: str | None = Field(default=None, description="For 'log' lines: the logger's name; cut to 128 characters")
+    message: str = Field(description="Longer than 64 KiB (UTF-8): cut, with a note of how much was cut")
+
+
+class LogBatch(Strict):
+    attempt: int = Field(ge=1, description="The attempt that wrote the lines: must be the current one (fencing)")
+    batch: int = Field(ge=1, description="1, 2, 3... within the attempt: a re-sent batch is acknowledged, not stored twice")
+    lines: list[LogLineIn] = Field(default=[], max_length=MAX_LOG_LINES)
+    truncated: bool = Field(default=False, description="The worker dropped lines of this attempt (--max-log-bytes)")
+
+
+class LogBatchReply(BaseModel):
+    accepted: int = Field(description="Lines stored; 0 for a batch already accepted")
+
+
+class LogLineOut(BaseModel):
+    seq: int = Field(description="Monotonic per execution, across attempts; the SSE event id")
+    attempt: int
+    time: float
+    stream: str
+    task_id: str | None
+    level: str | None
+    logger: str | None
+    message: str
+
+
+class LogPage(BaseModel):
+    lines: list[LogLineOut]
+    next_after: int = Field(description="Pass as 'after' for the next page; when the page is not full, the execution's newest seq")
+    truncated: bool = Field(description="Some attempt's worker dropped lines past its --max-log-bytes")
+
+
 # --- workers ---------------------------------------------------------------------------
 
 

@@ -44,7 +44,9 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 #: Keep-alive outlives the workers' heartbeat interval and their client's keep-alive
 #: (30 s), so the server never closes a connection a worker is about to reuse.
 #: Long polls end at once on a stop; the graceful timeout only bounds a stuck request.
-OPTIONS = dict(log_level="warning", timeout_graceful_shutdown=3, timeout_keep_alive=75)
+#: ``log_config=None``: uvicorn keeps the process's logging (``flux.logformat``), so
+#: ``--log-format json`` covers its lines too.
+OPTIONS = dict(log_level="warning", timeout_graceful_shutdown=3, timeout_keep_alive=75, log_config=None)
 
 
 def serve(app: FastAPI, host: str, port: int) -> None:

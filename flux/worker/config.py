@@ -43,6 +43,14 @@ class WorkerConfig:
     docker_args: tuple[str, ...] = ()
     #: Countable custom resources this worker advertises ({"fpga": 2}).
     custom_resources: dict[str, float] = field(default_factory=dict)
+    #: Log bytes (sum of message bytes) shipped per attempt; later lines are dropped.
+    max_log_bytes: int = 10 * 1024**2
+    #: Log lines an execution may have waiting for the server before its child's
+    #: output stops being read (back-pressure).
+    log_buffer_lines: int = 10_000
+    #: Capture what executions print and log and ship it to the server (docs/logs.md);
+    #: off: the children's output goes to this worker's stderr, as before.
+    capture_output: bool = True
     #: Folder for this worker's identity (its session token, the lock on its name);
     #: None keeps the token in memory only (``flux.worker_identity``).
     home: str | None = None

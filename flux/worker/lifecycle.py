@@ -30,7 +30,10 @@ class Worker:
         self.runner = runner or build_runner(config)
         self.identity = WorkerIdentity(config.home, config.name) if config.home else None
         self.session = ServerSession(config, self.identity)
-        self.executions = Executions(self.runner, self.call)
+        self.executions = Executions(
+            self.runner, self.call, log_buffer_lines=config.log_buffer_lines, max_log_bytes=config.max_log_bytes,
+            capture_output=config.capture_output,
+        )
         self.publisher = Publisher(config, self.executions, self.call)
         self.signals = StopSignals()
 

@@ -5,6 +5,11 @@ Events from a running execution are batched: while one checkpoint request is in
 flight, newer events queue and leave together in the next one. A checkpoint refused
 with 409 means the attempt was superseded (fenced): its child is killed at once and
 nothing more is reported for it.
+
+Log lines the runner captures go to the attempt's ``LogShipper`` (``flux.worker.logs``),
+never into the outbox; the checkpoint that closes an attempt waits until the lines
+written before it are on the server, which refuses lines for an attempt that ended by
+a crash or a hand-back.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import httpx
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
 from flux.runners import Job, Runner, Stop
+from flux.logformat import bind
 from flux.runtime import make_event
+from flux.worker.logs import LogShipper
 
 log = logging.getLogger("flux.worker")
 
@@ -50,6 +57,7 @@ class Outbox:
 @dataclass
 class RunningExecution:
     job: Job
+    logs: LogShipper
     outbox: Outbox = field(default_factory=Outbox)
     stop: Stop = field(default_factory=Stop)
     #: Set when the server says this attempt is no longer ours: killed, reports nothing.
@@ -61,9 +69,14 @@ class RunningExecution:
 
 
 class Executions:
-    def __init__(self, runner: Runner, call: Call):
+    def __init__(
+        self, runner: Runner, call: Call, log_buffer_lines: int = 10_000, max_log_bytes: int = 10 * 1024**2,
+        capture_output: bool = True,
+    ):
         self.runner = runner
         self.call = call
+        self.log_buffer_lines, self.max_log_bytes = log_buffer_lines, max_log_bytes
+        self.capture_output = capture_output
         self.running: dict[str, RunningExecution] = {}
         self.slot_freed = asyncio.Event()
         #: One task per running execution, plus its checkpoint flusher.
@@ -76,12 +89,14 @@ class Executions:
         return sorted(self.running)
 
     def start(self, job: Job) -> None:
-        execution = RunningExecution(job)
+        logs = LogShipper(self.call, job["id"], job.get("attempt", 1), self.log_buffer_lines, self.max_log_bytes)
+        execution = RunningExecution(job, logs)
         previous = self.running.get(job["id"])
         if previous is not None:  # an older attempt still stopping: it is no longer ours
             self._abandon(previous)
         self.running[job["id"]] = execution
-        self._spawn(self._execute(execution))
+        with bind(execution_id=job["id"]):  # the worker's own log lines about it name it (--log-format json)
+            self._spawn(self._execute(execution))
 
     def cancel(self, execution_ids: list[str]) -> None:
         """A user cancelled these: the workflow records its cancellation."""
@@ -136,6 +151,7 @@ class Executions:
     def _abandon(execution: RunningExecution) -> None:
         execution.abandoned = True
         execution.stop.kill.set()
+        execution.logs.abandon()
 
     def _spawn(self, coro) -> asyncio.Task:  # noqa: ANN001
         task = asyncio.create_task(coro)
@@ -148,7 +164,8 @@ class Executions:
         flusher = self._spawn(self._flush(execution))
         job = execution.job
         try:
-            await self.runner.run(job, execution.outbox.put, execution.stop)
+            sink = execution.logs.put if self.capture_output else None
+            await self.runner.run(job, execution.outbox.put, execution.stop, log=sink)
         except Exception as exc:  # noqa: BLE001 - a runner failure must not kill the worker
             log.exception("execution %s failed in the runner", job["id"])
             execution.outbox.put(
@@ -161,11 +178,13 @@ class Executions:
             flusher.cancel()
         try:
             await flusher
+            await execution.logs.close()  # lines written after the attempt closed, if any
         except asyncio.CancelledError:
             pass
         except Exception:  # noqa: BLE001 - eviction will requeue it; the worker goes on
             log.exception("could not report execution %s", job["id"])
         finally:
+            execution.logs.stop()
             if self.running.get(job["id"]) is execution:
                 del self.running[job["id"]]
             self.slot_freed.set()
@@ -176,6 +195,9 @@ class Executions:
         while True:
             await execution.outbox.ready.wait()
             batch = execution.outbox.take()
+            closing = any(event["type"] in ATTEMPT_CLOSING_EVENTS for event in batch)
+            if closing:
+                await execution.logs.flush()  # after this checkpoint the server may refuse them
             if execution.abandoned:
                 return
             execution.batches += 1  # a retry inside call re-sends the same number: the server keeps it once
@@ -190,5 +212,5 @@ class Executions:
                 raise
             if reply["cancel"]:
                 execution.stop.cancel.set()
-            if any(event["type"] in ATTEMPT_CLOSING_EVENTS for event in batch):
+            if closing:
                 return

@@ -10,6 +10,7 @@ from flux.server.executions.lifecycle import (
     deliver,
     end_attempt,
     expire_pending,
+    fenced_row,
     finish,
     finished_event,
     submit,
@@ -17,6 +18,6 @@ from flux.server.executions.lifecycle import (
 from flux.server.executions.reads import events, get, get_row, held_by, info, job_for, list_executions
 
 __all__ = [
-    "INSERT_EXECUTION", "cancel", "checkpoint", "claim", "deliver", "end_attempt", "events", "expire_pending",
+    "INSERT_EXECUTION", "cancel", "checkpoint", "claim", "deliver", "end_attempt", "events", "expire_pending", "fenced_row",
     "finish", "finished_event", "get", "get_row", "held_by", "info", "job_for", "list_executions", "submit",
 ]

@@ -83,6 +83,7 @@ def claim(execution: ExecutionModel, worker_name: str, allotment: dict | None, r
     execution.worker_name = worker_name
     execution.attempt += 1
     execution.checkpoint_batch = 0
+    execution.log_batch = 0  # log batches are numbered per attempt too
     execution.delivered = False
     execution.claimed_at = now
     execution.allotment = allotment or None
@@ -138,11 +139,7 @@ def checkpoint(
     an ATTEMPT_ENDED (the child died, the memory ceiling, a drain) ends the attempt
     only (``end_attempt``).
     """
-    execution = get_row(session, execution_id)
-    if execution.worker_name != worker_name:
-        raise Conflict(f"execution {execution_id} is not held by worker {worker_name!r}")
-    if body.attempt != execution.attempt:
-        raise Conflict(f"execution {execution_id} attempt {body.attempt} is stale (current attempt {execution.attempt})")
+    execution = fenced_row(session, worker_name, execution_id, body.attempt)
     if body.batch <= execution.checkpoint_batch:
         return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), False
     if S(execution.state).is_terminal:
@@ -172,6 +169,17 @@ def checkpoint(
             return CheckpointReply(state=execution.state, cancel=False), True
     append_events(session, execution, logged)
     return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), False
+
+
+def fenced_row(session: Session, worker_name: str, execution_id: str, attempt: int) -> ExecutionModel:
+    """The execution a worker writes to, if it holds it under this attempt (else 409:
+    fenced). What a superseded attempt sends (events, log lines) is refused here."""
+    execution = get_row(session, execution_id)
+    if execution.worker_name != worker_name:
+        raise Conflict(f"execution {execution_id} is not held by worker {worker_name!r}")
+    if attempt != execution.attempt:
+        raise Conflict(f"execution {execution_id} attempt {attempt} is stale (current attempt {execution.attempt})")
+    return execution
 
 
 def _worker_event_type(event) -> EventType:  # noqa: ANN001 - an EventIn

@@ -1,0 +1,45 @@
+"""The ``flux`` command line: start processes, register and run workflows, follow and
+inspect executions and workers.
+
+Rooms: ``core`` (the group, failures as one line and an exit code, client options,
+output helpers), ``start`` (server, worker, demo), ``workflows``, ``executions``,
+``workers``, ``watch`` (following an execution live). ``flux.cli:main`` is the
+console script; ``python -m flux`` and ``python -m flux.cli`` run it too.
+"""
+
+from __future__ import annotations
+
+import click
+
+from flux.cli.core import FluxGroup, client_commands, show_envvars
+from flux.cli.executions import execution_group
+from flux.cli.start import demo, server, start, start_server, start_worker
+from flux.cli.workers import worker_group
+from flux.cli.workflows import workflow_group
+
+
+@click.group(cls=FluxGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="flux-engine", help="Print the version and exit")
+@click.option("--config", envvar="FLUX_CONFIG", type=click.Path(dir_okay=False), default=None,
+              help="TOML settings: [server], [worker] for 'start', [client] for the rest [./flux.toml if present]")
+@click.option("--debug", envvar="FLUX_DEBUG", is_flag=True,
+              help="On failure, show the Python traceback instead of one line")
+@click.pass_context
+def main(ctx: click.Context, config: str | None, debug: bool) -> None:
+    """Flux: durable Python workflows on a fleet of resource-aware workers.
+
+    Exit codes: 0 success, 1 failure (with --wait: the execution FAILED), 2 usage
+    or connection error, 3 the execution was CANCELLED, 4 it still runs when
+    --wait gave up."""
+    from flux.config import load_default_map
+
+    ctx.default_map = load_default_map(
+        config, {"server": start_server, "worker": start_worker}, client_commands(ctx.command)
+    )
+
+
+for _command in (start, server, workflow_group, execution_group, worker_group, demo):
+    main.add_command(_command)
+show_envvars(main)
+
+__all__ = ["main"]

@@ -1,0 +1,264 @@
+"""What every command shares: the ``flux`` group (``--config``, ``--debug``), how a
+failure becomes one line and an exit code, the client options, output helpers.
+
+Exit codes (README "Exit codes"): 0 success, 1 failure (an error, or a FAILED
+execution with ``--wait``), 2 usage or connection error, 3 CANCELLED, 4 still
+running (or queued) when ``--wait`` gave up.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, Iterator
+
+import click
+from click.core import ParameterSource
+from rich.console import Console
+from rich.table import Table
+
+from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError, FluxConnectionError
+from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
+from flux.server.settings import read_token_file
+
+EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_RUNNING = 1, 2, 3, 4
+
+console = Console()
+#: Progress and notes go to stderr, so that stdout carries the result alone (``| jq``).
+err_console = Console(stderr=True)
+
+
+class UsageProblem(click.ClickException):
+    """A bad argument told in one line (click's own usage errors print the usage too)."""
+
+    exit_code = EXIT_USAGE
+
+
+class QuantityType(click.ParamType):
+    """Bytes from an int or a Kubernetes-style quantity (512Mi, 2Gi, 1G)."""
+
+    name = "quantity"
+
+    def __init__(self, allow_zero: bool = False):
+        self.allow_zero = allow_zero  # for limits where 0 means "off"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001
+        if isinstance(value, int):
+            return value
+        if self.allow_zero and value.strip() == "0":
+            return 0
+        try:
+            return parse_quantity(value, f"--{param.name.replace('_', '-')}")
+        except InvalidResourceRequest as exc:
+            self.fail(str(exc), param, ctx)
+
+
+QUANTITY = QuantityType()
+
+
+# --- failures ------------------------------------------------------------------------------
+
+
+def _detail(response: Any) -> str:
+    try:
+        return str(response.json()["detail"])
+    except (ValueError, TypeError, KeyError):
+        return response.text[:200] or response.reason_phrase
+
+
+def describe(exc: Exception) -> tuple[str, int]:
+    """One line and an exit code for a failure no command turned into a message."""
+    import httpx
+
+    from flux.worker_identity import NameTaken
+
+    if isinstance(exc, FluxConnectionError):
+        return str(exc), EXIT_USAGE
+    if isinstance(exc, (FluxClientError, NameTaken)):
+        return str(exc), EXIT_FAILED
+    if isinstance(exc, httpx.HTTPStatusError):  # the worker's calls to the server
+        response, request = exc.response, exc.request
+        if request.url.path.endswith("/workers/register"):
+            return f"the server refused registration: {_detail(response)}", EXIT_FAILED
+        return f"the server refused {request.method} {request.url.path}: HTTP {response.status_code}: {_detail(response)}", EXIT_FAILED
+    if isinstance(exc, httpx.TransportError):
+        try:
+            where = f" at {exc.request.url.scheme}://{exc.request.url.netloc.decode()}"
+        except RuntimeError:  # no request attached
+            where = ""
+        return f"cannot reach the Flux server{where}: {exc or exc.__class__.__name__}", EXIT_USAGE
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror, EXIT_FAILED
+    return f"{exc.__class__.__name__}: {exc} (flux --debug ... shows the traceback)", EXIT_FAILED
+
+
+class FluxGroup(click.Group):
+    """The top group: every failure below it is one line on stderr and an exit code,
+    or, with ``flux --debug``, the traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            message, code = describe(exc)
+            failure = click.ClickException(message)
+            failure.exit_code = code
+            raise failure from None
+
+
+def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    """Every command below ``command`` (itself first), with its path of names."""
+    yield path, command
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from walk(sub, (*path, name))
+
+
+def show_envvars(group: click.Group) -> None:
+    """``--help`` names each option's environment variable (FLUX_SERVER_URL, ...)."""
+    for _, command in walk(group):
+        for param in command.params:
+            if isinstance(param, click.Option) and param.envvar:
+                param.show_envvar = True
+
+
+def client_commands(group: click.Group) -> dict[tuple[str, ...], click.Command]:
+    """The commands that talk to a server: flux.toml's [client] settings are their defaults."""
+    return {path: cmd for path, cmd in walk(group) if getattr(cmd.callback, "flux_client", False)}
+
+
+# --- client commands -------------------------------------------------------------------------
+
+
+@dataclass
+class Output:
+    """What a client command returns when a plain value is not enough: its own
+    rendering for people (called while the client is still open), an exit code."""
+
+    data: Any
+    render: Callable[[Any], None] | None = None
+    exit_code: int = 0
+
+
+def token_from_file(path: str, what: str) -> str:
+    try:
+        return read_token_file(path)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"cannot read the {what} token: {exc}") from None
+
+
+_RANK = {ParameterSource.COMMANDLINE: 3, ParameterSource.ENVIRONMENT: 2, ParameterSource.DEFAULT_MAP: 1}
+
+
+def _api_token(api_token: str | None, api_token_file: str | None) -> str | None:
+    """The token from whichever of the two was given with the higher precedence
+    (flag, environment, flux.toml); the file when both come from the same place."""
+    if not api_token_file:
+        return api_token
+    ctx = click.get_current_context()
+    if api_token and _RANK.get(ctx.get_parameter_source("api_token"), 0) > _RANK.get(
+        ctx.get_parameter_source("api_token_file"), 0
+    ):
+        return api_token
+    return token_from_file(api_token_file, "API")
+
+
+def client_command(fn: Callable) -> Callable:
+    """Adds --server-url, --api-token, --api-token-file and --format; the command
+    gets an open FluxClient and returns what to print (or an ``Output``)."""
+    wants_format = "fmt" in inspect.signature(fn).parameters
+
+    @click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True,
+                  help="The Flux server's URL")
+    @click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
+                  help="Bearer token the server requires of clients; prefer the environment or "
+                       "--api-token-file: the command line is visible to every user")
+    @click.option("--api-token-file", envvar="FLUX_API_TOKEN_FILE", type=click.Path(dir_okay=False), default=None,
+                  help="File holding the API token (a mounted secret, HOME/api-token)")
+    @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+                  help="table: for people; json: the full record, for scripts")
+    @functools.wraps(fn)
+    def wrapper(server_url: str, api_token: str | None, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
+        if wants_format:
+            kwargs["fmt"] = fmt
+        with FluxClient(server_url, api_token=_api_token(api_token, api_token_file)) as client:
+            result = fn(client, **kwargs)
+            output = result if isinstance(result, Output) else Output(result, getattr(fn, "render", None))
+            if output.data is not None:
+                if fmt == "json":
+                    click.echo(json.dumps(output.data, indent=2, default=str))
+                else:
+                    (output.render or render_record)(output.data)
+        if output.exit_code:
+            click.get_current_context().exit(output.exit_code)
+
+    wrapper.flux_client = True
+    return wrapper
+
+
+def renders(render: Callable[[Any], None]) -> Callable:
+    def attach(fn: Callable) -> Callable:
+        fn.render = render
+        return fn
+
+    return attach
+
+
+def execution_id_argument(fn: Callable) -> Callable:
+    return click.argument("execution_id", metavar="ID")(fn)
+
+
+# --- output --------------------------------------------------------------------------------
+
+
+def when(value: float | None) -> str:
+    return datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S") if value else "-"
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def render_rows(columns: list[str], rows: list[dict], title: str | None = None) -> None:
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*(when(row[c]) if c.endswith("_at") else cell(row.get(c)) for c in columns))
+    console.print(table)
+
+
+def render_record(record: dict) -> None:
+    table = Table("field", "value", show_header=False)
+    for key, value in record.items():
+        if key == "source":
+            continue
+        table.add_row(key, when(value) if key.endswith("_at") and value else cell(value))
+    console.print(table)
+
+
+def parse_labels(pairs: tuple[str, ...], option: str = "--label") -> dict[str, str]:
+    result = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
+        result[key] = value
+    return result
+
+
+def parse_resources(pairs: tuple[str, ...]) -> dict[str, float]:
+    try:
+        amounts = {name: float(amount) for name, amount in parse_labels(pairs, "--resource").items()}
+        return dict(parse_custom_resources(amounts, "--resource"))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--resource") from None

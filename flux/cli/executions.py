@@ -1,0 +1,104 @@
+"""``flux execution ...``: inspect, follow and cancel executions. Every ID may be a
+unique prefix of it (``FluxClient.resolve_execution``)."""
+
+from __future__ import annotations
+
+import click
+
+from flux.cli.core import client_command, console, execution_id_argument, render_rows, renders
+from flux.cli.watch import event_line, follow, log_line
+from flux.client import FluxClient
+
+STATES = ["SCHEDULED", "CLAIMED", "RUNNING", "COMPLETED", "FAILED", "CANCELLING", "CANCELLED"]
+LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+STREAMS = ["stdout", "stderr", "log", "flux"]
+FOLLOW_HELP = "Keep printing as they arrive until the execution has ended (Ctrl-C stops)"
+
+
+@click.group("execution")
+def execution_group() -> None:
+    """Inspect, follow and cancel executions (an ID may be any unique prefix of it)."""
+
+
+@execution_group.command("list")
+@click.option("--state", type=click.Choice(STATES, case_sensitive=False), default=None, help="Only executions in this state")
+@click.option("--workflow", default=None, help="Only executions of this workflow")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Newest executions to list")
+@client_command
+@renders(lambda rows: render_rows(["id", "workflow_name", "state", "worker_name", "scheduled_at"], rows))
+def execution_list(client: FluxClient, state: str | None, workflow: str | None, limit: int) -> list[dict]:
+    """List recent executions, newest first."""
+    return client.list_executions(state, workflow, limit)
+
+
+@execution_group.command("show")
+@execution_id_argument
+@client_command
+def execution_show(client: FluxClient, execution_id: str) -> dict:
+    """Show an execution's state, output and placement."""
+    return client.execution(client.resolve_execution(execution_id))
+
+
+@execution_group.command("events")
+@execution_id_argument
+@click.option("--follow", "-f", "follow_", is_flag=True, help=FOLLOW_HELP)
+@client_command
+@renders(lambda rows: render_rows(["seq", "type", "name", "task_id", "value", "worker_name"], rows))
+def execution_events(client: FluxClient, execution_id: str, follow_: bool, fmt: str) -> list[dict] | None:
+    """Show an execution's event log (with --follow: one line per event, JSON lines with --format json)."""
+    execution_id = client.resolve_execution(execution_id)
+    if not follow_:
+        return client.events(execution_id)
+    follow(client.follow_events(execution_id), event_line, fmt)
+    return None
+
+
+@execution_group.command("logs")
+@execution_id_argument
+@click.option("--follow", "-f", "follow_", is_flag=True, help=FOLLOW_HELP)
+@click.option("--task", default=None, help="Only lines written inside this task: a name (fetch) or a call id (fetch:2)")
+@click.option("--attempt", type=click.IntRange(1), default=None, help="Only lines of this attempt")
+@click.option("--stream", type=click.Choice(STREAMS), default=None, help="Only this stream (log: Python logging records)")
+@click.option("--level", type=click.Choice(LEVELS, case_sensitive=False), default=None,
+              help="Only logging records at this level or above")
+@client_command
+def execution_logs(client: FluxClient, execution_id: str, follow_: bool, task: str | None, attempt: int | None,
+                   stream: str | None, level: str | None, fmt: str) -> None:
+    """Print what an execution printed and logged: 'time [stream] task: message' lines
+    (JSON lines with --format json), like 'kubectl logs [-f]'."""
+    execution_id = client.resolve_execution(execution_id)
+    filters = dict(task=task, attempt=attempt, stream=stream, level=level and level.upper())
+    lines = client.follow_logs(execution_id, **filters) if follow_ else client.logs(execution_id, **filters)
+    follow(lines, log_line, fmt)
+
+
+def _render_placement(info: dict) -> None:
+    console.print(f"[bold]{info['summary']}[/]")
+    if info.get("unschedulable"):
+        console.print(f"[red]unschedulable:[/] {info['unschedulable']}")
+    render_rows(["name", "state", "available", "reason"], info["workers"])
+    attempts = info.get("attempts") or []
+    if attempts:
+        console.print(
+            f"[bold]attempts:[/] {len(attempts)} used; {info['crashes']} of {info['max_attempts']} allowed crashes"
+        )
+        for a in attempts:
+            how = f"{a['end']}: {a['cause']}" if a.get("end") else "running"
+            console.print(f"  attempt {a['attempt']} on {a['worker']}: {how}" + (" \\[counted]" if a.get("counted") else ""))
+
+
+@execution_group.command("explain")
+@execution_id_argument
+@client_command
+@renders(_render_placement)
+def execution_explain(client: FluxClient, execution_id: str) -> dict:
+    """Why is it pending? Each worker's verdict, or why the chosen worker won."""
+    return client.placement(client.resolve_execution(execution_id))
+
+
+@execution_group.command("cancel")
+@execution_id_argument
+@client_command
+def execution_cancel(client: FluxClient, execution_id: str) -> dict:
+    """Cancel an execution (at once if queued; its worker stops it if running)."""
+    return client.cancel(client.resolve_execution(execution_id))

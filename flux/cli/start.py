@@ -1,0 +1,236 @@
+"""``flux start server|worker``, ``flux server ...`` and ``flux demo``: the processes."""
+
+from __future__ import annotations
+
+import click
+
+from flux.cli.core import QUANTITY, QuantityType, console, parse_labels, parse_resources, token_from_file
+from flux.client import DEFAULT_SERVER_URL
+from flux.logformat import FORMATS, configure_logging
+from flux.runners import RUNNER_NAMES
+from flux.server.settings import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_JSON_DEPTH,
+    ServerSettings,
+    default_home,
+    ensure_bootstrap_token,
+    prepare_home,
+    redact_url,
+    resolve_api_token,
+)
+
+HOME_HELP = "Folder for the bootstrap token, the API token and the SQLite database"
+
+log_format_option = click.option(
+    "--log-format", envvar="FLUX_LOG_FORMAT", type=click.Choice(FORMATS), default="text", show_default=True,
+    help="This process's own log lines: text, or JSON lines with execution_id, worker, request_id (for Loki, ELK)",
+)
+
+
+bootstrap_token_file_option = click.option(
+    "--bootstrap-token-file", envvar="FLUX_BOOTSTRAP_TOKEN_FILE", type=click.Path(exists=True, dir_okay=False),
+    default=None, help="Read the bootstrap token from this file (a mounted secret, say)",
+)
+
+
+def home_option(help: str = HOME_HELP):  # noqa: A002, ANN201
+    return click.option("--home", envvar="FLUX_HOME", type=click.Path(file_okay=False), default=None,
+                        help=f"{help} [~/.flux]")
+
+
+@click.group()
+def start() -> None:
+    """Start a server or a worker process."""
+
+
+@start.command("server")
+@home_option()
+@click.option("--host", envvar="FLUX_HOST", default="127.0.0.1", show_default=True,
+              help="Interface to listen on (beyond loopback the API requires a token)")
+@click.option("--port", envvar="FLUX_PORT", type=int, default=8000, show_default=True, help="Port to listen on")
+@click.option("--database-url", envvar="FLUX_DATABASE_URL", default=None, help="SQLAlchemy URL [sqlite:///HOME/flux.db]")
+@click.option("--eviction-grace-period", envvar="FLUX_EVICTION_GRACE_PERIOD", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds without heartbeat before a worker is evicted and its work requeued")
+@click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
+              help="Token workers register with; give every replica the same one [HOME/bootstrap-token]; "
+                   "prefer the environment or --bootstrap-token-file: the command line is visible to every user")
+@bootstrap_token_file_option
+@click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
+              help="Require this bearer token on client calls (registering workflows runs code on every worker); "
+                   "prefer the environment or --api-token-file: the command line is visible to every user")
+@click.option("--api-token-file", envvar="FLUX_API_TOKEN_FILE", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Read the API token from this file [HOME/api-token, generated, when --host is not loopback]")
+@click.option("--max-body-size", envvar="FLUX_MAX_BODY_SIZE", type=QuantityType(allow_zero=True), default=DEFAULT_MAX_BODY_SIZE, show_default=True,
+              help="Largest request body in bytes or a quantity such as 64Mi (413 above it); 0 = no limit")
+@click.option("--max-json-depth", envvar="FLUX_MAX_JSON_DEPTH", type=click.IntRange(1), default=DEFAULT_MAX_JSON_DEPTH,
+              show_default=True, help="Deepest nesting of a JSON request body (422 deeper)")
+@click.option("--processes", envvar="FLUX_SERVER_PROCESSES", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Server processes on this host, each a replica (PostgreSQL only)")
+@click.option("--lease-interval", envvar="FLUX_LEASE_INTERVAL", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds between flushes of worker liveness to the database [10 on PostgreSQL, 300 on SQLite]")
+@click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=5.0, show_default=True,
+              help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
+@click.option("--max-attempts", "default_max_attempts", envvar="FLUX_MAX_ATTEMPTS", type=click.IntRange(1, 1000), default=3,
+              show_default=True, help="Attempts an execution may crash in before it fails, for workflows that set none")
+@click.option("--attempt-backoff", envvar="FLUX_ATTEMPT_BACKOFF", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Seconds before the attempt after a crash, doubled after each further crash (at most 60)")
+@log_format_option
+def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
+                 bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
+                 api_token_file: str | None, max_body_size: int,
+                 max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
+                 default_max_attempts: int, attempt_backoff: float, log_format: str) -> None:
+    """Run the Flux server (API, dispatcher, persistence)."""
+    import os
+
+    from flux.server.database import is_sqlite, normalise_url
+    from flux.server.serve import serve, serve_processes
+
+    os.umask(0o077)  # whatever the server writes (SQLite's -wal/-shm files, tokens) is the owner's alone
+    configure_logging(log_format)
+    os.environ["FLUX_LOG_FORMAT"] = log_format  # for the processes of --processes N
+    settings = ServerSettings(
+        home=home or default_home(), database_url=database_url, host=host, port=port,
+        eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
+        api_token_file=api_token_file, max_body_size=max_body_size, max_json_depth=max_json_depth,
+        lease_interval=lease_interval, shed_after=shed_after, processes=processes,
+        default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
+    )
+    if bootstrap_token_file:
+        settings.bootstrap_token = token_from_file(bootstrap_token_file, "bootstrap")
+    if processes > 1 and is_sqlite(normalise_url(settings.database_url)):
+        raise click.BadParameter("several processes need PostgreSQL (SQLite has one writer); use --processes 1",
+                                 param_hint="--processes")
+    try:
+        settings.api_token, token_note = resolve_api_token(settings)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"cannot read the API token: {exc}") from None
+    click.echo(f"Flux server on http://{host}:{port}  database: {redact_url(settings.database_url)}  home: {settings.home}"
+               + (f"  processes: {processes}" if processes > 1 else ""))
+    if token_note:
+        click.echo(token_note)
+    if processes == 1:
+        from flux.server.app import create_app
+
+        serve(create_app(settings), host, port)
+    else:
+        serve_processes(settings)
+
+
+@start.command("worker")
+@click.argument("name")
+@click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True,
+              help="Server URL; several comma-separated replicas fail over in turn")
+@click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
+              help="Token from 'flux server bootstrap-token' (read from --home when omitted); "
+                   "prefer the environment or --bootstrap-token-file")
+@bootstrap_token_file_option
+@home_option("Folder for this worker's identity (workers/NAME.token, .lock) and, when no token is given, "
+             "the server's bootstrap token")
+@click.option("--label", "labels", envvar="FLUX_LABELS", multiple=True,
+              help="KEY=VALUE, repeatable (FLUX_LABELS: space-separated); matched by workflow affinity")
+@click.option("--max-concurrent-executions", envvar="FLUX_MAX_CONCURRENT_EXECUTIONS", type=click.IntRange(1), default=4,
+              show_default=True, help="Executions this worker runs at once (its slots)")
+@click.option("--heartbeat-interval", envvar="FLUX_HEARTBEAT_INTERVAL", type=click.FloatRange(min=0.01), default=5.0,
+              show_default=True, help="Seconds between heartbeats (liveness, resource samples, cancellations)")
+@click.option("--runner", envvar="FLUX_RUNNER", type=click.Choice(RUNNER_NAMES), default="subprocess", show_default=True,
+              help="Where an execution runs: a child process, this process, or a docker container")
+@click.option("--gpu-source", envvar="FLUX_GPU_SOURCE", default="auto", show_default=True,
+              help="auto (NVML, then GPUtil), nvml, gputil, none, or nvml:module:attribute (an NVML-compatible binding)")
+@click.option("--metrics-provider", envvar="FLUX_METRICS_PROVIDER", default=None,
+              help="module:function returning live metrics (dict of floats) for routing policies")
+@click.option("--allocation", envvar="FLUX_ALLOCATION", type=click.Choice(["sample", "reserve"]), default="sample", show_default=True,
+              help="Match against sampled availability (spec) or capacity minus what running executions were allotted")
+@click.option("--enforce-requests/--no-enforce-requests", envvar="FLUX_ENFORCE_REQUESTS", default=False, show_default=True,
+              help="Derive CPU pinning and memory ceilings from each execution's request")
+@click.option("--subprocess-memory-limit", envvar="FLUX_SUBPROCESS_MEMORY_LIMIT", type=QUANTITY, default=None,
+              help="Address-space ceiling for every subprocess child (e.g. 2Gi)")
+@click.option("--max-executions-per-child", envvar="FLUX_MAX_EXECUTIONS_PER_CHILD", type=click.IntRange(1), default=100,
+              show_default=True, help="Executions a subprocess child serves in turn; 1 = a fresh process for each")
+@click.option("--docker-image", envvar="FLUX_DOCKER_IMAGE", default="python:3.11-slim", show_default=True,
+              help="Image the docker runner starts executions in")
+@click.option("--docker-memory", envvar="FLUX_DOCKER_MEMORY", type=QUANTITY, default=None, help="--memory for every container")
+@click.option("--docker-cpus", envvar="FLUX_DOCKER_CPUS", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="--cpus for every container")
+@click.option("--docker-arg", "docker_args", envvar="FLUX_DOCKER_ARGS", multiple=True, help="Extra 'docker run' argument, repeatable")
+@click.option("--resource", "custom_resources", envvar="FLUX_RESOURCES", multiple=True,
+              help="NAME=AMOUNT custom resource to advertise (e.g. fpga=2), repeatable; requested with resources={...}")
+@click.option("--drain-timeout", envvar="FLUX_DRAIN_TIMEOUT", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="On SIGTERM/SIGINT, seconds running executions may finish before they are handed back to resume elsewhere")
+@click.option("--max-log-bytes", envvar="FLUX_MAX_LOG_BYTES", type=QUANTITY, default="10Mi", show_default=True,
+              help="Output an attempt may ship to the server (bytes or a quantity); the rest is dropped, with a note")
+@click.option("--log-buffer-lines", envvar="FLUX_LOG_BUFFER_LINES", type=click.IntRange(1), default=10_000, show_default=True,
+              help="Lines held per execution before its output waits for the server to take them")
+@click.option("--capture-output/--no-capture-output", envvar="FLUX_CAPTURE_OUTPUT", default=True, show_default=True,
+              help="Capture what executions print and log and keep it with them on the server; "
+                   "off: their output goes to this worker's stderr")
+@log_format_option
+def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootstrap_token_file: str | None,
+                 home: str | None, labels: tuple[str, ...],
+                 max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str,
+                 metrics_provider: str | None, allocation: str, enforce_requests: bool,
+                 subprocess_memory_limit: int | None, max_executions_per_child: int, docker_image: str, docker_memory: int | None,
+                 docker_cpus: float | None, docker_args: tuple[str, ...], custom_resources: tuple[str, ...],
+                 drain_timeout: float, max_log_bytes: int, log_buffer_lines: int, capture_output: bool,
+                 log_format: str) -> None:
+    """Run a worker named NAME that executes workflows dispatched by the server.
+
+    It retries while the server cannot be reached; a server that refuses it (a wrong
+    bootstrap token, its name held by another worker) ends it with the reason."""
+    import asyncio
+
+    from flux.worker import Worker, WorkerConfig
+
+    token = token_from_file(bootstrap_token_file, "bootstrap") if bootstrap_token_file else bootstrap_token
+    if not token:
+        path = ServerSettings(home=home or default_home()).bootstrap_token_path
+        if not path.exists():
+            raise click.ClickException(f"no --bootstrap-token given and {path} does not exist")
+        token = path.read_text().strip()
+    configure_logging(log_format)
+    config = WorkerConfig(
+        name=name, server_url=server_url, bootstrap_token=token, labels=parse_labels(labels),
+        max_concurrent_executions=max_concurrent_executions, heartbeat_interval=heartbeat_interval,
+        runner=runner, gpu_source=gpu_source, metrics_provider=metrics_provider, allocation=allocation,
+        enforce_requests=enforce_requests, subprocess_memory_limit=subprocess_memory_limit,
+        max_executions_per_child=max_executions_per_child,
+        docker_image=docker_image, docker_memory=docker_memory, docker_cpus=docker_cpus, docker_args=docker_args,
+        custom_resources=parse_resources(custom_resources), drain_timeout=drain_timeout,
+        home=str(ServerSettings(home=home or default_home()).home),
+        max_log_bytes=max_log_bytes, log_buffer_lines=log_buffer_lines, capture_output=capture_output,
+    )
+    asyncio.run(Worker(config).run())
+
+
+@click.group()
+def server() -> None:
+    """Server administration."""
+
+
+@server.command("migrate")
+@home_option()
+@click.option("--database-url", envvar="FLUX_DATABASE_URL", default=None, help="SQLAlchemy URL [sqlite:///HOME/flux.db]")
+def server_migrate(home: str | None, database_url: str | None) -> None:
+    """Bring the database schema to the newest version (the server also does this on start)."""
+    from flux.server.database import migrate
+
+    settings = ServerSettings(home=home or default_home(), database_url=database_url)
+    prepare_home(settings)
+    migrate(settings.database_url)
+    click.echo(f"database at the newest schema: {redact_url(settings.database_url)}")
+
+
+@server.command("bootstrap-token")
+@home_option()
+def bootstrap_token(home: str | None) -> None:
+    """Print the token workers present to register (created on first use)."""
+    click.echo(ensure_bootstrap_token(ServerSettings(home=home or default_home()).home))
+
+
+@click.command()
+@click.option("--keep-home", is_flag=True, help="Keep the demo's database folder")
+def demo(keep_home: bool) -> None:
+    """Start a server on SQLite and a local worker, run an example, explain what happened."""
+    from flux.demo import run_demo
+
+    run_demo(console, keep_home=keep_home)

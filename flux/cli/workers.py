@@ -1,0 +1,124 @@
+"""``flux worker ...``: inspect and drain workers."""
+
+from __future__ import annotations
+
+import time
+
+import click
+from rich.text import Text
+
+from flux.cli.core import Output, client_command, console, render_rows, renders
+from flux.client import FluxClient
+
+STATE_COLOURS = {"ONLINE": "green", "DRAINING": "yellow", "DRAINED": "yellow", "OFFLINE": "red"}
+
+
+@click.group("worker")
+def worker_group() -> None:
+    """Inspect and drain workers."""
+
+
+@worker_group.command("list")
+@client_command
+@renders(lambda rows: render_rows(["name", "state", "running", "max_concurrent_executions", "labels", "last_heartbeat_at"], rows))
+def worker_list(client: FluxClient) -> list[dict]:
+    """List registered workers."""
+    return client.list_workers()
+
+
+def size(n: float | None) -> str:
+    """Bytes for people: 1.5 GiB."""
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def ago(epoch: float | None) -> str:
+    if not epoch:
+        return "never"
+    seconds = max(0, int(time.time() - epoch))
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= length:
+            return f"{seconds // length}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tuple[str, str | Text]]:
+    """What one wants to know of a worker at a glance (the full record: --format json)."""
+    res = worker.get("resources") or {}
+    rows: list[tuple[str, str | Text]] = [
+        ("state", Text(worker["state"], style=STATE_COLOURS.get(worker["state"], ""))),
+        ("labels", " ".join(f"{k}={v}" for k, v in sorted(worker["labels"].items())) or "-"),
+        ("slots", f"{worker['running']} running of {worker['max_concurrent_executions']}"),
+    ]
+    if res:
+        rows += [
+            ("cpu", f"{res['cpu_available']:g} of {res['cpu_total']:g} available ({res['cpu_percent']:.0f}% busy)"),
+            ("memory", f"{size(res['memory_available'])} of {size(res['memory_total'])} available"),
+            ("disk", f"{size(res['disk_free'])} of {size(res['disk_total'])} free"),
+        ]
+    for name, capacity in sorted(worker.get("custom_resources", {}).items()):
+        used = sum(((e.get("requests") or {}).get("resources") or {}).get(name, 0) for e in running)
+        rows.append((name, f"{used:g} of {capacity:g} in use"))
+    for gpu in res.get("gpus") or []:
+        rows.append((f"gpu {gpu['index']}", f"{gpu['name']}, {size(gpu['memory_available'])} of "
+                     f"{size(gpu['memory_total'])} free, {gpu.get('utilization', 0):.0f}% busy"))
+    rows.append(("allocation", worker["allocation"]))
+    rows.append(("heartbeat", f"{ago(worker['last_heartbeat_at'])} (registered {ago(worker['registered_at'])})"))
+    runtime = worker.get("runtime")
+    if runtime:
+        rows.append(("runtime", f"Python {runtime['python_version']}, {runtime['os_name']} {runtime['os_version']} "
+                     f"{runtime.get('cpu_arch', '')}, host {runtime['hostname']}".replace("  ", " ")))
+    for i, e in enumerate(running):
+        rows.append(("running" if i == 0 else "", f"{e['id']}  {e['workflow_name']}  {e['state']}"))
+    if not running:
+        rows.append(("running", "nothing"))
+    listed = sorted(worker.get("packages") or [], key=lambda p: p["name"].lower())
+    if packages:
+        for i, p in enumerate(listed):
+            rows.append(("packages" if i == 0 else "", f"{p['name']}=={p['version']}"))
+    else:
+        rows.append(("packages", f"{len(listed)} (--packages lists them)"))
+    return rows
+
+
+def render_worker(worker: dict, running: list[dict], packages: bool) -> None:
+    console.print(Text(f"worker {worker['name']}", style="bold"))
+    for key, value in summary_rows(worker, running, packages):
+        console.print(Text.assemble((f"{key:<12}", "bold"), value), soft_wrap=True)
+
+
+@worker_group.command("show")
+@click.argument("name")
+@click.option("--packages", is_flag=True, help="List the Python packages the worker reported")
+@client_command
+def worker_show(client: FluxClient, name: str, packages: bool) -> Output:
+    """A worker at a glance: state, labels, capacity and use, GPUs, slots, last
+    heartbeat, what it runs (--format json: the full record)."""
+    worker = client.show_worker(name)
+    return Output(worker, lambda w: render_worker(w, client.executions_on(name), packages))
+
+
+@worker_group.command("drain")
+@click.argument("name")
+@click.option("--wait", is_flag=True, help="Return once the worker runs nothing (DRAINED)")
+@click.option("--timeout", type=click.FloatRange(min=0), default=3600.0, show_default=True, help="Seconds to wait with --wait")
+@client_command
+def worker_drain(client: FluxClient, name: str, wait: bool, timeout: float) -> dict:
+    """Stop giving NAME new work; it finishes what it runs, then shows DRAINED."""
+    worker = client.drain_worker(name, wait=timeout if wait else None)
+    if wait:
+        click.echo(f"worker {name} is {worker['state']}: it runs nothing", err=True)
+    return worker
+
+
+@worker_group.command("undrain")
+@click.argument("name")
+@client_command
+def worker_undrain(client: FluxClient, name: str) -> dict:
+    """Let a drained worker take work again."""
+    return client.undrain_worker(name)

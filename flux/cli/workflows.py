@@ -1,0 +1,88 @@
+"""``flux workflow ...``: register, inspect and run workflows."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from flux.cli.core import Output, UsageProblem, client_command, render_rows, renders
+from flux.cli.watch import exit_code, watch
+from flux.client import FluxClient
+
+
+@click.group("workflow")
+def workflow_group() -> None:
+    """Register, inspect and run workflows."""
+
+
+def _render_workflows(rows: list[dict]) -> None:
+    render_rows(["name", "version", "filename", "requests", "affinity", "created_at"], rows)
+
+
+@workflow_group.command("register")
+@click.argument("file", type=click.Path(dir_okay=False))
+@client_command
+@renders(_render_workflows)
+def workflow_register(client: FluxClient, file: str) -> list[dict]:
+    """Upload FILE and register every @workflow it defines."""
+    registered = client.register_file(file)
+    for workflow in registered:
+        for warning in workflow.get("warnings", []):
+            click.echo(f"Warning: workflow {workflow['name']!r}: {warning}", err=True)
+    return registered
+
+
+@workflow_group.command("list")
+@client_command
+@renders(_render_workflows)
+def workflow_list(client: FluxClient) -> list[dict]:
+    """List registered workflows (newest version of each)."""
+    return client.list_workflows()
+
+
+@workflow_group.command("show")
+@click.argument("name")
+@click.option("--version", type=click.IntRange(1), default=None, help="Show this version [the newest]")
+@client_command
+def workflow_show(client: FluxClient, name: str, version: int | None) -> dict:
+    """Show a workflow, its resource requests and affinity."""
+    return client.show_workflow(name, version)
+
+
+def parse_input(text: str) -> object:
+    """INPUT: JSON, or @FILE holding JSON, or - for JSON on stdin."""
+    where = "INPUT"
+    if text == "-" or text.startswith("@"):
+        where = "stdin" if text == "-" else text[1:]
+        try:
+            text = sys.stdin.read() if text == "-" else open(text[1:], encoding="utf-8").read()  # noqa: SIM115
+        except OSError as exc:
+            raise UsageProblem(f"cannot read INPUT from {where}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise UsageProblem(f"{where} is not valid JSON ({exc.msg} at position {exc.pos}): {shown!r}") from None
+
+
+@workflow_group.command("run")
+@click.argument("name")
+@click.argument("input", default="null")
+@click.option("--wait/--no-wait", default=False,
+              help="Follow the execution until it ends; exit 0 COMPLETED, 1 FAILED, 3 CANCELLED, 4 still running at --timeout")
+@click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="Seconds to wait with --wait")
+@click.option("--logs", is_flag=True, help="Print the execution's output and log lines while waiting, on stderr (implies --wait)")
+@client_command
+def workflow_run(client: FluxClient, name: str, input: str, wait: bool, timeout: float, logs: bool) -> object:
+    """Start workflow NAME with INPUT: JSON, @FILE holding JSON, or - for stdin [null].
+
+    With --wait, progress goes to stderr (a live line on a terminal) and the final
+    record to stdout."""
+    execution = client.run(name, parse_input(input))
+    if not (wait or logs):
+        return execution
+    final = watch(client, execution, timeout, logs)
+    return Output(final, exit_code=exit_code(final["state"]))
