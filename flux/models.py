@@ -90,6 +90,9 @@ class ExecutionModel(Base):
     log_batch: Mapped[int] = mapped_column(Integer, default=0)
     #: Some attempt's worker dropped lines past its ``--max-log-bytes``.
     log_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: W3C ``traceparent`` of the span its next step hangs under (the submission, then
+    #: the latest dispatch); None while tracing is off (docs/tracing.md).
+    traceparent: Mapped[str | None] = mapped_column(String(64), nullable=True)
     #: Optimistic-concurrency counter: every UPDATE is conditional on it, so two server
     #: replicas racing on one execution cannot both win (the loser retries).
     row_version: Mapped[int] = mapped_column(Integer)

@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
+from flux import tracing
 from flux.domain.events import EventType
 
 EventSink = Callable[[dict], None]
@@ -160,7 +161,7 @@ class ExecutionContext:
             self.emit(make_event(EventType.TASK_STARTED, task.name, task_id, {"attempt": attempt}))
             token = _current_call.set(TaskCall(self.execution_id, self.attempt, task_id, attempt))
             try:
-                result = to_json_value(await task.invoke(args, kwargs), f"result of task {task.name!r}")
+                result = to_json_value(await self._invoke(task, task_id, attempt, args, kwargs), f"result of task {task.name!r}")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any task error is recorded, then retried or raised
@@ -185,6 +186,14 @@ class ExecutionContext:
             self.emit(make_event(EventType.TASK_COMPLETED, task.name, task_id, result))
             return result
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _invoke(self, task: RunnableTask, task_id: str, retry: int, args: tuple, kwargs: dict) -> Any:
+        """One try of a task call, in a ``flux.task`` span when tracing is on (failed if it raises)."""
+        if not tracing.enabled():
+            return await task.invoke(args, kwargs)
+        attributes = {"flux.task_id": task_id, "flux.retry": retry, "flux.execution_id": self.execution_id, "flux.attempt": self.attempt}
+        with tracing.span("flux.task", attributes):
+            return await task.invoke(args, kwargs)
 
 
 async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tuple[EventType, Any]:

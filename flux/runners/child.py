@@ -24,6 +24,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from flux import tracing
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
 from flux.runners.base import execute_job
@@ -52,13 +53,15 @@ async def serve(channel: Channel, capture: Capture) -> None:
                 event = {**event, "type": EventType.ATTEMPT_ENDED.value, "value": value}
             if event["type"] in ATTEMPT_CLOSING_EVENTS:
                 capture.finish(job.get("output_mark"))  # every line of the attempt before its end
+                tracing.flush()  # its task spans are exported before the attempt is reported closed
             channel.send(event)
 
         capture.install()
         threads_before = threading.active_count()
         executor = ThreadPoolExecutor(thread_name_prefix="flux-task")  # this job's sync tasks
         loop.set_default_executor(executor)
-        work = asyncio.create_task(execute_job(job, emit))
+        with tracing.parented(job.get("traceparent")):  # the task copies it: its spans hang under the worker's
+            work = asyncio.create_task(execute_job(job, emit))
         loop.add_signal_handler(signal.SIGTERM, work.cancel)
         try:
             await work
@@ -67,6 +70,7 @@ async def serve(channel: Channel, capture: Capture) -> None:
             clean = False
         loop.remove_signal_handler(signal.SIGTERM)
         capture.finish(None)  # what was written after the attempt closed
+        tracing.flush()
         executor.shutdown(wait=False, cancel_futures=True)
         if clean and reusable(limits) and await _settled(threads_before):
             channel.send(IDLE)
@@ -114,6 +118,7 @@ def main() -> None:
         os.dup2(2, 1)
         marked = (2,)
     channel = Channel(os.fdopen(fd, "w", encoding="utf-8"))
+    tracing.setup("flux-child")  # a no-op unless tracing is configured (docs/tracing.md)
     asyncio.run(serve(channel, Capture(channel, marked)))
 
 

@@ -16,6 +16,7 @@ from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from flux import tracing
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
@@ -84,6 +85,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         sys.setswitchinterval(SWITCH_INTERVAL)
+        tracing.setup("flux-server")  # a no-op unless tracing is configured (docs/tracing.md)
         if not settings.migrated:
             from flux.server.database import migrate
 
@@ -118,6 +120,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             if broadcast is not None:
                 await broadcast.close()
             state.db.close()
+            tracing.flush()
 
     app = FastAPI(title="Flux", version="0.1.0", lifespan=lifespan)
     app.add_middleware(shedding.middleware)

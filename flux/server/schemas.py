@@ -299,6 +299,7 @@ class ClaimedExecution(BaseModel):
     completed_tasks: dict[str, Any]
     requests: RequestsJSON | None = None
     gpus: list[int] | None = Field(default=None, description="GPU indexes allotted to this execution")
+    traceparent: str | None = Field(default=None, description="W3C trace context of this attempt's spans (tracing on)")
 
 
 class ClaimReply(BaseModel):

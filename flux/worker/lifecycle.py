@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 
+from flux import tracing
 from flux.logformat import bind_process
 from flux.runners import Runner
 from flux.worker.claims import claim_loop
@@ -55,6 +56,7 @@ class Worker:
 
     async def run(self) -> None:
         bind_process(worker=self.config.name)  # every line this process logs names its worker
+        tracing.setup("flux-worker")  # a no-op unless tracing is configured (docs/tracing.md)
         if self.identity is not None:
             self.identity.claim()  # NameTaken if this name already runs on this host
             self.session.token = self.identity.load_token()
@@ -106,3 +108,4 @@ class Worker:
             await self.session.close()
             if self.identity is not None:
                 self.identity.release()
+            tracing.flush()

@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable
 
 import httpx
 
+from flux import tracing
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
 from flux.runners import Job, Runner, Stop
@@ -165,7 +166,10 @@ class Executions:
         job = execution.job
         try:
             sink = execution.logs.put if self.capture_output else None
-            await self.runner.run(job, execution.outbox.put, execution.stop, log=sink)
+            with self._span(job) as span:
+                if span is not None:  # the child's spans hang under this attempt's
+                    job = {**job, "traceparent": tracing.current_traceparent()}
+                await self.runner.run(job, execution.outbox.put, execution.stop, log=sink)
         except Exception as exc:  # noqa: BLE001 - a runner failure must not kill the worker
             log.exception("execution %s failed in the runner", job["id"])
             execution.outbox.put(
@@ -188,6 +192,12 @@ class Executions:
             if self.running.get(job["id"]) is execution:
                 del self.running[job["id"]]
             self.slot_freed.set()
+
+    @staticmethod
+    def _span(job: dict):  # noqa: ANN205 - a context manager
+        """The ``flux.execution`` span of an attempt, under the server's claim (tracing on)."""
+        attributes = {"flux.execution_id": job["id"], "flux.workflow": job["workflow_name"], "flux.attempt": job.get("attempt")}
+        return tracing.span("flux.execution", attributes, parent=job.get("traceparent"))
 
     async def _flush(self, execution: RunningExecution) -> None:
         """Checkpoint batches until the attempt's closing event is on the server."""

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
+from flux import tracing
 from flux.domain.attempts import WORKER_REPORTED, AttemptEnd, AttemptPolicy
 from flux.domain.events import STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
 from flux.models import ExecutionModel
@@ -41,10 +42,16 @@ INSERT_EXECUTION = insert(ExecutionModel.__table__)
 def submit(session: Session, name: str, run: RunRequest, policy: AttemptPolicy) -> ExecutionInfo:
     """Queue a run: two plain INSERTs (the execution and its first event), since a
     burst of submissions is bounded by what each costs the single writer."""
+    execution_id = uuid.uuid4().hex
+    with tracing.span("flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name}):
+        return _submit(session, execution_id, name, run, policy)
+
+
+def _submit(session: Session, execution_id: str, name: str, run: RunRequest, policy: AttemptPolicy) -> ExecutionInfo:
     workflow = workflows.header(session, name, run.version)
     now = time.time()
     row = dict(
-        id=uuid.uuid4().hex,
+        id=execution_id,
         workflow_id=workflow.id,
         workflow_name=workflow.name,
         workflow_version=workflow.version,
@@ -65,6 +72,7 @@ def submit(session: Session, name: str, run: RunRequest, policy: AttemptPolicy) 
         delivered=False,
         scheduled_at=now,
         row_version=1,  # the ORM's optimistic-concurrency counter starts at 1
+        traceparent=tracing.current_traceparent(),  # the flux.submit span; None when tracing is off
     )
     session.execute(INSERT_EXECUTION, row)
     session.execute(
@@ -88,6 +96,9 @@ def claim(execution: ExecutionModel, worker_name: str, allotment: dict | None, r
     execution.claimed_at = now
     execution.allotment = allotment or None
     execution.ready_at = None
+    if tracing.enabled():  # what the worker's claim hangs under (the same UPDATE)
+        with tracing.span("flux.dispatch", {**_span_attributes(execution), "flux.reason": reason}, parent=execution.traceparent):
+            execution.traceparent = tracing.current_traceparent()
     claimed = {"worker": worker_name, "attempt": execution.attempt, "reason": reason, "allotment": allotment}
     return event_rows(
         execution,
@@ -114,13 +125,19 @@ def deliver(session: Session, worker_name: str) -> tuple[list[ClaimedExecution],
             continue
         execution.delivered = True
         try:
-            claimed.append(job_for(session, execution))
+            with tracing.span("flux.claim", _span_attributes(execution), parent=execution.traceparent):
+                claimed.append(job_for(session, execution, traceparent=tracing.current_traceparent()))
         except UNDELIVERABLE as exc:
             error, now = f"cannot be delivered to a worker: {exc}", time.time()
             failed = dict(type=EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error}, time=now)
             append_events(session, execution, [finished_event(execution, "workflow failed", now), failed])
             finish(session, execution, S.FAILED, {"error": error}, now)
     return claimed, cancel, [e for e in held if not S(e.state).is_terminal]
+
+
+def _span_attributes(execution: ExecutionModel) -> dict[str, Any]:
+    return {"flux.execution_id": execution.id, "flux.workflow": execution.workflow_name,
+            "flux.worker": execution.worker_name, "flux.attempt": execution.attempt}
 
 
 #: What building one execution's claim may raise; database errors still fail the transaction.

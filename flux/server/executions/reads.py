@@ -62,9 +62,10 @@ def held_by(session: Session, worker_name: str) -> list[ExecutionModel]:
     )
 
 
-def job_for(session: Session, execution: ExecutionModel) -> ClaimedExecution:
+def job_for(session: Session, execution: ExecutionModel, traceparent: str | None = None) -> ClaimedExecution:
     """What a worker is sent to run an attempt: the source, the input, and the
-    results of tasks that completed in earlier attempts (replayed, not re-run)."""
+    results of tasks that completed in earlier attempts (replayed, not re-run);
+    ``traceparent``: the span its attempt hangs under (the claim's; docs/tracing.md)."""
     source, filename = workflows.source_of(session, execution.workflow_name, execution.workflow_version)
     claim = ClaimedExecution(
         id=execution.id,
@@ -78,6 +79,7 @@ def job_for(session: Session, execution: ExecutionModel) -> ClaimedExecution:
         completed_tasks=_completed_tasks(session, execution.id) if execution.attempt > 1 else {},
         requests=execution.requests,
         gpus=(execution.allotment or {}).get("gpus"),
+        traceparent=traceparent,
     )
     claim.model_dump_json()  # fails here, alone, rather than in the response with the others
     return claim
