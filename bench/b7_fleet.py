@@ -43,11 +43,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import httpx
 
-from bench.common import REPO, Figure, Skipped, write_workflow
+from bench.common import REPO, Figure, Skipped, sigterm_as_interrupt, write_workflow
 from bench.fleet_synth import raise_nofile_limit
 from bench.workflows import SOURCE, TRIVIAL
 
@@ -132,23 +132,6 @@ def _stop(process: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 1
 def stop_all() -> None:
     for process in list(_STARTED.values()):
         _stop(process, grace=3.0)
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM runs our finally blocks (stopping the fleet and the server), like Ctrl-C."""
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _free_port() -> int:
@@ -500,7 +483,7 @@ def run_unit(opts: Options, db: str, n: int, work: Path) -> list[Figure]:
     tag = opts.tag(db, n)
     home = work / tag.replace(".", "-")
     burst_here = n == 10 and opts.burst > 0
-    with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+    with sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         database_url, db_needle = None, None
         if db == "postgres":
             database_url, note = stack.enter_context(b6_postgres.scratch_database(opts.pg_url))

@@ -66,10 +66,10 @@ import traceback
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from bench.chaos_audit import TOLERANCE_S, Analysis, audit, not_terminal, outcomes, parse_side_effects
-from bench.common import Figure, write_workflow
+from bench.common import Figure, sigterm_as_interrupt, write_workflow
 from flux.client import FluxClient, FluxClientError
 from flux.local import LocalCluster
 
@@ -394,23 +394,6 @@ def figures(opts: Options, ids: list[str], rows: dict[str, dict], submit_errors:
 # --- the scenario ----------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM runs our finally blocks (stopping every process), like Ctrl-C."""
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run(opts: Options, work: Path) -> tuple[list[Figure], dict[str, Any]]:
     t_start = time.monotonic()
     rng = random.Random(opts.seed)
@@ -527,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     status, results, details = "ok", [], {}
     t0 = time.monotonic()
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             results, details = run(opts, work)
         for figure in results:
             print(figure.line(), flush=True)

@@ -354,48 +354,46 @@ def test_relaxing_a_workflow_rescues_executions_already_waiting(cluster, workflo
     assert still["state"] == "SCHEDULED" and still["workflow_version"] == 1  # asked for version 1: kept
 
 
-def test_a_superseded_attempt_is_fenced_on_checkpoint_and_heartbeat(cluster, workflow_file):
+@pytest.fixture
+def hand_claimed(cluster, workflow_file):
+    """A one-task execution claimed by a worker the test speaks for (``ProtocolWorker``)."""
     from protocol import ONE_TASK, ProtocolWorker
 
-    worker = ProtocolWorker(cluster.server_url, cluster.home, "fenced", heartbeat_interval=5)
-    try:
-        worker.register()
-        with FluxClient(cluster.server_url) as client:
-            client.register_file(workflow_file(ONE_TASK))
-            execution = client.run("one_task", 1)
-            job = eventually(lambda: worker.claim(wait=2)["executions"], 10, "never claimed")[0]
-            worker.register()  # a restart that does not report it: the attempt ends (worker lost)
-            stale = worker.post(
-                f"/executions/{job['id']}/checkpoint",
-                {"attempt": job["attempt"], "batch": 1, "events": [{"type": "WORKFLOW_STARTED", "time": time.time()}]},
-            )
-            beat = worker.heartbeat(running=[job["id"]])
-            row = client.execution(execution["id"])
-    finally:
-        worker.close()
-
-    assert stale.status_code == 409 and stale.json()["code"] == "conflict"
-    assert beat["abandon"] == [job["id"]]
-    assert row["state"] == "SCHEDULED" and row["crashes"] == 1
-
-
-def test_a_worker_may_not_report_ends_that_are_the_servers_to_find(cluster, workflow_file):
-    from protocol import ONE_TASK, ProtocolWorker
-
-    worker = ProtocolWorker(cluster.server_url, cluster.home, "liar", heartbeat_interval=5)
+    worker = ProtocolWorker(cluster.server_url, cluster.home, "by-hand", heartbeat_interval=5)
     try:
         worker.register()
         with FluxClient(cluster.server_url) as client:
             client.register_file(workflow_file(ONE_TASK))
             client.run("one_task", 1)
             job = eventually(lambda: worker.claim(wait=2)["executions"], 10, "never claimed")[0]
-        reply = worker.post(
-            f"/executions/{job['id']}/checkpoint",
-            {"attempt": job["attempt"], "batch": 1,
-             "events": [{"type": "ATTEMPT_ENDED", "value": {"end": "finished", "cause": "x"}, "time": time.time()}]},
-        )
+        yield worker, job
     finally:
         worker.close()
+
+
+def test_a_superseded_attempt_is_fenced_on_checkpoint_and_heartbeat(cluster, hand_claimed):
+    worker, job = hand_claimed
+    worker.register()  # a restart that does not report it: the attempt ends (worker lost)
+    stale = worker.post(
+        f"/executions/{job['id']}/checkpoint",
+        {"attempt": job["attempt"], "batch": 1, "events": [{"type": "WORKFLOW_STARTED", "time": time.time()}]},
+    )
+    beat = worker.heartbeat(running=[job["id"]])
+    with FluxClient(cluster.server_url) as client:
+        row = client.execution(job["id"])
+
+    assert stale.status_code == 409 and stale.json()["code"] == "conflict"
+    assert beat["abandon"] == [job["id"]]
+    assert row["state"] == "SCHEDULED" and row["crashes"] == 1
+
+
+def test_a_worker_may_not_report_ends_that_are_the_servers_to_find(cluster, hand_claimed):
+    worker, job = hand_claimed
+    reply = worker.post(
+        f"/executions/{job['id']}/checkpoint",
+        {"attempt": job["attempt"], "batch": 1,
+         "events": [{"type": "ATTEMPT_ENDED", "value": {"end": "finished", "cause": "x"}, "time": time.time()}]},
+    )
     assert reply.status_code == 422 and "child_died" in reply.json()["detail"]
     assert httpx.get(f"{cluster.server_url}/health").status_code == 200
 
