@@ -93,7 +93,7 @@ def _server_delivery(rounds: int, n: int) -> list[float]:
     from sqlalchemy.orm import Session
 
     from flux.domain.events import EventType
-    from flux.models import ExecutionEventModel, ExecutionModel, WorkflowModel
+    from flux.server.models import ExecutionEventModel, ExecutionModel, WorkflowModel
     from flux.server import executions
     from flux.server.database import make_engine, migrate
 

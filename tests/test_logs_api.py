@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from flux.client import FluxClient
 from flux.local import LocalCluster
-from flux.models import ExecutionLogModel, ExecutionModel
+from flux.server.models import ExecutionLogModel, ExecutionModel
 from flux.server.database import make_engine
 from protocol import ONE_TASK, ProtocolWorker, metric
 from waiting import eventually

@@ -4,7 +4,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
-from flux.models import Base
+from flux.server.models import Base
 from flux.server.database import migrate
 
 

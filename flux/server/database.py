@@ -33,7 +33,7 @@ from sqlalchemy.orm.exc import StaleDataError
 T = TypeVar("T")
 log = logging.getLogger("flux.server.database")
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 #: Attempts for a transaction that lost a race to a concurrent writer.
 RETRIES = 5
 #: PostgreSQL SQLSTATEs that mean "a concurrent transaction won; try again".

@@ -23,7 +23,7 @@ from sqlalchemy import select, text, tuple_
 from sqlalchemy.orm import Session
 
 from flux.domain.events import ExecutionState
-from flux.models import ExecutionModel
+from flux.server.models import ExecutionModel
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.placement import Placement, place
 from flux.server import executions

@@ -15,7 +15,7 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType
-from flux.models import ExecutionEventModel, ExecutionModel
+from flux.server.models import ExecutionEventModel, ExecutionModel
 
 #: Built once: a statement made per call costs more to build than to run.
 INSERT_EVENT = insert(ExecutionEventModel.__table__)

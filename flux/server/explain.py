@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType, ExecutionState
-from flux.models import ExecutionEventModel, ExecutionModel
+from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.snapshot import WorkerView

@@ -22,7 +22,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.events import HOLDING_STATES
-from flux.models import (
+from flux.server.models import (
     ExecutionModel,
     WorkerModel,
     WorkerPackageModel,

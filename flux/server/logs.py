@@ -19,7 +19,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import ExecutionState
-from flux.models import ExecutionLogModel, ExecutionModel
+from flux.server.models import ExecutionLogModel, ExecutionModel
 from flux.server.errors import Conflict
 from flux.server.executions import fenced_row, get_row, info
 from flux.server.schemas import ExecutionInfo, LogBatch, LogLineOut, LogPage

@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import ExecutionState
-from flux.models import ExecutionModel, WorkerModel
+from flux.server.models import ExecutionModel, WorkerModel
 from flux.server import fleet
 from flux.server.database import StatementCounter
 from flux.server.registry import OFFLINE, ONLINE, STALE

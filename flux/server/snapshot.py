@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.events import HOLDING_STATES
-from flux.models import ExecutionModel, WorkerModel, WorkerPackageModel
+from flux.server.models import ExecutionModel, WorkerModel, WorkerPackageModel
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.snapshot import SAMPLE_FIELDS, WorkerView, resampled, worker_view
 from flux.server.fleet import stored_sample

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest, request_or_none
 from flux.domain.sources import source_digest
 from flux.domain.events import ExecutionState
-from flux.models import ExecutionModel, WorkflowModel
+from flux.server.models import ExecutionModel, WorkflowModel
 from flux.scheduling.explain import infeasibility
 from flux.scheduling.snapshot import WorkerView
 from flux.server.errors import Invalid, NotFound

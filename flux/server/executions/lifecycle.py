@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from flux import tracing
 from flux.domain.attempts import WORKER_REPORTED, AttemptEnd, AttemptPolicy
 from flux.domain.events import STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
-from flux.models import ExecutionModel
+from flux.server.models import ExecutionModel
 from flux.server import workflows
 from flux.server.eventlog import INSERT_EVENT, append_event, append_events, event_rows
 from flux.server.errors import Conflict, Invalid, NotFound

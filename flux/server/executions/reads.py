@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import HOLDING_STATES, EventType
-from flux.models import ExecutionEventModel, ExecutionModel
+from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server import workflows
 from flux.server.errors import NotFound
 from flux.server.schemas import ClaimedExecution, EventOut, ExecutionInfo

@@ -2,7 +2,7 @@
 
 Times are Unix epoch seconds (float): portable across SQLite and PostgreSQL, and
 precise enough for the latency figures the benchmarks report. Schema changes go
-through Alembic (``flux/migrations``); ``tests/test_migrations.py`` keeps the two
+through Alembic (``flux/server/migrations``); ``tests/test_migrations.py`` keeps the two
 in step.
 """
 

@@ -3,7 +3,7 @@
 from alembic import context
 from sqlalchemy import create_engine, pool, text
 
-from flux.models import Base
+from flux.server.models import Base
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url")
