@@ -203,16 +203,20 @@ def test_children_die_with_a_sigkilled_worker_and_the_attempt_resumes_elsewhere(
     assert lost["end"] == "worker_lost" and "doomed" in lost["cause"]
 
 
-
+def _start_long_one(cluster, client, workflow_file, log, seconds: int, drain_timeout: int | None = None) -> dict:
+    """Worker w1 (with this drain timeout) running ``long_one``, past its first task."""
+    extra = ("--drain-timeout", str(drain_timeout)) if drain_timeout is not None else ()
+    cluster.start_worker("w1", heartbeat_interval=0.2, extra_args=extra)
+    client.register_file(workflow_file(LONG))
+    execution = client.run("long_one", {"log": str(log), "seconds": seconds})
+    eventually(lambda: log.exists(), 30, "the execution never started")
+    return execution
 
 
 def test_sigterm_lets_a_short_execution_finish_then_the_worker_exits_0(cluster, workflow_file, tmp_path):
     log = tmp_path / "marks.log"
-    cluster.start_worker("w1", heartbeat_interval=0.2, extra_args=("--drain-timeout", "20"))
     with FluxClient(cluster.server_url) as client:
-        client.register_file(workflow_file(LONG))
-        execution = client.run("long_one", {"log": str(log), "seconds": 2})
-        eventually(lambda: log.exists(), 30, "the execution never started")
+        execution = _start_long_one(cluster, client, workflow_file, log, 2, drain_timeout=20)
         status = cluster.stop_worker("w1", signal.SIGTERM)
         done = client.wait(execution["id"], 30)
         worker = client.show_worker("w1")
@@ -224,11 +228,8 @@ def test_sigterm_lets_a_short_execution_finish_then_the_worker_exits_0(cluster, 
 
 def test_sigterm_past_the_drain_timeout_hands_the_execution_back_to_resume_elsewhere(cluster, workflow_file, tmp_path):
     log = tmp_path / "marks.log"
-    cluster.start_worker("w1", heartbeat_interval=0.2, extra_args=("--drain-timeout", "1"))
     with FluxClient(cluster.server_url) as client:
-        client.register_file(workflow_file(LONG))
-        execution = client.run("long_one", {"log": str(log), "seconds": 4})
-        eventually(lambda: log.exists(), 30, "the execution never started")
+        execution = _start_long_one(cluster, client, workflow_file, log, 4, drain_timeout=1)
         started = time.monotonic()
         status = cluster.stop_worker("w1", signal.SIGTERM)
         stopped_in = time.monotonic() - started
@@ -248,11 +249,8 @@ def test_sigterm_past_the_drain_timeout_hands_the_execution_back_to_resume_elsew
 
 def test_a_second_signal_stops_the_worker_at_once_and_the_work_still_resumes(cluster, workflow_file, tmp_path):
     log = tmp_path / "marks.log"
-    cluster.start_worker("w1", heartbeat_interval=0.2, extra_args=("--drain-timeout", "60"))
     with FluxClient(cluster.server_url) as client:
-        client.register_file(workflow_file(LONG))
-        execution = client.run("long_one", {"log": str(log), "seconds": 3})
-        eventually(lambda: log.exists(), 30, "the execution never started")
+        execution = _start_long_one(cluster, client, workflow_file, log, 3, drain_timeout=60)
         process = cluster.workers.pop("w1")
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
@@ -271,11 +269,8 @@ def test_a_second_signal_stops_the_worker_at_once_and_the_work_still_resumes(clu
 def test_a_worker_that_cannot_reach_the_server_stops_at_once_and_its_work_resumes(make_cluster, workflow_file, tmp_path):
     cluster = make_cluster(eviction_grace_period=2.0)
     log = tmp_path / "marks.log"
-    cluster.start_worker("w1", heartbeat_interval=0.2, extra_args=("--drain-timeout", "60"))
     with FluxClient(cluster.server_url) as client:
-        client.register_file(workflow_file(LONG))
-        execution = client.run("long_one", {"log": str(log), "seconds": 3})
-        eventually(lambda: log.exists(), 30, "the execution never started")
+        execution = _start_long_one(cluster, client, workflow_file, log, 3, drain_timeout=60)
     cluster.stop_server(signal.SIGKILL)
     time.sleep(0.6)  # a heartbeat fails: the worker knows the server is away
     started = time.monotonic()
@@ -296,11 +291,8 @@ def test_flux_worker_drain_wait_returns_when_the_worker_is_empty(cluster, workfl
     import sys
 
     log = tmp_path / "marks.log"
-    cluster.start_worker("w1", heartbeat_interval=0.2)
     with FluxClient(cluster.server_url) as client:
-        client.register_file(workflow_file(LONG))
-        execution = client.run("long_one", {"log": str(log), "seconds": 2})
-        eventually(lambda: log.exists(), 30, "the execution never started")
+        execution = _start_long_one(cluster, client, workflow_file, log, 2)
         drained = subprocess.run(
             [sys.executable, "-m", "flux.cli", "worker", "drain", "w1", "--wait", "--timeout", "30", "--format", "json"],
             capture_output=True, text=True, timeout=60, env={**os.environ, "FLUX_SERVER_URL": cluster.server_url},
