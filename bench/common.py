@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import signal
@@ -87,6 +88,15 @@ class Figure:
         if data["p99"] is None:
             del data["p99"]
         return data
+
+
+def print_figures(figures: list[Figure], json_path: Path | None = None, width: int = 44) -> None:
+    """The figures as a table on stdout, and as JSON records in ``json_path`` if given."""
+    print(f"{'name':<{width}} {'median':>10} {'p95':>10}  unit")
+    for figure in figures:
+        print(figure.line())
+    if json_path:
+        json_path.write_text(json.dumps([figure.record() for figure in figures], indent=2))
 
 
 def _num(value: float) -> str:

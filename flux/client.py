@@ -127,6 +127,13 @@ def read_workflow_file(path: str | Path) -> dict:
     }
 
 
+def tls_verify(*urls: str) -> bool:
+    """What httpx's ``verify`` should be for these server URLs: full verification as
+    soon as one is https; for plain http no TLS context is built at all (loading the CA
+    bundle costs ~7 MiB and ~20 ms per client, docs/footprint.md)."""
+    return any(url.lower().startswith("https:") for url in urls)
+
+
 class FluxClient:
     #: Seconds a follow stream may stay silent before it is reopened (resuming after
     #: the last item), which also notices a server that vanished without closing it.
@@ -141,7 +148,9 @@ class FluxClient:
         self.timeout = timeout
         self._token = api_token or os.environ.get("FLUX_API_TOKEN")
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
-        self._http = httpx.Client(base_url=self.server_url, timeout=timeout, headers=headers)
+        self._http = httpx.Client(
+            base_url=self.server_url, timeout=timeout, headers=headers, verify=tls_verify(self.server_url)
+        )
 
     def copy(self) -> "FluxClient":
         """Another client to the same server with the same token (one per thread)."""
@@ -157,13 +166,16 @@ class FluxClient:
         self.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._response(method, path, **kwargs).json()
+
+    def _response(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         if response.status_code >= 400:
             raise _error(response)
-        return response.json()
+        return response
 
     def _unreachable(self, exc: httpx.TransportError) -> FluxConnectionError:
         return FluxConnectionError(f"cannot reach the Flux server at {self.server_url}: {exc or exc.__class__.__name__}")
@@ -339,11 +351,40 @@ class FluxClient:
                 timeout=self.poll_interval + self.timeout,
             )
 
-    def list_executions(
-        self, state: str | None = None, workflow: str | None = None, limit: int = 50, id_prefix: str | None = None
-    ) -> list[dict]:
-        params = _set({"state": state, "workflow": workflow, "limit": limit, "id_prefix": id_prefix})
-        return self._request("GET", "/executions", params=params)
+    def list_executions(self, state: str | None = None, workflow: str | None = None, limit: int = 50,
+                        id_prefix: str | None = None, **filters: Any) -> list[dict]:
+        """The newest ``limit`` executions (one page); ``filters``: those of ``list_executions_page``."""
+        return self.list_executions_page(state, workflow, limit, id_prefix, **filters)[0]
+
+    def list_executions_page(
+        self,
+        state: str | None = None,
+        workflow: str | None = None,
+        limit: int = 50,
+        id_prefix: str | None = None,
+        *,
+        worker: str | None = None,
+        after: str | None = None,
+        include: Iterable[str] = (),
+    ) -> tuple[list[dict], str | None]:
+        """One page, newest first, and the cursor of the next (None on the last page)."""
+        params = _set({"state": state, "workflow": workflow, "worker": worker, "limit": limit, "id_prefix": id_prefix,
+                       "after": after, "include": ",".join(include)})
+        response = self._response("GET", "/executions", params=params)
+        return response.json(), response.headers.get("X-Next-Cursor")
+
+    def iter_executions(self, state: str | None = None, workflow: str | None = None, *, worker: str | None = None,
+                        include: Iterable[str] = (), page_size: int = 1000, after: str | None = None) -> Iterator[dict]:
+        """Every matching execution, newest first, a page at a time (``flux execution list --all``)."""
+        while True:
+            items, after = self.list_executions_page(state, workflow, page_size, worker=worker, after=after, include=include)
+            yield from items
+            if after is None:
+                return
+
+    def prune_executions(self, older_than: float) -> dict:
+        """Delete executions that finished more than ``older_than`` seconds ago, with their events and logs."""
+        return self._request("POST", "/executions/prune", json={"older_than": older_than})
 
     def cancel(self, execution_id: str) -> dict:
         return self._request("POST", f"/executions/{_seg(execution_id)}/cancel")
@@ -357,12 +398,7 @@ class FluxClient:
 
     def executions_on(self, worker_name: str) -> list[dict]:
         """The executions a worker holds (claimed, running or being cancelled), newest first."""
-        held = [
-            execution
-            for state in HOLDING_STATES
-            for execution in self.list_executions(state, limit=1000)
-            if execution["worker_name"] == worker_name
-        ]
+        held = [execution for state in HOLDING_STATES for execution in self.list_executions(state, limit=1000, worker=worker_name)]
         return sorted(held, key=lambda e: e["scheduled_at"], reverse=True)
 
     def drain_worker(self, name: str, wait: float | None = None, poll: float = 0.5) -> dict:

@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from flux import tracing
 from flux.domain.events import EventType
+from flux.domain.payloads import PayloadTooLarge, check_size, encoded
 
 EventSink = Callable[[dict], None]
 
@@ -98,12 +99,15 @@ def make_event(type_: EventType, name: str | None = None, task_id: str | None = 
     return {"type": type_.value, "name": name, "task_id": task_id, "value": value, "time": time.time()}
 
 
-def to_json_value(value: Any, what: str) -> Any:
-    """Round-trip through JSON so a first run and a replay see identical values."""
+def to_json_value(value: Any, what: str, limit: int | None = None) -> Any:
+    """Round-trip through JSON so a first run and a replay see identical values; over
+    ``limit`` bytes of JSON it raises ``PayloadTooLarge`` (the server's payload limit)."""
     try:
-        return json.loads(json.dumps(value))
+        text = encoded(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from None
+    check_size(text, limit, what)
+    return json.loads(text)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -119,6 +123,8 @@ class ExecutionContext:
     input: Any = None
     attempt: int = 1
     completed_tasks: dict[str, Any] = field(default_factory=dict)
+    #: The server's payload limit: a task result or the output larger than this fails.
+    max_payload_size: int | None = None
     emit: EventSink = field(default=lambda event: None, repr=False)
     #: The loop the workflow runs on: progress from a sync task (a thread) is handed to it.
     loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
@@ -161,12 +167,16 @@ class ExecutionContext:
             self.emit(make_event(EventType.TASK_STARTED, task.name, task_id, {"attempt": attempt}))
             token = _current_call.set(TaskCall(self.execution_id, self.attempt, task_id, attempt))
             try:
-                result = to_json_value(await self._invoke(task, task_id, attempt, args, kwargs), f"result of task {task.name!r}")
+                result = to_json_value(
+                    await self._invoke(task, task_id, attempt, args, kwargs),
+                    f"the result of task {task.name!r} ({task_id})",
+                    self.max_payload_size,
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any task error is recorded, then retried or raised
                 error = "timed out" if isinstance(exc, TimeoutError) else describe_error(exc)
-                will_retry = attempt < attempts
+                will_retry = attempt < attempts and not isinstance(exc, PayloadTooLarge)  # the same again
                 self.emit(
                     make_event(
                         EventType.TASK_FAILED,
@@ -207,7 +217,7 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
     ctx.loop = asyncio.get_running_loop()
     token = _current.set(ctx)
     try:
-        output = to_json_value(await workflow.fn(ctx), f"output of workflow {workflow.name!r}")
+        output = to_json_value(await workflow.fn(ctx), f"the output of workflow {workflow.name!r}", ctx.max_payload_size)
         outcome = (EventType.WORKFLOW_COMPLETED, output)
     except asyncio.CancelledError:
         outcome = (EventType.WORKFLOW_CANCELLED, {"reason": "cancelled"})

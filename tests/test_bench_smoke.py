@@ -1,4 +1,5 @@
-"""CI smoke for the fleet benchmark (issue 22) and the chaos benchmark (issue 13):
+"""CI smoke for the fleet benchmark (issue 22), the chaos benchmark (issue 13) and the
+history, footprint and payload benchmarks (issue 18):
 ``python -m bench.b7_fleet --quick`` and ``python -m bench.b8_chaos --quick`` run end to
 end against real processes. Speed figures are printed, never asserted: this machine is
 noisy, and speed is measured by the benchmark, not by tests. B8's correctness figures
@@ -53,3 +54,25 @@ def test_b8_chaos_quick_runs_end_to_end(tmp_path):
     figures = {f["name"]: f for f in json.loads((tmp_path / "b8.json").read_text())["figures"]}
     for name in ("runs_lost", "completed_tasks_reexecuted", "fenced_writes"):
         assert figures[f"B8.{name}"]["median"] == 0, figures[f"B8.{name}"]["note"]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    ("module", "args", "names"),
+    [
+        ("bench.b12_history", ("--sizes", "0,500"), ("B12.sqlite.500.list_ms", "B12.sqlite.500.submit_completed_listing_ms")),
+        ("bench.b13_footprint", ("--slots", "4", "--workers", "4"), ("B13.idle.pss_mib", "B13.after_idle_timeout.pss_mib")),
+        ("bench.b14_payloads", (), ("B14.1MiB.stored_copies", "B14.over_limit.refused_ms")),
+    ],
+)
+def test_issue_18_benchmarks_quick_run_end_to_end(tmp_path, module, args, names):
+    """B12 history, B13 worker footprint, B14 payloads (issue 18's B8, B9, B10)."""
+    result = subprocess.run(
+        [sys.executable, "-m", module, "--quick", *args, "--json", str(tmp_path / "out.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=280,
+    )
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in names:
+        assert name in result.stdout
+    assert json.loads((tmp_path / "out.json").read_text())

@@ -133,7 +133,7 @@ class Collected:
 async def run_jobs(*jobs: dict, sink=None, runner: SubprocessRunner | None = None) -> list[Collected]:
     runner = runner or SubprocessRunner(warm_processes=1)
     await runner.start()
-    while runner.warm_processes and runner._pool.empty():  # the warm child is up: every job goes to it
+    while runner.warm_processes and not runner._pool:  # the warm child is up: every job goes to it
         await asyncio.sleep(0.01)
     results = []
     try:

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError, FluxConnectionError
+from flux.domain.durations import InvalidDuration, parse_duration
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
 from flux.server.settings import read_token_file
 
@@ -57,6 +58,23 @@ class QuantityType(click.ParamType):
 
 
 QUANTITY = QuantityType()
+
+
+class DurationType(click.ParamType):
+    """Seconds from a number or a duration such as 90s, 5m, 30d (``flux.domain.durations``)."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value, f"--{param.name.replace('_', '-')}")
+        except InvalidDuration as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = DurationType()
 
 
 # --- failures ------------------------------------------------------------------------------

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import client_command, console, execution_id_argument, render_rows, renders
+from flux.cli.core import DURATION, Output, cell, client_command, console, execution_id_argument, render_rows, renders, when
 from flux.cli.watch import event_line, follow, log_line
 from flux.client import FluxClient
+from flux.domain.events import ExecutionState
 
-STATES = ["SCHEDULED", "CLAIMED", "RUNNING", "COMPLETED", "FAILED", "CANCELLING", "CANCELLED"]
+STATES = [state.value for state in ExecutionState]
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 STREAMS = ["stdout", "stderr", "log", "flux"]
 FOLLOW_HELP = "Keep printing as they arrive until the execution has ended (Ctrl-C stops)"
@@ -20,15 +21,45 @@ def execution_group() -> None:
     """Inspect, follow and cancel executions (an ID may be any unique prefix of it)."""
 
 
+LIST_COLUMNS = ["id", "workflow_name", "state", "worker_name", "scheduled_at"]
+
+
+def execution_line(execution: dict) -> str:
+    """One execution per line (``list --all``): the table's columns, tab-separated."""
+    return "\t".join(when(execution[c]) if c.endswith("_at") else cell(execution.get(c)) for c in LIST_COLUMNS)
+
+
 @execution_group.command("list")
 @click.option("--state", type=click.Choice(STATES, case_sensitive=False), default=None, help="Only executions in this state")
 @click.option("--workflow", default=None, help="Only executions of this workflow")
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Newest executions to list")
+@click.option("--worker", default=None, help="Only executions placed on this worker")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Newest executions to list (one page)")
+@click.option("--after", default=None, metavar="CURSOR", help="The page after this cursor (printed under a full page)")
+@click.option("--all", "all_", is_flag=True, help="Every matching execution, page after page, one line each (JSON lines with --format json)")
+@click.option("--include", type=click.Choice(["input", "output"]), multiple=True, help="Carry this payload too (repeatable)")
 @client_command
-@renders(lambda rows: render_rows(["id", "workflow_name", "state", "worker_name", "scheduled_at"], rows))
-def execution_list(client: FluxClient, state: str | None, workflow: str | None, limit: int) -> list[dict]:
-    """List recent executions, newest first."""
-    return client.list_executions(state, workflow, limit)
+def execution_list(client: FluxClient, state: str | None, workflow: str | None, worker: str | None, limit: int,
+                   after: str | None, all_: bool, include: tuple[str, ...], fmt: str) -> Output | None:
+    """List executions, newest first, a page at a time."""
+    if all_:
+        follow(client.iter_executions(state, workflow, worker=worker, include=include, after=after), execution_line, fmt)
+        return None
+    rows, cursor = client.list_executions_page(state, workflow, limit, worker=worker, after=after, include=include)
+
+    def render(rows: list[dict]) -> None:
+        render_rows(LIST_COLUMNS, rows)
+        if cursor:
+            click.echo(f"more: --after {cursor}", err=True)
+
+    return Output(rows, render)
+
+
+@execution_group.command("prune")
+@click.option("--older-than", required=True, type=DURATION, help="Delete executions that finished longer ago than this (e.g. 30d)")
+@client_command
+def execution_prune(client: FluxClient, older_than: float) -> dict:
+    """Delete finished executions older than a cut-off, with their events and logs."""
+    return client.prune_executions(older_than)
 
 
 @execution_group.command("show")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import QUANTITY, QuantityType, console, parse_labels, parse_resources, token_from_file
+from flux.cli.core import DURATION, QUANTITY, QuantityType, console, parse_labels, parse_resources, token_from_file
 from flux.client import DEFAULT_SERVER_URL
 from flux.logformat import FORMATS, configure_logging
 from flux.runners import RUNNER_NAMES
 from flux.server.settings import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_JSON_DEPTH,
+    DEFAULT_MAX_PAYLOAD_SIZE,
     ServerSettings,
     default_home,
     ensure_bootstrap_token,
@@ -62,6 +63,10 @@ def start() -> None:
               help="Read the API token from this file [HOME/api-token, generated, when --host is not loopback]")
 @click.option("--max-body-size", envvar="FLUX_MAX_BODY_SIZE", type=QuantityType(allow_zero=True), default=DEFAULT_MAX_BODY_SIZE, show_default=True,
               help="Largest request body in bytes or a quantity such as 64Mi (413 above it); 0 = no limit")
+@click.option("--max-payload-size", envvar="FLUX_MAX_PAYLOAD_SIZE", type=QUANTITY, default=DEFAULT_MAX_PAYLOAD_SIZE,
+              show_default=True, help="Largest input, task result or workflow output (JSON bytes or a quantity such as 32Mi)")
+@click.option("--retention", envvar="FLUX_RETENTION", type=DURATION, default=None,
+              help="Delete finished executions (events and logs too) this long after they finished, e.g. 30d [keep]")
 @click.option("--max-json-depth", envvar="FLUX_MAX_JSON_DEPTH", type=click.IntRange(1), default=DEFAULT_MAX_JSON_DEPTH,
               show_default=True, help="Deepest nesting of a JSON request body (422 deeper)")
 @click.option("--processes", envvar="FLUX_SERVER_PROCESSES", type=click.IntRange(1, 64), default=1, show_default=True,
@@ -77,7 +82,7 @@ def start() -> None:
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
-                 api_token_file: str | None, max_body_size: int,
+                 api_token_file: str | None, max_body_size: int, max_payload_size: int, retention: float | None,
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
                  default_max_attempts: int, attempt_backoff: float, log_format: str) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
@@ -89,13 +94,17 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
     os.umask(0o077)  # whatever the server writes (SQLite's -wal/-shm files, tokens) is the owner's alone
     configure_logging(log_format)
     os.environ["FLUX_LOG_FORMAT"] = log_format  # for the processes of --processes N
-    settings = ServerSettings(
-        home=home or default_home(), database_url=database_url, host=host, port=port,
-        eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
-        api_token_file=api_token_file, max_body_size=max_body_size, max_json_depth=max_json_depth,
-        lease_interval=lease_interval, shed_after=shed_after, processes=processes,
-        default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
-    )
+    try:
+        settings = ServerSettings(
+            home=home or default_home(), database_url=database_url, host=host, port=port,
+            eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
+            api_token_file=api_token_file, max_body_size=max_body_size, max_json_depth=max_json_depth,
+            max_payload_size=max_payload_size, retention=retention,
+            lease_interval=lease_interval, shed_after=shed_after, processes=processes,
+            default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--max-payload-size") from None
     if bootstrap_token_file:
         settings.bootstrap_token = token_from_file(bootstrap_token_file, "bootstrap")
     if processes > 1 and is_sqlite(normalise_url(settings.database_url)):
@@ -147,6 +156,10 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
               help="Address-space ceiling for every subprocess child (e.g. 2Gi)")
 @click.option("--max-executions-per-child", envvar="FLUX_MAX_EXECUTIONS_PER_CHILD", type=click.IntRange(1), default=100,
               show_default=True, help="Executions a subprocess child serves in turn; 1 = a fresh process for each")
+@click.option("--warm-children", envvar="FLUX_WARM_CHILDREN", type=click.IntRange(0), default=1, show_default=True,
+              help="Subprocess children kept started ahead of demand (a burst grows the pool up to the slots)")
+@click.option("--child-idle-timeout", envvar="FLUX_CHILD_IDLE_TIMEOUT", type=click.FloatRange(min=0), default=60.0,
+              show_default=True, help="Seconds an idle child beyond --warm-children lives before it exits")
 @click.option("--docker-image", envvar="FLUX_DOCKER_IMAGE", default="python:3.11-slim", show_default=True,
               help="Image the docker runner starts executions in")
 @click.option("--docker-memory", envvar="FLUX_DOCKER_MEMORY", type=QUANTITY, default=None, help="--memory for every container")
@@ -169,7 +182,8 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
                  home: str | None, labels: tuple[str, ...],
                  max_concurrent_executions: int, heartbeat_interval: float, runner: str, gpu_source: str,
                  metrics_provider: str | None, allocation: str, enforce_requests: bool,
-                 subprocess_memory_limit: int | None, max_executions_per_child: int, docker_image: str, docker_memory: int | None,
+                 subprocess_memory_limit: int | None, max_executions_per_child: int, warm_children: int,
+                 child_idle_timeout: float, docker_image: str, docker_memory: int | None,
                  docker_cpus: float | None, docker_args: tuple[str, ...], custom_resources: tuple[str, ...],
                  drain_timeout: float, max_log_bytes: int, log_buffer_lines: int, capture_output: bool,
                  log_format: str) -> None:
@@ -193,8 +207,8 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
         max_concurrent_executions=max_concurrent_executions, heartbeat_interval=heartbeat_interval,
         runner=runner, gpu_source=gpu_source, metrics_provider=metrics_provider, allocation=allocation,
         enforce_requests=enforce_requests, subprocess_memory_limit=subprocess_memory_limit,
-        max_executions_per_child=max_executions_per_child,
-        docker_image=docker_image, docker_memory=docker_memory, docker_cpus=docker_cpus, docker_args=docker_args,
+        max_executions_per_child=max_executions_per_child, warm_children=warm_children,
+        child_idle_timeout=child_idle_timeout, docker_image=docker_image, docker_memory=docker_memory, docker_cpus=docker_cpus, docker_args=docker_args,
         custom_resources=parse_resources(custom_resources), drain_timeout=drain_timeout,
         home=str(ServerSettings(home=home or default_home()).home),
         max_log_bytes=max_log_bytes, log_buffer_lines=log_buffer_lines, capture_output=capture_output,

@@ -16,9 +16,11 @@ import re
 from dataclasses import dataclass, replace
 from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from packaging.requirements import InvalidRequirement, Requirement
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
 
 from flux.domain.numbers import is_number
 
@@ -93,6 +95,10 @@ def format_bytes(n: int) -> str:
 
 @lru_cache(maxsize=1024)
 def _requirement(text: str) -> Requirement:
+    # imported on first use: a subprocess child whose workflows ask for no packages
+    # never pays for ``packaging`` (docs/footprint.md)
+    from packaging.requirements import Requirement
+
     return Requirement(text)
 
 
@@ -112,6 +118,8 @@ def _parse_packages(value: Any) -> tuple[str, ...]:
     for item in value:
         if not isinstance(item, str):
             raise InvalidResourceRequest(f"{field}: each entry must be a requirement string, got {item!r}")
+        from packaging.requirements import InvalidRequirement
+
         try:
             _requirement(item.strip())
         except InvalidRequirement as exc:

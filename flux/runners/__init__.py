@@ -12,11 +12,21 @@ for it.
 
 from __future__ import annotations
 
+import importlib
+
 from flux.runners.base import Job, Runner, Stop
-from flux.runners.docker import DockerRunner
-from flux.runners.inprocess import InProcessRunner
-from flux.runners.subprocess import SubprocessRunner
 
 RUNNER_NAMES = ("subprocess", "inprocess", "docker")
+
+#: Imported on first use: a child process (``flux.runners.child``) lives in this package
+#: and must not pay for the worker-side runners (the docker client, psutil) it never uses.
+_LAZY = {"DockerRunner": "docker", "InProcessRunner": "inprocess", "SubprocessRunner": "subprocess"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"flux.runners.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'flux.runners' has no attribute {name!r}")
+
 
 __all__ = ["Job", "Runner", "RUNNER_NAMES", "DockerRunner", "InProcessRunner", "SubprocessRunner", "Stop"]

@@ -36,6 +36,7 @@ def context_for(job: Job, emit: EventSink) -> ExecutionContext:
         input=job.get("input"),
         attempt=job.get("attempt", 1),
         completed_tasks=dict(job.get("completed_tasks") or {}),
+        max_payload_size=job.get("max_payload_size"),
         emit=emit,
     )
 

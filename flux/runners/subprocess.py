@@ -7,8 +7,9 @@ Children die with their worker: each asks the kernel for SIGKILL when its parent
 dies (``PR_SET_PDEATHSIG``), and runs in a process group of its own, which the worker
 kills whole when it fences or hands back an attempt. Children
 are started ahead of demand (a warm pool with the engine already imported), so the
-start-up cost of a Python process is paid off the dispatch path. Each child runs one
-execution and exits: no state leaks from one execution into the next.
+start-up cost of a Python process is paid off the dispatch path. The pool is elastic:
+``warm_processes`` children (default one) are kept whatever the demand, a burst grows it
+up to ``max_idle`` (the worker's slots), and children idle past ``idle_timeout`` exit.
 
 Protocol: the job is one JSON line on the child's stdin; events and captured log
 lines come back as JSON lines on a protocol channel of its own (``flux.runners.protocol``).
@@ -27,6 +28,8 @@ import os
 import secrets
 import signal
 import sys
+import time
+from collections import deque
 from typing import Callable
 
 from flux.domain.attempts import AttemptEnd
@@ -71,26 +74,34 @@ class SubprocessRunner(Runner):
 
     def __init__(
         self,
-        warm_processes: int = 2,
+        warm_processes: int = 1,
         cancel_grace: float = 10.0,
         limits: LimitPolicy | None = None,
         max_executions_per_child: int = 100,
         max_idle: int | None = None,
+        idle_timeout: float = 60.0,
     ):
+        #: Children kept warm (idle or booting) whatever the demand: the floor of the pool.
         self.warm_processes = warm_processes
-        #: Idle children kept after they served (boots are dear, idle children cheap).
+        #: Idle children kept after they served, at most (a burst grows the pool to this).
         self.max_idle = max(max_idle or warm_processes, warm_processes)
+        #: Seconds an idle child above the floor lives before it exits: the pool shrinks
+        #: back to ``warm_processes`` after a burst (docs/footprint.md).
+        self.idle_timeout = idle_timeout
         self.cancel_grace = cancel_grace
         self.limits = limits or LimitPolicy()
         #: 1 gives every execution a fresh process; more lets a clean child serve again.
         self.max_executions_per_child = max_executions_per_child
-        self._pool: asyncio.Queue[Child] = asyncio.Queue()
+        #: Idle children, the longest idle on the left: a job takes the right end (the
+        #: most recently used child, its pages warm), the reaper retires from the left.
+        self._pool: deque[tuple[Child, float]] = deque()
         self._refills: set[asyncio.Task] = set()
         #: Children told to exit (stdin closed), read to the end of their output.
         self._retiring: set[asyncio.Task] = set()
         #: Children running a job after which they are expected back in the pool.
         self._returning = 0
         self._runs: dict[int, int] = {}
+        self._reaper: asyncio.Task | None = None
 
     async def _spawn(self, *command: str) -> Child:
         # A session of its own: a terminal's Ctrl-C reaches the worker, which drains,
@@ -102,7 +113,7 @@ class SubprocessRunner(Runner):
         )
 
     async def _refill(self) -> None:
-        self._pool.put_nowait(await self._spawn())
+        self._pool.append((await self._spawn(), time.monotonic()))
 
     def _schedule_refill(self) -> None:
         task = asyncio.create_task(self._refill())
@@ -111,10 +122,22 @@ class SubprocessRunner(Runner):
 
     async def start(self) -> None:
         self._top_up()
+        if self.max_idle > self.warm_processes:
+            self._reaper = asyncio.create_task(self._reap_idle())
+
+    async def _reap_idle(self) -> None:
+        """Retire children idle longer than ``idle_timeout``, down to the warm floor."""
+        while True:
+            await asyncio.sleep(max(min(self.idle_timeout / 4, 5.0), 0.05))
+            expired = time.monotonic() - self.idle_timeout
+            while len(self._pool) > self.warm_processes and self._pool[0][1] <= expired:
+                child, _ = self._pool.popleft()
+                self._runs.pop(child.pid, None)
+                self._retire_later(child)
 
     def _top_up(self) -> None:
         """Keep ``warm_processes`` children idle or booting, counting those coming back."""
-        missing = self.warm_processes - self._pool.qsize() - len(self._refills) - self._returning
+        missing = self.warm_processes - len(self._pool) - len(self._refills) - self._returning
         for _ in range(max(missing, 0)):
             self._schedule_refill()
 
@@ -123,8 +146,8 @@ class SubprocessRunner(Runner):
 
     async def _take(self, job: Job, limits: Limits) -> Child:
         child = None
-        while child is None and not self._pool.empty():
-            candidate = self._pool.get_nowait()
+        while child is None and self._pool:
+            candidate, _ = self._pool.pop()
             if candidate.returncode is None:
                 child = candidate
         if self._will_return(limits):
@@ -138,14 +161,17 @@ class SubprocessRunner(Runner):
     def _give_back(self, child: Child) -> None:
         """A child that reported CHILD_IDLE: back to the pool, or retired once it has served enough."""
         runs = self._runs.get(child.pid, 0) + 1
-        if runs >= self.max_executions_per_child or self._pool.qsize() >= self.max_idle:
+        if runs >= self.max_executions_per_child or len(self._pool) >= self.max_idle:
             self._runs.pop(child.pid, None)
-            task = asyncio.create_task(self._retire(child))
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
+            self._retire_later(child)
             return
         self._runs[child.pid] = runs
-        self._pool.put_nowait(child)
+        self._pool.append((child, time.monotonic()))
+
+    def _retire_later(self, child: Child) -> None:
+        task = asyncio.create_task(self._retire(child))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None) -> None:
         limits = self.plan(job)
@@ -203,7 +229,7 @@ class SubprocessRunner(Runner):
             self.limits.release(limits)
             if cgroup is not None:
                 CgroupMemory.remove(cgroup)
-            if child is not None or not self._pool.qsize():
+            if child is not None or not self._pool:
                 self._top_up()
 
     @staticmethod
@@ -260,10 +286,12 @@ class SubprocessRunner(Runner):
             kill.cancel()
 
     async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
         for task in list(self._refills):
             task.cancel()
-        while not self._pool.empty():
-            child = self._pool.get_nowait()
+        while self._pool:
+            child, _ = self._pool.pop()
             with contextlib.suppress(ProcessLookupError):
                 child.process.kill()
             await child.process.wait()

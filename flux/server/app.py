@@ -21,7 +21,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import executions, explain, fleet, log_routes, workflows
+from flux.server import executions, explain, fleet, log_routes, payloads, retention, workflows
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
@@ -35,6 +35,8 @@ from flux.server.notify import Notifier
 from flux.server.registry import CLAIM_RECHECK, FleetRegistry, Member
 from flux.server.shedding import LoadShedding
 from flux.server.schemas import (
+    PruneReply,
+    PruneRequest,
     Checkpoint,
     CheckpointReply,
     ClaimReply,
@@ -109,6 +111,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         )
         shedding.watch(state.db, state.metrics)
         loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run())]
+        if settings.retention:
+            loops.append(asyncio.create_task(retention.keep(state.db, settings.retention)))
         try:
             yield
         finally:
@@ -187,22 +191,44 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=READ_ONE)
     async def run_workflow(name: str, body: RunRequest, request: Request):
+        payloads.check_input(body.input, settings.max_payload_size)
         execution = await db(request).run(lambda s: executions.submit(s, name, body, policy))
         request.app.state.dispatcher.kick()
         return execution
 
     # --- executions --------------------------------------------------------------------
 
-    @app.get("/executions", response_model=list[ExecutionInfo], dependencies=CLIENT, responses=READ)
+    @app.get("/executions", response_model=list[ExecutionInfo], response_model_exclude_unset=True,
+             dependencies=CLIENT, responses=READ)
     async def list_executions(
         request: Request,
+        response: Response,
         state: str | None = None,
         workflow: str | None = None,
+        worker: str | None = Query(default=None, description="Only executions placed on this worker"),
+        since: float | None = Query(default=None, description="Submitted at or after this time (Unix seconds)"),
+        until: float | None = Query(default=None, description="Submitted before this time (Unix seconds)"),
         limit: int = Query(default=50, ge=1, le=1000),
+        after: str | None = Query(default=None, max_length=200, description="The X-Next-Cursor of the previous page"),
+        include: str | None = Query(default=None, max_length=64, description="input,output: payloads to carry (left out by default)"),
         id_prefix: str | None = Query(default=None, min_length=1, max_length=32, pattern="^[0-9a-fA-F]+$",
                                       description="Executions whose id starts with this (unique-prefix lookup)"),
     ):
-        return await db(request).read(lambda s: executions.list_executions(s, state, workflow, limit, id_prefix))
+        """Newest first, a page at a time: the next page's cursor is in the ``X-Next-Cursor``
+        header (and a ``Link: rel="next"``), absent on the last page (docs/history.md)."""
+        where = executions.ExecutionFilter(state, workflow, worker, id_prefix, since, until)
+        wanted = executions.parse_include(include)
+        page = await db(request).read(lambda s: executions.page(s, where, limit, after, wanted))
+        if page.next_cursor:
+            response.headers["X-Next-Cursor"] = page.next_cursor
+            response.headers["Link"] = f'<{request.url.include_query_params(after=page.next_cursor)}>; rel="next"'
+        return page.items
+
+    @app.post("/executions/prune", response_model=PruneReply, dependencies=CLIENT, responses=CHANGE)
+    async def prune_executions(body: PruneRequest, request: Request):
+        """Delete executions that finished more than ``older_than`` seconds ago, with their
+        events and log lines, in batches that let other work in (docs/history.md)."""
+        return PruneReply(deleted=await retention.prune(db(request), body.older_than))
 
     @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_execution(
@@ -213,12 +239,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
         deadline = time.monotonic() + wait
         notifier = request.app.state.notifier
         with notifier.subscribe(f"execution:{execution_id}") as woken:
-            while True:
+            while True:  # a waiter reads the state alone on each change; the row once, at the end
                 woken.clear()
-                execution = await db(request).read(lambda s: executions.get(s, execution_id))
+                state = await db(request).read(lambda s: executions.state_of(s, execution_id))
                 remaining = deadline - time.monotonic()
-                if ExecutionState(execution.state).is_terminal or remaining <= 0 or notifier.stopped:
-                    return execution
+                if ExecutionState(state).is_terminal or remaining <= 0 or notifier.stopped:
+                    return await db(request).read(lambda s: executions.get(s, execution_id))
                 await notifier.wait(woken, min(remaining, WAIT_RECHECK))
 
     @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
@@ -345,6 +371,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
                 if registry.claim_should_check(member, now):
                     member.work_hint, member.last_claim_check = False, now
                     claimed, cancel, held = await db(request).run(lambda s: executions.deliver(s, name))
+                    for job in claimed:
+                        job.max_payload_size = settings.max_payload_size
                     member.held = fleet.held_map(held)
                     if claimed or cancel:
                         return ClaimReply(executions=claimed, cancel=cancel)

@@ -47,6 +47,11 @@ class Conflict(FluxError):
     code = "conflict"
 
 
+class TooLarge(FluxError):
+    status_code = 413
+    code = "payload_too_large"
+
+
 #: Machine codes of answers that do not come from a FluxError.
 CODES = {
     400: "bad_request",
@@ -65,7 +70,7 @@ DESCRIPTIONS = {
     403: "The token is valid but not for this resource",
     404: "No such resource",
     409: "The resource's state forbids this (stale attempt, already finished)",
-    413: "Request body larger than the server's max_body_size",
+    413: "Request body larger than the server's max_body_size, or an input over its max_payload_size",
     422: "Malformed request: invalid field, nesting too deep, integer out of range, NUL character",
 }
 

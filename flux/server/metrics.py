@@ -1,6 +1,7 @@
 """Prometheus metrics at ``GET /metrics``.
 
-Fleet and queue gauges are read from the database at scrape time (the scrape's own
+Fleet and queue gauges are read from the database at scrape time (finished executions
+from the ``execution_counts`` rows that triggers keep, active ones from an index range) (the scrape's own
 queries are not counted in ``flux_db_statements_total``); worker liveness comes
 from this replica's registry. Claim latency, dispatch counts, heartbeats, status
 writes, evictions, shed requests and the server's own lag are observed by this
@@ -21,12 +22,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import ExecutionState
-from flux.server.models import ExecutionModel, WorkerModel
+from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 from flux.server import fleet
 from flux.server.database import StatementCounter
 from flux.server.registry import OFFLINE, ONLINE, STALE
 
 WORKER_STATES = (ONLINE, STALE, OFFLINE, fleet.DRAINING, fleet.DRAINED)
+ACTIVE_STATES = [state.value for state in ExecutionState if not state.is_terminal]
 
 
 class _Statements:
@@ -84,7 +86,14 @@ class ServerMetrics:
             fleet.display_state(fleet.live_state(row.state, liveness(row.name)), row.draining, counts.get(row.name, 0))
             for row in rows
         )
-        executions = dict(session.execute(select(ExecutionModel.state, func.count()).group_by(ExecutionModel.state)).all())
+        # finished ones from the trigger-kept counts, the rest from the state index: a
+        # scrape costs what the queue holds, not what the history does (docs/history.md)
+        executions = dict(session.execute(select(ExecutionCountModel.state, ExecutionCountModel.count)).all())
+        executions.update(
+            session.execute(
+                select(ExecutionModel.state, func.count()).where(ExecutionModel.state.in_(ACTIVE_STATES)).group_by(ExecutionModel.state)
+            ).all()
+        )
         oldest = session.scalar(
             select(func.min(ExecutionModel.scheduled_at)).where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
         )

@@ -103,6 +103,14 @@ class RunRequest(Strict):
     version: int | None = Field(default=None, ge=1)
 
 
+class PruneRequest(Strict):
+    older_than: float = Field(gt=0, le=1e12, description="Seconds: executions that finished longer ago than this are deleted")
+
+
+class PruneReply(BaseModel):
+    deleted: int = Field(description="Executions deleted, with their events and log lines")
+
+
 # --- executions ------------------------------------------------------------------------
 
 
@@ -129,8 +137,8 @@ class ExecutionInfo(BaseModel):
     workflow_name: str
     workflow_version: int
     state: str
-    input: Any
-    output: Any
+    input: Any = Field(default=None, description="Absent from list items unless asked for (?include=input)")
+    output: Any = Field(default=None, description="Absent from list items unless asked for (?include=output)")
     error: str | None
     worker_name: str | None
     attempt: int = Field(description="The current attempt (0 before the first claim); also its fencing token")
@@ -300,6 +308,7 @@ class ClaimedExecution(BaseModel):
     requests: RequestsJSON | None = None
     gpus: list[int] | None = Field(default=None, description="GPU indexes allotted to this execution")
     traceparent: str | None = Field(default=None, description="W3C trace context of this attempt's spans (tracing on)")
+    max_payload_size: int | None = Field(default=None, description="A task result or the output larger than this (JSON bytes) fails")
 
 
 class ClaimReply(BaseModel):

@@ -18,6 +18,13 @@ from flux.domain.attempts import DEFAULT_MAX_ATTEMPTS, AttemptPolicy
 
 DEFAULT_MAX_BODY_SIZE = 64 * 1024**2
 DEFAULT_MAX_JSON_DEPTH = 64
+#: The largest input or output (task result, workflow output), JSON-encoded.
+DEFAULT_MAX_PAYLOAD_SIZE = 32 * 1024**2
+#: The largest ``max_payload_size`` a server accepts: under the runners' framing
+#: limit (``flux.runners.pipes.MAX_EVENT_BYTES``, 1 GiB) with room for an event's JSON.
+MAX_PAYLOAD_SIZE_CEILING = 512 * 1024**2
+#: What a request carries besides its one payload (the rest of a checkpoint batch).
+BODY_HEADROOM = 1024**2
 
 #: Where ``--processes N`` hands the settings to each server process.
 SETTINGS_ENV = "FLUX_SERVER_SETTINGS_JSON"
@@ -47,6 +54,12 @@ class ServerSettings:
     api_token_file: Path | None = None
     #: Largest request body in bytes (413 above it); 0 turns the limit off.
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    #: Largest input or output in bytes, JSON-encoded (submit: 413; a task result or
+    #: workflow output over it fails that task or workflow, naming the limit).
+    max_payload_size: int = DEFAULT_MAX_PAYLOAD_SIZE
+    #: Seconds after which finished executions are deleted with their events and logs;
+    #: None keeps them (``flux.server.retention``).
+    retention: float | None = None
     #: Deepest nesting of a JSON body (422 deeper).
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     #: Seconds between flushes of worker leases (liveness) to the database. None: 10 s
@@ -60,6 +73,13 @@ class ServerSettings:
     migrated: bool = False
 
     def __post_init__(self) -> None:
+        if not 0 < self.max_payload_size <= MAX_PAYLOAD_SIZE_CEILING:
+            raise ValueError(f"max_payload_size must be more than 0 and at most {MAX_PAYLOAD_SIZE_CEILING} bytes (512Mi)")
+        if self.max_body_size and self.max_payload_size + BODY_HEADROOM > self.max_body_size:
+            raise ValueError(
+                f"max_payload_size ({self.max_payload_size} bytes) needs a max_body_size of at least "
+                f"{self.max_payload_size + BODY_HEADROOM} bytes (now {self.max_body_size}): a payload travels in one request"
+            )
         self.home = Path(self.home)
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'flux.db'}"

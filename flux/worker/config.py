@@ -51,6 +51,10 @@ class WorkerConfig:
     #: Capture what executions print and log and ship it to the server (docs/logs.md);
     #: off: the children's output goes to this worker's stderr, as before.
     capture_output: bool = True
+    #: Subprocess children kept warm whatever the demand (a burst grows the pool up to
+    #: the slots; children idle past ``child_idle_timeout`` exit: docs/footprint.md).
+    warm_children: int = 1
+    child_idle_timeout: float = 60.0
     #: Folder for this worker's identity (its session token, the lock on its name);
     #: None keeps the token in memory only (``flux.worker_identity``).
     home: str | None = None
@@ -66,11 +70,10 @@ def build_runner(config: WorkerConfig) -> Runner:
             config.docker_image, config.docker_memory, config.docker_cpus, config.docker_args, config.enforce_requests
         )
     policy = LimitPolicy(subprocess_memory_limit=config.subprocess_memory_limit, enforce_requests=config.enforce_requests)
-    # At least two warm children even for one slot: the refill after a hand-over
-    # (a Python start, ~100 ms) then never sits on the next execution's path.
     return SubprocessRunner(
-        warm_processes=min(max(config.max_concurrent_executions, 2), 4),
+        warm_processes=min(config.warm_children, config.max_concurrent_executions),
         limits=policy,
         max_executions_per_child=config.max_executions_per_child,
         max_idle=config.max_concurrent_executions,
+        idle_timeout=config.child_idle_timeout,
     )

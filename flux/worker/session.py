@@ -16,6 +16,8 @@ from typing import Any, Awaitable, Callable
 
 import httpx
 
+from flux.client import tls_verify
+
 from flux.worker.config import WorkerConfig
 from flux.worker_identity import NameTaken, WorkerIdentity
 
@@ -86,7 +88,9 @@ class ServerSession:
     def open(self) -> None:
         # Idle connections are dropped before the server's keep-alive (75 s) would drop
         # them, so a heartbeat never goes out on a connection the server is closing.
-        self.http = httpx.AsyncClient(base_url=self.urls[0], limits=httpx.Limits(keepalive_expiry=30.0))
+        self.http = httpx.AsyncClient(
+            base_url=self.urls[0], limits=httpx.Limits(keepalive_expiry=30.0), verify=tls_verify(*self.urls)
+        )
 
     async def close(self) -> None:
         if self.http is not None:

@@ -15,9 +15,10 @@ from flux.server.executions.lifecycle import (
     finished_event,
     submit,
 )
-from flux.server.executions.reads import events, get, get_row, held_by, info, job_for, list_executions
+from flux.server.executions.history import ExecutionFilter, Page, page, parse_include
+from flux.server.executions.reads import events, get, get_row, held_by, info, job_for, state_of
 
 __all__ = [
-    "INSERT_EXECUTION", "cancel", "checkpoint", "claim", "deliver", "end_attempt", "events", "expire_pending", "fenced_row",
-    "finish", "finished_event", "get", "get_row", "held_by", "info", "job_for", "list_executions", "submit",
+    "INSERT_EXECUTION", "ExecutionFilter", "Page", "cancel", "checkpoint", "claim", "deliver", "end_attempt", "events", "expire_pending", "fenced_row",
+    "finish", "finished_event", "get", "get_row", "held_by", "info", "job_for", "page", "parse_include", "state_of", "submit",
 ]

@@ -30,6 +30,7 @@ from flux.server.models import ExecutionModel
 from flux.server import workflows
 from flux.server.eventlog import INSERT_EVENT, append_event, append_events, event_rows
 from flux.server.errors import Conflict, Invalid, NotFound
+from flux.server import payloads
 from flux.server.executions.reads import get_row, held_by, info, job_for
 from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo, RunRequest
 
@@ -78,7 +79,7 @@ def _submit(session: Session, execution_id: str, name: str, run: RunRequest, pol
     session.execute(
         INSERT_EVENT,
         dict(execution_id=row["id"], seq=1, type=EventType.WORKFLOW_SCHEDULED.value, name=workflow.name,
-             task_id=None, value={"input": run.input}, time=now, worker_name=None),
+             task_id=None, value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value], time=now, worker_name=None),
     )
     fresh = dict.fromkeys(("output", "error", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
     return info(SimpleNamespace(**row, **fresh))
@@ -175,7 +176,8 @@ def checkpoint(
         new_state = STATE_AFTER.get(type_)
         if new_state is not None and new_state is not S.RUNNING:
             logged.append(finished_event(execution, f"workflow {new_state.value.lower()}", event.time))
-        logged.append(dict(type=type_, name=event.name, task_id=event.task_id, value=event.value, time=event.time, worker_name=worker_name))
+        value = payloads.STORED.get(type_.value, event.value) if type_ is EventType.WORKFLOW_COMPLETED else event.value
+        logged.append(dict(type=type_, name=event.name, task_id=event.task_id, value=value, time=event.time, worker_name=worker_name))
         if new_state is S.RUNNING:
             execution.started_at = execution.started_at or event.time
             if execution.state == S.CLAIMED.value:

@@ -3,14 +3,14 @@ worker is sent for an attempt. No state changes here (``lifecycle`` makes them).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from flux.domain.events import HOLDING_STATES, EventType
 from flux.server.models import ExecutionEventModel, ExecutionModel
-from flux.server import workflows
+from flux.server import payloads, workflows
 from flux.server.errors import NotFound
 from flux.server.schemas import ClaimedExecution, EventOut, ExecutionInfo
 
@@ -22,34 +22,31 @@ def get_row(session: Session, execution_id: str) -> ExecutionModel:
     return row
 
 
+def state_of(session: Session, execution_id: str) -> str:
+    """The state alone: what a waiting client re-reads on each change (not the payloads)."""
+    state = session.scalar(select(ExecutionModel.state).where(ExecutionModel.id == execution_id))
+    if state is None:
+        raise NotFound(f"execution {execution_id!r} not found")
+    return state
+
+
 def get(session: Session, execution_id: str) -> ExecutionInfo:
     return info(get_row(session, execution_id))
 
 
-def list_executions(
-    session: Session, state: str | None, workflow: str | None, limit: int, id_prefix: str | None = None
-) -> list[ExecutionInfo]:
-    """Newest first; ``id_prefix`` finds the executions whose id starts with it (what
-    the CLI resolves a typed prefix with, like ``git`` and ``docker`` do)."""
-    query = select(ExecutionModel).order_by(ExecutionModel.scheduled_at.desc()).limit(limit)
-    if id_prefix:
-        query = query.where(ExecutionModel.id.startswith(id_prefix.lower(), autoescape=True))
-    if state:
-        query = query.where(ExecutionModel.state == state.upper())
-    if workflow:
-        query = query.where(ExecutionModel.workflow_name == workflow)
-    return [info(row) for row in session.scalars(query)]
-
-
 def events(session: Session, execution_id: str, after: int = 0) -> list[EventOut]:
-    get_row(session, execution_id)
+    # the payloads load only if a page holds an event that refers to them
+    execution = session.get(ExecutionModel, execution_id, options=[defer(ExecutionModel.input), defer(ExecutionModel.output)])
+    if execution is None:
+        raise NotFound(f"execution {execution_id!r} not found")
     rows = session.scalars(
         select(ExecutionEventModel)
         .where(ExecutionEventModel.execution_id == execution_id, ExecutionEventModel.seq > after)
         .order_by(ExecutionEventModel.seq)
     )
     return [
-        EventOut(seq=r.seq, type=r.type, name=r.name, task_id=r.task_id, value=r.value, time=r.time, worker_name=r.worker_name)
+        EventOut(seq=r.seq, type=r.type, name=r.name, task_id=r.task_id, value=payloads.resolve(r.type, r.value, execution),
+                 time=r.time, worker_name=r.worker_name)
         for r in rows
     ]
 
@@ -95,14 +92,16 @@ def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
     return {task_id: value for task_id, value in rows}
 
 
-def info(row: ExecutionModel) -> ExecutionInfo:
+def info(row: ExecutionModel, include: Collection[str] = ("input", "output")) -> ExecutionInfo:
+    """The API's view of a row; ``input``/``output`` only when in ``include`` (a list
+    leaves them out: they are unset, and absent from the JSON)."""
+    payloads = {name: getattr(row, name) for name in ("input", "output") if name in include}
     return ExecutionInfo(
         id=row.id,
         workflow_name=row.workflow_name,
         workflow_version=row.workflow_version,
         state=row.state,
-        input=row.input,
-        output=row.output,
+        **payloads,
         error=row.error,
         worker_name=row.worker_name,
         attempt=row.attempt,

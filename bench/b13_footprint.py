@@ -1,0 +1,121 @@
+"""B13 worker footprint (tracker issue 18's "B9 worker footprint"): memory of an idle
+worker with its children, after a burst, after the idle timeout; start-up to ONLINE.
+
+    python -m bench.b13_footprint              # 20 slots, default idle timeout (60 s), 50 workers started at once
+    python -m bench.b13_footprint --quick      # idle timeout 2 s, 10 workers
+
+Memory is PSS (proportional set size: shared pages split among the processes that
+map them), summed over the worker and its children, read from /proc by psutil; RSS
+summed is printed beside it. Each figure is the median of five readings 0.2 s apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from bench.common import BenchCluster, Figure, print_figures, write_workflow
+from flux.client import FluxClient
+
+SOURCE = """
+    import time
+    from flux import task, workflow
+
+    @task
+    def hold(seconds):
+        time.sleep(seconds)
+        return seconds
+
+    @workflow
+    async def busy(ctx):
+        return await hold(ctx.input)
+"""
+
+
+def memory(pid: int) -> tuple[float, float, int]:
+    """PSS and RSS (MiB) of a process and its descendants, and how many children."""
+    readings = []
+    for _ in range(5):
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+        pss = rss = 0
+        for process in tree:
+            try:
+                info = process.memory_full_info()
+            except psutil.Error:
+                continue
+            pss += info.pss
+            rss += info.rss
+        readings.append((pss / 2**20, rss / 2**20, len(tree) - 1))
+        time.sleep(0.2)
+    return (statistics.median(r[0] for r in readings), statistics.median(r[1] for r in readings), readings[-1][2])
+
+
+def footprint(slots: int, idle_timeout: float) -> dict[str, tuple[float, float, int]]:
+    with tempfile.TemporaryDirectory(prefix="flux-b13-") as home, BenchCluster(Path(home)) as cluster:
+        cluster.start_server()
+        worker = cluster.start_worker("w1", max_concurrent_executions=slots, heartbeat_interval=5.0,
+                                      extra_args=("--child-idle-timeout", str(idle_timeout)))
+        time.sleep(3)
+        seen = {"idle": memory(worker.pid)}
+        with FluxClient(cluster.server_url) as client:
+            client.register_file(write_workflow(Path(home), SOURCE, "busy"))
+            burst = [client.run("busy", 2.0)["id"] for _ in range(slots)]
+            for execution_id in burst:
+                if client.wait(execution_id, 120)["state"] != "COMPLETED":
+                    raise RuntimeError(f"{execution_id} did not complete")
+        seen["after_burst"] = memory(worker.pid)
+        time.sleep(idle_timeout + 10)
+        seen["after_idle_timeout"] = memory(worker.pid)
+    return seen
+
+
+def start_up(count: int) -> tuple[list[float], float]:
+    """Seconds from starting each of ``count`` worker processes at once to ONLINE."""
+    with tempfile.TemporaryDirectory(prefix="flux-b13-fleet-") as home, BenchCluster(Path(home)) as cluster:
+        cluster.start_server()
+        began = time.monotonic()
+        for n in range(count):
+            cluster.start_worker(f"w{n:03d}", heartbeat_interval=5.0, wait=False)
+        online: dict[str, float] = {}
+        deadline = began + 120
+        while len(online) < count and time.monotonic() < deadline:
+            for worker in httpx.get(f"{cluster.server_url}/workers", timeout=10).json():
+                if worker["state"] == "ONLINE":
+                    online.setdefault(worker["name"], time.monotonic() - began)
+            time.sleep(0.05)
+        return sorted(online.values()), time.monotonic() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a 2 s idle timeout, 10 workers at once")
+    parser.add_argument("--slots", type=int, default=20, help="the worker's slots, all filled by the burst [20]")
+    parser.add_argument("--idle-timeout", type=float, default=None, help="--child-idle-timeout [60; 2 with --quick]")
+    parser.add_argument("--workers", type=int, default=None, help="workers started at once [50; 10 with --quick]")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+    idle_timeout = args.idle_timeout if args.idle_timeout is not None else (2.0 if args.quick else 60.0)
+    count = args.workers or (10 if args.quick else 50)
+    figures = []
+    for phase, (pss, rss, children) in footprint(args.slots, idle_timeout).items():
+        figures.append(Figure.of(f"B13.{phase}.pss_mib", [pss], "MiB", note=f"worker + {children} children",
+                                 aim="<= 50", check=lambda m, p: m <= 50))
+        figures.append(Figure.of(f"B13.{phase}.rss_mib", [rss], "MiB", note="summed RSS"))
+    online, total = start_up(count)
+    if len(online) < count:
+        raise SystemExit(f"only {len(online)} of {count} workers came online in 120 s")
+    figures.append(Figure.of(f"B13.start_up.{count}_workers.online_s", online, "s", with_p99=True))
+    figures.append(Figure.of(f"B13.start_up.{count}_workers.all_online_s", [online[-1]], "s", aim="<= 5",
+                             check=lambda m, p: m <= 5))
+    print_figures(figures, args.json)
+
+
+if __name__ == "__main__":
+    main()

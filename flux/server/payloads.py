@@ -1,0 +1,36 @@
+"""Payloads on the server: the input's size at submission, and each payload stored once.
+
+The execution row holds the input and the output; the log's WORKFLOW_SCHEDULED and
+WORKFLOW_COMPLETED events hold a reference to them (``flux.domain.payloads``) that
+``resolve`` turns back into the value when the log is read, so the API shows the same
+events as before while the database keeps one copy (docs/history.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flux.domain.events import EventType
+from flux.domain.payloads import INPUT_REF, OUTPUT_REF, PayloadTooLarge, check_size, encoded
+from flux.server.errors import Invalid, TooLarge
+
+
+def check_input(value: Any, limit: int) -> None:
+    """413 for an input over the payload limit, before anything is stored."""
+    try:
+        check_size(encoded(value), limit, "the input")
+    except PayloadTooLarge as exc:
+        raise TooLarge(str(exc)) from None
+    except (TypeError, ValueError) as exc:  # pragma: no cover - the body was JSON already
+        raise Invalid(f"input: {exc}") from None
+
+
+#: The value an event of this type stores instead of the payload the row holds.
+STORED = {EventType.WORKFLOW_SCHEDULED.value: {"input": INPUT_REF}, EventType.WORKFLOW_COMPLETED.value: OUTPUT_REF}
+
+
+def resolve(event_type: str, value: Any, execution: Any) -> Any:
+    """The value to show for a stored event value: references become the payloads."""
+    if value == STORED.get(event_type):
+        return {"input": execution.input} if event_type == EventType.WORKFLOW_SCHEDULED.value else execution.output
+    return value
