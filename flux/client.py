@@ -185,7 +185,8 @@ class FluxClient:
         return self._request("POST", "/workflows", json=read_workflow_file(path))
 
     def list_workflows(self) -> list[dict]:
-        return self._request("GET", "/workflows")
+        """The newest version of every workflow (all pages)."""
+        return list(self._pages("/workflows", {}))
 
     def show_workflow(self, name: str, version: int | None = None) -> dict:
         params = {"version": version} if version else None
@@ -376,9 +377,15 @@ class FluxClient:
     def iter_executions(self, state: str | None = None, workflow: str | None = None, *, worker: str | None = None,
                         include: Iterable[str] = (), page_size: int = 1000, after: str | None = None) -> Iterator[dict]:
         """Every matching execution, newest first, a page at a time (``flux execution list --all``)."""
+        params = {"state": state, "workflow": workflow, "worker": worker, "include": ",".join(include), "limit": page_size}
+        return self._pages("/executions", params, after)
+
+    def _pages(self, path: str, params: dict[str, Any], after: str | None = None) -> Iterator[dict]:
+        """The items of a list endpoint, following ``X-Next-Cursor`` to the last page."""
         while True:
-            items, after = self.list_executions_page(state, workflow, page_size, worker=worker, after=after, include=include)
-            yield from items
+            response = self._response("GET", path, params=_set({**params, "after": after}))
+            yield from response.json()
+            after = response.headers.get("X-Next-Cursor")
             if after is None:
                 return
 
@@ -391,7 +398,8 @@ class FluxClient:
 
     # workers
     def list_workers(self) -> list[dict]:
-        return self._request("GET", "/workers")
+        """Every registered worker (all pages)."""
+        return list(self._pages("/workers", {}))
 
     def show_worker(self, name: str) -> dict:
         return self._request("GET", f"/workers/{_seg(name)}")

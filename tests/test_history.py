@@ -73,6 +73,15 @@ def test_pages_cover_the_history_once_without_payloads_unless_asked(make_cluster
             refused = httpx.get(f"{cluster.server_url}/executions", params=bad)
             assert refused.status_code == 422 and refused.json()["code"] == "invalid", refused.text
 
+        for n in range(3):
+            client.register_file(workflow_file(WORKFLOWS.replace("def echo", f"def echo{n}"), f"more{n}.py"))
+        names = [w["name"] for w in client.list_workflows()]
+        assert names == ["big", "echo", "echo0", "echo1", "echo2"]
+        first = httpx.get(f"{cluster.server_url}/workflows", params={"limit": 2})
+        rest = httpx.get(f"{cluster.server_url}/workflows", params={"limit": 100, "after": first.headers["X-Next-Cursor"]})
+        assert [w["name"] for w in first.json() + rest.json()] == names and "X-Next-Cursor" not in rest.headers
+        assert httpx.get(f"{cluster.server_url}/workers", params={"limit": 1}).json() == []
+
     listed = _flux(cluster, "execution", "list", "--all", "--format", "json")
     assert listed.returncode == 0, listed.stderr
     assert len(listed.stdout.splitlines()) == 25

@@ -21,7 +21,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import executions, explain, fleet, log_routes, payloads, retention, workflows
+from flux.server import executions, explain, fleet, log_routes, paging, payloads, retention, workflows
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
@@ -64,6 +64,9 @@ WORKER = responses(401, 403, 404, 409, 413, 422)
 log = logging.getLogger("flux.server")
 #: A client waiting for an execution re-reads it at least this often (safety net).
 WAIT_RECHECK = 30.0
+#: Lists ordered by name (workers, workflows): a page, and the name to start after.
+PAGE_LIMIT = Query(default=1000, ge=1, le=5000, description="Items in the page")
+AFTER_NAME = Query(default=None, max_length=255, description="The X-Next-Cursor of the previous page")
 #: The GIL hand-over interval of a server process. Database work runs on threads
 #: beside the event loop; with CPython's default 5 ms, a loop kept busy by a thousand
 #: workers' heartbeats made each transaction wait up to 5 ms for the GIL (B7 at 1,000
@@ -182,8 +185,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return registered
 
     @app.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ)
-    async def list_workflows(request: Request):
-        return await db(request).read(workflows.list_latest)
+    async def list_workflows(request: Request, response: Response, limit: int = PAGE_LIMIT, after: str | None = AFTER_NAME):
+        """The newest version of each workflow, by name, a page at a time (``X-Next-Cursor``)."""
+        rows = await db(request).read(lambda s: workflows.list_latest(s, limit + 1, after))
+        page, cursor = paging.split(rows, limit, lambda row: row.name)
+        paging.announce(request, response, cursor)
+        return page
 
     @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1, le=INT64_MAX)):
@@ -219,9 +226,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         where = executions.ExecutionFilter(state, workflow, worker, id_prefix, since, until)
         wanted = executions.parse_include(include)
         page = await db(request).read(lambda s: executions.page(s, where, limit, after, wanted))
-        if page.next_cursor:
-            response.headers["X-Next-Cursor"] = page.next_cursor
-            response.headers["Link"] = f'<{request.url.include_query_params(after=page.next_cursor)}>; rel="next"'
+        paging.announce(request, response, page.next_cursor)
         return page.items
 
     @app.post("/executions/prune", response_model=PruneReply, dependencies=CLIENT, responses=CHANGE)
@@ -415,9 +420,13 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return await set_draining(request, name, False)
 
     @app.get("/workers", response_model=list[WorkerInfo], dependencies=CLIENT, responses=READ)
-    async def list_workers(request: Request):
+    async def list_workers(request: Request, response: Response, limit: int = PAGE_LIMIT, after: str | None = AFTER_NAME):
+        """Workers by name, a page at a time (``X-Next-Cursor``)."""
         liveness = liveness_of(request)
-        return await db(request).read(lambda s: fleet.list_workers(s, liveness))
+        rows = await db(request).read(lambda s: fleet.list_workers(s, liveness, limit + 1, after))
+        page, cursor = paging.split(rows, limit, lambda row: row.name)
+        paging.announce(request, response, cursor)
+        return page
 
     @app.get("/workers/{name}", response_model=WorkerInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_worker(name: str, request: Request):

@@ -352,12 +352,16 @@ def running_counts(session: Session) -> dict[str, int]:
     return {name: count for name, count in rows}
 
 
-def list_workers(session: Session, liveness: Callable[[str], tuple[str, float, bool] | None]) -> list[WorkerInfo]:
+def list_workers(
+    session: Session, liveness: Callable[[str], tuple[str, float, bool] | None], limit: int | None = None, after: str | None = None
+) -> list[WorkerInfo]:
+    """By name; ``limit`` of them after the name ``after``."""
     counts = running_counts(session)
+    query = select(WorkerModel).order_by(WorkerModel.name).limit(limit)
+    if after is not None:
+        query = query.where(WorkerModel.name > after)
     workers = session.scalars(
-        select(WorkerModel)
-        .order_by(WorkerModel.name)
-        .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus), selectinload(WorkerModel.runtime))
+        query.options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus), selectinload(WorkerModel.runtime))
     )
     return [info(w, counts.get(w.name, 0), liveness(w.name)) for w in workers]
 

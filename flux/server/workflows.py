@@ -178,12 +178,12 @@ def _not_found(name: str, version: int | None) -> NotFound:
     return NotFound(f"workflow {name!r}{suffix} is not registered")
 
 
-def list_latest(session: Session) -> list[WorkflowInfo]:
-    newest = (
-        select(WorkflowModel.name, func.max(WorkflowModel.version).label("version"))
-        .group_by(WorkflowModel.name)
-        .subquery()
-    )
+def list_latest(session: Session, limit: int | None = None, after: str | None = None) -> list[WorkflowInfo]:
+    """The newest version of each workflow, by name; ``limit`` of them after the name ``after``."""
+    newest = select(WorkflowModel.name, func.max(WorkflowModel.version).label("version")).group_by(WorkflowModel.name)
+    if after is not None:
+        newest = newest.where(WorkflowModel.name > after)
+    newest = newest.order_by(WorkflowModel.name).limit(limit).subquery()
     rows = session.scalars(
         select(WorkflowModel)
         .join(newest, (WorkflowModel.name == newest.c.name) & (WorkflowModel.version == newest.c.version))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session, defer
 
+from flux.server import paging
 from flux.server.errors import Invalid
 from flux.server.executions.reads import info
 from flux.server.models import ExecutionModel
@@ -101,7 +102,5 @@ def page(
 ) -> Page:
     """One page of executions, newest first, and the cursor of the next."""
     rows = list(session.scalars(list_query(where, limit + 1, after, include)))  # one more: is there a next page?
-    more = len(rows) > limit
-    rows = rows[:limit]
-    last = rows[-1] if more else None
-    return Page([info(row, include) for row in rows], encode_cursor(last.scheduled_at, last.id) if last is not None else None)
+    rows, cursor = paging.split(rows, limit, lambda row: encode_cursor(row.scheduled_at, row.id))
+    return Page([info(row, include) for row in rows], cursor)
