@@ -42,7 +42,7 @@ class EngineUnreachable(Exception):
     """The docker runner was chosen but no Docker engine answers."""
 
     def __init__(self, problem: str):
-        super().__init__(f"{problem}; {ENGINE_HINT}")
+        super().__init__(f"{problem} ({ENGINE_HINT})")
 
 
 def engine_problem(docker: str = "docker", timeout: float = ENGINE_CHECK_TIMEOUT) -> str | None:
