@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from flux.local import free_port
-from test_cgroups import v2_tree
+from cgroup_trees import v2_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBERNETES = ROOT / "deploy" / "kubernetes"
