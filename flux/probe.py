@@ -15,12 +15,17 @@ GPU detection (NVIDIA only):
 Non-NVIDIA accelerators (ROCm, Intel, Apple Silicon, TPUs) are never detected;
 advertise them with labels (``--label accelerator=rocm``) and route by affinity.
 
-CPU model: ``cpu_total`` is the host's logical CPU count. ``cpu_available`` is
-the number of logical CPUs this worker may schedule on -- its affinity mask
-(``os.sched_getaffinity``), which honours cgroup cpusets, ``taskset`` and
-similar pinning -- so ``cpu=4`` matches a worker pinned to at least 4 cores.
-It is not reduced by load, and a cgroup CPU *quota* (``cpu.max``) is not
-reflected. Live utilisation is published separately as ``cpu_percent``.
+CPU model: ``cpu_total`` is the host's logical CPU count, bounded by the cgroup's CPU
+quota (``flux.cgroups``: a pod's ``limits.cpu``). ``cpu_available`` is the number of
+logical CPUs this worker may schedule on -- its affinity mask
+(``os.sched_getaffinity``), which honours cgroup cpusets, ``taskset`` and similar
+pinning -- bounded by ``cpu_total``, so ``cpu=4`` matches a worker pinned to at
+least 4 cores under a quota of at least 4. It is not reduced by load; live
+utilisation is published separately as ``cpu_percent`` (the host's).
+
+Memory: the host's, bounded by the cgroup's memory limit; available memory is also
+bounded by the limit minus the cgroup's working set. Disk: the filesystem holding
+``disk_path`` (the worker's working directory unless told otherwise).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import Any
 import psutil
 from packaging.utils import canonicalize_name
 
+from flux import cgroups
 from flux.loader import import_object
 
 logger = logging.getLogger("flux.probe")
@@ -225,34 +231,50 @@ def runtime_info() -> dict:
     }
 
 
-def _cpu_counts() -> tuple[float, float]:
-    total = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+def _cpu_counts(limits: cgroups.CgroupLimits | None) -> tuple[float, float]:
+    total = float(psutil.cpu_count(logical=True) or os.cpu_count() or 1)
+    if limits is not None and limits.cpus is not None:
+        total = min(total, limits.cpus)
     try:
-        available = len(os.sched_getaffinity(0))
+        available = float(len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not Linux
         available = total
-    return float(total), float(min(available, total))
+    return total, min(available, total)
+
+
+def _memory(limits: cgroups.CgroupLimits | None) -> tuple[int, int]:
+    vm = psutil.virtual_memory()
+    total, available = int(vm.total), int(vm.available)
+    if limits is not None and limits.memory_limit is not None:
+        total = min(total, limits.memory_limit)
+        if limits.memory_used is not None:
+            available = min(available, max(limits.memory_limit - limits.memory_used, 0))
+    return total, min(available, total)
 
 
 def sample_resources(
-    disk_path: str = "/", gpu_source: str = "auto", *, nvml: Any = None, gputil: Any = None
+    disk_path: str = ".", gpu_source: str = "auto", *, nvml: Any = None, gputil: Any = None,
+    cgroup_root: str | None = None,
 ) -> dict:
-    """One snapshot of this worker's capacity.
+    """One snapshot of this worker's capacity, bounded by its cgroup's limits.
 
     ``cpu_available`` is the count of logical CPUs in this process's affinity
     mask (cgroup cpusets, taskset, pinning), not load-adjusted; live load is
     ``cpu_percent`` (psutil.cpu_percent(interval=None): since the previous
     call, 0.0 on the very first). Memory and disk figures are bytes.
+    ``cgroup_root``: where to read cgroup limits (``flux.cgroups``; None: the
+    ``FLUX_CGROUP_ROOT`` setting).
     """
-    cpu_total, cpu_available = _cpu_counts()
-    vm = psutil.virtual_memory()
+    limits = cgroups.read_limits(cgroup_root)
+    cpu_total, cpu_available = _cpu_counts(limits)
+    memory_total, memory_available = _memory(limits)
     disk = psutil.disk_usage(disk_path)
     return {
         "cpu_total": cpu_total,
         "cpu_available": cpu_available,
         "cpu_percent": float(psutil.cpu_percent(interval=None)),
-        "memory_total": int(vm.total),
-        "memory_available": int(vm.available),
+        "memory_total": memory_total,
+        "memory_available": memory_available,
         "disk_total": int(disk.total),
         "disk_free": int(disk.free),
         "gpus": detect_gpus(gpu_source, nvml=nvml, gputil=gputil),
@@ -263,13 +285,14 @@ def sample_resources(
 def get_resources_info(
     labels: dict[str, str] | None = None,
     max_concurrent_executions: int = 1,
-    disk_path: str = "/",
+    disk_path: str = ".",
     gpu_source: str = "auto",
+    cgroup_root: str | None = None,
 ) -> dict:
     """The full registration payload for POST /workers/register."""
     packages = installed_packages()
     return {
-        "resources": sample_resources(disk_path, gpu_source),
+        "resources": sample_resources(disk_path, gpu_source, cgroup_root=cgroup_root),
         "packages": [{"name": n, "version": packages[n]} for n in sorted(packages)],
         "runtime": runtime_info(),
         "labels": dict(labels or {}),

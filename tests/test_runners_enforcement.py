@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,27 @@ def test_children_with_ceilings_are_never_reused(cluster, client, workflow_file)
     cluster.start_worker("capped", max_concurrent_executions=1, extra_args=("--subprocess-memory-limit", "1Gi"))
     pids = _pids(client, 4)
     assert len(set(pids)) == 4
+
+
+UNREACHABLE_ENGINE = "tcp://127.0.0.1:1"  # nothing listens there: the docker client fails at once
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not shutil.which("docker"), reason="no docker client on this machine")
+def test_docker_runner_without_an_engine_refuses_to_start_unless_a_fallback_is_asked(cluster, hogs, monkeypatch):
+    """A real worker, the real docker client, an engine that cannot be reached (this
+    machine has none): one clear error and exit 1; with --docker-fallback subprocess
+    it warns, registers and runs executions as child processes."""
+    monkeypatch.setenv("DOCKER_HOST", UNREACHABLE_ENGINE)
+    refused = subprocess.run(
+        [sys.executable, "-m", "flux.cli", "start", "worker", "d0", "--runner", "docker",
+         "--server-url", cluster.server_url, "--home", str(cluster.home)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert refused.returncode == 1
+    assert f"cannot reach a Docker engine: Cannot connect to the Docker daemon at {UNREACHABLE_ENGINE}" in refused.stderr
+    assert "--docker-fallback subprocess" in refused.stderr and "Traceback" not in refused.stderr
+
+    cluster.start_worker("d1", runner="docker", extra_args=("--docker-fallback", "subprocess"))
+    assert "running executions as child processes instead" in cluster.log("worker-d1")
+    assert hogs.run("sibling", 0, wait=60)["state"] == "COMPLETED"

@@ -91,11 +91,12 @@ def describe(exc: Exception) -> tuple[str, int]:
     """One line and an exit code for a failure no command turned into a message."""
     import httpx
 
+    from flux.runners.docker import EngineUnreachable
     from flux.worker_identity import NameTaken
 
     if isinstance(exc, FluxConnectionError):
         return str(exc), EXIT_USAGE
-    if isinstance(exc, (FluxClientError, NameTaken)):
+    if isinstance(exc, (FluxClientError, NameTaken, EngineUnreachable)):
         return str(exc), EXIT_FAILED
     if isinstance(exc, httpx.HTTPStatusError):  # the worker's calls to the server
         response, request = exc.response, exc.request

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from flux.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
 from flux.cli.core import DURATION, QUANTITY, QuantityType, console, parse_labels, parse_resources, token_from_file
 from flux.client import DEFAULT_SERVER_URL
 from flux.logformat import FORMATS, configure_logging
@@ -166,6 +167,14 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 @click.option("--docker-cpus", envvar="FLUX_DOCKER_CPUS", type=click.FloatRange(min=0, min_open=True), default=None,
               help="--cpus for every container")
 @click.option("--docker-arg", "docker_args", envvar="FLUX_DOCKER_ARGS", multiple=True, help="Extra 'docker run' argument, repeatable")
+@click.option("--docker-fallback", envvar="FLUX_DOCKER_FALLBACK", type=click.Choice(["none", "subprocess"]), default="none",
+              show_default=True, help="With --runner docker and no Docker engine answering: refuse to start (none), "
+                                      "or run executions as child processes instead (subprocess)")
+@click.option("--cgroup-root", envvar="FLUX_CGROUP_ROOT", default=DEFAULT_CGROUP_ROOT, show_default=True,
+              help="Where the cgroup filesystem is: the probe advertises the smaller of the host's and the "
+                   "cgroup's CPU quota and memory limit (a path that does not exist: the host's figures)")
+@click.option("--disk-path", envvar="FLUX_DISK_PATH", default=".", show_default=True,
+              help="Disk figures are this path's filesystem (default: the working directory, where executions run)")
 @click.option("--resource", "custom_resources", envvar="FLUX_RESOURCES", multiple=True,
               help="NAME=AMOUNT custom resource to advertise (e.g. fpga=2), repeatable; requested with resources={...}")
 @click.option("--drain-timeout", envvar="FLUX_DRAIN_TIMEOUT", type=click.FloatRange(min=0), default=60.0, show_default=True,
@@ -184,7 +193,8 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
                  metrics_provider: str | None, allocation: str, enforce_requests: bool,
                  subprocess_memory_limit: int | None, max_executions_per_child: int, warm_children: int,
                  child_idle_timeout: float, docker_image: str, docker_memory: int | None,
-                 docker_cpus: float | None, docker_args: tuple[str, ...], custom_resources: tuple[str, ...],
+                 docker_cpus: float | None, docker_args: tuple[str, ...], docker_fallback: str, cgroup_root: str,
+                 disk_path: str, custom_resources: tuple[str, ...],
                  drain_timeout: float, max_log_bytes: int, log_buffer_lines: int, capture_output: bool,
                  log_format: str) -> None:
     """Run a worker named NAME that executes workflows dispatched by the server.
@@ -208,7 +218,9 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
         runner=runner, gpu_source=gpu_source, metrics_provider=metrics_provider, allocation=allocation,
         enforce_requests=enforce_requests, subprocess_memory_limit=subprocess_memory_limit,
         max_executions_per_child=max_executions_per_child, warm_children=warm_children,
-        child_idle_timeout=child_idle_timeout, docker_image=docker_image, docker_memory=docker_memory, docker_cpus=docker_cpus, docker_args=docker_args,
+        child_idle_timeout=child_idle_timeout, docker_image=docker_image, docker_memory=docker_memory,
+        docker_cpus=docker_cpus, docker_args=docker_args,
+        docker_fallback=docker_fallback, cgroup_root=cgroup_root, disk_path=disk_path,
         custom_resources=parse_resources(custom_resources), drain_timeout=drain_timeout,
         home=str(ServerSettings(home=home or default_home()).home),
         max_log_bytes=max_log_bytes, log_buffer_lines=log_buffer_lines, capture_output=capture_output,

@@ -7,6 +7,12 @@ runner-level ceilings); with ``enforce_requests`` the execution's own request se
 ``--memory``/``--cpus`` instead, and allotted GPUs are passed with ``--gpus device=...``
 and ``NVIDIA_VISIBLE_DEVICES``. The image must have this engine installed.
 
+Engine check: a worker started with this runner first asks the engine for its version
+(``engine_problem``), so a missing socket, a wrong ``DOCKER_HOST`` or a stopped daemon
+is one clear error at start instead of every execution failing later; the worker runs
+executions as child processes instead only when told to (``--docker-fallback
+subprocess``).
+
 Logs: ``docker run`` passes no extra file descriptor, so the protocol channel is the
 container's stdout, and the child points its fd 1 at fd 2: what the container writes
 to either fd arrives as ``stderr`` lines (``flux.runners.pipes``); Python-level output
@@ -17,12 +23,41 @@ from __future__ import annotations
 
 import asyncio
 import math
+import shutil
+import subprocess
 
 from flux.runners.base import Job, Stop
 from flux.runners.limits import THREAD_VARIABLES, Limits
 from flux.runners.pipes import Child
 from flux.runners.protocol import LogSink
 from flux.runners.subprocess import SubprocessRunner
+
+#: Seconds the engine check waits for ``docker version``.
+ENGINE_CHECK_TIMEOUT = 15.0
+ENGINE_HINT = ("start a Docker engine or point DOCKER_HOST at one, choose another --runner, "
+               "or pass --docker-fallback subprocess to run executions as child processes instead")
+
+
+class EngineUnreachable(Exception):
+    """The docker runner was chosen but no Docker engine answers."""
+
+    def __init__(self, problem: str):
+        super().__init__(f"{problem} ({ENGINE_HINT})")
+
+
+def engine_problem(docker: str = "docker", timeout: float = ENGINE_CHECK_TIMEOUT) -> str | None:
+    """Why the Docker engine cannot be used, or None when it answers."""
+    if shutil.which(docker) is None:
+        return f"the docker runner needs the '{docker}' command, which is not on PATH"
+    try:
+        result = subprocess.run([docker, "version", "--format", "{{.Server.Version}}"],
+                                capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"the Docker engine did not answer 'docker version' within {timeout:g}s"
+    if result.returncode == 0 and result.stdout.strip():
+        return None
+    reason = (result.stderr.strip().splitlines() or ["no server version"])[-1]
+    return f"the docker runner cannot reach a Docker engine: {reason}"
 
 
 class DockerRunner(SubprocessRunner):

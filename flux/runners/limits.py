@@ -25,11 +25,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from flux import cgroups
 
 log = logging.getLogger("flux.runners.limits")
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_ROOT = Path(cgroups.DEFAULT_ROOT)
 
 
 @dataclass
@@ -94,11 +95,8 @@ class CgroupMemory:
 
     def parent(self) -> Path | None:
         """The worker's cgroup if it is v2, has the memory controller and is writable."""
-        try:
-            relative = next(
-                line.split("::", 1)[1].strip() for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::")
-            )
-        except (OSError, StopIteration):
+        relative = cgroups.own_membership().get("")
+        if relative is None:  # not Linux, or no cgroup v2 hierarchy
             return None
         parent = self.root / relative.lstrip("/")
         controllers = parent / "cgroup.controllers"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from flux import cgroups
 from flux.runners import DockerRunner, InProcessRunner, Runner, SubprocessRunner
+from flux.runners.docker import EngineUnreachable, engine_problem
 from flux.runners.limits import LimitPolicy
 
 log = logging.getLogger("flux.worker")
@@ -22,7 +24,10 @@ class WorkerConfig:
     runner: str = "subprocess"
     claim_wait: float = 20.0
     gpu_source: str = "auto"
-    disk_path: str = "/"
+    #: Disk figures are this path's filesystem: the working directory, where executions run.
+    disk_path: str = "."
+    #: Where the probe reads this process's cgroup limits (``flux.cgroups``).
+    cgroup_root: str = cgroups.DEFAULT_ROOT
     #: Seconds a stopping worker (SIGTERM, SIGINT) lets running executions finish
     #: before it hands the rest back to the server to resume elsewhere.
     drain_timeout: float = 60.0
@@ -41,6 +46,9 @@ class WorkerConfig:
     docker_memory: int | None = None
     docker_cpus: float | None = None
     docker_args: tuple[str, ...] = ()
+    #: With the docker runner and no reachable engine: "none" (refuse to start) or
+    #: "subprocess" (run executions as child processes instead, with a warning).
+    docker_fallback: str = "none"
     #: Countable custom resources this worker advertises ({"fpga": 2}).
     custom_resources: dict[str, float] = field(default_factory=dict)
     #: Log bytes (sum of message bytes) shipped per attempt; later lines are dropped.
@@ -66,9 +74,14 @@ def build_runner(config: WorkerConfig) -> Runner:
             log.warning("the inprocess runner cannot enforce ceilings; enforce_requests/subprocess_memory_limit ignored")
         return InProcessRunner()
     if config.runner == "docker":
-        return DockerRunner(
-            config.docker_image, config.docker_memory, config.docker_cpus, config.docker_args, config.enforce_requests
-        )
+        problem = engine_problem()
+        if problem is None:
+            return DockerRunner(
+                config.docker_image, config.docker_memory, config.docker_cpus, config.docker_args, config.enforce_requests
+            )
+        if config.docker_fallback != "subprocess":
+            raise EngineUnreachable(problem)
+        log.warning("%s; running executions as child processes instead (--docker-fallback subprocess)", problem)
     policy = LimitPolicy(subprocess_memory_limit=config.subprocess_memory_limit, enforce_requests=config.enforce_requests)
     return SubprocessRunner(
         warm_processes=min(config.warm_children, config.max_concurrent_executions),

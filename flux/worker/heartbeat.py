@@ -55,6 +55,7 @@ class Publisher:
             max_concurrent_executions=self.config.max_concurrent_executions,
             disk_path=self.config.disk_path,
             gpu_source=self.config.gpu_source,
+            cgroup_root=self.config.cgroup_root,
         )
         return {
             "name": self.config.name,
@@ -81,7 +82,9 @@ class Publisher:
             beat["draining"] = True
         if sample:
             try:
-                resources = await asyncio.to_thread(probe.sample_resources, self.config.disk_path, self.config.gpu_source)
+                resources = await asyncio.to_thread(
+                    probe.sample_resources, self.config.disk_path, self.config.gpu_source, cgroup_root=self.config.cgroup_root
+                )
                 metrics = self.metrics(resources)
                 if resources_changed(self.published[0], resources):
                     beat["resources"] = resources
