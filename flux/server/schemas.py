@@ -397,3 +397,10 @@ class ExecutionChange(BaseModel):
     claimed_at: float | None
     started_at: float | None
     finished_at: float | None
+
+
+class ExecutionChanges(BaseModel):
+    """``GET /watch/executions`` as JSON: what changed after ``after``, and the cursor to pass next."""
+
+    changes: list[ExecutionChange]
+    cursor: int = Field(description="Pass as 'after' (or follow from it): the newest event id looked at")

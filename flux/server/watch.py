@@ -1,5 +1,8 @@
-"""``GET /watch/executions``: a Server-Sent Events stream of execution state changes,
-for the console's executions list and any client that would otherwise poll the list.
+"""``GET /watch/executions``: execution state changes, for the console's executions list
+and any client that would otherwise poll the list. With ``follow=true`` or ``Accept:
+text/event-stream`` (what every ``EventSource`` sends) a Server-Sent Events stream that
+never ends on its own; otherwise one JSON answer, the changes after ``after`` and the
+cursor to go on from (no ``after``: none, and the cursor of now).
 
 Every change of an execution appends an event to its log, and event ids grow with each
 insert across all executions: the stream's cursor is the last event id it looked at,
@@ -29,10 +32,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from flux.domain.numbers import INT64_MAX
 from flux.server.database import Database
 from flux.server.errors import responses
-from flux.server.log_routes import FOLLOW_RECHECK, LAST_EVENT_ID, PING, SEND_TIMEOUT, SEP, SSE
+from flux.server.log_routes import FOLLOW_RECHECK, LAST_EVENT_ID, PING, SEND_TIMEOUT, SEP, SSE, wants_stream
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server.notify import Notifier
-from flux.server.schemas import ExecutionChange
+from flux.server.schemas import ExecutionChange, ExecutionChanges
 
 #: The notifier key every follower waits on.
 KEY = "executions"
@@ -48,8 +51,8 @@ GAP_TTL, MAX_GAPS = 10.0, 1000
 STREAM = {
     **responses(401, 413, 422),
     200: {
-        "description": "Server-Sent Events: one 'execution' event per changed execution "
-                       "(id: the cursor, data: an ExecutionChange as JSON); never ends on its own",
+        "description": f"JSON; with follow=true or 'Accept: {SSE}', Server-Sent Events: one 'execution' event per "
+                       "changed execution (id: the cursor, data: an ExecutionChange as JSON), never ending on its own",
         "content": {SSE: {"schema": {
             "type": "object",
             "required": ["event", "data", "id"],
@@ -77,26 +80,31 @@ def relay(notifier: Notifier) -> Callable[[str], None]:
 def router(client: list) -> APIRouter:
     api = APIRouter()
 
-    @api.get("/watch/executions", dependencies=client, responses=STREAM, response_model=None)
+    @api.get("/watch/executions", dependencies=client, responses=STREAM, response_model=ExecutionChanges)
     async def watch_executions(
         request: Request,
         workflow: str | None = Query(default=None, max_length=128),
         state: str | None = Query(default=None, max_length=32),
         after: int | None = Query(default=None, ge=0, le=INT64_MAX, description="Changes after this cursor; default: from now"),
+        follow: bool = Query(default=False, description="Stream changes as Server-Sent Events"),
         last_event_id: int | None = LAST_EVENT_ID,
-    ) -> EventSourceResponse:
-        """Execution state changes as Server-Sent Events (docs/console.md)."""
+    ):
+        """Execution state changes, as JSON or Server-Sent Events (docs/console.md)."""
         db: Database = request.app.state.db
-        cursor = max(after or 0, last_event_id or 0) if after is not None or last_event_id is not None else None
-        if cursor is None:
-            cursor = await db.read(newest_event_id)
-        content = _changes(db, request.app.state.notifier, Watch(cursor, workflow, state.upper() if state else None))
+        if after is None and last_event_id is None:
+            after = await db.read(newest_event_id)
+        watch = Watch(max(after or 0, last_event_id or 0), workflow, state.upper() if state else None)
+        if not wants_stream(request, follow):
+            changed, _ = await db.read(watch.read)
+            return ExecutionChanges(changes=[change for _, change in changed], cursor=watch.cursor)
+        content = _changes(db, request.app.state.notifier, watch)
         return EventSourceResponse(content, ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)
 
     return api
 
 
 def newest_event_id(session: Session) -> int:
+    """The cursor of "now": a page that lists executions reads it first and follows from it."""
     return session.scalar(select(func.max(ExecutionEventModel.id))) or 0
 
 

@@ -78,11 +78,12 @@ def register(api: APIRouter, console: Console) -> None:
             filters = Filters.of(request.query_params)
             after = request.query_params.get("after", "")
             async with console.api(request) as client:
+                cursor = (await client.get("/watch/executions"))["cursor"]  # the list follows from here: no change missed
                 items, next_cursor = await page_of_executions(client, filters, after)
                 workflows = await client.get("/workflows")
             return console.render(
                 request, "executions.html", title="Executions", active="executions", executions=items, filters=filters,
-                after=after, next_cursor=next_cursor, states=STATES, since_choices=list(SINCE),
+                after=after, next_cursor=next_cursor, cursor=cursor, states=STATES, since_choices=list(SINCE),
                 workflow_names=[w["name"] for w in workflows], schedules=schedules.available(), now=time.time(),
             )
 
