@@ -12,6 +12,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from flux.domain.numbers import human_size
+
 #: Input or output longer than this (as indented JSON) is cut on the page.
 MAX_SHOWN = 64 * 1024
 #: Keys whose values are masked, as Airflow and Prefect mask "sensitive" fields.
@@ -56,13 +58,7 @@ def duration(seconds: float | None) -> str:
 
 
 def size(value: float | None) -> str:
-    if value is None:
-        return "—"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return str(value)
+    return "—" if value is None else human_size(value)
 
 
 def redact(value: Any) -> Any:
