@@ -9,6 +9,7 @@ from rich.text import Text
 
 from flux.cli.core import Output, client_command, console, render_rows, renders
 from flux.client import FluxClient
+from flux.domain.numbers import human_size
 
 STATE_COLOURS = {"ONLINE": "green", "DRAINING": "yellow", "DRAINED": "yellow", "OFFLINE": "red"}
 
@@ -27,14 +28,7 @@ def worker_list(client: FluxClient) -> list[dict]:
 
 
 def size(n: float | None) -> str:
-    """Bytes for people: 1.5 GiB."""
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
+    return "-" if n is None else human_size(n)
 
 
 def ago(epoch: float | None) -> str:

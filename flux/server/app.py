@@ -21,7 +21,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import executions, explain, fleet, log_routes, paging, payloads, retention, workflows
+from flux.server import console, executions, explain, fleet, log_routes, paging, payloads, retention, watch, workflows
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
@@ -102,6 +102,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         state.registry.sync(await state.db.read(fleet.leases))  # known workers; their silence counts from now
         state.notifier = Notifier()
         state.notifier.hooks.append(state.registry.on_notify)
+        state.notifier.hooks.append(watch.relay(state.notifier))  # GET /watch/executions
         broadcast = None
         if shared:
             broadcast = PostgresBroadcast(state.db.url, state.notifier.notify_local)
@@ -200,6 +201,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def run_workflow(name: str, body: RunRequest, request: Request):
         payloads.check_input(body.input, settings.max_payload_size)
         execution = await db(request).run(lambda s: executions.submit(s, name, body, policy))
+        request.app.state.notifier.notify(f"execution:{execution.id}")  # whoever watches the list
         request.app.state.dispatcher.kick()
         return execution
 
@@ -435,6 +437,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # An execution's output and events: pages, and SSE streams that follow them.
     app.include_router(log_routes.router(CLIENT, bearer, authenticate_worker))
+    app.include_router(watch.router(CLIENT))  # execution state changes, as SSE
+    app.include_router(console.router(login=api_token is not None, key=bootstrap_token))  # the web console (docs/console.md)
 
     # Anonymous calls to routes behind these gates are refused before their body is read.
     gates = {require_bootstrap: "missing bootstrap token (see 'flux server bootstrap-token')",

@@ -386,3 +386,30 @@ class PlacementInfo(BaseModel):
     max_attempts: int = 3
     crashes: int = 0
     attempts: list[AttemptInfo] = []
+
+
+# --- execution state changes (GET /watch/executions, docs/console.md) -------------------
+
+
+class ExecutionChange(BaseModel):
+    """An execution as it is after a change: the list's columns, without input and output."""
+
+    id: str
+    workflow_name: str
+    workflow_version: int
+    state: str
+    worker_name: str | None
+    attempt: int
+    max_attempts: int
+    error: str | None
+    scheduled_at: float
+    claimed_at: float | None
+    started_at: float | None
+    finished_at: float | None
+
+
+class ExecutionChanges(BaseModel):
+    """``GET /watch/executions`` as JSON: what changed after ``after``, and the cursor to pass next."""
+
+    changes: list[ExecutionChange]
+    cursor: int = Field(description="Pass as 'after' (or follow from it): the newest event id looked at")

@@ -1,0 +1,28 @@
+"""The web console: server-rendered pages under ``/ui`` (Jinja2 templates, a little
+JavaScript and CSS shipped in the package, no build step), a client of the JSON API
+in process. ``docs/console.md`` says what each page shows and why this stack.
+
+``pages`` renders the views, ``actions`` the buttons and the login, ``session`` the
+cookies and CSRF, ``api`` the calls to the API and the bridge the page's live
+updates stream through, ``paging`` the executions list's filters, ``gantt`` an
+execution's tasks in time, ``views`` how values read, ``schedules`` whether the
+server has them.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from flux.server.console import actions, pages
+from flux.server.console.base import Console
+from flux.server.console.session import Session
+
+
+def router(login: bool, key: bytes) -> APIRouter:
+    """``login``: the API wants a token; ``key``: a secret every replica shares (the
+    bootstrap token), from which the CSRF key is derived."""
+    api = APIRouter()
+    console = Console(Session(key, login))
+    pages.register(api, console)
+    actions.register(api, console)
+    return api

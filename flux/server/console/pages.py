@@ -1,0 +1,146 @@
+"""The console's pages: each reads the API (``Api``) and renders one template, so it
+reads without JavaScript; every view and filter is a URL with a query string."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, RedirectResponse
+from starlette.responses import Response
+
+from flux.domain.events import ExecutionState
+from flux.server.console import schedules
+from flux.server.console.api import Api, Forward
+from flux.server.console.base import Console, answer
+from flux.server.console.gantt import gantt
+from flux.server.console.paging import SINCE, STATES, Filters, page_of_executions
+
+STATIC = Path(__file__).parent / "static"
+#: Lines of an execution's log a page shows before "more".
+LOG_PAGE = 1000
+#: Recent runs per workflow behind its success rate.
+RECENT = 20
+LOG_FILTERS = ("task", "stream", "level", "attempt", "after")
+
+
+def label_matches(labels: dict[str, str], wanted: list[str]) -> bool:
+    """``key=value`` must be equal; a bare ``key`` must be present."""
+    for term in wanted:
+        key, eq, value = term.partition("=")
+        if key.strip() not in labels or (eq and labels[key.strip()] != value.strip()):
+            return False
+    return True
+
+
+def success_rate(runs: list[dict]) -> float | None:
+    ended = [run for run in runs if ExecutionState(run["state"]).is_terminal]
+    if not ended:
+        return None
+    return sum(run["state"] == ExecutionState.COMPLETED for run in ended) / len(ended)
+
+
+def register(api: APIRouter, console: Console) -> None:
+    @api.get("/", include_in_schema=False)
+    @api.get("/ui", include_in_schema=False)
+    @api.get("/ui/", include_in_schema=False)
+    async def home() -> Response:
+        return RedirectResponse("/ui/fleet", status_code=307)
+
+    @api.get("/ui/static/{name}", include_in_schema=False)
+    async def static(name: str) -> Response:
+        if name not in {path.name for path in STATIC.iterdir()}:
+            return Response(status_code=404)
+        return FileResponse(STATIC / name, headers={"Cache-Control": "public, max-age=300"})
+
+    @api.get("/ui/api/{path:path}", include_in_schema=False)
+    async def bridge(path: str, request: Request) -> Response:
+        return Forward(request, console.session, path)
+
+    @api.get("/ui/fleet", include_in_schema=False)
+    async def fleet(request: Request) -> Response:
+        async def page() -> Response:
+            wanted = [term for term in request.query_params.getlist("label") if term.strip()]
+            async with console.api(request) as client:
+                workers = await client.get("/workers")
+            shown = [w for w in workers if label_matches(w["labels"], wanted)]
+            labels = sorted({f"{k}={v}" for w in workers for k, v in w["labels"].items()})
+            return console.render(request, "fleet.html", title="Fleet", active="fleet", workers=shown,
+                                  total=len(workers), wanted=wanted, labels=labels, now=time.time())
+
+        return await answer(console, request, page)
+
+    @api.get("/ui/executions", include_in_schema=False)
+    async def execution_list(request: Request) -> Response:
+        async def page() -> Response:
+            filters = Filters.of(request.query_params)
+            after = request.query_params.get("after", "")
+            async with console.api(request) as client:
+                cursor = (await client.get("/watch/executions"))["cursor"]  # the list follows from here: no change missed
+                items, next_cursor = await page_of_executions(client, filters, after)
+                workflows = await client.get("/workflows")
+            return console.render(
+                request, "executions.html", title="Executions", active="executions", executions=items, filters=filters,
+                after=after, next_cursor=next_cursor, cursor=cursor, states=STATES, since_choices=list(SINCE),
+                workflow_names=[w["name"] for w in workflows], schedules=schedules.available(), now=time.time(),
+            )
+
+        return await answer(console, request, page)
+
+    @api.get("/ui/executions/{execution_id}", include_in_schema=False)
+    async def execution(execution_id: str, request: Request) -> Response:
+        async def page() -> Response:
+            log_filters = {key: request.query_params.get(key, "") for key in LOG_FILTERS}
+            async with console.api(request) as client:
+                execution, events, placement = await asyncio.gather(
+                    client.get(f"/executions/{execution_id}"),
+                    client.get(f"/executions/{execution_id}/events"),
+                    client.get(f"/executions/{execution_id}/placement"),
+                )
+                logs = await client.get(f"/executions/{execution_id}/logs", limit=LOG_PAGE, **log_filters)
+            now = time.time()
+            return console.render(
+                request, "execution.html", title=f"Execution {execution_id[:12]}", active="executions",
+                execution=execution, events=events, placement=placement, logs=logs, log_filters=log_filters,
+                chart=gantt(events, now), now=now, terminal=ExecutionState(execution["state"]).is_terminal,
+                tasks=sorted({e["name"] for e in events if e["type"] == "TASK_STARTED" and e.get("name")}),
+            )
+
+        return await answer(console, request, page)
+
+    async def recent_runs(client: Api, name: str) -> list[dict]:
+        return await client.get("/executions", workflow=name, limit=RECENT)
+
+    @api.get("/ui/workflows", include_in_schema=False)
+    async def workflow_list(request: Request) -> Response:
+        async def page() -> Response:
+            async with console.api(request) as client:
+                workflows = await client.get("/workflows")
+                runs = await asyncio.gather(*(recent_runs(client, w["name"]) for w in workflows))
+            rows = [{"workflow": w, "runs": r, "rate": success_rate(r)} for w, r in zip(workflows, runs)]
+            return console.render(request, "workflows.html", title="Workflows", active="workflows", rows=rows, now=time.time())
+
+        return await answer(console, request, page)
+
+    @api.get("/ui/workflows/{name}", include_in_schema=False)
+    async def workflow(name: str, request: Request) -> Response:
+        async def page() -> Response:
+            async with console.api(request) as client:
+                info, runs = await asyncio.gather(client.get(f"/workflows/{name}"), recent_runs(client, name))
+            return console.render(request, "workflow.html", title=f"Workflow {name}", active="workflows", workflow=info,
+                                  runs=runs, rate=success_rate(runs), now=time.time(), input_text="", problem=None)
+
+        return await answer(console, request, page)
+
+    @api.get("/ui/schedules", include_in_schema=False)
+    async def schedule_list(request: Request) -> Response:
+        async def page() -> Response:
+            if not schedules.available():
+                return console.error(request, 404, "this server has no schedules")
+            async with console.api(request) as client:
+                items = await client.get("/schedules")
+            return console.render(request, "schedules.html", title="Schedules", active="schedules", schedules=items, now=time.time())
+
+        return await answer(console, request, page)

@@ -1,0 +1,153 @@
+/* Flux console: progressive enhancement only. Every page reads and works without it;
+   with it, times stay relative, lists and executions update live over Server-Sent
+   Events (through the console's /ui/api bridge to the JSON API), logs follow. */
+"use strict";
+
+const TERMINAL = new Set(["COMPLETED", "FAILED", "CANCELLED"]);
+const STATE_AFTER = { WORKFLOW_SCHEDULED: "SCHEDULED", WORKFLOW_RESCHEDULED: "SCHEDULED", WORKFLOW_CLAIMED: "CLAIMED",
+  WORKFLOW_STARTED: "RUNNING", WORKFLOW_CANCEL_REQUESTED: "CANCELLING", WORKFLOW_COMPLETED: "COMPLETED",
+  WORKFLOW_FAILED: "FAILED", WORKFLOW_CANCELLED: "CANCELLED" };
+
+function ago(ts) {
+  let delta = Date.now() / 1000 - ts;
+  const future = delta < 0; delta = Math.abs(delta);
+  let text = Math.floor(delta) + "s";
+  for (const [unit, size] of [["d", 86400], ["h", 3600], ["m", 60]]) {
+    if (delta >= size) { text = Math.floor(delta / size) + unit; break; }
+  }
+  return future ? "in " + text : text + " ago";
+}
+
+function timeElement(ts) {
+  const el = document.createElement("time");
+  const date = new Date(ts * 1000);
+  el.dataset.ts = ts; el.dateTime = date.toISOString();
+  el.title = date.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+  el.textContent = ago(ts);
+  return el;
+}
+
+function refreshTimes() {
+  for (const el of document.querySelectorAll("time[data-ts]")) el.textContent = ago(parseFloat(el.dataset.ts));
+}
+
+function badge(state) {
+  const span = document.createElement("span");
+  span.className = "badge state-" + state.toLowerCase(); span.dataset.state = state; span.textContent = state;
+  return span;
+}
+
+function duration(seconds) {
+  if (seconds < 1) return Math.round(seconds * 1000) + " ms";
+  if (seconds < 120) return seconds.toFixed(1) + " s";
+  if (seconds < 7200) return (seconds / 60).toFixed(1) + " min";
+  return (seconds / 3600).toFixed(1) + " h";
+}
+
+function setStatus(text) {
+  const el = document.querySelector("[data-live-status]");
+  if (el) el.textContent = text;
+}
+
+/* The executions list: rows change state in place; new ones appear on the first page. */
+function watchExecutions(table) {
+  const body = table.tBodies[0];
+  const wantedState = table.dataset.filterState, wantedWorker = table.dataset.filterWorker;
+  const firstPage = table.dataset.firstPage === "true";
+  const source = new EventSource(table.dataset.watch);
+  source.onopen = () => setStatus("Live: changes appear as they happen.");
+  source.onerror = () => setStatus("Live updates interrupted; reconnecting…");
+  source.addEventListener("execution", (message) => {
+    const e = JSON.parse(message.data);
+    let row = body.querySelector(`tr[data-id="${CSS.escape(e.id)}"]`);
+    const matches = (!wantedState || e.state === wantedState) && (!wantedWorker || e.worker_name === wantedWorker);
+    if (!row) {
+      if (!firstPage || !matches) return;
+      row = document.getElementById("execution-row").content.firstElementChild.cloneNode(true);
+      row.dataset.id = e.id;
+      const link = row.querySelector("a"); link.href = "/ui/executions/" + e.id; link.textContent = e.id.slice(0, 12);
+      const wf = document.createElement("a"); wf.href = "/ui/workflows/" + encodeURIComponent(e.workflow_name); wf.textContent = e.workflow_name;
+      row.querySelector(".wf").append(wf, " v" + e.workflow_version);
+      row.querySelector(".sc").append(timeElement(e.scheduled_at));
+      const empty = body.querySelector(".empty-row"); if (empty) empty.remove();
+      body.prepend(row);
+    }
+    row.querySelector(".st").replaceChildren(badge(e.state));
+    row.querySelector(".wk").textContent = e.worker_name || "—";
+    row.querySelector(".at").textContent = e.attempt + " / " + e.max_attempts;
+    if (e.started_at) row.querySelector(".du").textContent = duration((e.finished_at || Date.now() / 1000) - e.started_at);
+    const actions = row.querySelector(".ac");
+    if (TERMINAL.has(e.state)) actions.replaceChildren();
+    else if (!actions.querySelector("form")) actions.append(cancelForm(e.id, table.dataset.csrf));
+    row.classList.remove("flash"); void row.offsetWidth; row.classList.add("flash");
+  });
+}
+
+function cancelForm(id, csrf) {
+  const form = document.createElement("form");
+  form.method = "post"; form.action = "/ui/executions/" + id + "/cancel";
+  const token = document.createElement("input"); token.type = "hidden"; token.name = "csrf"; token.value = csrf;
+  const next = document.createElement("input"); next.type = "hidden"; next.name = "next"; next.value = location.pathname + location.search;
+  const button = document.createElement("button"); button.type = "submit"; button.className = "warn small"; button.textContent = "Cancel";
+  form.append(token, next, button);
+  return form;
+}
+
+/* One execution: its events join the timeline and move the state; at the end the page
+   is read again, so the header, the tasks and the output are the server's. */
+function followExecution(root) {
+  if (root.dataset.terminal === "true") return;
+  const timeline = root.querySelector("[data-timeline]");
+  const state = root.querySelector("[data-live-state]");
+  const source = new EventSource(root.dataset.events);
+  source.addEventListener("event", (message) => {
+    const ev = JSON.parse(message.data);
+    const row = timeline.insertRow();
+    row.dataset.seq = ev.seq;
+    for (const text of [ev.seq, ev.type, ev.task_id || "", ev.worker_name || ""]) row.insertCell().textContent = text;
+    row.cells[1].replaceChildren(Object.assign(document.createElement("code"), { textContent: ev.type }));
+    row.insertCell().append(timeElement(ev.time));
+    const value = row.insertCell(); value.className = "value";
+    value.textContent = ev.value === null || ev.value === undefined ? "" : JSON.stringify(ev.value).slice(0, 160);
+    if (STATE_AFTER[ev.type]) state.replaceChildren(badge(STATE_AFTER[ev.type]));
+  });
+  source.addEventListener("end", () => { source.close(); location.reload(); });
+}
+
+function followLogs(pre) {
+  const follow = document.querySelector("[data-follow]");
+  const scroll = () => { if (!follow || follow.checked) pre.scrollTop = pre.scrollHeight; };
+  scroll();
+  if (document.querySelector(".execution")?.dataset.terminal === "true") return;
+  const source = new EventSource(pre.dataset.logs);
+  source.addEventListener("log", (message) => {
+    const line = JSON.parse(message.data);
+    const span = document.createElement("span");
+    span.className = "line stream-" + line.stream; span.dataset.seq = line.seq;
+    const task = document.createElement("span"); task.className = "muted"; task.textContent = line.task_id || "";
+    span.append(task, " ");
+    if (line.level) span.append(Object.assign(document.createElement("b"), { textContent: line.level }), " ");
+    span.append(line.message + "\n");
+    pre.append(span);
+    scroll();
+  });
+  source.addEventListener("end", () => source.close());
+}
+
+/* The run form: say at once when the input is not JSON (the server says so too). */
+function checkJson(form) {
+  const input = form.querySelector("textarea");
+  input.addEventListener("input", () => {
+    const text = input.value.trim();
+    try { if (text) JSON.parse(text); input.setCustomValidity(""); }
+    catch (error) { input.setCustomValidity("Not valid JSON: " + error.message); }
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  setInterval(refreshTimes, 10000);
+  const table = document.querySelector("table[data-watch]"); if (table) watchExecutions(table);
+  const execution = document.querySelector("[data-execution]"); if (execution) followExecution(execution);
+  const logs = document.querySelector("pre[data-logs]"); if (logs) followLogs(logs);
+  for (const form of document.querySelectorAll("form[data-json-form]")) checkJson(form);
+});

@@ -1,0 +1,120 @@
+"""How values read on a page: times (relative, absolute on hover), sizes, usage bars,
+and input/output shown size-capped with likely secrets masked. Jinja2 filters."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from flux.domain.numbers import human_size
+
+#: Input or output longer than this (as indented JSON) is cut on the page.
+MAX_SHOWN = 64 * 1024
+#: Keys whose values are masked, as Airflow and Prefect mask "sensitive" fields.
+SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|api[_-]?key|credential|private[_-]?key|authori[sz]ation|cookie", re.I)
+MASK = "•••• (redacted)"
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    if ts is None:
+        return "—"
+    delta = (now or time.time()) - ts
+    future, delta = delta < 0, abs(delta)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if delta >= size:
+            text = f"{int(delta // size)}{unit}"
+            break
+    else:
+        text = f"{int(delta)}s"
+    return f"in {text}" if future else f"{text} ago"
+
+
+def absolute(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def iso(ts: float | None) -> str:
+    return "" if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def size(value: float | None) -> str:
+    return "—" if value is None else human_size(value)
+
+
+def redact(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: MASK if isinstance(k, str) and SECRET_KEY.search(k) else redact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def shown(value: Any) -> dict:
+    """``{"text", "cut"}``: the value as indented JSON, masked, at most ``MAX_SHOWN`` bytes
+    (``cut``: how many more there were)."""
+    text = json.dumps(redact(value), indent=2, ensure_ascii=False, default=str)
+    data = text.encode()
+    if len(data) <= MAX_SHOWN:
+        return {"text": text, "cut": 0}
+    return {"text": data[:MAX_SHOWN].decode("utf-8", "ignore"), "cut": len(data) - MAX_SHOWN}
+
+
+def short(value: Any, limit: int = 160) -> str:
+    """One line of an event's value for the timeline."""
+    if value is None:
+        return ""
+    text = json.dumps(redact(value), ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def usage(worker: dict) -> list[dict]:
+    """The bars of a worker's fleet row: cpu, memory, disk, each GPU's memory."""
+    res = worker.get("resources")
+    if not res:
+        return []
+
+    def bar(label: str, total: float, free: float, text) -> dict:  # noqa: ANN001
+        used = max(total - free, 0)
+        return {"label": label, "pct": round(100 * used / total) if total else 0, "text": text(used, total)}
+
+    bars = [
+        bar("cpu", res["cpu_total"], res["cpu_available"], lambda u, t: f"{u:g} / {t:g} cores"),
+        bar("memory", res["memory_total"], res["memory_available"], lambda u, t: f"{size(u)} / {size(t)}"),
+        bar("disk", res["disk_total"], res["disk_free"], lambda u, t: f"{size(u)} / {size(t)}"),
+    ]
+    for gpu in res.get("gpus") or []:
+        label = f"gpu{gpu['index']}"
+        bars.append(bar(label, gpu["memory_total"], gpu["memory_available"],
+                        lambda u, t, g=gpu: f"{g['name']}: {size(u)} / {size(t)}, {g.get('utilization', 0):.0f}% busy"))
+    return bars
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(ago=ago, absolute=absolute, iso=iso, duration=duration, size=size, shown=shown, short=short, usage=usage)
+    return env

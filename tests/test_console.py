@@ -1,0 +1,290 @@
+"""The web console in a real browser (Playwright driving Debian's Chromium) against a
+real server, worker and database: every page loads, a workflow run from the console
+completes live, logs show, a pending execution's reasons show, a worker drains, a run
+is cancelled, a token logs in and out, and an action without a CSRF token is refused.
+Screenshots of each page go to a folder printed at the start (FLUX_CONSOLE_SCREENSHOTS,
+else a pytest temporary folder)."""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+
+from flux.client import FluxClient
+from flux.local import LocalCluster
+from waiting import eventually
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)", allow_module_level=True)
+expect = sync_api.expect
+expect.set_options(timeout=20_000)
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+WORKFLOWS = """
+    import time
+    from flux import current_task, task, workflow
+    from flux.domain.resource_request import ResourceRequest
+
+    @task
+    def greet(name):
+        print(f"hello from the console, {name}")
+        return f"Hello, {name}"
+
+    @task.with_options(retry_max_attempts=1, retry_delay=0.1)
+    def flaky():
+        if current_task().retry == 1:
+            raise RuntimeError("first try fails")
+        return current_task().retry
+
+    @workflow
+    async def quick(ctx):
+        await flaky()
+        return await greet((ctx.input or {}).get("name", "nobody"))
+
+    @task
+    def nap(seconds):
+        print("napping", flush=True)
+        time.sleep(seconds)
+
+    @workflow
+    async def sleepy(ctx):
+        await nap(60)
+
+    @workflow.with_options(requests=ResourceRequest(cpu=4096))
+    async def huge(ctx):
+        return "never"
+"""
+
+
+@pytest.fixture(scope="module")
+def shots(request, tmp_path_factory) -> Path:
+    folder = Path(os.environ.get("FLUX_CONSOLE_SCREENSHOTS") or tmp_path_factory.mktemp("console-screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"console screenshots: {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """One open (loopback) server with a worker, and the workflows above registered."""
+    home = tmp_path_factory.mktemp("console")
+    cluster = LocalCluster(home / "home")
+    try:
+        cluster.start_server()
+        cluster.start_worker("w1", labels={"zone": "a", "tier": "gpu-free"}, max_concurrent_executions=2)
+        source = home / "console_flows.py"
+        source.write_text(textwrap.dedent(WORKFLOWS))
+        with FluxClient(cluster.server_url) as client:
+            client.register_file(source)
+            yield cluster, client
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, fleet):
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=fleet[0].server_url)
+    tab = context.new_page()
+    tab.set_default_timeout(20_000)
+    yield tab
+    context.close()
+
+
+def state_of(page, execution_id: str) -> str:
+    return page.locator(f'tr[data-id="{execution_id}"] .badge').inner_text()
+
+
+def test_every_page_loads_reads_at_both_widths_and_follows_the_system_theme(page, fleet, shots, browser):
+    cluster, client = fleet
+    done = client.run("quick", {"name": "Ada"}, wait=30)
+    assert done["state"] == "COMPLETED"
+
+    page.goto("/")
+    expect(page).to_have_url(re.compile("/ui/fleet$"))
+    card = page.locator('section.worker[data-worker="w1"]')
+    expect(card.locator(".badge")).to_have_text("ONLINE")
+    expect(card).to_contain_text("zone=a")
+    expect(card.locator(".slots")).to_have_text("0 / 2")
+    expect(card.locator('[role="meter"][aria-label="cpu used"]')).to_have_count(1)
+    assert card.locator("time").get_attribute("title").endswith("UTC")  # absolute on hover
+    page.screenshot(path=shots / "fleet.png", full_page=True)
+
+    page.goto("/ui/fleet?label=zone%3Db")  # a filter is a URL
+    expect(page.locator("section.worker")).to_have_count(0)
+    page.goto("/ui/fleet?label=zone%3Da")
+    expect(page.locator("section.worker")).to_have_count(1)
+
+    page.goto("/ui/executions?workflow=quick&state=COMPLETED")
+    expect(page.locator(f'tr[data-id="{done["id"]}"]')).to_be_visible()
+    page.screenshot(path=shots / "executions.png", full_page=True)
+    page.goto("/ui/executions?state=FAILED")
+    expect(page.locator(f'tr[data-id="{done["id"]}"]')).to_have_count(0)
+
+    page.goto("/ui/workflows")
+    row = page.locator("table.workflows tr", has_text="quick")
+    expect(row).to_contain_text("100%")
+    expect(page.locator("table.workflows tr", has_text="huge")).to_contain_text("cpu=4096")
+    page.screenshot(path=shots / "workflows.png", full_page=True)
+    page.goto("/ui/workflows/quick")
+    expect(page.locator("#run-input")).to_be_visible()
+    page.screenshot(path=shots / "workflow.png", full_page=True)
+
+    page.goto(f"/ui/executions/{done['id']}")
+    expect(page.locator("[data-live-state] .badge")).to_have_text("COMPLETED")
+    expect(page.locator(".gantt-row")).to_have_count(3)  # flaky twice (a retry), greet once
+    expect(page.locator(".gantt-bar.outcome-failed")).to_have_count(1)
+    expect(page.locator("pre.logs")).to_contain_text("hello from the console, Ada")
+    expect(page.locator("pre.json").nth(1)).to_contain_text("Hello, Ada")
+    expect(page.locator("table.timeline")).to_contain_text("WORKFLOW_COMPLETED")
+    page.screenshot(path=shots / "execution.png", full_page=True)
+
+    page.goto("/ui/schedules")  # no schedules on this server: no page and no menu entry
+    expect(page.locator("h1")).to_have_text("Error 404")
+    expect(page.locator("nav a", has_text="Schedules")).to_have_count(0)
+
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", base_url=cluster.server_url)
+    try:
+        tab = phone.new_page()
+        tab.goto(f"/ui/executions/{done['id']}")
+        width = tab.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the page scrolls sideways on a phone ({width}px)"
+        background = tab.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == "rgb(17, 20, 24)", background  # dark, as the system asks
+        tab.screenshot(path=shots / "execution-phone-dark.png", full_page=True)
+        tab.goto("/ui/fleet")
+        tab.keyboard.press("Tab")  # the first stop is the skip link, then the menu
+        assert tab.evaluate("document.activeElement.textContent") == "Skip to content"
+        tab.screenshot(path=shots / "fleet-phone-dark.png", full_page=True)
+    finally:
+        phone.close()
+
+
+def test_a_run_from_the_console_completes_live_with_its_logs(page, fleet, shots):
+    cluster, client = fleet
+    listing = page.context.new_page()
+    listing.goto("/ui/executions")
+    expect(listing.locator("[data-live-status]")).to_contain_text("Live")
+
+    page.goto("/ui/workflows/quick")
+    page.fill("#run-input", "{not json")
+    page.click("text=Run quick")  # the browser refuses invalid JSON before it leaves
+    expect(page).to_have_url(re.compile("/ui/workflows/quick$"))
+    page.fill("#run-input", '{"name": "Grace", "api_token": "s3cret"}')
+    page.click("text=Run quick")
+    expect(page).to_have_url(re.compile(r"/ui/executions/[0-9a-f]{32}$"))
+    execution_id = page.url.rsplit("/", 1)[1]
+    expect(page.locator("[data-live-state] .badge")).to_have_text("COMPLETED")  # no reload by the test
+    expect(page.locator("pre.logs")).to_contain_text("hello from the console, Grace")
+    expect(page.locator("pre.json").first).to_contain_text("redacted")  # the token in the input is masked
+    expect(page.locator("pre.json").first).not_to_contain_text("s3cret")
+
+    row = listing.locator(f'tr[data-id="{execution_id}"]')  # appeared in the open list by itself
+    expect(row.locator(".badge")).to_have_text("COMPLETED")
+    listing.screenshot(path=shots / "executions-live.png", full_page=True)
+    listing.close()
+
+    page.goto(f"/ui/executions/{execution_id}?stream=flux")  # log filters are a URL too
+    expect(page.locator("pre.logs")).not_to_contain_text("hello from the console")
+
+
+def test_a_pending_execution_says_why_and_a_run_is_cancelled(page, fleet, shots):
+    cluster, client = fleet
+    pending = client.run("huge")
+    page.goto(f"/ui/executions/{pending['id']}")
+    reason = page.locator("table.placement tr", has_text="w1")
+    expect(reason).to_contain_text("cpu_available")
+    expect(reason).to_contain_text("requested 4096")
+    expect(page.locator("[data-placement-summary]")).to_contain_text("0/1 workers are available")
+    page.screenshot(path=shots / "execution-pending.png", full_page=True)
+    page.click("button:has-text('Cancel')")
+    expect(page.locator("[data-live-state] .badge")).to_have_text("CANCELLED")
+
+    running = client.run("sleepy")
+    eventually(lambda: client.execution(running["id"])["state"] == "RUNNING", 30, "sleepy never ran")
+    page.goto("/ui/executions?workflow=sleepy")
+    row = page.locator(f'tr[data-id="{running["id"]}"]')
+    expect(row.locator(".badge")).to_have_text("RUNNING")
+    row.locator("button:has-text('Cancel')").click()
+    expect(page).to_have_url(re.compile(r"/ui/executions\?workflow=sleepy$"))  # back where it was
+    expect(page.locator(f'tr[data-id="{running["id"]}"] .badge')).to_have_text("CANCELLED")  # live, after CANCELLING
+    assert client.execution(running["id"])["state"] == "CANCELLED"
+
+
+def test_a_worker_drains_and_undrains_from_the_fleet_page(page, fleet, shots):
+    cluster, client = fleet
+    page.goto("/ui/fleet")
+    card = page.locator('section.worker[data-worker="w1"]')
+    card.locator("button:has-text('Drain')").click()
+    expect(card.locator(".badge")).to_have_text("DRAINED")
+    assert client.show_worker("w1")["state"] == "DRAINED"
+    page.screenshot(path=shots / "fleet-drained.png", full_page=True)
+    card.locator("button:has-text('Undrain')").click()
+    expect(card.locator(".badge")).to_have_text("ONLINE")
+
+
+def test_an_action_without_a_csrf_token_is_refused(fleet, page):
+    cluster, client = fleet
+    url = cluster.server_url
+    bare = httpx.post(f"{url}/ui/workers/w1/drain", data={"next": "/ui/fleet"})
+    assert bare.status_code == 403 and "CSRF" in bare.text
+    page.goto("/ui/fleet")
+    seed = next(c["value"] for c in page.context.cookies() if c["name"] == "flux_csrf")
+    forged = httpx.post(f"{url}/ui/workers/w1/drain", data={"csrf": "0" * 64}, cookies={"flux_csrf": seed})
+    assert forged.status_code == 403
+    token = page.locator("input[name=csrf]").first.input_value()
+    cross_site = httpx.post(f"{url}/ui/workers/w1/drain", data={"csrf": token}, cookies={"flux_csrf": seed},
+                            headers={"Origin": "https://evil.example"})
+    assert cross_site.status_code == 403
+    assert client.show_worker("w1")["state"] == "ONLINE"  # none of them drained it
+
+
+def test_a_token_logs_in_and_out(browser, tmp_path, shots, monkeypatch):
+    monkeypatch.delenv("FLUX_API_TOKEN", raising=False)
+    token = "console-test-token-0123456789"
+    with LocalCluster(tmp_path / "home", server_args=("--api-token", token)) as cluster:
+        cluster.start_server()
+        context = browser.new_context(base_url=cluster.server_url)
+        try:
+            page = context.new_page()
+            page.goto("/ui/executions?state=RUNNING")
+            expect(page).to_have_url(re.compile(r"/ui/login\?next="))
+            expect(page.locator("nav")).to_have_count(0)
+            page.screenshot(path=shots / "login.png")
+            page.fill("#token", "wrong")
+            page.click("button:has-text('Sign in')")
+            expect(page.locator(".problem")).to_contain_text("refused")
+            page.fill("#token", token)
+            page.click("button:has-text('Sign in')")
+            expect(page).to_have_url(re.compile(r"/ui/executions\?state=RUNNING$"))  # where it was going
+            cookie = next(c for c in context.cookies() if c["name"] == "flux_token")
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+            assert page.evaluate("document.cookie") == ""  # nothing readable by scripts
+            page.goto("/ui/api/workers")  # the page's bridge to the API carries the cookie
+            assert page.locator("body").inner_text().strip() == "[]"
+            page.goto("/ui/fleet")
+            page.click("button:has-text('Log out')")
+            expect(page).to_have_url(re.compile("/ui/login$"))
+            page.goto("/ui/fleet")
+            expect(page).to_have_url(re.compile(r"/ui/login\?next="))
+        finally:
+            context.close()

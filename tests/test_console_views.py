@@ -1,0 +1,51 @@
+"""The console's pure parts: an execution's tasks in time (retries, attempts), and how
+values read (times, sizes, input and output capped and masked)."""
+
+from __future__ import annotations
+
+from flux.server.console.gantt import gantt
+from flux.server.console.paging import Filters
+from flux.server.console.views import MASK, MAX_SHOWN, ago, shown, size
+
+
+def event(type_, at, task_id=None, value=None):  # noqa: ANN001
+    return {"type": type_, "time": at, "task_id": task_id, "name": task_id and task_id.split(":")[0], "value": value}
+
+
+def test_the_gantt_has_a_bar_per_try_within_each_attempt():
+    chart = gantt([
+        event("ATTEMPT_STARTED", 0, value={"attempt": 1}),
+        event("TASK_STARTED", 1, "fetch:1", {"attempt": 1}),
+        event("TASK_FAILED", 2, "fetch:1", {"attempt": 1, "error": "boom", "will_retry": True}),
+        event("TASK_STARTED", 3, "fetch:1", {"attempt": 2}),
+        event("TASK_COMPLETED", 5, "fetch:1", 42),
+        event("TASK_STARTED", 5, "store:2", {"attempt": 1}),
+        event("ATTEMPT_ENDED", 6, value={"attempt": 1, "end": "worker_lost"}),
+        event("ATTEMPT_STARTED", 7, value={"attempt": 2}),
+        event("TASK_STARTED", 8, "store:2", {"attempt": 1}),
+    ], now=11)
+    rows = [(b.task_id, b.attempt, b.retry, b.outcome) for b in chart.bars]
+    assert rows == [("fetch:1", 1, 1, "failed"), ("fetch:1", 1, 2, "completed"), ("store:2", 1, 1, "interrupted"),
+                    ("store:2", 2, 1, "running")]
+    assert chart.bars[0].error == "boom"
+    assert (chart.start, chart.end) == (1, 11)
+    assert chart.bars[0].left == 0 and chart.bars[-1].left == 70 and chart.bars[-1].width == 30
+    assert [a for a, _ in chart.attempts] == [1, 2]
+    assert gantt([], now=1).bars == []
+
+
+def test_values_read_as_people_expect():
+    assert ago(100, now=190) == "1m ago" and ago(100, now=105) == "5s ago" and ago(200, now=100) == "in 1m"
+    assert size(1536) == "1.5 KiB" and size(512) == "512 B"
+    masked = shown({"user": "ada", "db": {"password": "x", "API_KEY": "y"}, "tokens": ["a"]})
+    assert "ada" in masked["text"] and '"x"' not in masked["text"] and '"y"' not in masked["text"]
+    assert MASK in masked["text"] and masked["cut"] == 0
+    big = shown("x" * (MAX_SHOWN * 2))
+    assert len(big["text"].encode()) <= MAX_SHOWN and big["cut"] > MAX_SHOWN
+
+
+def test_filters_are_urls():
+    filters = Filters.of({"state": "running", "workflow": "etl", "since": "1h", "bogus": "1"})
+    assert filters.state == "RUNNING" and filters.since == "1h"
+    assert filters.url(after="25") == "/ui/executions?state=RUNNING&workflow=etl&since=1h&after=25"
+    assert Filters.of({"since": "forever", "state": "nope"}) == Filters()
