@@ -8,7 +8,8 @@ dies (``PR_SET_PDEATHSIG``), and runs in a process group of its own, which the w
 kills whole when it fences or hands back an attempt. Children
 are started ahead of demand (a warm pool with the engine already imported), so the
 start-up cost of a Python process is paid off the dispatch path. Each child runs one
-execution and exits: no state leaks from one execution into the next.
+execution and exits: no state leaks from one execution into the next. A child that
+imported a workflow bundle serves only that bundle afterwards (docs/bundles.md).
 
 Protocol: the job is one JSON line on the child's stdin; events and captured log
 lines come back as JSON lines on a protocol channel of its own (``flux.runners.protocol``).
@@ -122,15 +123,32 @@ class SubprocessRunner(Runner):
         return self.limits.plan(job)
 
     async def _take(self, job: Job, limits: Limits) -> Child:
-        child = None
-        while child is None and not self._pool.empty():
-            candidate = self._pool.get_nowait()
-            if candidate.returncode is None:
-                child = candidate
+        child = self._idle_for(job.get("bundle"))
         if self._will_return(limits):
             self._returning += 1
         self._top_up()
-        return child or await self._spawn()
+        child = child or await self._spawn()
+        child.bundle = child.bundle or job.get("bundle")
+        return child
+
+    def _idle_for(self, bundle: str | None) -> Child | None:
+        """An idle child that may run this bundle: one that ran it already (warm), else
+        one that ran no bundle. A child that imported one bundle never runs another
+        (versions never share modules); when only such children idle, one is retired
+        so that the pool refills with a fresh one."""
+        idle = []
+        while not self._pool.empty():
+            candidate = self._pool.get_nowait()
+            if candidate.returncode is None:
+                idle.append(candidate)
+        fitting = [c for c in idle if c.bundle == bundle] or [c for c in idle if c.bundle is None]
+        chosen = fitting[0] if fitting else None
+        for other in idle:
+            if other is not chosen:
+                self._pool.put_nowait(other)
+        if chosen is None and idle and bundle is not None:
+            self._retire_soon(self._pool.get_nowait())
+        return chosen
 
     def _will_return(self, limits: Limits) -> bool:
         return self.max_executions_per_child > 1 and reusable(limits.to_dict())
@@ -139,10 +157,7 @@ class SubprocessRunner(Runner):
         """A child that reported CHILD_IDLE: back to the pool, or retired once it has served enough."""
         runs = self._runs.get(child.pid, 0) + 1
         if runs >= self.max_executions_per_child or self._pool.qsize() >= self.max_idle:
-            self._runs.pop(child.pid, None)
-            task = asyncio.create_task(self._retire(child))
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
+            self._retire_soon(child)
             return
         self._runs[child.pid] = runs
         self._pool.put_nowait(child)
@@ -205,6 +220,12 @@ class SubprocessRunner(Runner):
                 CgroupMemory.remove(cgroup)
             if child is not None or not self._pool.qsize():
                 self._top_up()
+
+    def _retire_soon(self, child: Child) -> None:
+        self._runs.pop(child.pid, None)
+        task = asyncio.create_task(self._retire(child))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     @staticmethod
     async def _retire(child: Child) -> None:

@@ -21,7 +21,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import executions, explain, fleet, log_routes, workflows
+from flux.server import bundle_routes, executions, explain, fleet, log_routes, workflows
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
@@ -180,6 +180,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ)
     async def list_workflows(request: Request):
         return await db(request).read(workflows.list_latest)
+
+    @app.get("/workflows/{name}/versions", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ_ONE)
+    async def workflow_versions(name: str, request: Request):
+        """Every version of a workflow, oldest first; each stays runnable (``"version": N`` in a run)."""
+        return await db(request).read(lambda s: workflows.versions(s, name))
 
     @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1, le=INT64_MAX)):
@@ -398,6 +403,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # An execution's output and events: pages, and SSE streams that follow them.
     app.include_router(log_routes.router(CLIENT, bearer, authenticate_worker))
+    # Bundles: upload, a worker's fetch by hash, and registering one's workflows (docs/bundles.md).
+    app.include_router(bundle_routes.router(CLIENT, bearer, authenticate_worker, settings))
 
     # Anonymous calls to routes behind these gates are refused before their body is read.
     gates = {require_bootstrap: "missing bootstrap token (see 'flux server bootstrap-token')",

@@ -47,6 +47,11 @@ class Conflict(FluxError):
     code = "conflict"
 
 
+class TooLarge(FluxError):
+    status_code = 413
+    code = "payload_too_large"
+
+
 #: Machine codes of answers that do not come from a FluxError.
 CODES = {
     400: "bad_request",
