@@ -20,12 +20,11 @@ never imports) and a ``flows`` module whose workflow imports 20 of them. It prin
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Figure
+from bench.common import Figure, print_figures
 from flux.client import FluxClient
 from flux.local import LocalCluster
 
@@ -121,11 +120,7 @@ def main() -> None:
     modules = args.modules or (50 if args.quick else 200)
     repeats = args.repeats or (2 if args.quick else 5)
     figures = run(modules, repeats)
-    print(f"{'name':<44} {'median':>10} {'p95':>10}  unit")
-    for figure in figures:
-        print(figure.line())
-    if args.json:
-        args.json.write_text(json.dumps([figure.record() for figure in figures], indent=2))
+    print_figures(figures, args.json)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from flux.server.schemas import BundleInfo, BundleRegistration, WorkflowInfo
 from flux.server.settings import ServerSettings
 
 UPLOAD = responses(401, 413, 422)
-FETCH = responses(401, 404)
+FETCH = responses(401, 404, 413, 422)
 REGISTER = responses(401, 404, 413, 422)
 ZIP = "application/zip"
 
@@ -31,7 +31,8 @@ def router(client: list, bearer: Callable, authenticate_worker: Callable, settin
 
     @api.post(
         "/bundles", response_model=BundleInfo, status_code=201, dependencies=client, responses=UPLOAD,
-        openapi_extra={"requestBody": {"required": True, "content": {ZIP: {"schema": {"type": "string", "format": "binary"}}}}},
+        # documented as octet-stream (what generic clients and schemathesis send); application/zip is taken alike
+        openapi_extra={"requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
     )
     async def upload_bundle(request: Request):
         """A zip (or wheel) of a workflow project; stored once per sha256. 413 past the
