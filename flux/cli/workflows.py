@@ -48,11 +48,15 @@ def workflow_list(client: FluxClient) -> list[dict]:
     return client.list_workflows()
 
 
+def _render_versions(rows: list[dict]) -> None:
+    shown = [{**row, "bundle": (row.get("bundle") or "")[:12]} for row in rows]  # a short hash, like git
+    render_rows(["name", "version", "filename", "bundle", "requests", "created_at"], shown)
+
+
 @workflow_group.command("versions")
 @click.argument("name")
 @client_command
-@renders(lambda rows: render_rows(["name", "version", "filename", "bundle", "requests", "created_at"],
-                                  [{**row, "bundle": (row.get("bundle") or "")[:12]} for row in rows]))
+@renders(_render_versions)
 def workflow_versions(client: FluxClient, name: str) -> list[dict]:
     """List every version of workflow NAME, oldest first; run one with NAME@VERSION."""
     return client.workflow_versions(name)

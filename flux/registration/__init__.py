@@ -2,8 +2,8 @@
 
 ``static``: one module's decorators; ``bundle``: every module of a bundle;
 ``requirements``: what a bundle declares it needs, as package constraints.
-Used by the server (it reads what it is sent) and by the client (``flux workflow
-check``-style early errors); neither runs a line of the user's code.
+Used by the server on what it is sent; no line of the user's code runs, on the
+client or on the server.
 """
 
 from flux.registration.bundle import BundleReading, module_name, read_bundle
