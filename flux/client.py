@@ -166,8 +166,10 @@ class FluxClient:
         ``requirements=False`` ignores the bundle's requirements.txt / pyproject.toml."""
         try:
             data = build_bundle(path)
-        except (BundleError, OSError) as exc:
+        except BundleError as exc:
             raise FluxClientError(str(exc)) from None
+        except OSError as exc:
+            raise FluxClientError(f"cannot read {exc.filename or path}: {exc.strerror}") from None
         bundle = self.upload_bundle(data)
         return self._request("POST", "/workflows/bundle", json={"bundle": bundle["sha256"], "requirements": requirements})
 

@@ -36,7 +36,7 @@ def build_bundle(path: str | Path) -> bytes:
     if path.is_dir():
         return pack(directory_files(path))
     if not path.is_file():
-        raise BundleError(f"{path}: no such file or directory")
+        raise BundleError(f"cannot read {path}: No such file or directory")
     if path.suffix in ARCHIVES:
         return path.read_bytes()
     if path.suffix != ".py":
