@@ -23,7 +23,8 @@ from urllib.parse import quote
 
 import httpx
 
-from flux.loader import WorkflowLoadError, load_workflows
+from flux.bundles.archive import BundleError
+from flux.bundles.build import build_bundle
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
 TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED")
@@ -107,24 +108,14 @@ def _seg(value: str) -> str:
     return quote(str(value), safe="")
 
 
-def read_workflow_file(path: str | Path) -> dict:
-    """Import a workflow file locally and build the registration payload."""
-    path = Path(path)
-    try:
-        source = path.read_text()
-    except OSError as exc:
-        raise FluxClientError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        found = load_workflows(source, str(path))
-    except WorkflowLoadError as exc:
-        raise FluxClientError(str(exc)) from None
-    if not found:
-        raise FluxClientError(f"{path} defines no @workflow")
-    return {
-        "source": source,
-        "filename": path.name,
-        "workflows": [wf.metadata() for wf in found.values()],
-    }
+def split_version(name: str) -> tuple[str, int | None]:
+    """``train@3`` -> (``train``, 3); ``train`` -> (``train``, None)."""
+    base, sep, version = name.rpartition("@")
+    if not sep:
+        return name, None
+    if not version.isdigit() or int(version) < 1:
+        raise FluxClientError(f"{name!r}: a version after '@' is a number >= 1 (train@3)")
+    return base, int(version)
 
 
 def tls_verify(*urls: str) -> bool:
@@ -181,19 +172,45 @@ class FluxClient:
         return FluxConnectionError(f"cannot reach the Flux server at {self.server_url}: {exc or exc.__class__.__name__}")
 
     # workflows
-    def register_file(self, path: str | Path) -> list[dict]:
-        return self._request("POST", "/workflows", json=read_workflow_file(path))
+    def register(self, path: str | Path, requirements: bool = True) -> list[dict]:
+        """Register every @workflow under ``path`` (a .py file, a directory, a .zip or
+        .whl): it is bundled, uploaded and read by the server; nothing of it runs here.
+        ``requirements=False`` ignores the bundle's requirements.txt / pyproject.toml."""
+        try:
+            data = build_bundle(path)
+        except BundleError as exc:
+            raise FluxClientError(str(exc)) from None
+        except OSError as exc:
+            raise FluxClientError(f"cannot read {exc.filename or path}: {exc.strerror}") from None
+        bundle = self.upload_bundle(data)
+        return self._request("POST", "/workflows/bundle", json={"bundle": bundle["sha256"], "requirements": requirements})
+
+    #: The older name, for any path ``register`` takes.
+    register_file = register
+
+    def upload_bundle(self, data: bytes) -> dict:
+        """Store a bundle's bytes on the server: {sha256, size, files}."""
+        return self._request("POST", "/bundles", content=data, headers={"Content-Type": "application/zip"})
+
+    def workflow_versions(self, name: str) -> list[dict]:
+        return self._request("GET", f"/workflows/{_seg(name)}/versions")
 
     def list_workflows(self) -> list[dict]:
         """The newest version of every workflow (all pages)."""
         return list(self._pages("/workflows", {}))
 
     def show_workflow(self, name: str, version: int | None = None) -> dict:
+        """``name`` may carry its version: ``train@3``."""
+        name, pinned = split_version(name)
+        version = version or pinned
         params = {"version": version} if version else None
         return self._request("GET", f"/workflows/{_seg(name)}", params=params)
 
     def run(self, name: str, input: Any = None, wait: float | None = None, version: int | None = None) -> dict:
-        """Start workflow ``name``; ``version`` pins one (default: the newest when it first starts)."""
+        """Start workflow ``name`` (or ``name@3``); a version pins one (default: the newest
+        when it first starts), and the execution keeps it through every attempt."""
+        name, pinned = split_version(name)
+        version = version or pinned
         body = {"input": input} if version is None else {"input": input, "version": version}
         execution = self._request("POST", f"/workflows/{_seg(name)}/run", json=body)
         if wait:

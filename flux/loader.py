@@ -1,8 +1,11 @@
-"""Turns workflow source text into ``Workflow`` objects.
+"""Turns what the server sent into ``Workflow`` objects, on the worker side only.
 
-Used by ``flux workflow register`` (to read a file's workflows before upload) and by
-the runners (to execute what the server sent). Each source gets its own module so
-two versions of one workflow never share globals.
+A bundle (docs/bundles.md) is imported from its unpacked folder, put first on the
+import path, like any project: ``import helpers`` and relative imports work, and
+``__file__`` points at real files. A child process runs one bundle version
+(``flux.runners.subprocess``), so two versions never share modules. A bare source
+(the older ``POST /workflows`` API) gets a module of its own per distinct text.
+Registration never comes here: it reads the source statically (``flux.registration``).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 from flux.domain.sources import source_digest
@@ -47,6 +51,46 @@ def load_workflow(source: str, name: str, filename: str = "<workflow>") -> Workf
     if name not in workflows:
         raise WorkflowLoadError(f"{filename} defines no workflow named {name!r} (found: {', '.join(sorted(workflows)) or 'none'})")
     return workflows[name]
+
+
+#: Bundle folders this process imported from (an in-process runner may see several).
+_bundle_roots: list[Path] = []
+
+
+def load_bundle_workflow(root: str, module: str, name: str) -> Workflow:
+    """Import ``module`` from the unpacked bundle at ``root`` and return its workflow ``name``."""
+    folder = Path(root).resolve()
+    _make_room(folder, module.split(".")[0])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+        _bundle_roots.append(folder)
+    try:
+        imported = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any import-time error is the user's to see
+        raise WorkflowLoadError(f"{module} does not import: {type(exc).__name__}: {exc}") from exc
+    found = {obj.name: obj for obj in vars(imported).values() if isinstance(obj, Workflow)}
+    if name not in found:
+        raise WorkflowLoadError(f"{module} defines no workflow named {name!r} (found: {', '.join(sorted(found)) or 'none'})")
+    return found[name]
+
+
+def _make_room(folder: Path, top: str) -> None:
+    """A top-level name already loaded from elsewhere: another bundle's modules give way
+    (only an in-process runner ever sees two bundles), anything else is an error."""
+    loaded = sys.modules.get(top)
+    if loaded is None:
+        return
+    origin = Path(getattr(loaded, "__file__", None) or "/").resolve()
+    if origin.is_relative_to(folder):
+        return
+    other = next((root for root in _bundle_roots if origin.is_relative_to(root)), None)
+    if other is None:
+        raise WorkflowLoadError(f"module {top!r} of the bundle is shadowed by {origin} already loaded; rename it")
+    for name, module in list(sys.modules.items()):
+        if Path(getattr(module, "__file__", None) or "/").resolve().is_relative_to(other):
+            del sys.modules[name]
+    sys.path[:] = [entry for entry in sys.path if Path(entry).resolve() != other]
+    _bundle_roots.remove(other)
 
 
 def import_object(spec: str) -> Any:

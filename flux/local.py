@@ -43,10 +43,10 @@ class LocalCluster:
         self.server: subprocess.Popen | None = None
         self.workers: dict[str, subprocess.Popen] = {}
 
-    def _popen(self, args: list[str], log_name: str) -> subprocess.Popen:
+    def _popen(self, args: list[str], log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / f"{log_name}.log", "ab")
-        env = {**os.environ, "FLUX_HOME": str(self.home), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "FLUX_HOME": str(self.home), "PYTHONUNBUFFERED": "1", **(env or {})}
         try:
             return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         finally:
@@ -77,7 +77,10 @@ class LocalCluster:
         extra_args: tuple[str, ...] = (),
         wait: bool = True,
         timeout: float = 30.0,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen:
+        """``env``: variables added to this worker's environment (e.g. a PYTHONPATH
+        with packages only it has)."""
         args = [
             "start", "worker", name, "--server-url", self.server_url,
             "--max-concurrent-executions", str(max_concurrent_executions),
@@ -85,7 +88,7 @@ class LocalCluster:
         ]
         for key, value in (labels or {}).items():
             args += ["--label", f"{key}={value}"]
-        process = self._popen(_flux(*args, *extra_args), f"worker-{name}")
+        process = self._popen(_flux(*args, *extra_args), f"worker-{name}", env)
         self.workers[name] = process
         if wait:
             self.wait_for_worker(name, timeout)

@@ -8,6 +8,7 @@ already completed in earlier attempts; this module does the rest.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 import traceback
@@ -186,16 +187,28 @@ class ExecutionContext:
                     )
                 )
                 if not will_retry:
-                    raise TaskFailedError(f"task {task.name!r} failed after {attempt} attempt(s): {error}") from exc
+                    failure = TaskFailedError(f"task {task.name!r} failed after {attempt} attempt(s): {error}")
+                    result = await self._recover(task, args, kwargs, failure, exc)
+                    break
                 await asyncio.sleep(delay)
                 delay *= options.retry_backoff
                 continue
             finally:
                 _current_call.reset(token)
-            self.completed_tasks[task_id] = result
-            self.emit(make_event(EventType.TASK_COMPLETED, task.name, task_id, result))
-            return result
-        raise AssertionError("unreachable")  # pragma: no cover
+            break
+        self.completed_tasks[task_id] = result
+        self.emit(make_event(EventType.TASK_COMPLETED, task.name, task_id, result))
+        return result
+
+    async def _recover(self, task: RunnableTask, args: tuple, kwargs: dict, failure: TaskFailedError, cause: Exception) -> Any:
+        """After a task's last failed try: its ``fallback``'s result stands in for it;
+        without one, its ``rollback`` runs and the failure reaches the workflow."""
+        options = task.options
+        if getattr(options, "fallback", None) is not None:
+            return to_json_value(await _call(options.fallback, args, kwargs), f"fallback of task {task.name!r}")
+        if getattr(options, "rollback", None) is not None:
+            await _call(options.rollback, args, kwargs)
+        raise failure from cause
 
     async def _invoke(self, task: RunnableTask, task_id: str, retry: int, args: tuple, kwargs: dict) -> Any:
         """One try of a task call, in a ``flux.task`` span when tracing is on (failed if it raises)."""
@@ -204,6 +217,14 @@ class ExecutionContext:
         attributes = {"flux.task_id": task_id, "flux.retry": retry, "flux.execution_id": self.execution_id, "flux.attempt": self.attempt}
         with tracing.span("flux.task", attributes):
             return await task.invoke(args, kwargs)
+
+
+async def _call(function: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """A fallback or rollback: a Task, an async function or a plain one (on a thread)."""
+    target = getattr(function, "fn", function)  # a @task's function, not a recorded call
+    if inspect.iscoroutinefunction(target):
+        return await target(*args, **kwargs)
+    return await asyncio.to_thread(target, *args, **kwargs)
 
 
 async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tuple[EventType, Any]:

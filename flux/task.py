@@ -29,6 +29,11 @@ class TaskOptions:
     retry_delay: float = 1.0
     retry_backoff: float = 2.0
     timeout: float | None = None
+    #: Called with the task's arguments when its last try failed; its result is the task's.
+    fallback: Callable[..., Any] | None = None
+    #: Called with the task's arguments when its last try failed (and no fallback saved
+    #: it), before the failure reaches the workflow: undo what the task began.
+    rollback: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.retry_max_attempts, bool) or not isinstance(self.retry_max_attempts, int) or self.retry_max_attempts < 0:
@@ -39,6 +44,10 @@ class TaskOptions:
             raise ValueError(f"task {self.name!r}: retry_backoff must be a number >= 1, got {self.retry_backoff!r}")
         if self.timeout is not None and (not is_number(self.timeout) or self.timeout <= 0):
             raise ValueError(f"task {self.name!r}: timeout must be a number > 0 or None, got {self.timeout!r}")
+        for option in ("fallback", "rollback"):
+            value = getattr(self, option)
+            if value is not None and not callable(value):
+                raise ValueError(f"task {self.name!r}: {option} must be a function, got {value!r}")
 
 
 class Task:
@@ -89,6 +98,8 @@ class _TaskDecorator:
         retry_delay: float = 1.0,
         retry_backoff: float = 2.0,
         timeout: float | None = None,
+        fallback: Callable[..., Any] | None = None,
+        rollback: Callable[..., Any] | None = None,
     ) -> Callable[[Callable[..., Any]], Task]:
         def decorate(fn: Callable[..., Any]) -> Task:
             options = TaskOptions(
@@ -97,6 +108,8 @@ class _TaskDecorator:
                 retry_delay=retry_delay,
                 retry_backoff=retry_backoff,
                 timeout=timeout,
+                fallback=fallback,
+                rollback=rollback,
             )
             return Task(fn, options)
 

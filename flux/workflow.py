@@ -71,33 +71,17 @@ def _validate_requests(requests: Any, owner: str) -> ResourceRequest | None:
     return request_or_none(requests)
 
 
-class Workflow:
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        name: str | None = None,
-        requests: ResourceRequest | Mapping | None = None,
-        affinity: Mapping[str, str | Operator | Mapping] | None = None,
-        routing: RoutingPolicy | Mapping | None = None,
-        pending_timeout: float | None = None,
-        max_attempts: int | None = None,
-    ):
-        if not inspect.iscoroutinefunction(fn):
-            raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
-        self.fn = fn
-        self.name = check_name(fn.__name__ if name is None else name)
-        owner = f"workflow {self.name!r}"
-        self.requests = _validate_requests(requests, owner)
-        self.affinity = validate_affinity(affinity, owner)
-        self.routing = validate_routing(routing, owner)
-        if pending_timeout is not None and (
-            not isinstance(pending_timeout, (int, float)) or isinstance(pending_timeout, bool) or pending_timeout <= 0
-        ):
-            raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
-        self.pending_timeout = pending_timeout
-        self.max_attempts = check_max_attempts(max_attempts, owner)
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
+@dataclass(frozen=True)
+class WorkflowOptions:
+    """A workflow's validated options: what ``@workflow.with_options`` and static
+    registration (``flux.registration``) both build, through ``workflow_options``."""
+
+    name: str
+    requests: ResourceRequest | None = None
+    affinity: dict | None = None
+    routing: RoutingPolicy | None = None
+    pending_timeout: float | None = None
+    max_attempts: int | None = None
 
     def metadata(self) -> dict:
         """What the server stores beside the source: name, placement constraints and routing.
@@ -117,6 +101,61 @@ class Workflow:
         if self.max_attempts is not None:
             metadata["max_attempts"] = self.max_attempts
         return metadata
+
+
+def workflow_options(
+    name: str,
+    requests: Any = None,
+    affinity: Any = None,
+    routing: Any = None,
+    pending_timeout: Any = None,
+    max_attempts: Any = None,
+) -> WorkflowOptions:
+    """Validate a workflow's options; ``ValueError`` (or ``InvalidResourceRequest``) names the field.
+
+    The one implementation of the rules: the decorator calls it when it runs, static
+    registration when it reads the decorator's arguments from the source."""
+    name = check_name(name)
+    owner = f"workflow {name!r}"
+    request = _validate_requests(requests, owner)
+    affinity = validate_affinity(affinity, owner)
+    routing = validate_routing(routing, owner)
+    if pending_timeout is not None and (
+        not isinstance(pending_timeout, (int, float)) or isinstance(pending_timeout, bool) or pending_timeout <= 0
+    ):
+        raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
+    return WorkflowOptions(name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner))
+
+
+class Workflow:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        requests: ResourceRequest | Mapping | None = None,
+        affinity: Mapping[str, str | Operator | Mapping] | None = None,
+        routing: RoutingPolicy | Mapping | None = None,
+        pending_timeout: float | None = None,
+        max_attempts: int | None = None,
+    ):
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
+        self.fn = fn
+        self.options = workflow_options(
+            fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts
+        )
+        self.name = self.options.name
+        self.requests = self.options.requests
+        self.affinity = self.options.affinity
+        self.routing = self.options.routing
+        self.pending_timeout = self.options.pending_timeout
+        self.max_attempts = self.options.max_attempts
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def metadata(self) -> dict:
+        """What the server stores beside the source (``WorkflowOptions.metadata``)."""
+        return self.options.metadata()
 
     def run(self, input: Any = None) -> LocalExecution:
         """Run in this process, without a server (tests, notebooks)."""

@@ -56,6 +56,19 @@ def test_b8_chaos_quick_runs_end_to_end(tmp_path):
         assert figures[f"B8.{name}"]["median"] == 0, figures[f"B8.{name}"]["note"]
 
 
+@pytest.mark.timeout(240)
+def test_b11_bundles_quick_runs_end_to_end(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.b11_bundles", "--quick", "--json", str(tmp_path / "b11.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=220,
+    )
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("register_s", "cold_run_s", "warm_run_s"):
+        assert f"B11.{name}" in result.stdout
+    assert (tmp_path / "b11.json").exists()
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     ("module", "args", "names"),

@@ -11,6 +11,7 @@ from flux.logformat import FORMATS, configure_logging
 from flux.runners import RUNNER_NAMES
 from flux.server.settings import (
     DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_BUNDLE_SIZE,
     DEFAULT_MAX_JSON_DEPTH,
     DEFAULT_MAX_PAYLOAD_SIZE,
     ServerSettings,
@@ -80,12 +81,17 @@ def start() -> None:
               show_default=True, help="Attempts an execution may crash in before it fails, for workflows that set none")
 @click.option("--attempt-backoff", envvar="FLUX_ATTEMPT_BACKOFF", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="Seconds before the attempt after a crash, doubled after each further crash (at most 60)")
+@click.option("--max-bundle-size", envvar="FLUX_MAX_BUNDLE_SIZE", type=QuantityType(), default=DEFAULT_MAX_BUNDLE_SIZE,
+              show_default=True, help="Largest workflow bundle, zipped, in bytes or a quantity such as 32Mi (413 above it)")
+@click.option("--bundle-dir", envvar="FLUX_BUNDLE_DIR", type=click.Path(file_okay=False), default=None,
+              help="Folder for bundles over 1 MiB (smaller ones stay in the database); replicas share it [HOME/bundles]")
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
                  api_token_file: str | None, max_body_size: int, max_payload_size: int, retention: float | None,
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
-                 default_max_attempts: int, attempt_backoff: float, log_format: str) -> None:
+                 default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
+                 log_format: str) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
@@ -103,6 +109,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             max_payload_size=max_payload_size, retention=retention,
             lease_interval=lease_interval, shed_after=shed_after, processes=processes,
             default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
+            max_bundle_size=max_bundle_size, bundle_dir=bundle_dir,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-payload-size") from None
@@ -186,6 +193,10 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 @click.option("--capture-output/--no-capture-output", envvar="FLUX_CAPTURE_OUTPUT", default=True, show_default=True,
               help="Capture what executions print and log and keep it with them on the server; "
                    "off: their output goes to this worker's stderr")
+@click.option("--bundle-cache-size", envvar="FLUX_BUNDLE_CACHE_SIZE", type=QUANTITY, default="2Gi", show_default=True,
+              help="Disk kept for unpacked workflow bundles; past it the least recently used are removed")
+@click.option("--bundle-cache-dir", envvar="FLUX_BUNDLE_CACHE_DIR", type=click.Path(file_okay=False), default=None,
+              help="Where unpacked bundles are kept [HOME/bundle-cache/NAME]")
 @log_format_option
 def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootstrap_token_file: str | None,
                  home: str | None, labels: tuple[str, ...],
@@ -196,7 +207,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
                  docker_cpus: float | None, docker_args: tuple[str, ...], docker_fallback: str, cgroup_root: str,
                  disk_path: str, custom_resources: tuple[str, ...],
                  drain_timeout: float, max_log_bytes: int, log_buffer_lines: int, capture_output: bool,
-                 log_format: str) -> None:
+                 bundle_cache_size: int, bundle_cache_dir: str | None, log_format: str) -> None:
     """Run a worker named NAME that executes workflows dispatched by the server.
 
     It retries while the server cannot be reached; a server that refuses it (a wrong
@@ -224,6 +235,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
         custom_resources=parse_resources(custom_resources), drain_timeout=drain_timeout,
         home=str(ServerSettings(home=home or default_home()).home),
         max_log_bytes=max_log_bytes, log_buffer_lines=log_buffer_lines, capture_output=capture_output,
+        bundle_cache_size=bundle_cache_size, bundle_cache_dir=bundle_cache_dir,
     )
     asyncio.run(Worker(config).run())
 

@@ -22,12 +22,18 @@ def _render_workflows(rows: list[dict]) -> None:
 
 
 @workflow_group.command("register")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("path", type=click.Path())
+@click.option("--requirements/--no-requirements", default=True, show_default=True,
+              help="Turn the bundle's requirements.txt / pyproject.toml dependencies into package constraints")
 @client_command
 @renders(_render_workflows)
-def workflow_register(client: FluxClient, file: str) -> list[dict]:
-    """Upload FILE and register every @workflow it defines."""
-    registered = client.register_file(file)
+def workflow_register(client: FluxClient, path: str, requirements: bool) -> list[dict]:
+    """Register every @workflow under PATH: a .py file, a directory (a project: its
+    modules and data files, minus .gitignore/.fluxignore), or a .zip/.whl.
+
+    The workflows are read from the source, never run: registering needs none of
+    their dependencies. Changed content makes a new version of each workflow."""
+    registered = client.register(path, requirements=requirements)
     for workflow in registered:
         for warning in workflow.get("warnings", []):
             click.echo(f"Warning: workflow {workflow['name']!r}: {warning}", err=True)
@@ -42,12 +48,26 @@ def workflow_list(client: FluxClient) -> list[dict]:
     return client.list_workflows()
 
 
+def _render_versions(rows: list[dict]) -> None:
+    shown = [{**row, "bundle": (row.get("bundle") or "")[:12]} for row in rows]  # a short hash, like git
+    render_rows(["name", "version", "filename", "bundle", "requests", "created_at"], shown)
+
+
+@workflow_group.command("versions")
+@click.argument("name")
+@client_command
+@renders(_render_versions)
+def workflow_versions(client: FluxClient, name: str) -> list[dict]:
+    """List every version of workflow NAME, oldest first; run one with NAME@VERSION."""
+    return client.workflow_versions(name)
+
+
 @workflow_group.command("show")
 @click.argument("name")
 @click.option("--version", type=click.IntRange(1), default=None, help="Show this version [the newest]")
 @client_command
 def workflow_show(client: FluxClient, name: str, version: int | None) -> dict:
-    """Show a workflow, its resource requests and affinity."""
+    """Show a workflow (NAME, or NAME@VERSION), its resource requests and affinity."""
     return client.show_workflow(name, version)
 
 
@@ -77,7 +97,8 @@ def parse_input(text: str) -> object:
 @click.option("--logs", is_flag=True, help="Print the execution's output and log lines while waiting, on stderr (implies --wait)")
 @client_command
 def workflow_run(client: FluxClient, name: str, input: str, wait: bool, timeout: float, logs: bool) -> object:
-    """Start workflow NAME with INPUT: JSON, @FILE holding JSON, or - for stdin [null].
+    """Start workflow NAME (its newest version, or NAME@3 for version 3) with INPUT:
+    JSON, @FILE holding JSON, or - for stdin [null]. The execution keeps its version.
 
     With --wait, progress goes to stderr (a live line on a terminal) and the final
     record to stdout."""

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from flux.loader import WorkflowLoadError, load_workflow
+from flux.loader import WorkflowLoadError, load_bundle_workflow, load_workflow
 from flux.runners.protocol import LogSink
 from flux.runtime import ExecutionContext, EventSink, run_workflow
 
@@ -47,7 +47,10 @@ async def execute_job(job: Job, emit: EventSink) -> None:
     from flux.runtime import make_event
 
     try:
-        workflow = load_workflow(job["source"], job["workflow_name"], job.get("filename", "<workflow>"))
+        if job.get("bundle_root"):  # unpacked by the worker's bundle cache
+            workflow = load_bundle_workflow(job["bundle_root"], job["module"], job["workflow_name"])
+        else:
+            workflow = load_workflow(job["source"], job["workflow_name"], job.get("filename", "<workflow>"))
     except WorkflowLoadError as exc:
         emit(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": str(exc)}))
         return

@@ -98,6 +98,9 @@ class DockerRunner(SubprocessRunner):
             devices = ",".join(str(i) for i in gpus)
             # docker parses --gpus as CSV: the quotes keep "device=0,1" one field
             args += ["--gpus", f'"device={devices}"', "-e", f"NVIDIA_VISIBLE_DEVICES={devices}"]
+        root = job.get("bundle_root")
+        if root:  # the unpacked bundle, at the same path inside (read-only)
+            args += ["-v", f"{root}:{root}:ro"]
         return [*args, *self.extra_args, self.image, "python", "-m", "flux.runners.child"]
 
     async def _take(self, job: Job, limits: Limits) -> Child:

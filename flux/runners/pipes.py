@@ -133,6 +133,8 @@ class Child:
         self.pipes: list[OutputPipe] = []
         #: The running job's log sink; None between jobs.
         self.sink: LogSink | None = None
+        #: The sha256 of the workflow bundle it imported: the only one it may run.
+        self.bundle: str | None = None
 
     @property
     def pid(self) -> int:

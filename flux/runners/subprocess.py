@@ -9,7 +9,9 @@ kills whole when it fences or hands back an attempt. Children
 are started ahead of demand (a warm pool with the engine already imported), so the
 start-up cost of a Python process is paid off the dispatch path. The pool is elastic:
 ``warm_processes`` children (default one) are kept whatever the demand, a burst grows it
-up to ``max_idle`` (the worker's slots), and children idle past ``idle_timeout`` exit.
+up to ``max_idle`` (the worker's slots), and children idle past ``idle_timeout`` exit
+(docs/footprint.md). A child that imported a workflow bundle serves only that bundle
+afterwards (docs/bundles.md).
 
 Protocol: the job is one JSON line on the child's stdin; events and captured log
 lines come back as JSON lines on a protocol channel of its own (``flux.runners.protocol``).
@@ -131,9 +133,7 @@ class SubprocessRunner(Runner):
             await asyncio.sleep(max(min(self.idle_timeout / 4, 5.0), 0.05))
             expired = time.monotonic() - self.idle_timeout
             while len(self._pool) > self.warm_processes and self._pool[0][1] <= expired:
-                child, _ = self._pool.popleft()
-                self._runs.pop(child.pid, None)
-                self._retire_later(child)
+                self._retire_soon(self._pool.popleft()[0])
 
     def _top_up(self) -> None:
         """Keep ``warm_processes`` children idle or booting, counting those coming back."""
@@ -145,15 +145,31 @@ class SubprocessRunner(Runner):
         return self.limits.plan(job)
 
     async def _take(self, job: Job, limits: Limits) -> Child:
-        child = None
-        while child is None and self._pool:
-            candidate, _ = self._pool.pop()
-            if candidate.returncode is None:
-                child = candidate
+        child = self._idle_for(job.get("bundle"))
         if self._will_return(limits):
             self._returning += 1
         self._top_up()
-        return child or await self._spawn()
+        child = child or await self._spawn()
+        child.bundle = child.bundle or job.get("bundle")
+        return child
+
+    def _idle_for(self, bundle: str | None) -> Child | None:
+        """An idle child that may run this bundle: the most recently idle one that ran it
+        already (warm), else one that ran no bundle. A child that imported one bundle never
+        runs another (versions never share modules); when only such children idle, the
+        longest idle is retired so that the pool refills with a fresh one."""
+        for where in range(len(self._pool) - 1, -1, -1):  # dead ones go on the way
+            if self._pool[where][0].returncode is not None:
+                del self._pool[where]
+        for fits in (lambda c: c.bundle == bundle, lambda c: c.bundle is None):
+            for where in range(len(self._pool) - 1, -1, -1):
+                if fits(self._pool[where][0]):
+                    child = self._pool[where][0]
+                    del self._pool[where]
+                    return child
+        if self._pool and bundle is not None:
+            self._retire_soon(self._pool.popleft()[0])
+        return None
 
     def _will_return(self, limits: Limits) -> bool:
         return self.max_executions_per_child > 1 and reusable(limits.to_dict())
@@ -162,13 +178,13 @@ class SubprocessRunner(Runner):
         """A child that reported CHILD_IDLE: back to the pool, or retired once it has served enough."""
         runs = self._runs.get(child.pid, 0) + 1
         if runs >= self.max_executions_per_child or len(self._pool) >= self.max_idle:
-            self._runs.pop(child.pid, None)
-            self._retire_later(child)
+            self._retire_soon(child)
             return
         self._runs[child.pid] = runs
         self._pool.append((child, time.monotonic()))
 
-    def _retire_later(self, child: Child) -> None:
+    def _retire_soon(self, child: Child) -> None:
+        self._runs.pop(child.pid, None)
         task = asyncio.create_task(self._retire(child))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)

@@ -21,7 +21,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import console, executions, explain, fleet, log_routes, paging, payloads, retention, watch, workflows
+from flux.server import bundle_routes, console, executions, explain, fleet, log_routes, paging, payloads, retention, watch, workflows
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
@@ -192,6 +192,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
         page, cursor = paging.split(rows, limit, lambda row: row.name)
         paging.announce(request, response, cursor)
         return page
+
+    @app.get("/workflows/{name}/versions", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ_ONE)
+    async def workflow_versions(name: str, request: Request):
+        """Every version of a workflow, oldest first; each stays runnable (``"version": N`` in a run)."""
+        return await db(request).read(lambda s: workflows.versions(s, name))
 
     @app.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_workflow(name: str, request: Request, version: int | None = Query(default=None, ge=1, le=INT64_MAX)):
@@ -439,6 +444,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.include_router(log_routes.router(CLIENT, bearer, authenticate_worker))
     app.include_router(watch.router(CLIENT))  # execution state changes, as SSE
     app.include_router(console.router(login=api_token is not None, key=bootstrap_token))  # the web console (docs/console.md)
+    # Bundles: upload, a worker's fetch by hash, and registering one's workflows (docs/bundles.md).
+    app.include_router(bundle_routes.router(CLIENT, bearer, authenticate_worker, settings))
 
     # Anonymous calls to routes behind these gates are refused before their body is read.
     gates = {require_bootstrap: "missing bootstrap token (see 'flux server bootstrap-token')",

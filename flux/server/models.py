@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -34,6 +36,22 @@ class WorkflowModel(Base):
     pending_timeout: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: Attempts an execution may crash in before it fails; None: the server's default.
     max_attempts: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    #: The bundle this version runs from (docs/bundles.md); None: ``source`` alone.
+    bundle_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: The module of the bundle that defines it (``pkg.flows``), imported on the worker.
+    module: Mapped[str | None] = mapped_column(String(255), nullable=True)
+
+
+class BundleModel(Base):
+    """A bundle's bytes, stored once per sha256: in the row when small, else in the
+    server's blob directory (``data`` None), see ``flux.server.bundles``."""
+
+    __tablename__ = "bundles"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    data: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
 
 

@@ -84,6 +84,22 @@ class WorkflowRegistration(Strict):
     workflows: list[WorkflowSpec] = Field(min_length=1, description="What the client read from the module")
 
 
+SHA256_PATTERN = "^[0-9a-f]{64}$"
+
+
+class BundleRegistration(Strict):
+    bundle: str = Field(pattern=SHA256_PATTERN, description="The sha256 of a bundle uploaded with POST /bundles")
+    requirements: bool = Field(
+        default=True, description="Turn the bundle's requirements (requirements.txt, pyproject.toml) into package constraints"
+    )
+
+
+class BundleInfo(BaseModel):
+    sha256: str
+    size: int = Field(description="Bytes, zipped")
+    files: int
+
+
 class WorkflowInfo(BaseModel):
     name: str
     version: int
@@ -95,6 +111,8 @@ class WorkflowInfo(BaseModel):
     max_attempts: int | None = None
     created_at: float
     source: str | None = None
+    bundle: str | None = Field(default=None, description="The sha256 of the bundle it runs from (docs/bundles.md)")
+    module: str | None = Field(default=None, description="The bundle's module that defines it")
     warnings: list[str] = Field(default=[], description="E.g. no registered worker could ever satisfy its request")
 
 
@@ -302,6 +320,8 @@ class ClaimedExecution(BaseModel):
     workflow_version: int
     source: str
     filename: str
+    bundle: str | None = Field(default=None, description="The sha256 of the bundle to fetch (GET /bundles/SHA256) and import")
+    module: str | None = Field(default=None, description="The bundle's module that defines the workflow")
     input: Any
     attempt: int
     completed_tasks: dict[str, Any]

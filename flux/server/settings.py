@@ -25,6 +25,8 @@ DEFAULT_MAX_PAYLOAD_SIZE = 32 * 1024**2
 MAX_PAYLOAD_SIZE_CEILING = 512 * 1024**2
 #: What a request carries besides its one payload (the rest of a checkpoint batch).
 BODY_HEADROOM = 1024**2
+DEFAULT_MAX_BUNDLE_SIZE = 32 * 1024**2
+DEFAULT_BUNDLE_INLINE_SIZE = 1024**2
 
 #: Where ``--processes N`` hands the settings to each server process.
 SETTINGS_ENV = "FLUX_SERVER_SETTINGS_JSON"
@@ -71,6 +73,12 @@ class ServerSettings:
     processes: int = 1
     #: Set by a parent that already migrated the schema before starting processes.
     migrated: bool = False
+    #: Largest workflow bundle in bytes, zipped (413 above it); it unpacks to at most 4x.
+    max_bundle_size: int = DEFAULT_MAX_BUNDLE_SIZE
+    #: Bundles up to this size are kept in the database; larger ones in ``bundle_dir``.
+    bundle_inline_size: int = DEFAULT_BUNDLE_INLINE_SIZE
+    #: Where large bundles are kept (HOME/bundles); replicas must share it.
+    bundle_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.max_payload_size <= MAX_PAYLOAD_SIZE_CEILING:
@@ -81,6 +89,7 @@ class ServerSettings:
                 f"{self.max_payload_size + BODY_HEADROOM} bytes (now {self.max_body_size}): a payload travels in one request"
             )
         self.home = Path(self.home)
+        self.bundle_dir = Path(self.bundle_dir) if self.bundle_dir else self.home / "bundles"
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'flux.db'}"
 

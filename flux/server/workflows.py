@@ -1,25 +1,31 @@
-"""Workflow registration and lookup (functions of a Session, run by ``Database.run``).
+"""Workflow registration, versions and lookup (functions of a Session, run by ``Database.run``).
 
-The client imports the module and sends what it found (name, requests, affinity);
-the server never executes user code. It re-validates everything it is sent, so a
-hand-written API call gets the same errors as the CLI.
+``flux workflow register`` uploads a bundle and the server reads its workflows
+statically (``flux.registration``: no line of it runs, here or on the client);
+``POST /workflows`` with a source and what a client read from it is the older API,
+and is re-validated the same way. Every change of content is a new version; an
+execution keeps the version it was submitted with (docs/bundles.md).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
+from flux.bundles.archive import Bundle
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest, request_or_none
+from flux.registration import StaticError, read_bundle
+from flux.registration.bundle import stored_request
 from flux.domain.sources import source_digest
 from flux.domain.events import ExecutionState
 from flux.server.models import ExecutionModel, WorkflowModel
 from flux.scheduling.explain import infeasibility
 from flux.scheduling.snapshot import WorkerView
 from flux.server.errors import Invalid, NotFound
-from flux.server.schemas import WorkflowInfo, WorkflowRegistration
+from flux.server.schemas import BundleRegistration, WorkflowInfo, WorkflowRegistration
 from flux.workflow import validate_affinity, validate_routing
 
 
@@ -37,18 +43,37 @@ def _parse_requests(spec_name: str, requests: dict | None) -> ResourceRequest | 
         raise Invalid(f"workflow {spec_name!r}: {exc}") from None
 
 
-def register(session: Session, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:
-    """Store each workflow; an unchanged source keeps its version (registering is idempotent).
+@dataclass
+class NewVersion:
+    """What one registration would store of one workflow, validated."""
 
-    Each returned workflow carries a warning when no worker in ``fleet`` (the
-    registered workers) could ever satisfy it; it is registered all the same.
-    """
+    name: str
+    request: ResourceRequest | None
+    affinity: dict | None
+    routing: dict | None
+    pending_timeout: float | None
+    max_attempts: int | None
+    source: str
+    source_digest: str
+    filename: str
+    bundle_sha256: str | None = None
+    module: str | None = None
+
+    def key(self) -> tuple:
+        requests = self.request.to_dict() if self.request else None
+        return (self.source_digest, requests, self.affinity, self.routing, self.pending_timeout, self.max_attempts,
+                self.bundle_sha256, self.module)
+
+
+def register(session: Session, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:
+    """Store each workflow a client read from one source file (the API of hand-written
+    calls; ``flux workflow register`` sends bundles: ``register_bundle``)."""
     _check_source(registration)
     digest = source_digest(registration.source)
     names = [spec.name for spec in registration.workflows]
     if len(set(names)) != len(names):
         raise Invalid("workflow names in one registration must be unique")
-    stored = []
+    versions = []
     for spec in registration.workflows:
         owner = f"workflow {spec.name!r}"
         try:
@@ -56,29 +81,62 @@ def register(session: Session, registration: WorkflowRegistration, fleet: list[W
             policy = validate_routing(spec.routing, owner)
         except ValueError as exc:
             raise Invalid(str(exc)) from None
-        routing = policy.to_dict() if policy else None
-        request = _parse_requests(spec.name, spec.requests)
-        requests = request.to_dict() if request else None
-        latest = _latest(session, spec.name)
-        unchanged = latest and (
-            latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout, latest.max_attempts
-        ) == (digest, requests, affinity, routing, spec.pending_timeout, spec.max_attempts)
-        warnings = _warnings(request, affinity, fleet)
-        if unchanged:
+        versions.append(NewVersion(
+            spec.name, _parse_requests(spec.name, spec.requests), affinity, policy.to_dict() if policy else None,
+            spec.pending_timeout, spec.max_attempts, registration.source, digest, registration.filename,
+        ))
+    return store(session, versions, fleet)
+
+
+def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[NewVersion]:
+    """Every workflow of a bundle, read statically (no code of it runs), as versions
+    to store; its requirements merged into each one's packages unless turned off."""
+    try:
+        reading = read_bundle(bundle, registration.requirements)
+        return [
+            NewVersion(
+                found.options.name, stored_request(found, reading), found.options.affinity,
+                found.options.routing.to_dict() if found.options.routing else None,
+                found.options.pending_timeout, found.options.max_attempts,
+                bundle.text(found.filename) or "", bundle.sha256, found.filename, bundle.sha256, found.module,
+            )
+            for found in reading.workflows
+        ]
+    except (StaticError, InvalidResourceRequest) as exc:
+        raise Invalid(str(exc)) from None
+
+
+def store(session: Session, versions: list[NewVersion], fleet: list[WorkerView]) -> list[WorkflowInfo]:
+    """Store a new version of each workflow that changed; an unchanged one keeps its
+    version (registering is idempotent).
+
+    Each returned workflow carries a warning when no worker in ``fleet`` (the
+    registered workers) could ever satisfy it; it is registered all the same.
+    """
+    stored = []
+    for new in versions:
+        latest = _latest(session, new.name)
+        warnings = _warnings(new.request, new.affinity, fleet)
+        if latest and (
+            latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout,
+            latest.max_attempts, latest.bundle_sha256, latest.module,
+        ) == new.key():
             stored.append((latest, warnings))
             continue
         row = WorkflowModel(
-            name=spec.name,
+            name=new.name,
             version=(latest.version + 1) if latest else 1,
-            source=registration.source,
-            source_digest=digest,
-            filename=registration.filename,
-            requests=requests,
-            affinity=affinity,
-            routing=routing,
-            pending_timeout=spec.pending_timeout,
-            max_attempts=spec.max_attempts,
+            source=new.source,
+            source_digest=new.source_digest,
+            filename=new.filename,
+            requests=new.request.to_dict() if new.request else None,
+            affinity=new.affinity,
+            routing=new.routing,
+            pending_timeout=new.pending_timeout,
+            max_attempts=new.max_attempts,
             created_at=time.time(),
+            bundle_sha256=new.bundle_sha256,
+            module=new.module,
         )
         session.add(row)
         stored.append((row, warnings))
@@ -192,6 +250,14 @@ def list_latest(session: Session, limit: int | None = None, after: str | None = 
     return [info(row) for row in rows]
 
 
+def versions(session: Session, name: str) -> list[WorkflowInfo]:
+    """Every stored version of a workflow, oldest first (404 if it has none)."""
+    rows = session.scalars(select(WorkflowModel).where(WorkflowModel.name == name).order_by(WorkflowModel.version)).all()
+    if not rows:
+        raise _not_found(name, None)
+    return [info(row) for row in rows]
+
+
 def info(row: WorkflowModel, with_source: bool = False, warnings: list[str] | None = None) -> WorkflowInfo:
     return WorkflowInfo(
         name=row.name,
@@ -204,23 +270,37 @@ def info(row: WorkflowModel, with_source: bool = False, warnings: list[str] | No
         max_attempts=row.max_attempts,
         created_at=row.created_at,
         source=row.source if with_source else None,
+        bundle=row.bundle_sha256,
+        module=row.module,
         warnings=warnings or [],
     )
 
 
-_SOURCES: dict[tuple[str, int], tuple[str, str]] = {}
+@dataclass(frozen=True)
+class Code:
+    """What a worker needs to load one workflow version."""
+
+    source: str
+    filename: str
+    bundle: str | None
+    module: str | None
+
+
+_SOURCES: dict[tuple[str, int], Code] = {}
 #: Versions whose source is kept in memory; a version never changes once stored.
 SOURCE_CACHE = 256
 
 
-def source_of(session: Session, name: str, version: int) -> tuple[str, str]:
-    """(source, filename) of one workflow version, read once per process: a stored
-    version is immutable, so every delivery after the first costs no query."""
+def code_of(session: Session, name: str, version: int) -> Code:
+    """The code of one workflow version, read once per process: a stored version is
+    immutable, so every delivery after the first costs no query."""
     key = (name, version)
     cached = _SOURCES.get(key)
     if cached is None:
         row = get(session, name, version)
         if len(_SOURCES) >= SOURCE_CACHE:
             _SOURCES.pop(next(iter(_SOURCES)))
-        cached = _SOURCES[key] = (row.source, row.filename)
+        # a bundle's module is imported from the bundle: its text need not travel
+        source = "" if row.bundle_sha256 else row.source
+        cached = _SOURCES[key] = Code(source, row.filename, row.bundle_sha256, row.module)
     return cached

@@ -66,6 +66,10 @@ class WorkerConfig:
     #: Folder for this worker's identity (its session token, the lock on its name);
     #: None keeps the token in memory only (``flux.worker_identity``).
     home: str | None = None
+    #: Bytes of unpacked workflow bundles kept on disk (``flux.worker.bundles``).
+    bundle_cache_size: int = 2 * 1024**3
+    #: Where they are kept; None: HOME/bundle-cache/NAME, or a temporary folder.
+    bundle_cache_dir: str | None = None
 
 
 def build_runner(config: WorkerConfig) -> Runner:

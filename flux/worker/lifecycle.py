@@ -14,6 +14,7 @@ import logging
 from flux import tracing
 from flux.logformat import bind_process
 from flux.runners import Runner
+from flux.worker.bundles import BundleCache, cache_root
 from flux.worker.claims import claim_loop
 from flux.worker.config import WorkerConfig, build_runner
 from flux.worker.drain import StopSignals, drain
@@ -31,9 +32,12 @@ class Worker:
         self.runner = runner or build_runner(config)
         self.identity = WorkerIdentity(config.home, config.name) if config.home else None
         self.session = ServerSession(config, self.identity)
+        self.bundles = BundleCache(
+            cache_root(config.bundle_cache_dir, config.home, config.name), config.bundle_cache_size, self.fetch
+        )
         self.executions = Executions(
             self.runner, self.call, log_buffer_lines=config.log_buffer_lines, max_log_bytes=config.max_log_bytes,
-            capture_output=config.capture_output,
+            capture_output=config.capture_output, bundles=self.bundles,
         )
         self.publisher = Publisher(config, self.executions, self.call)
         self.signals = StopSignals()
@@ -48,6 +52,10 @@ class Worker:
 
     async def call(self, path: str, json: object, timeout: float | None = None) -> object:
         return await self.session.call(path, json, self.register, timeout)
+
+    async def fetch(self, path: str) -> bytes:
+        """A GET of bytes (a bundle), as resilient as ``call``."""
+        return await self.session.call(path, None, self.register, timeout=120.0, method="GET")
 
     async def register(self, stale_token: str | None = None) -> None:
         reply = await self.session.register(self.publisher.registration, stale_token)

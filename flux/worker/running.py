@@ -22,11 +22,13 @@ from typing import Any, Awaitable, Callable
 import httpx
 
 from flux import tracing
+from flux.bundles.archive import BundleError
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
 from flux.runners import Job, Runner, Stop
 from flux.logformat import bind
 from flux.runtime import make_event
+from flux.worker.bundles import BundleCache
 from flux.worker.logs import LogShipper
 
 log = logging.getLogger("flux.worker")
@@ -67,14 +69,17 @@ class RunningExecution:
     handed_back: str | None = None
     #: Checkpoint batches sent for this attempt (the server numbers them to drop re-sends).
     batches: int = 0
+    #: Whether this attempt holds its bundle in the cache (released when it ends).
+    bundle_held: bool = False
 
 
 class Executions:
     def __init__(
         self, runner: Runner, call: Call, log_buffer_lines: int = 10_000, max_log_bytes: int = 10 * 1024**2,
-        capture_output: bool = True,
+        capture_output: bool = True, bundles: BundleCache | None = None,
     ):
         self.runner = runner
+        self.bundles = bundles
         self.call = call
         self.log_buffer_lines, self.max_log_bytes = log_buffer_lines, max_log_bytes
         self.capture_output = capture_output
@@ -164,12 +169,17 @@ class Executions:
         """Run one attempt and report it; whatever breaks, the server hears how it ended."""
         flusher = self._spawn(self._flush(execution))
         job = execution.job
+        bundle = job.get("bundle")
         try:
             sink = execution.logs.put if self.capture_output else None
             with self._span(job) as span:
                 if span is not None:  # the child's spans hang under this attempt's
                     job = {**job, "traceparent": tracing.current_traceparent()}
+                if bundle:
+                    job = {**job, "bundle_root": str(await self._bundle(execution, bundle))}
                 await self.runner.run(job, execution.outbox.put, execution.stop, log=sink)
+        except BundleError as exc:
+            execution.outbox.put(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": str(exc)}))
         except Exception as exc:  # noqa: BLE001 - a runner failure must not kill the worker
             log.exception("execution %s failed in the runner", job["id"])
             execution.outbox.put(
@@ -188,10 +198,20 @@ class Executions:
         except Exception:  # noqa: BLE001 - eviction will requeue it; the worker goes on
             log.exception("could not report execution %s", job["id"])
         finally:
+            if bundle and self.bundles is not None and execution.bundle_held:
+                self.bundles.release(bundle)
             execution.logs.stop()
             if self.running.get(job["id"]) is execution:
                 del self.running[job["id"]]
             self.slot_freed.set()
+
+    async def _bundle(self, execution: RunningExecution, sha256: str):  # noqa: ANN202 - a Path
+        """The unpacked bundle of an execution (fetched on first use), held until it ends."""
+        if self.bundles is None:
+            raise BundleError(f"this worker has no bundle cache; cannot run bundle {sha256}")
+        folder = await self.bundles.acquire(sha256)
+        execution.bundle_held = True
+        return folder
 
     @staticmethod
     def _span(job: dict):  # noqa: ANN205 - a context manager

@@ -99,13 +99,19 @@ class ServerSession:
     async def post(
         self, path: str, json: Any, token: str | None = None, timeout: float | None = None, headers: dict | None = None
     ) -> Any:
+        return (await self._send("POST", path, json, token, timeout, headers)).json()
+
+    async def _send(
+        self, method: str, path: str, json: Any = None, token: str | None = None, timeout: float | None = None,
+        headers: dict | None = None,
+    ) -> httpx.Response:
         assert self.http is not None
         headers = {"Authorization": f"Bearer {token or self.token}", **(headers or {})}
-        response = await self.http.post(path, json=json, headers=headers, timeout=timeout or 30.0)
+        response = await self.http.request(method, path, json=json, headers=headers, timeout=timeout or 30.0)
         if response.status_code == 401 and token is None:
             raise SessionLost(response.text)
         response.raise_for_status()
-        return response.json()
+        return response
 
     async def _wait(self, backoff: Backoff, exc: httpx.HTTPError) -> None:
         """Back off before a retry, unless the worker stops waiting meanwhile."""
@@ -156,12 +162,16 @@ class ServerSession:
             log.info("worker %s registered with %s", self.config.name, self.config.server_url)
             return reply
 
-    async def call(self, path: str, json: Any, on_lost: Callable[[str | None], Awaitable[None]], timeout: float | None = None) -> Any:
+    async def call(
+        self, path: str, json: Any, on_lost: Callable[[str | None], Awaitable[None]], timeout: float | None = None,
+        method: str = "POST",
+    ) -> Any:
         """A session call that survives server restarts, overload and evictions.
 
         Transport errors and 5xx answers are retried with backoff (until the worker
         stops waiting: Abandoned); on 401 ``on_lost`` registers again; other 4xx
-        answers are the caller's to handle.
+        answers are the caller's to handle. A ``GET`` returns the body's bytes, a
+        ``POST`` its JSON.
         """
         backoff = Backoff()
         while True:
@@ -169,9 +179,9 @@ class ServerSession:
                 raise Abandoned()
             token = self.token
             try:
-                reply = await self.post(path, json, timeout=timeout)
+                response = await self._send(method, path, json if method == "POST" else None, timeout=timeout)
                 self.reachable = True
-                return reply
+                return response.json() if method == "POST" else response.content
             except SessionLost:
                 await on_lost(token)
             except httpx.HTTPError as exc:

@@ -63,13 +63,15 @@ def job_for(session: Session, execution: ExecutionModel, traceparent: str | None
     """What a worker is sent to run an attempt: the source, the input, and the
     results of tasks that completed in earlier attempts (replayed, not re-run);
     ``traceparent``: the span its attempt hangs under (the claim's; docs/tracing.md)."""
-    source, filename = workflows.source_of(session, execution.workflow_name, execution.workflow_version)
+    code = workflows.code_of(session, execution.workflow_name, execution.workflow_version)
     claim = ClaimedExecution(
         id=execution.id,
         workflow_name=execution.workflow_name,
         workflow_version=execution.workflow_version,
-        source=source,
-        filename=filename,
+        source=code.source,
+        filename=code.filename,
+        bundle=code.bundle,
+        module=code.module,
         input=execution.input,
         attempt=execution.attempt,
         # a first attempt has nothing to replay: spare the query

@@ -2,14 +2,14 @@
 by triggers (docs/history.md)
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0008
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0009'
-down_revision = '0006'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 
