@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
+from flux.domain.schedules import InvalidSchedule, Schedule
 from flux.loader import WorkflowLoadError, load_workflows
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
@@ -163,7 +164,7 @@ class FluxClient:
             raise self._unreachable(exc) from None
         if response.status_code >= 400:
             raise _error(response)
-        return response.json()
+        return response.json() if response.content else None
 
     def _unreachable(self, exc: httpx.TransportError) -> FluxConnectionError:
         return FluxConnectionError(f"cannot reach the Flux server at {self.server_url}: {exc or exc.__class__.__name__}")
@@ -340,9 +341,10 @@ class FluxClient:
             )
 
     def list_executions(
-        self, state: str | None = None, workflow: str | None = None, limit: int = 50, id_prefix: str | None = None
+        self, state: str | None = None, workflow: str | None = None, limit: int = 50, id_prefix: str | None = None,
+        schedule: str | None = None,
     ) -> list[dict]:
-        params = _set({"state": state, "workflow": workflow, "limit": limit, "id_prefix": id_prefix})
+        params = _set({"state": state, "workflow": workflow, "limit": limit, "id_prefix": id_prefix, "schedule": schedule})
         return self._request("GET", "/executions", params=params)
 
     def cancel(self, execution_id: str) -> dict:
@@ -379,3 +381,39 @@ class FluxClient:
 
     def undrain_worker(self, name: str) -> dict:
         return self._request("POST", f"/workers/{_seg(name)}/undrain")
+
+    # --- schedules (docs/schedules.md) -----------------------------------------------------
+
+    def create_schedule(self, name: str, workflow: str, *, cron: str | None = None, every: float | str | None = None,
+                        at: float | str | None = None, **options: Any) -> dict:
+        """One of ``cron``, ``every`` (seconds or "5m") or ``at`` (ISO 8601); ``options``: version,
+        anchor, timezone, input, overlap, catch_up, catch_up_limit, jitter, paused (checked here first)."""
+        body = {"name": name, "workflow": workflow, **_set({"cron": cron, "every": every, "at": at}), **options}
+        try:
+            Schedule.parse(cron=cron, every=every, at=at, anchor=options.get("anchor"), timezone=options.get("timezone", "UTC"))
+        except InvalidSchedule as exc:
+            raise FluxClientError(str(exc)) from None
+        return self._request("POST", "/schedules", json=body)
+
+    def list_schedules(self) -> list[dict]:
+        return self._request("GET", "/schedules")
+
+    def show_schedule(self, name: str) -> dict:
+        return self._request("GET", f"/schedules/{_seg(name)}")
+
+    def update_schedule(self, name: str, **changes: Any) -> dict:
+        """Only the fields given change (as for ``create_schedule``)."""
+        return self._request("PATCH", f"/schedules/{_seg(name)}", json=changes)
+
+    def delete_schedule(self, name: str) -> None:
+        self._request("DELETE", f"/schedules/{_seg(name)}")
+
+    def pause_schedule(self, name: str) -> dict:
+        return self._request("POST", f"/schedules/{_seg(name)}/pause")
+
+    def resume_schedule(self, name: str) -> dict:
+        return self._request("POST", f"/schedules/{_seg(name)}/resume")
+
+    def trigger_schedule(self, name: str) -> dict:
+        """Run it now; returns the execution."""
+        return self._request("POST", f"/schedules/{_seg(name)}/trigger")

@@ -23,12 +23,13 @@ def execution_group() -> None:
 @execution_group.command("list")
 @click.option("--state", type=click.Choice(STATES, case_sensitive=False), default=None, help="Only executions in this state")
 @click.option("--workflow", default=None, help="Only executions of this workflow")
+@click.option("--schedule", default=None, help="Only the runs this schedule started")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Newest executions to list")
 @client_command
-@renders(lambda rows: render_rows(["id", "workflow_name", "state", "worker_name", "scheduled_at"], rows))
-def execution_list(client: FluxClient, state: str | None, workflow: str | None, limit: int) -> list[dict]:
+@renders(lambda rows: render_rows(["id", "workflow_name", "state", "worker_name", "scheduled_at", "schedule"], rows))
+def execution_list(client: FluxClient, state: str | None, workflow: str | None, schedule: str | None, limit: int) -> list[dict]:
     """List recent executions, newest first."""
-    return client.list_executions(state, workflow, limit)
+    return client.list_executions(state, workflow, limit, schedule=schedule)
 
 
 @execution_group.command("show")

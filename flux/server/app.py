@@ -21,7 +21,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import executions, explain, fleet, log_routes, workflows
+from flux.server import executions, explain, fleet, log_routes, schedules, workflows
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
@@ -108,7 +108,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
             state.db, state.registry, state.notifier, state.metrics, settings.eviction_grace_period, state.dispatcher.kick, policy
         )
         shedding.watch(state.db, state.metrics)
-        loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run())]
+        firing = schedules.ScheduleLoop(state.db, state.notifier, state.metrics, state.dispatcher.kick, policy, shared)
+        loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run()), asyncio.create_task(firing.run())]
         try:
             yield
         finally:
@@ -201,8 +202,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
         limit: int = Query(default=50, ge=1, le=1000),
         id_prefix: str | None = Query(default=None, min_length=1, max_length=32, pattern="^[0-9a-fA-F]+$",
                                       description="Executions whose id starts with this (unique-prefix lookup)"),
+        schedule: str | None = Query(default=None, max_length=128, description="Only the runs this schedule started"),
     ):
-        return await db(request).read(lambda s: executions.list_executions(s, state, workflow, limit, id_prefix))
+        return await db(request).read(lambda s: executions.list_executions(s, state, workflow, limit, id_prefix, schedule))
 
     @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
     async def show_execution(
@@ -398,6 +400,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     # An execution's output and events: pages, and SSE streams that follow them.
     app.include_router(log_routes.router(CLIENT, bearer, authenticate_worker))
+    app.include_router(schedules.router(CLIENT, policy))  # workflows on cron, interval or once (docs/schedules.md)
 
     # Anonymous calls to routes behind these gates are refused before their body is read.
     gates = {require_bootstrap: "missing bootstrap token (see 'flux server bootstrap-token')",

@@ -27,10 +27,12 @@ def get(session: Session, execution_id: str) -> ExecutionInfo:
 
 
 def list_executions(
-    session: Session, state: str | None, workflow: str | None, limit: int, id_prefix: str | None = None
+    session: Session, state: str | None, workflow: str | None, limit: int, id_prefix: str | None = None,
+    schedule: str | None = None,
 ) -> list[ExecutionInfo]:
     """Newest first; ``id_prefix`` finds the executions whose id starts with it (what
-    the CLI resolves a typed prefix with, like ``git`` and ``docker`` do)."""
+    the CLI resolves a typed prefix with, like ``git`` and ``docker`` do); ``schedule``:
+    the runs a schedule started."""
     query = select(ExecutionModel).order_by(ExecutionModel.scheduled_at.desc()).limit(limit)
     if id_prefix:
         query = query.where(ExecutionModel.id.startswith(id_prefix.lower(), autoescape=True))
@@ -38,6 +40,8 @@ def list_executions(
         query = query.where(ExecutionModel.state == state.upper())
     if workflow:
         query = query.where(ExecutionModel.workflow_name == workflow)
+    if schedule:
+        query = query.where(ExecutionModel.schedule == schedule)
     return [info(row) for row in session.scalars(query)]
 
 
@@ -117,6 +121,8 @@ def info(row: ExecutionModel) -> ExecutionInfo:
         claimed_at=row.claimed_at,
         started_at=row.started_at,
         finished_at=row.finished_at,
+        schedule=row.schedule,
+        scheduled_for=row.scheduled_for,
     )
 
 
