@@ -30,6 +30,8 @@ QUEUED_RECHECK = 1.0
 SAFETY = 30.0
 #: After a failed pass (the database away): retry this soon.
 RETRY = 1.0
+#: A due schedule that another replica holds locked (it is firing it): look again this soon.
+LOCKED_BACKOFF = 0.1
 
 
 class ScheduleLoop:
@@ -60,7 +62,10 @@ class ScheduleLoop:
             limits.append(QUEUED_RECHECK)
         if self.shared:
             limits.append(SAFETY)
-        return max(0.0, min(limits)) if limits else None
+        if not limits:
+            return None
+        delay = min(limits)
+        return delay if delay > 0 else LOCKED_BACKOFF
 
     def _report(self, done: Pass) -> None:
         for lateness in done.lateness:
