@@ -1,5 +1,5 @@
-"""CI smoke for the fleet benchmark (issue 22) and the chaos benchmark (issue 13):
-``python -m bench.b7_fleet --quick`` and ``python -m bench.b8_chaos --quick`` run end to
+"""CI smoke for the fleet benchmark (issue 22), the chaos benchmark (issue 13) and the schedules benchmark (issue 17):
+``python -m bench.b7_fleet --quick``, ``python -m bench.b8_chaos --quick`` and ``python -m bench.b10_schedules --quick`` run end to
 end against real processes. Speed figures are printed, never asserted: this machine is
 noisy, and speed is measured by the benchmark, not by tests. B8's correctness figures
 (no run lost, no recorded task run again, no write from a fenced attempt) are counts, not
@@ -53,3 +53,17 @@ def test_b8_chaos_quick_runs_end_to_end(tmp_path):
     figures = {f["name"]: f for f in json.loads((tmp_path / "b8.json").read_text())["figures"]}
     for name in ("runs_lost", "completed_tasks_reexecuted", "fenced_writes"):
         assert figures[f"B8.{name}"]["median"] == 0, figures[f"B8.{name}"]["note"]
+
+
+@pytest.mark.timeout(120)
+def test_b10_schedules_quick_runs_end_to_end(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.b10_schedules", "--quick", "--json", str(tmp_path / "b10.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=100,
+    )
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("create_schedules_per_s", "fires", "fire_lateness_ms", "round_s", "server_cpu_pct"):
+        assert f"B10.{name} " in result.stdout
+    figures = {f["name"]: f for f in json.loads((tmp_path / "b10.json").read_text())}
+    assert figures["B10.fires"]["met"], figures["B10.fires"]["note"]  # a count, not a timing: every due time fired once

@@ -48,6 +48,16 @@ class Pass:
 
 
 def fire_due(session: Session, now: float, policy: AttemptPolicy, batch: int = BATCH) -> Pass:
+    # The schedule rows are written in one flush at the end, not one before each statement.
+    with session.no_autoflush:
+        done = _fire_batch(session, now, policy, batch)
+    session.flush()
+    done.next_at = session.scalar(select(func.min(ScheduleModel.next_fire_at)).where(ScheduleModel.paused.is_(False)))
+    done.queued = bool(session.scalar(select(exists().where(ScheduleModel.queued_due.is_not(None), ScheduleModel.paused.is_(False)))))
+    return done
+
+
+def _fire_batch(session: Session, now: float, policy: AttemptPolicy, batch: int) -> Pass:
     done = Pass()
     waiting = _locked(session, ScheduleModel.queued_due.is_not(None), ScheduleModel.queued_due, batch)
     active = _active_runs(session, waiting)
@@ -64,9 +74,6 @@ def fire_due(session: Session, now: float, policy: AttemptPolicy, batch: int = B
             _fire_or_hold(session, row, due, active.setdefault(row.name, []), policy, done)
         set_next(row, steps.next_due)
     done.more = len(waiting) == batch or len(due_rows) == batch
-    session.flush()
-    done.next_at = session.scalar(select(func.min(ScheduleModel.next_fire_at)).where(ScheduleModel.paused.is_(False)))
-    done.queued = bool(session.scalar(select(exists().where(ScheduleModel.queued_due.is_not(None), ScheduleModel.paused.is_(False)))))
     return done
 
 
