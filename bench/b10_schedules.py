@@ -19,7 +19,6 @@ one due time a round (the worst case: a herd; ``jitter`` would spread it). It pr
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sqlite3
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import Figure, write_workflow
+from bench.common import Figure, print_figures, write_workflow
 from flux.client import FluxClient
 from flux.local import LocalCluster
 
@@ -109,11 +108,7 @@ def main() -> None:
     count = args.schedules or (300 if args.quick else 10_000)
     period, timing = (5.0, {"every": "5s"}) if args.quick else (60.0, {"cron": "* * * * *"})
     figures = run(count, period, timing, args.rounds)
-    print(f"{'name':<44} {'median':>10} {'p95':>10}  unit")
-    for figure in figures:
-        print(figure.line())
-    if args.json:
-        args.json.write_text(json.dumps([figure.record() for figure in figures], indent=2))
+    print_figures(figures, args.json)
 
 
 if __name__ == "__main__":

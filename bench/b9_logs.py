@@ -19,7 +19,6 @@ worker's stderr, a file). For each run it prints:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import threading
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import Figure, write_workflow
+from bench.common import Figure, print_figures, write_workflow
 from flux.client import FluxClient
 from flux.local import LocalCluster
 
@@ -133,11 +132,7 @@ def main() -> None:
     lines = args.lines or (20_000 if args.quick else 100_000)
     repeats = args.repeats or (1 if args.quick else 3)
     figures = run(lines, repeats)
-    print(f"{'name':<44} {'median':>10} {'p95':>10}  unit")
-    for figure in figures:
-        print(figure.line())
-    if args.json:
-        args.json.write_text(json.dumps([figure.record() for figure in figures], indent=2))
+    print_figures(figures, args.json)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import signal
@@ -87,6 +88,15 @@ class Figure:
         if data["p99"] is None:
             del data["p99"]
         return data
+
+
+def print_figures(figures: list[Figure], json_path: Path | None = None) -> None:
+    """A scenario run on its own: a header, one line per figure, and the figures as JSON if asked."""
+    print(f"{'name':<44} {'median':>10} {'p95':>10}  unit")
+    for figure in figures:
+        print(figure.line())
+    if json_path:
+        json_path.write_text(json.dumps([figure.record() for figure in figures], indent=2))
 
 
 def _num(value: float) -> str:
