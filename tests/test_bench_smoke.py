@@ -3,7 +3,7 @@
 end against real processes. Speed figures are printed, never asserted: this machine is
 noisy, and speed is measured by the benchmark, not by tests. B8's correctness figures
 (no run lost, no recorded task run again, no write from a fenced attempt) are counts, not
-timings, and are asserted."""
+timings, and are asserted; so is B10's count of fires (every due time once)."""
 
 from __future__ import annotations
 
