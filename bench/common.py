@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import contextlib
 import json
 import os
@@ -213,15 +211,6 @@ class BenchCluster(LocalCluster):
 
     def server_log_tail(self, chars: int = 1500) -> str:
         return self.log("server")[-chars:]
-
-
-def print_figures(figures: list[Figure], json_path: Path | None = None) -> None:
-    """The table a single benchmark prints, and its figures as JSON when asked (B9, B11)."""
-    print(f"{'name':<44} {'median':>10} {'p95':>10}  unit")
-    for figure in figures:
-        print(figure.line())
-    if json_path:
-        json_path.write_text(json.dumps([figure.record() for figure in figures], indent=2))
 
 
 def write_workflow(home: Path, source: str, name: str) -> Path:

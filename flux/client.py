@@ -25,6 +25,7 @@ import httpx
 
 from flux.bundles.archive import BundleError
 from flux.bundles.build import build_bundle
+from flux.domain.schedules import InvalidSchedule, Schedule
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
 TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED")
@@ -157,7 +158,8 @@ class FluxClient:
         self.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        return self._response(method, path, **kwargs).json()
+        response = self._response(method, path, **kwargs)
+        return response.json() if response.content else None
 
     def _response(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -382,19 +384,20 @@ class FluxClient:
         id_prefix: str | None = None,
         *,
         worker: str | None = None,
+        schedule: str | None = None,
         after: str | None = None,
         include: Iterable[str] = (),
     ) -> tuple[list[dict], str | None]:
         """One page, newest first, and the cursor of the next (None on the last page)."""
-        params = _set({"state": state, "workflow": workflow, "worker": worker, "limit": limit, "id_prefix": id_prefix,
-                       "after": after, "include": ",".join(include)})
+        params = _set({"state": state, "workflow": workflow, "worker": worker, "schedule": schedule, "limit": limit,
+                       "id_prefix": id_prefix, "after": after, "include": ",".join(include)})
         response = self._response("GET", "/executions", params=params)
         return response.json(), response.headers.get("X-Next-Cursor")
 
     def iter_executions(self, state: str | None = None, workflow: str | None = None, *, worker: str | None = None,
-                        include: Iterable[str] = (), page_size: int = 1000, after: str | None = None) -> Iterator[dict]:
+                        schedule: str | None = None, include: Iterable[str] = (), page_size: int = 1000, after: str | None = None) -> Iterator[dict]:
         """Every matching execution, newest first, a page at a time (``flux execution list --all``)."""
-        params = {"state": state, "workflow": workflow, "worker": worker, "include": ",".join(include), "limit": page_size}
+        params = {"state": state, "workflow": workflow, "worker": worker, "schedule": schedule, "include": ",".join(include), "limit": page_size}
         return self._pages("/executions", params, after)
 
     def _pages(self, path: str, params: dict[str, Any], after: str | None = None) -> Iterator[dict]:
@@ -440,3 +443,39 @@ class FluxClient:
 
     def undrain_worker(self, name: str) -> dict:
         return self._request("POST", f"/workers/{_seg(name)}/undrain")
+
+    # --- schedules (docs/schedules.md) -----------------------------------------------------
+
+    def create_schedule(self, name: str, workflow: str, *, cron: str | None = None, every: float | str | None = None,
+                        at: float | str | None = None, **options: Any) -> dict:
+        """One of ``cron``, ``every`` (seconds or "5m") or ``at`` (ISO 8601); ``options``: version,
+        anchor, timezone, input, overlap, catch_up, catch_up_limit, jitter, paused (checked here first)."""
+        body = {"name": name, "workflow": workflow, **_set({"cron": cron, "every": every, "at": at}), **options}
+        try:
+            Schedule.parse(cron=cron, every=every, at=at, anchor=options.get("anchor"), timezone=options.get("timezone", "UTC"))
+        except InvalidSchedule as exc:
+            raise FluxClientError(str(exc)) from None
+        return self._request("POST", "/schedules", json=body)
+
+    def list_schedules(self) -> list[dict]:
+        return self._request("GET", "/schedules")
+
+    def show_schedule(self, name: str) -> dict:
+        return self._request("GET", f"/schedules/{_seg(name)}")
+
+    def update_schedule(self, name: str, **changes: Any) -> dict:
+        """Only the fields given change (as for ``create_schedule``)."""
+        return self._request("PATCH", f"/schedules/{_seg(name)}", json=changes)
+
+    def delete_schedule(self, name: str) -> None:
+        self._request("DELETE", f"/schedules/{_seg(name)}")
+
+    def pause_schedule(self, name: str) -> dict:
+        return self._request("POST", f"/schedules/{_seg(name)}/pause")
+
+    def resume_schedule(self, name: str) -> dict:
+        return self._request("POST", f"/schedules/{_seg(name)}/resume")
+
+    def trigger_schedule(self, name: str) -> dict:
+        """Run it now; returns the execution."""
+        return self._request("POST", f"/schedules/{_seg(name)}/trigger")

@@ -1,10 +1,10 @@
-"""CI smoke for the fleet benchmark (issue 22), the chaos benchmark (issue 13) and the
-history, footprint and payload benchmarks (issue 18):
-``python -m bench.b7_fleet --quick`` and ``python -m bench.b8_chaos --quick`` run end to
+"""CI smoke for the fleet benchmark (issue 22), the chaos benchmark (issue 13), the schedules
+benchmark (issue 17), the bundles benchmark (issue 15) and the history, footprint and payload
+benchmarks (issue 18): ``python -m bench.b7_fleet --quick``, ``python -m bench.b8_chaos --quick`` and the others run end to
 end against real processes. Speed figures are printed, never asserted: this machine is
 noisy, and speed is measured by the benchmark, not by tests. B8's correctness figures
 (no run lost, no recorded task run again, no write from a fenced attempt) are counts, not
-timings, and are asserted."""
+timings, and are asserted; so is B10's count of fires (every due time once)."""
 
 from __future__ import annotations
 
@@ -89,3 +89,17 @@ def test_issue_18_benchmarks_quick_run_end_to_end(tmp_path, module, args, names)
     for name in names:
         assert name in result.stdout
     assert json.loads((tmp_path / "out.json").read_text())
+
+
+@pytest.mark.timeout(120)
+def test_b10_schedules_quick_runs_end_to_end(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.b10_schedules", "--quick", "--json", str(tmp_path / "b10.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=100,
+    )
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("create_schedules_per_s", "fires", "fire_lateness_ms", "round_s", "server_cpu_pct"):
+        assert f"B10.{name} " in result.stdout
+    figures = {f["name"]: f for f in json.loads((tmp_path / "b10.json").read_text())}
+    assert figures["B10.fires"]["met"], figures["B10.fires"]["note"]  # a count, not a timing: every due time fired once

@@ -178,6 +178,7 @@ FILTERS = {
     "ix_executions_state_order": history.ExecutionFilter(state="COMPLETED"),
     "ix_executions_workflow_order": history.ExecutionFilter(workflow="etl"),
     "ix_executions_worker_order": history.ExecutionFilter(worker="w1"),
+    "ix_executions_schedule_order": history.ExecutionFilter(schedule="nightly"),
 }
 
 

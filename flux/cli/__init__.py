@@ -3,7 +3,7 @@ inspect executions and workers.
 
 Rooms: ``core`` (the group, failures as one line and an exit code, client options,
 output helpers), ``start`` (server, worker, demo), ``workflows``, ``executions``,
-``workers``, ``watch`` (following an execution live). ``flux.cli:main`` is the
+``workers``, ``schedules``, ``watch`` (following an execution live). ``flux.cli:main`` is the
 console script; ``python -m flux`` and ``python -m flux.cli`` run it too.
 """
 
@@ -13,6 +13,7 @@ import click
 
 from flux.cli.core import FluxGroup, client_commands, show_envvars
 from flux.cli.executions import execution_group
+from flux.cli.schedules import schedule_group
 from flux.cli.start import demo, server, start, start_server, start_worker
 from flux.cli.workers import worker_group
 from flux.cli.workflows import workflow_group
@@ -38,7 +39,7 @@ def main(ctx: click.Context, config: str | None, debug: bool) -> None:
     )
 
 
-for _command in (start, server, workflow_group, execution_group, worker_group, demo):
+for _command in (start, server, workflow_group, execution_group, schedule_group, worker_group, demo):
     main.add_command(_command)
 show_envvars(main)
 

@@ -261,7 +261,7 @@ def render_record(record: dict) -> None:
     for key, value in record.items():
         if key == "source":
             continue
-        table.add_row(key, when(value) if key.endswith("_at") and value else cell(value))
+        table.add_row(key, when(value) if (key.endswith("_at") or key == "scheduled_for") and value else cell(value))
     console.print(table)
 
 

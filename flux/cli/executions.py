@@ -21,7 +21,7 @@ def execution_group() -> None:
     """Inspect, follow and cancel executions (an ID may be any unique prefix of it)."""
 
 
-LIST_COLUMNS = ["id", "workflow_name", "state", "worker_name", "scheduled_at"]
+LIST_COLUMNS = ["id", "workflow_name", "state", "worker_name", "scheduled_at", "schedule"]
 
 
 def execution_line(execution: dict) -> str:
@@ -33,18 +33,19 @@ def execution_line(execution: dict) -> str:
 @click.option("--state", type=click.Choice(STATES, case_sensitive=False), default=None, help="Only executions in this state")
 @click.option("--workflow", default=None, help="Only executions of this workflow")
 @click.option("--worker", default=None, help="Only executions placed on this worker")
+@click.option("--schedule", default=None, help="Only the runs this schedule started")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Newest executions to list (one page)")
 @click.option("--after", default=None, metavar="CURSOR", help="The page after this cursor (printed under a full page)")
 @click.option("--all", "all_", is_flag=True, help="Every matching execution, page after page, one line each (JSON lines with --format json)")
 @click.option("--include", type=click.Choice(["input", "output"]), multiple=True, help="Carry this payload too (repeatable)")
 @client_command
-def execution_list(client: FluxClient, state: str | None, workflow: str | None, worker: str | None, limit: int,
+def execution_list(client: FluxClient, state: str | None, workflow: str | None, worker: str | None, schedule: str | None, limit: int,
                    after: str | None, all_: bool, include: tuple[str, ...], fmt: str) -> Output | None:
     """List executions, newest first, a page at a time."""
     if all_:
-        follow(client.iter_executions(state, workflow, worker=worker, include=include, after=after), execution_line, fmt)
+        follow(client.iter_executions(state, workflow, worker=worker, schedule=schedule, include=include, after=after), execution_line, fmt)
         return None
-    rows, cursor = client.list_executions_page(state, workflow, limit, worker=worker, after=after, include=include)
+    rows, cursor = client.list_executions_page(state, workflow, limit, worker=worker, schedule=schedule, after=after, include=include)
 
     def render(rows: list[dict]) -> None:
         render_rows(LIST_COLUMNS, rows)

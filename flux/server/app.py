@@ -21,7 +21,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import bundle_routes, console, executions, explain, fleet, log_routes, paging, payloads, retention, watch, workflows
+from flux.server import bundle_routes, console, executions, explain, fleet, log_routes, paging, payloads, retention, schedules, watch, workflows
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
@@ -114,7 +114,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
             state.db, state.registry, state.notifier, state.metrics, settings.eviction_grace_period, state.dispatcher.kick, policy
         )
         shedding.watch(state.db, state.metrics)
-        loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run())]
+        firing = schedules.ScheduleLoop(state.db, state.notifier, state.metrics, state.dispatcher.kick, policy, shared)
+        loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run()), asyncio.create_task(firing.run())]
         if settings.retention:
             loops.append(asyncio.create_task(retention.keep(state.db, settings.retention)))
         try:
@@ -227,10 +228,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
         include: str | None = Query(default=None, max_length=64, description="input,output: payloads to carry (left out by default)"),
         id_prefix: str | None = Query(default=None, min_length=1, max_length=32, pattern="^[0-9a-fA-F]+$",
                                       description="Executions whose id starts with this (unique-prefix lookup)"),
+        schedule: str | None = Query(default=None, max_length=128, description="Only the runs this schedule started"),
     ):
         """Newest first, a page at a time: the next page's cursor is in the ``X-Next-Cursor``
         header (and a ``Link: rel="next"``), absent on the last page (docs/history.md)."""
-        where = executions.ExecutionFilter(state, workflow, worker, id_prefix, since, until)
+        where = executions.ExecutionFilter(state=state, workflow=workflow, worker=worker, schedule=schedule,
+                                           id_prefix=id_prefix, since=since, until=until)
         wanted = executions.parse_include(include)
         page = await db(request).read(lambda s: executions.page(s, where, limit, after, wanted))
         paging.announce(request, response, page.next_cursor)
@@ -446,6 +449,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.include_router(console.router(login=api_token is not None, key=bootstrap_token))  # the web console (docs/console.md)
     # Bundles: upload, a worker's fetch by hash, and registering one's workflows (docs/bundles.md).
     app.include_router(bundle_routes.router(CLIENT, bearer, authenticate_worker, settings))
+    app.include_router(schedules.router(CLIENT, policy))  # workflows on cron, interval or once (docs/schedules.md)
 
     # Anonymous calls to routes behind these gates are refused before their body is read.
     gates = {require_bootstrap: "missing bootstrap token (see 'flux server bootstrap-token')",

@@ -73,6 +73,21 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.dispatches = Counter("flux_dispatches", "Executions dispatched, by worker", ["worker"], registry=self.registry)
+        # schedules (docs/schedules.md)
+        self.schedule_fires = Counter(
+            "flux_schedule_fires", "Executions started by schedules: how=due (the loop) or trigger (by hand)", ["how"],
+            registry=self.registry,
+        )
+        self.schedule_skips = Counter(
+            "flux_schedule_skips", "Due times that started nothing: reason=overlap, catch_up or workflow_missing", ["reason"],
+            registry=self.registry,
+        )
+        self.schedule_lateness = Histogram(
+            "flux_schedule_lateness_seconds",
+            "From a schedule's due time to its execution's creation (jitter included)",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=self.registry,
+        )
 
     def observe_dispatch(self, worker_name: str, waited: float) -> None:
         self.dispatches.labels(worker=worker_name).inc()

@@ -67,6 +67,12 @@ class ExecutionModel(Base):
         Index("ix_executions_worker_order", "worker_name", "scheduled_at", "id"),
         Index("ix_executions_worker_state", "worker_name", "state"),
         Index("ix_executions_finished", "finished_at"),
+        Index("ix_executions_schedule_order", "schedule", "scheduled_at", "id"),
+        #: The idempotency key of a schedule's fire: one execution per due time, across
+        #: replicas and crashes (docs/schedules.md). NULLs (runs started by hand) never clash.
+        #: A unique index, not a constraint: SQLite would rebuild the table (and drop the
+        #: triggers of migration 0009) to add a constraint.
+        Index("uq_execution_schedule_due", "schedule", "scheduled_for", unique=True),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -118,6 +124,9 @@ class ExecutionModel(Base):
     #: W3C ``traceparent`` of the span its next step hangs under (the submission, then
     #: the latest dispatch); None while tracing is off (docs/tracing.md).
     traceparent: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: The schedule that started it, and the due time it was started for (docs/schedules.md).
+    schedule: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    scheduled_for: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: Optimistic-concurrency counter: every UPDATE is conditional on it, so two server
     #: replicas racing on one execution cannot both win (the loser retries).
     row_version: Mapped[int] = mapped_column(Integer)
@@ -186,6 +195,40 @@ class ExecutionLogModel(Base):
     logger: Mapped[str | None] = mapped_column(String(128), nullable=True)
     task_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
     message: Mapped[str] = mapped_column(Text)
+
+
+class ScheduleModel(Base):
+    """A workflow run on cron, on an interval or once (docs/schedules.md). The firing
+    loop (``flux.server.schedules.firing``) polls ``next_fire_at`` and advances
+    ``next_due`` in the transaction that creates the execution."""
+
+    __tablename__ = "schedules"
+    __table_args__ = (Index("ix_schedules_paused_next_fire", "paused", "next_fire_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    workflow_name: Mapped[str] = mapped_column(String(128))
+    #: None: the newest version at each fire.
+    workflow_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cron: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    every: Mapped[float | None] = mapped_column(Float, nullable=True)
+    at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    anchor: Mapped[float] = mapped_column(Float, default=0.0)
+    timezone: Mapped[str] = mapped_column(String(64))
+    input: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    overlap: Mapped[str] = mapped_column(String(16))
+    catch_up: Mapped[str] = mapped_column(String(16))
+    catch_up_limit: Mapped[int] = mapped_column(Integer)
+    jitter: Mapped[float] = mapped_column(Float, default=0.0)
+    paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: The next due time not yet fired (None: a one-off that has fired).
+    next_due: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: ``next_due`` plus its jitter: when the loop fires it.
+    next_fire_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: overlap=queue_one: the due time held back until the active run ends.
+    queued_due: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
 
 
 class WorkerModel(Base):

@@ -171,6 +171,8 @@ class ExecutionInfo(BaseModel):
     claimed_at: float | None
     started_at: float | None
     finished_at: float | None
+    schedule: str | None = Field(default=None, description="The schedule that started it (docs/schedules.md)")
+    scheduled_for: float | None = Field(default=None, description="The due time (epoch seconds) its schedule started it for")
 
 
 class Checkpoint(Strict):

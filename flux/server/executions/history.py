@@ -34,6 +34,8 @@ class ExecutionFilter:
     state: str | None = None
     workflow: str | None = None
     worker: str | None = None
+    #: The runs a schedule started (docs/schedules.md).
+    schedule: str | None = None
     #: Executions whose id starts with this (what the CLI resolves a typed prefix with).
     id_prefix: str | None = None
     #: Submitted at or after / before these times (Unix seconds).
@@ -50,6 +52,8 @@ class ExecutionFilter:
             query = query.where(column.workflow_name == self.workflow)
         if self.worker:
             query = query.where(column.worker_name == self.worker)
+        if self.schedule:
+            query = query.where(column.schedule == self.schedule)
         if self.since is not None:
             query = query.where(column.scheduled_at >= self.since)
         if self.until is not None:

@@ -40,15 +40,22 @@ S = ExecutionState
 INSERT_EXECUTION = insert(ExecutionModel.__table__)
 
 
-def submit(session: Session, name: str, run: RunRequest, policy: AttemptPolicy) -> ExecutionInfo:
+def submit(
+    session: Session, name: str, run: RunRequest, policy: AttemptPolicy, *,
+    schedule: str | None = None, scheduled_for: float | None = None,
+) -> ExecutionInfo:
     """Queue a run: two plain INSERTs (the execution and its first event), since a
-    burst of submissions is bounded by what each costs the single writer."""
+    burst of submissions is bounded by what each costs the single writer. A schedule's
+    run names it and its due time: unique together, the fire's idempotency key."""
     execution_id = uuid.uuid4().hex
     with tracing.span("flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name}):
-        return _submit(session, execution_id, name, run, policy)
+        return _submit(session, execution_id, name, run, policy, schedule, scheduled_for)
 
 
-def _submit(session: Session, execution_id: str, name: str, run: RunRequest, policy: AttemptPolicy) -> ExecutionInfo:
+def _submit(
+    session: Session, execution_id: str, name: str, run: RunRequest, policy: AttemptPolicy,
+    schedule: str | None, scheduled_for: float | None,
+) -> ExecutionInfo:
     workflow = workflows.header(session, name, run.version)
     now = time.time()
     row = dict(
@@ -74,6 +81,8 @@ def _submit(session: Session, execution_id: str, name: str, run: RunRequest, pol
         scheduled_at=now,
         row_version=1,  # the ORM's optimistic-concurrency counter starts at 1
         traceparent=tracing.current_traceparent(),  # the flux.submit span; None when tracing is off
+        schedule=schedule,
+        scheduled_for=scheduled_for,
     )
     session.execute(INSERT_EXECUTION, row)
     session.execute(

@@ -118,6 +118,8 @@ def info(row: ExecutionModel, include: Collection[str] = ("input", "output")) ->
         claimed_at=row.claimed_at,
         started_at=row.started_at,
         finished_at=row.finished_at,
+        schedule=row.schedule,
+        scheduled_for=row.scheduled_for,
     )
 
 

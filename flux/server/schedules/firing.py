@@ -1,0 +1,131 @@
+"""Firing due schedules: one transaction per batch, exactly one execution per due time.
+
+A pass locks the schedules whose ``next_fire_at`` has come (``FOR UPDATE SKIP
+LOCKED`` on PostgreSQL: replicas share the work and never wait on each other; SQLite
+has one writer), and in the same transaction creates each execution through the
+state machine (``executions.submit``, naming the schedule and the due time: unique
+together) and advances ``next_due``. A crash before the commit leaves neither the
+execution nor the advance; after it, both. So a due time fires once, whichever
+replica gets there, however many crash (docs/schedules.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sqlalchemy import exists, func, select
+from sqlalchemy.orm import Session
+
+from flux.domain.attempts import AttemptPolicy
+from flux.domain.events import ExecutionState
+from flux.domain.schedules import CatchUpPolicy, OverlapPolicy, plan
+from flux.server import executions
+from flux.server.errors import NotFound
+from flux.server.models import ExecutionModel, ScheduleModel
+from flux.server.schedules.store import set_next, spec_of
+from flux.server.schemas import RunRequest
+
+log = logging.getLogger("flux.server.schedules")
+
+#: Schedules fired per transaction: bounds how long one holds the SQLite writer.
+BATCH = 500
+ACTIVE = [state.value for state in ExecutionState if not state.is_terminal]
+
+
+@dataclass
+class Pass:
+    """What one pass did, for metrics and wake-ups."""
+
+    lateness: list[float] = field(default_factory=list)  # due -> created, per fire
+    skipped: Counter = field(default_factory=Counter)  # reason -> due times
+    wake: list[str] = field(default_factory=list)  # workers holding a run cancel_previous cancelled
+    cancelled: list[str] = field(default_factory=list)
+    next_at: float | None = None  # the earliest next_fire_at of an active schedule
+    queued: bool = False  # some due time waits for a run to end (overlap=queue_one)
+    more: bool = False  # a batch was full: run another pass at once
+
+
+def fire_due(session: Session, now: float, policy: AttemptPolicy, batch: int = BATCH) -> Pass:
+    # The schedule rows are written in one flush at the end, not one before each statement.
+    with session.no_autoflush:
+        done = _fire_batch(session, now, policy, batch)
+    session.flush()
+    done.next_at = session.scalar(select(func.min(ScheduleModel.next_fire_at)).where(ScheduleModel.paused.is_(False)))
+    done.queued = bool(session.scalar(select(exists().where(ScheduleModel.queued_due.is_not(None), ScheduleModel.paused.is_(False)))))
+    return done
+
+
+def _fire_batch(session: Session, now: float, policy: AttemptPolicy, batch: int) -> Pass:
+    done = Pass()
+    waiting = _locked(session, ScheduleModel.queued_due.is_not(None), ScheduleModel.queued_due, batch)
+    active = _active_runs(session, waiting)
+    for row in waiting:
+        if not active.get(row.name):
+            due, row.queued_due = row.queued_due, None
+            _fire(session, row, due, policy, done)
+    due_rows = _locked(session, ScheduleModel.next_fire_at <= now, ScheduleModel.next_fire_at, batch)
+    active = _active_runs(session, due_rows)
+    for row in due_rows:
+        steps = plan(spec_of(row), row.next_due, now, CatchUpPolicy(row.catch_up), row.catch_up_limit)
+        done.skipped["catch_up"] += steps.skipped
+        for due in steps.fire:
+            _fire_or_hold(session, row, due, active.setdefault(row.name, []), policy, done)
+        set_next(row, steps.next_due)
+    done.more = len(waiting) == batch or len(due_rows) == batch
+    return done
+
+
+def _locked(session: Session, due, order, batch: int) -> list[ScheduleModel]:  # noqa: ANN001 - SQL expressions
+    query = select(ScheduleModel).where(ScheduleModel.paused.is_(False), due).order_by(order).limit(batch)
+    return list(session.scalars(query.with_for_update(skip_locked=True)))
+
+
+def _active_runs(session: Session, rows: list[ScheduleModel]) -> dict[str, list[str]]:
+    """The non-terminal runs of each schedule that has an overlap policy to apply."""
+    names = [row.name for row in rows if row.overlap != OverlapPolicy.ALLOW_ALL.value]
+    runs: dict[str, list[str]] = {}
+    if names:
+        query = select(ExecutionModel.schedule, ExecutionModel.id).where(
+            ExecutionModel.schedule.in_(names), ExecutionModel.state.in_(ACTIVE)
+        )
+        for name, execution_id in session.execute(query):
+            runs.setdefault(name, []).append(execution_id)
+    return runs
+
+
+def _fire_or_hold(session: Session, row: ScheduleModel, due: float, active: list[str], policy: AttemptPolicy, done: Pass) -> None:
+    """Apply the overlap policy to one due time while ``active`` runs are not over."""
+    overlap = OverlapPolicy(row.overlap)
+    if active and overlap is OverlapPolicy.SKIP:
+        done.skipped["overlap"] += 1
+        return
+    if active and overlap is OverlapPolicy.QUEUE_ONE:
+        if row.queued_due is None:
+            row.queued_due = due
+        else:
+            done.skipped["overlap"] += 1
+        return
+    if active and overlap is OverlapPolicy.CANCEL_PREVIOUS:
+        for execution_id in active:
+            cancelled, worker = executions.cancel(session, execution_id)
+            done.cancelled.append(cancelled.id)
+            if worker:
+                done.wake.append(worker)
+        active.clear()
+    execution_id = _fire(session, row, due, policy, done)
+    if execution_id is not None and overlap is not OverlapPolicy.ALLOW_ALL:
+        active.append(execution_id)
+
+
+def _fire(session: Session, row: ScheduleModel, due: float, policy: AttemptPolicy, done: Pass) -> str | None:
+    run = RunRequest(input=row.input, version=row.workflow_version)
+    try:
+        execution = executions.submit(session, row.workflow_name, run, policy, schedule=row.name, scheduled_for=due)
+    except NotFound as exc:  # the pinned version is gone: this due time cannot run
+        log.warning("schedule %s skipped its run due at %s: %s", row.name, due, exc)
+        done.skipped["workflow_missing"] += 1
+        return None
+    done.lateness.append(max(0.0, execution.scheduled_at - due))
+    return execution.id

@@ -1,0 +1,177 @@
+"""Schedules in the database: create, read, update, pause, resume, delete, and the
+hand-made trigger (functions of a Session, run by ``Database.run``).
+
+Every change of timing recomputes the next due time from now: a schedule never
+catches up on what it missed while it was paused or before it was changed. Rows are
+read ``FOR UPDATE`` (PostgreSQL), so a change waits for a fire in progress on another
+replica instead of racing it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from flux.domain.attempts import AttemptPolicy
+from flux.domain.schedules import InvalidSchedule, Schedule, iso, jitter_offset
+from flux.server import executions, workflows
+from flux.server.errors import Conflict, Invalid, NotFound
+from flux.server.models import ScheduleModel
+from flux.server.schedules.schemas import ScheduleCreate, ScheduleInfo, ScheduleUpdate
+from flux.server.schemas import ExecutionInfo, RunRequest
+
+#: Due times ``GET /schedules`` shows for each.
+SHOWN = 5
+
+
+def spec_of(row: ScheduleModel) -> Schedule:
+    return Schedule(cron=row.cron, every=row.every, at=row.at, anchor=row.anchor, timezone=row.timezone)
+
+
+def set_next(row: ScheduleModel, due: float | None) -> None:
+    """The next due time, and when the loop fires it (its jitter added)."""
+    row.next_due = due
+    row.next_fire_at = None if due is None else due + jitter_offset(row.name, due, row.jitter)
+
+
+def info(row: ScheduleModel) -> ScheduleInfo:
+    spec = spec_of(row)
+    zone = spec.zone
+    upcoming = []
+    if not row.paused and row.next_due is not None:
+        upcoming = [row.next_due, *spec.upcoming(row.next_due, SHOWN - 1)]
+    return ScheduleInfo(
+        name=row.name,
+        workflow=row.workflow_name,
+        version=row.workflow_version,
+        kind=spec.kind,
+        cron=row.cron,
+        every=row.every,
+        at=iso(row.at, zone) if row.at is not None else None,
+        anchor=iso(row.anchor, zone) if row.every is not None else None,
+        timezone=row.timezone,
+        input=row.input,
+        overlap=row.overlap,
+        catch_up=row.catch_up,
+        catch_up_limit=row.catch_up_limit,
+        jitter=row.jitter,
+        paused=row.paused,
+        next_fire_times=[iso(due, zone) for due in upcoming],
+        queued_for=iso(row.queued_due, zone) if row.queued_due is not None else None,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def get_row(session: Session, name: str) -> ScheduleModel:
+    row = session.scalars(select(ScheduleModel).where(ScheduleModel.name == name).with_for_update()).first()
+    if row is None:
+        raise NotFound(f"schedule {name!r} not found")
+    return row
+
+
+def get(session: Session, name: str) -> ScheduleInfo:
+    return info(get_row(session, name))
+
+
+def list_all(session: Session) -> list[ScheduleInfo]:
+    return [info(row) for row in session.scalars(select(ScheduleModel).order_by(ScheduleModel.name))]
+
+
+def _check_workflow(session: Session, name: str, version: int | None) -> None:
+    """An unknown workflow is a bad schedule (422), not a missing resource."""
+    try:
+        workflows.header(session, name, version)
+    except NotFound as exc:
+        raise Invalid(f"workflow: {exc}") from None
+
+
+def _parse(**timing) -> Schedule:
+    try:
+        return Schedule.parse(**timing)
+    except InvalidSchedule as exc:
+        raise Invalid(str(exc)) from None
+
+
+def _first_due(row: ScheduleModel, now: float) -> float | None:
+    spec = spec_of(row)
+    if spec.at is not None and spec.at <= now:
+        raise Invalid(f"at: {iso(spec.at, spec.zone)} is in the past")
+    return spec.after(now)
+
+
+def create(session: Session, body: ScheduleCreate) -> ScheduleInfo:
+    if session.scalar(select(ScheduleModel.id).where(ScheduleModel.name == body.name)) is not None:
+        raise Conflict(f"schedule {body.name!r} already exists (PATCH /schedules/{body.name} changes it)")
+    _check_workflow(session, body.workflow, body.version)
+    spec = _parse(cron=body.cron, every=body.every, at=body.at, anchor=body.anchor, timezone=body.timezone)
+    now = time.time()
+    row = ScheduleModel(
+        name=body.name, workflow_name=body.workflow, workflow_version=body.version,
+        cron=spec.cron, every=spec.every, at=spec.at, anchor=spec.anchor, timezone=spec.timezone,
+        input=body.input, overlap=body.overlap, catch_up=body.catch_up, catch_up_limit=body.catch_up_limit or 100,
+        jitter=body.jitter or 0.0, paused=body.paused, queued_due=None, created_at=now, updated_at=now,
+    )
+    set_next(row, _first_due(row, now))
+    session.add(row)
+    session.flush()
+    return info(row)
+
+
+#: Fields that change when the next due time falls.
+TIMING = {"cron", "every", "at", "anchor", "timezone", "jitter"}
+
+
+def update(session: Session, name: str, body: ScheduleUpdate) -> ScheduleInfo:
+    row = get_row(session, name)
+    given = {field for field in body.model_fields_set if getattr(body, field) is not None or field in ("version", "input")}
+    if "workflow" in given or "version" in given:
+        row.workflow_name = body.workflow if "workflow" in given else row.workflow_name
+        row.workflow_version = body.version if "version" in given else row.workflow_version
+        _check_workflow(session, row.workflow_name, row.workflow_version)
+    if given & TIMING:
+        kind = next((k for k in ("cron", "every", "at") if k in given), None)
+        timing = {k: getattr(row, k) for k in ("cron", "every", "at")} if kind is None else {kind: getattr(body, kind)}
+        if "every" in timing and timing["every"] is not None:
+            timing["anchor"] = body.anchor if "anchor" in given else row.anchor
+        spec = _parse(**timing, timezone=body.timezone if "timezone" in given else row.timezone)
+        row.cron, row.every, row.at, row.anchor, row.timezone = spec.cron, spec.every, spec.at, spec.anchor, spec.timezone
+        row.jitter = body.jitter if "jitter" in given else row.jitter
+        set_next(row, _first_due(row, time.time()))
+    for field in ("input", "overlap", "catch_up", "catch_up_limit"):
+        if field in given:
+            setattr(row, field, getattr(body, field))
+    row.updated_at = time.time()
+    return info(row)
+
+
+def delete(session: Session, name: str) -> None:
+    """Its executions stay, still naming it."""
+    session.delete(get_row(session, name))
+
+
+def pause(session: Session, name: str) -> ScheduleInfo:
+    row = get_row(session, name)
+    row.paused, row.queued_due, row.updated_at = True, None, time.time()
+    return info(row)
+
+
+def resume(session: Session, name: str) -> ScheduleInfo:
+    """Due times passed while paused are not caught up: the next one is after now."""
+    row = get_row(session, name)
+    if row.paused:
+        now = time.time()
+        row.paused, row.updated_at = False, now
+        spec = spec_of(row)
+        set_next(row, spec.after(now) if spec.at is None or row.next_due is not None else None)
+    return info(row)
+
+
+def trigger(session: Session, name: str, policy: AttemptPolicy) -> ExecutionInfo:
+    """Run it now, by hand: whatever its overlap policy or pause, like ``flux workflow
+    run`` but recorded as the schedule's, due now."""
+    row = get_row(session, name)
+    run = RunRequest(input=row.input, version=row.workflow_version)
+    return executions.submit(session, row.workflow_name, run, policy, schedule=row.name, scheduled_for=time.time())
