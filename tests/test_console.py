@@ -158,9 +158,19 @@ def test_every_page_loads_reads_at_both_widths_and_follows_the_system_theme(page
     expect(page.locator("table.timeline")).to_contain_text("WORKFLOW_COMPLETED")
     page.screenshot(path=shots / "execution.png", full_page=True)
 
-    page.goto("/ui/schedules")  # no schedules on this server: no page and no menu entry
-    expect(page.locator("h1")).to_have_text("Error 404")
-    expect(page.locator("nav a", has_text="Schedules")).to_have_count(0)
+    client.create_schedule("hourly-greeting", "quick", cron="0 * * * *", input={"name": "Hopper"})
+    page.goto("/ui/schedules")
+    row = page.locator("table.schedules tr", has_text="hourly-greeting")
+    expect(row).to_contain_text("0 * * * *")
+    expect(row).to_contain_text("active")
+    page.screenshot(path=shots / "schedules.png", full_page=True)
+    row.locator("button:has-text('Pause')").click()
+    expect(page.locator("table.schedules tr", has_text="hourly-greeting")).to_contain_text("paused")
+    assert client.show_schedule("hourly-greeting")["paused"] is True
+    page.locator("table.schedules tr", has_text="hourly-greeting").locator("button:has-text('Trigger')").click()
+    eventually(lambda: client.list_executions(schedule="hourly-greeting"), 30, "the trigger started no run")
+    page.goto("/ui/executions?schedule=hourly-greeting")
+    expect(page.locator("table tr[data-id]")).to_have_count(1)
 
     phone = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", base_url=cluster.server_url)
     try:

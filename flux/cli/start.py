@@ -13,7 +13,6 @@ from flux.server.settings import (
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_BUNDLE_SIZE,
     DEFAULT_MAX_JSON_DEPTH,
-    DEFAULT_MAX_PAYLOAD_SIZE,
     ServerSettings,
     default_home,
     ensure_bootstrap_token,
@@ -65,8 +64,9 @@ def start() -> None:
               help="Read the API token from this file [HOME/api-token, generated, when --host is not loopback]")
 @click.option("--max-body-size", envvar="FLUX_MAX_BODY_SIZE", type=QuantityType(allow_zero=True), default=DEFAULT_MAX_BODY_SIZE, show_default=True,
               help="Largest request body in bytes or a quantity such as 64Mi (413 above it); 0 = no limit")
-@click.option("--max-payload-size", envvar="FLUX_MAX_PAYLOAD_SIZE", type=QUANTITY, default=DEFAULT_MAX_PAYLOAD_SIZE,
-              show_default=True, help="Largest input, task result or workflow output (JSON bytes or a quantity such as 32Mi)")
+@click.option("--max-payload-size", envvar="FLUX_MAX_PAYLOAD_SIZE", type=QUANTITY, default=None,
+              help="Largest input, task result or workflow output (JSON bytes or a quantity such as 32Mi) "
+                   "[32Mi, or less when --max-body-size is lower]")
 @click.option("--retention", envvar="FLUX_RETENTION", type=DURATION, default=None,
               help="Delete finished executions (events and logs too) this long after they finished, e.g. 30d [keep]")
 @click.option("--max-json-depth", envvar="FLUX_MAX_JSON_DEPTH", type=click.IntRange(1), default=DEFAULT_MAX_JSON_DEPTH,
@@ -88,7 +88,7 @@ def start() -> None:
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
-                 api_token_file: str | None, max_body_size: int, max_payload_size: int, retention: float | None,
+                 api_token_file: str | None, max_body_size: int, max_payload_size: int | None, retention: float | None,
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
                  log_format: str) -> None:

@@ -40,6 +40,9 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
     "load": load,
     "metric": metric,
 }
+#: ``ResourceRequest.with_cpu("500m").with_memory("512Mi")``: the request's shortcuts,
+#: on the class or on a request built before them.
+SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_packages", "with_resources")
 DECORATORS = ("workflow", "task")
 WORKFLOW_OPTIONS = ("name", "requests", "affinity", "routing", "pending_timeout", "max_attempts")
 TASK_OPTIONS = ("name", "retry_max_attempts", "retry_delay", "retry_backoff", "timeout", "fallback", "rollback")
@@ -49,6 +52,7 @@ FUNCTION_OPTIONS = ("fallback", "rollback")
 ALLOWED = (
     "literals (numbers, strings, lists, tuples, dicts, True/False/None, arithmetic on numbers), "
     "module-level constants defined by such expressions, and calls of " + ", ".join(CONSTRUCTORS)
+    + " (and ResourceRequest's " + ", ".join(SHORTCUTS) + ")"
 )
 
 _BINARY = {
@@ -260,8 +264,8 @@ class _Reader:
         raise self.error(node, f"{shown[:60]!r} cannot be evaluated without running the module; allowed: {ALLOWED}")
 
     def _construct(self, node: ast.Call) -> Any:
-        name = self._flux_name(node.func)
-        if name not in CONSTRUCTORS:
+        function = self._shortcut(node.func) or CONSTRUCTORS.get(self._flux_name(node.func) or "")
+        if function is None:
             raise self.error(node, f"{ast.unparse(node.func)[:60]!r} is not a Flux constructor; allowed: {ALLOWED}")
         args = []
         for arg in node.args:
@@ -274,7 +278,16 @@ class _Reader:
             if keyword.arg is None:
                 raise self.error(keyword.value, f"**kwargs cannot be read statically; allowed: {ALLOWED}")
             kwargs[keyword.arg] = self.evaluate(keyword.value)
-        return self._apply(node, CONSTRUCTORS[name], *args, **kwargs)
+        return self._apply(node, function, *args, **kwargs)
+
+    def _shortcut(self, func: ast.expr) -> Callable[..., Any] | None:
+        """``ResourceRequest.with_cpu`` or ``<a request>.with_memory``: the bound shortcut."""
+        if not isinstance(func, ast.Attribute) or func.attr not in SHORTCUTS:
+            return None
+        if self._flux_name(func.value) == "ResourceRequest":
+            return getattr(ResourceRequest, func.attr)
+        receiver = self.evaluate(func.value)
+        return getattr(receiver, func.attr) if isinstance(receiver, ResourceRequest) else None
 
     def _apply(self, node: ast.AST, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:

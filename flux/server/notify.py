@@ -28,6 +28,8 @@ class Notifier:
         self.hooks: list[Callable[[str], None]] = []
         #: The server is stopping: long polls answer now instead of holding up the exit.
         self.stopped = False
+        #: Subscriptions of the server's own loops (schedules, timers): not long polls.
+        self._own = 0
 
     def stop(self) -> None:
         self.stopped = True
@@ -47,17 +49,20 @@ class Notifier:
             event.set()
 
     @contextlib.contextmanager
-    def subscribe(self, key: str) -> Iterator[asyncio.Event]:
-        """An event set by every notification of ``key`` while the block runs.
+    def subscribe(self, key: str, own: bool = False) -> Iterator[asyncio.Event]:
+        """An event set by every notification of ``key`` while the block runs; ``own``:
+        a loop of the server's, not a request (not counted by ``waiting``).
 
         Clear it *before* reading the state you wait on, so that no wake-up falls
         in between the read and the wait.
         """
         event = asyncio.Event()
         self._waiters.setdefault(key, set()).add(event)
+        self._own += own
         try:
             yield event
         finally:
+            self._own -= own
             waiters = self._waiters.get(key)
             if waiters is not None:
                 waiters.discard(event)
@@ -65,8 +70,8 @@ class Notifier:
                     del self._waiters[key]
 
     def waiting(self) -> int:
-        """Waiters right now (a gauge, and a leak check in tests)."""
-        return sum(len(waiters) for waiters in self._waiters.values())
+        """Requests waiting right now (a gauge, and a leak check in tests)."""
+        return sum(len(waiters) for waiters in self._waiters.values()) - self._own
 
     @staticmethod
     async def wait(event: asyncio.Event, timeout: float) -> bool:

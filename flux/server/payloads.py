@@ -31,6 +31,25 @@ STORED = {EventType.WORKFLOW_SCHEDULED.value: {"input": INPUT_REF}, EventType.WO
 
 def resolve(event_type: str, value: Any, execution: Any) -> Any:
     """The value to show for a stored event value: references become the payloads."""
-    if value == STORED.get(event_type):
-        return {"input": execution.input} if event_type == EventType.WORKFLOW_SCHEDULED.value else execution.output
+    if value is not None and value == STORED.get(event_type):
+        return {"input": readable(execution.input)} if event_type == EventType.WORKFLOW_SCHEDULED.value else readable(execution.output)
+    return readable(value)
+
+
+#: Deeper than this a stored value cannot be answered (pydantic's serializer stops at 255).
+READABLE_DEPTH = 200
+
+
+def readable(value: Any) -> Any:
+    """``value``, or a note in its place when it is nested too deep to be answered: values
+    stored before the edge refused such input (``max_json_depth``) must not make a read 500."""
+    if not isinstance(value, (dict, list)):
+        return value
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > READABLE_DEPTH:
+            return {"$flux": "unreadable", "reason": f"a stored value nested deeper than {READABLE_DEPTH} levels"}
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return value

@@ -57,8 +57,9 @@ class ServerSettings:
     #: Largest request body in bytes (413 above it); 0 turns the limit off.
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
     #: Largest input or output in bytes, JSON-encoded (submit: 413; a task result or
-    #: workflow output over it fails that task or workflow, naming the limit).
-    max_payload_size: int = DEFAULT_MAX_PAYLOAD_SIZE
+    #: workflow output over it fails that task or workflow, naming the limit). None: 32 MiB,
+    #: or less when ``max_body_size`` is lowered below that (a payload travels in one request).
+    max_payload_size: int | None = None
     #: Seconds after which finished executions are deleted with their events and logs;
     #: None keeps them (``flux.server.retention``).
     retention: float | None = None
@@ -81,17 +82,26 @@ class ServerSettings:
     bundle_dir: Path | None = None
 
     def __post_init__(self) -> None:
-        if not 0 < self.max_payload_size <= MAX_PAYLOAD_SIZE_CEILING:
-            raise ValueError(f"max_payload_size must be more than 0 and at most {MAX_PAYLOAD_SIZE_CEILING} bytes (512Mi)")
-        if self.max_body_size and self.max_payload_size + BODY_HEADROOM > self.max_body_size:
-            raise ValueError(
-                f"max_payload_size ({self.max_payload_size} bytes) needs a max_body_size of at least "
-                f"{self.max_payload_size + BODY_HEADROOM} bytes (now {self.max_body_size}): a payload travels in one request"
-            )
+        self.max_payload_size = self._payload_limit()
         self.home = Path(self.home)
         self.bundle_dir = Path(self.bundle_dir) if self.bundle_dir else self.home / "bundles"
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'flux.db'}"
+
+    def _payload_limit(self) -> int:
+        body = self.max_body_size
+        if self.max_payload_size is None:
+            if not body or body >= DEFAULT_MAX_PAYLOAD_SIZE + BODY_HEADROOM:
+                return DEFAULT_MAX_PAYLOAD_SIZE
+            return max(body - BODY_HEADROOM, body // 2)
+        if not 0 < self.max_payload_size <= MAX_PAYLOAD_SIZE_CEILING:
+            raise ValueError(f"max_payload_size must be more than 0 and at most {MAX_PAYLOAD_SIZE_CEILING} bytes (512Mi)")
+        if body and self.max_payload_size + BODY_HEADROOM > body:
+            raise ValueError(
+                f"max_payload_size ({self.max_payload_size} bytes) needs a max_body_size of at least "
+                f"{self.max_payload_size + BODY_HEADROOM} bytes (now {body}): a payload travels in one request"
+            )
+        return self.max_payload_size
 
     def to_json(self) -> str:
         return json.dumps({key: str(value) if isinstance(value, Path) else value for key, value in asdict(self).items()})

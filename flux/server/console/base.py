@@ -12,7 +12,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.responses import Response
 from urllib.parse import quote
 
-from flux.server.console import schedules
 from flux.server.console.api import BRIDGE, Api, ApiError
 from flux.server.console.session import CSRF_FIELD, CsrfRefused, Session
 from flux.server.console.views import environment
@@ -26,7 +25,7 @@ class Console:
         self.templates = environment()
 
     def nav(self) -> list[tuple[str, str]]:
-        return [(key, label) for key, label in NAV if key != "schedules" or schedules.available()]
+        return NAV
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = self.templates.get_template(template).render(

@@ -12,7 +12,6 @@ from fastapi.responses import FileResponse, RedirectResponse
 from starlette.responses import Response
 
 from flux.domain.events import ExecutionState
-from flux.server.console import schedules
 from flux.server.console.api import Api, Forward
 from flux.server.console.base import Console, answer
 from flux.server.console.gantt import gantt
@@ -84,7 +83,7 @@ def register(api: APIRouter, console: Console) -> None:
             return console.render(
                 request, "executions.html", title="Executions", active="executions", executions=items, filters=filters,
                 after=after, next_cursor=next_cursor, cursor=cursor, states=STATES, since_choices=list(SINCE),
-                workflow_names=[w["name"] for w in workflows], schedules=schedules.available(), now=time.time(),
+                workflow_names=[w["name"] for w in workflows], now=time.time(),
             )
 
         return await answer(console, request, page)
@@ -137,8 +136,6 @@ def register(api: APIRouter, console: Console) -> None:
     @api.get("/ui/schedules", include_in_schema=False)
     async def schedule_list(request: Request) -> Response:
         async def page() -> Response:
-            if not schedules.available():
-                return console.error(request, 404, "this server has no schedules")
             async with console.api(request) as client:
                 items = await client.get("/schedules")
             return console.render(request, "schedules.html", title="Schedules", active="schedules", schedules=items, now=time.time())

@@ -97,13 +97,13 @@ def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
 def info(row: ExecutionModel, include: Collection[str] = ("input", "output")) -> ExecutionInfo:
     """The API's view of a row; ``input``/``output`` only when in ``include`` (a list
     leaves them out: they are unset, and absent from the JSON)."""
-    payloads = {name: getattr(row, name) for name in ("input", "output") if name in include}
+    shown = {name: payloads.readable(getattr(row, name)) for name in ("input", "output") if name in include}
     return ExecutionInfo(
         id=row.id,
         workflow_name=row.workflow_name,
         workflow_version=row.workflow_version,
         state=row.state,
-        **payloads,
+        **shown,
         error=row.error,
         worker_name=row.worker_name,
         attempt=row.attempt,

@@ -40,7 +40,7 @@ class ScheduleLoop:
         self.shared = shared
 
     async def run(self) -> None:
-        with self.notifier.subscribe(WAKE) as woken:
+        with self.notifier.subscribe(WAKE, own=True) as woken:
             while True:
                 woken.clear()
                 try:
