@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Iterable
 
+from flux.task import parallel
+
 __all__ = ["map", "pipeline"]
 
 _NOT_GIVEN = object()
@@ -48,14 +50,9 @@ async def map(task: Callable[[Any], Any], items: Iterable[Any], concurrency: int
         async with gate:
             return await call
 
-    running = [asyncio.ensure_future(gated(call)) for call in calls]
     try:
-        return list(await asyncio.gather(*running))
-    except BaseException:
-        for pending in running:
-            pending.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-        for call in calls:  # those cancelled before they started were never awaited
+        return await parallel(*(gated(call) for call in calls))
+    finally:
+        for call in calls:  # any cancelled before it started was never awaited (a no-op for the others)
             if asyncio.iscoroutine(call):
                 call.close()
-        raise

@@ -72,6 +72,14 @@ def of(events: list[dict], type_: str) -> list[str]:
     return [e["task_id"] for e in events if e["type"] == type_]
 
 
+def kill_and_resume(cluster, client: FluxClient, execution_id: str, gate) -> dict:  # noqa: ANN001
+    """SIGKILL the worker running it, open the gate it waits at, and let another worker finish it."""
+    cluster.kill_worker("doomed")
+    gate.touch()
+    cluster.start_worker("survivor", heartbeat_interval=0.2)
+    return client.wait(execution_id, 60)
+
+
 def test_saga_rolls_back_in_reverse_and_a_worker_killed_mid_rollback_resumes_without_repeats(make_cluster, workflow_file, tmp_path):
     cluster = make_cluster(eviction_grace_period=1.5)
     log, gate = tmp_path / "effects.log", tmp_path / "gate"
@@ -81,10 +89,7 @@ def test_saga_rolls_back_in_reverse_and_a_worker_killed_mid_rollback_resumes_wit
         execution = client.run("saga", {"log": str(log), "gate": str(gate)})
         # after the fallback ran and b and c rolled back, while a's rollback runs
         wait_for_event(client, execution["id"], lambda ev: "book:1" in of(ev, "ROLLBACK_STARTED"))
-        cluster.kill_worker("doomed")
-        gate.touch()
-        cluster.start_worker("survivor", heartbeat_interval=0.2)
-        done = client.wait(execution["id"], 60)
+        done = kill_and_resume(cluster, client, execution["id"], gate)
         events = client.events(execution["id"])
 
     assert done["state"] == "FAILED" and done["attempt"] == 2, done
@@ -170,10 +175,7 @@ def test_cache_survives_a_kill_after_its_write_and_secrets_reach_only_the_task(m
         first = client.run("cached", {"log": str(log), "gate": str(gate)})
         # the cache entry is written (with the task's completion), the workflow not yet complete
         wait_for_event(client, first["id"], lambda ev: "expensive:1" in of(ev, "TASK_CACHE_STORED"))
-        cluster.kill_worker("doomed")
-        gate.touch()
-        cluster.start_worker("survivor", heartbeat_interval=0.2)
-        done = client.wait(first["id"], 60)
+        done = kill_and_resume(cluster, client, first["id"], gate)
         second = client.run("cached", {"log": str(log), "gate": str(gate)}, wait=60)
         cleared = flux("cache", "clear", "--task", "expensive", "--format", "json", *server)
         third = client.run("cached", {"log": str(log), "gate": str(gate)}, wait=60)
