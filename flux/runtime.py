@@ -31,6 +31,7 @@ class RunnableTask(Protocol):
 
     name: str
     options: Any
+    fn: Callable[..., Any]
 
     def invoke(self, args: tuple, kwargs: dict) -> Awaitable[Any]: ...
 
@@ -178,13 +179,15 @@ class ExecutionContext:
                 self.emit(make_event(EventType.TASK_COMPLETED, task.name, task_id, hit))
                 return self._completed(task, task_id, args, kwargs, hit)
         options = task.options
-        call_kwargs = {**kwargs, "secrets": await self.secrets_for(task)} if options.secret_requests else kwargs
+        call_kwargs = kwargs
         delay = options.retry_delay
         attempts = options.retry_max_attempts + 1
         for attempt in range(1, attempts + 1):
             self.emit(make_event(EventType.TASK_STARTED, task.name, task_id, {"attempt": attempt}))
             token = _current_call.set(TaskCall(self.execution_id, self.attempt, task_id, attempt))
             try:
+                if options.secret_requests:  # fetched for each try: a secret set meanwhile is used
+                    call_kwargs = {**kwargs, "secrets": await self.secrets_for(task)}
                 result = to_json_value(
                     await self._invoke(task, task_id, attempt, args, call_kwargs),
                     f"the result of task {task.name!r} ({task_id})",

@@ -280,3 +280,55 @@ def test_static_registration_reads_and_validates_the_new_options():
     assert (options.cache, options.cache_ttl, options.secret_requests) == (True, 3600, ("DB_URL",))
     with pytest.raises(StaticError, match="f.py:2: task 'load': cache_ttl needs cache=True"):
         read_source(header + "@task.with_options(cache_ttl=5)\ndef load(x): ...\n", "f.py")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_server_stores_cache_entries_on_checkpoint_and_keeps_secrets_encrypted(backend, tmp_path, request):
+    """The cache and secret stores on both databases (no server process: their functions)."""
+    from types import SimpleNamespace
+
+    from cryptography.fernet import Fernet, MultiFernet
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from flux.server import secrets, task_cache
+    from flux.server.database import make_engine, migrate
+    from flux.server.errors import NotFound
+    from flux.server.models import SecretModel
+
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'f.db'}"
+    migrate(url)
+    engine = make_engine(url)
+    request.getfixturevalue("monkeypatch").setenv(secrets.KEY_ENV, Fernet.generate_key().decode())
+    keys = secrets.keyring()
+    event = lambda type_, value, at=1.0: SimpleNamespace(type=type_, name="square", task_id="square:1", value=value, time=at)  # noqa: E731
+    execution = SimpleNamespace(id="e" * 32)
+    with Session(engine) as session, session.begin():
+        batch = [event("TASK_COMPLETED", 81), event("TASK_CACHE_STORED", {"key": "a" * 64, "ttl": 10})]
+        assert task_cache.record(session, execution, batch) == 1
+        assert task_cache.record(session, execution, [event("TASK_COMPLETED", 82), batch[1]]) == 1  # replaced, not a conflict
+        assert task_cache.lookup(session, "a" * 64, now=5.0) == (True, 82)
+        assert task_cache.lookup(session, "a" * 64, now=12.0) == (False, None)  # past its ttl
+        assert task_cache.clear(session, task="other") == 0 and task_cache.clear(session, task="square") == 1
+        secrets.put(session, keys, "DB_URL", "postgresql://u:hunter2@db/x")
+        stored = session.scalars(select(SecretModel.encrypted)).one()
+        assert "hunter2" not in stored and [s.name for s in secrets.listed(session)] == ["DB_URL"]
+        assert secrets.values_for(session, keys, ["DB_URL"]) == {"DB_URL": "postgresql://u:hunter2@db/x"}
+        with pytest.raises(NotFound, match="secret\\(s\\) not set: NOPE"):
+            secrets.values_for(session, keys, ["NOPE"])
+        secrets.check_key(session, keys)
+        with pytest.raises(secrets.SecretsKeyError, match="holds 1 secret"):
+            secrets.check_key(session, None)
+        with pytest.raises(secrets.SecretsKeyError, match="does not decrypt"):
+            secrets.check_key(session, MultiFernet([Fernet(Fernet.generate_key())]))
+    engine.dispose()
+
+
+def test_event_types_are_listed_in_the_openapi_schema(tmp_path):
+    from flux.server.app import create_app
+    from flux.server.settings import ServerSettings
+
+    schema = json.dumps(create_app(ServerSettings(home=tmp_path)).openapi())
+    for name in ("TASK_FALLBACK", "TASK_CACHE_HIT", "TASK_CACHE_STORED", "ROLLBACK_STARTED", "ROLLBACK_COMPLETED",
+                 "ROLLBACK_FAILED", "VALUE_RECORDED"):
+        assert f'"{name}"' in schema
