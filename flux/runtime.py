@@ -136,6 +136,7 @@ class ExecutionContext:
     ends_on_memory_error: bool = False
     _task_calls: dict[str, int] = field(default_factory=dict, repr=False)
     _value_calls: dict[str, int] = field(default_factory=dict, repr=False)
+    _fetched_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     #: Completed tasks that have a rollback: task id -> (task, args, kwargs), for ``flux.saga``.
     compensations: dict[str, tuple] = field(default_factory=dict, repr=False)
 
@@ -186,7 +187,7 @@ class ExecutionContext:
             self.emit(make_event(EventType.TASK_STARTED, task.name, task_id, {"attempt": attempt}))
             token = _current_call.set(TaskCall(self.execution_id, self.attempt, task_id, attempt))
             try:
-                if options.secret_requests:  # fetched for each try: a secret set meanwhile is used
+                if options.secret_requests:  # inside the try: a secret that is not set fails the task
                     call_kwargs = {**kwargs, "secrets": await self.secrets_for(task)}
                 result = to_json_value(
                     await self._invoke(task, task_id, attempt, args, call_kwargs),
@@ -233,7 +234,10 @@ class ExecutionContext:
         """The secrets a task asked for (``secret_requests``): from the worker, or a local run's."""
         names = list(task.options.secret_requests)
         if self.ask is not None:
-            return (await self.ask("secrets", {"names": names}))["values"]
+            wanted = [name for name in names if name not in self._fetched_secrets]
+            if wanted:  # once per attempt: later calls of the attempt reuse them
+                self._fetched_secrets.update((await self.ask("secrets", {"names": wanted}))["values"])
+            return {name: self._fetched_secrets[name] for name in names}
         available = self.secrets or {}
         missing = [name for name in names if name not in available]
         if missing:
