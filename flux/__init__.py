@@ -3,6 +3,8 @@
 from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import RoutingPolicy, label, load, metric, score
+from flux.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
+from flux.determinism import choice, now, randint, random, uuid4
 from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
 from flux.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
 from flux.task import TaskFailedError, parallel, task
@@ -27,14 +29,22 @@ __all__ = [
     "TaskCall",
     "TaskFailedError",
     "Workflow",
+    "choice",
     "current_task",
     "label",
     "load",
     "metric",
+    "now",
     "parallel",
+    "pipeline",
     "progress",
     "progress_nowait",
+    "randint",
+    "random",
     "score",
     "task",
+    "uuid4",
     "workflow",
 ]
+# ``map`` is importable (``from flux import map``) but left out of ``__all__``: a star
+# import must not shadow the builtin.

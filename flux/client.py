@@ -416,6 +416,22 @@ class FluxClient:
     def cancel(self, execution_id: str) -> dict:
         return self._request("POST", f"/executions/{_seg(execution_id)}/cancel")
 
+    # the task cache and secrets (docs/tasks.md)
+    def clear_cache(self, task: str | None = None, expired: bool = False) -> dict:
+        """Delete cached task results: all, one task's, or only the expired ones; ``{"deleted": N}``."""
+        return self._request("DELETE", "/cache", params=_set({"task": task, "expired": "true" if expired else None}))
+
+    def set_secret(self, name: str, value: str) -> dict:
+        """Create or replace a secret (encrypted at rest); returns its name and times, never the value."""
+        return self._request("PUT", f"/secrets/{_seg(name)}", json={"value": value})
+
+    def list_secrets(self) -> list[dict]:
+        """Secret names and times (values are never returned)."""
+        return self._request("GET", "/secrets")
+
+    def delete_secret(self, name: str) -> None:
+        self._response("DELETE", f"/secrets/{_seg(name)}")
+
     # workers
     def list_workers(self) -> list[dict]:
         """Every registered worker (all pages)."""

@@ -8,19 +8,21 @@ already completed in earlier attempts; this module does the rest.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
-import time
 import traceback
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
-from flux import tracing
-from flux.domain.events import EventType
+from flux import caching, tracing
+from flux.calls import call_with, describe_error
+from flux.saga import compensate
+from flux.domain.events import EventType, make_event
 from flux.domain.payloads import PayloadTooLarge, check_size, encoded
 
 EventSink = Callable[[dict], None]
+#: The worker's services to an attempt: ``await ask(kind, body)`` (``flux.services``).
+Ask = Callable[[str, dict], Awaitable[Any]]
 
 
 class RunnableTask(Protocol):
@@ -29,6 +31,7 @@ class RunnableTask(Protocol):
 
     name: str
     options: Any
+    fn: Callable[..., Any]
 
     def invoke(self, args: tuple, kwargs: dict) -> Awaitable[Any]: ...
 
@@ -96,10 +99,6 @@ def current_context() -> "ExecutionContext | None":
     return _current.get()
 
 
-def make_event(type_: EventType, name: str | None = None, task_id: str | None = None, value: Any = None) -> dict:
-    return {"type": type_.value, "name": name, "task_id": task_id, "value": value, "time": time.time()}
-
-
 def to_json_value(value: Any, what: str, limit: int | None = None) -> Any:
     """Round-trip through JSON so a first run and a replay see identical values; over
     ``limit`` bytes of JSON it raises ``PayloadTooLarge`` (the server's payload limit)."""
@@ -109,10 +108,6 @@ def to_json_value(value: Any, what: str, limit: int | None = None) -> Any:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from None
     check_size(text, limit, what)
     return json.loads(text)
-
-
-def describe_error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 @dataclass
@@ -129,7 +124,21 @@ class ExecutionContext:
     emit: EventSink = field(default=lambda event: None, repr=False)
     #: The loop the workflow runs on: progress from a sync task (a thread) is handed to it.
     loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+    #: Values of deterministic builtins recorded in earlier attempts, by call id (``now:1``).
+    recorded: dict[str, Any] = field(default_factory=dict)
+    #: Task ids whose rollback ended in an earlier attempt: not run again.
+    rolled_back: set[str] = field(default_factory=set)
+    #: The worker's services (cache lookups, secrets), None in a local run (``flux.services``).
+    ask: "Ask | None" = field(default=None, repr=False)
+    #: A local run's secrets (``Workflow.run(secrets=...)``); on a worker they come through ``ask``.
+    secrets: dict[str, str] | None = field(default=None, repr=False)
+    #: A MemoryError ends the attempt (a ceiling the worker set) rather than failing the workflow.
+    ends_on_memory_error: bool = False
     _task_calls: dict[str, int] = field(default_factory=dict, repr=False)
+    _value_calls: dict[str, int] = field(default_factory=dict, repr=False)
+    _fetched_secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Completed tasks that have a rollback: task id -> (task, args, kwargs), for ``flux.saga``.
+    compensations: dict[str, tuple] = field(default_factory=dict, repr=False)
 
     async def progress(self, value: Any) -> None:
         """Record a PROGRESS event (any JSON value), shown live by ``flux workflow run
@@ -150,9 +159,11 @@ class ExecutionContext:
             self.loop.call_soon_threadsafe(lambda: self.emit(event))
 
     def next_task_id(self, name: str) -> str:
-        n = self._task_calls.get(name, 0) + 1
-        self._task_calls[name] = n
-        return f"{name}:{n}"
+        return _next_id(self._task_calls, name)
+
+    def next_value_id(self, name: str) -> str:
+        """A deterministic builtin's call id (``now:1``), counted apart from task ids."""
+        return _next_id(self._value_calls, name)
 
     def call_task(self, task: RunnableTask, args: tuple, kwargs: dict):
         """Assign the task id now (call order, not await order) and return the awaitable."""
@@ -160,16 +171,26 @@ class ExecutionContext:
 
     async def _run_task(self, task: RunnableTask, task_id: str, args: tuple, kwargs: dict) -> Any:
         if task_id in self.completed_tasks:
-            return self.completed_tasks[task_id]
+            return self._completed(task, task_id, args, kwargs, self.completed_tasks[task_id])
+        cache_key = caching.key_for(task, args, kwargs) if task.options.cache else None
+        if cache_key is not None:
+            hit = await caching.lookup(self, cache_key)
+            if hit is not caching.MISS:
+                self.emit(make_event(EventType.TASK_CACHE_HIT, task.name, task_id, {"key": cache_key}))
+                self.emit(make_event(EventType.TASK_COMPLETED, task.name, task_id, hit))
+                return self._completed(task, task_id, args, kwargs, hit)
         options = task.options
+        call_kwargs = kwargs
         delay = options.retry_delay
         attempts = options.retry_max_attempts + 1
         for attempt in range(1, attempts + 1):
             self.emit(make_event(EventType.TASK_STARTED, task.name, task_id, {"attempt": attempt}))
             token = _current_call.set(TaskCall(self.execution_id, self.attempt, task_id, attempt))
             try:
+                if options.secret_requests:  # inside the try: a secret that is not set fails the task
+                    call_kwargs = {**kwargs, "secrets": await self.secrets_for(task)}
                 result = to_json_value(
-                    await self._invoke(task, task_id, attempt, args, kwargs),
+                    await self._invoke(task, task_id, attempt, args, call_kwargs),
                     f"the result of task {task.name!r} ({task_id})",
                     self.max_payload_size,
                 )
@@ -188,7 +209,7 @@ class ExecutionContext:
                 )
                 if not will_retry:
                     failure = TaskFailedError(f"task {task.name!r} failed after {attempt} attempt(s): {error}")
-                    result = await self._recover(task, args, kwargs, failure, exc)
+                    result = await self._fall_back(task, task_id, attempt, args, call_kwargs, failure, exc)
                     break
                 await asyncio.sleep(delay)
                 delay *= options.retry_backoff
@@ -198,17 +219,48 @@ class ExecutionContext:
             break
         self.completed_tasks[task_id] = result
         self.emit(make_event(EventType.TASK_COMPLETED, task.name, task_id, result))
+        if cache_key is not None:
+            caching.store(self, task, task_id, cache_key, result)
+        return self._completed(task, task_id, args, kwargs, result)
+
+    def _completed(self, task: RunnableTask, task_id: str, args: tuple, kwargs: dict, result: Any) -> Any:
+        """A task's result, first run or replayed; one with a rollback is remembered for the saga."""
+        if getattr(task.options, "rollback", None) is not None:
+            self.compensations[task_id] = (task, args, kwargs)
+        self.completed_tasks.setdefault(task_id, result)
         return result
 
-    async def _recover(self, task: RunnableTask, args: tuple, kwargs: dict, failure: TaskFailedError, cause: Exception) -> Any:
-        """After a task's last failed try: its ``fallback``'s result stands in for it;
-        without one, its ``rollback`` runs and the failure reaches the workflow."""
-        options = task.options
-        if getattr(options, "fallback", None) is not None:
-            return to_json_value(await _call(options.fallback, args, kwargs), f"fallback of task {task.name!r}")
-        if getattr(options, "rollback", None) is not None:
-            await _call(options.rollback, args, kwargs)
-        raise failure from cause
+    async def secrets_for(self, task: RunnableTask) -> dict[str, str]:
+        """The secrets a task asked for (``secret_requests``): from the worker, or a local run's."""
+        names = list(task.options.secret_requests)
+        if self.ask is not None:
+            wanted = [name for name in names if name not in self._fetched_secrets]
+            if wanted:  # once per attempt: later calls of the attempt reuse them
+                self._fetched_secrets.update((await self.ask("secrets", {"names": wanted}))["values"])
+            return {name: self._fetched_secrets[name] for name in names}
+        available = self.secrets or {}
+        missing = [name for name in names if name not in available]
+        if missing:
+            raise LookupError(f"secret(s) not set: {', '.join(missing)} (pass secrets= to run() in a local run)")
+        return {name: available[name] for name in names}
+
+    async def _fall_back(
+        self, task: RunnableTask, task_id: str, attempt: int, args: tuple, kwargs: dict, failure: TaskFailedError,
+        cause: Exception,
+    ) -> Any:
+        """After a task's last failed try: its ``fallback``'s result stands in for it."""
+        fallback = getattr(task.options, "fallback", None)
+        if fallback is None:
+            raise failure from cause
+        self.emit(make_event(EventType.TASK_FALLBACK, task.name, task_id, {"error": describe_error(cause)}))
+        try:
+            return to_json_value(
+                await call_with(fallback, args, kwargs), f"the fallback of task {task.name!r} ({task_id})", self.max_payload_size
+            )
+        except Exception as exc:  # noqa: BLE001 - the fallback's failure is the task's
+            error = f"fallback failed: {describe_error(exc)}"
+            self.emit(make_event(EventType.TASK_FAILED, task.name, task_id, {"attempt": attempt, "error": error, "will_retry": False}))
+            raise TaskFailedError(f"task {task.name!r} failed after {attempt} attempt(s); its {error}") from exc
 
     async def _invoke(self, task: RunnableTask, task_id: str, retry: int, args: tuple, kwargs: dict) -> Any:
         """One try of a task call, in a ``flux.task`` span when tracing is on (failed if it raises)."""
@@ -219,12 +271,10 @@ class ExecutionContext:
             return await task.invoke(args, kwargs)
 
 
-async def _call(function: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    """A fallback or rollback: a Task, an async function or a plain one (on a thread)."""
-    target = getattr(function, "fn", function)  # a @task's function, not a recorded call
-    if inspect.iscoroutinefunction(target):
-        return await target(*args, **kwargs)
-    return await asyncio.to_thread(target, *args, **kwargs)
+def _next_id(counters: dict[str, int], name: str) -> str:
+    n = counters.get(name, 0) + 1
+    counters[name] = n
+    return f"{name}:{n}"
 
 
 async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tuple[EventType, Any]:
@@ -247,6 +297,8 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
         if _caused_by(exc, MemoryError):
             failure["out_of_memory"] = True  # a runner with a memory ceiling ends the attempt instead
         outcome = (EventType.WORKFLOW_FAILED, failure)
+        if not (failure.get("out_of_memory") and ctx.ends_on_memory_error):  # else: replayed, not failed
+            await compensate(ctx)
     finally:
         _current.reset(token)
     emit, ctx.emit = ctx.emit, _closed  # the log ends here: stray tasks the workflow left cannot add to it

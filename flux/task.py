@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from flux.domain.numbers import is_number
+from flux.domain.secrets import check_secret_requests
 from flux.runtime import TaskFailedError, current_context
 
 __all__ = ["Task", "TaskFailedError", "TaskOptions", "parallel", "task"]
@@ -31,9 +32,15 @@ class TaskOptions:
     timeout: float | None = None
     #: Called with the task's arguments when its last try failed; its result is the task's.
     fallback: Callable[..., Any] | None = None
-    #: Called with the task's arguments when its last try failed (and no fallback saved
-    #: it), before the failure reaches the workflow: undo what the task began.
+    #: Compensation (saga): called with the task's arguments when the workflow fails after
+    #: this task completed, in reverse order of completion (``flux.saga``).
     rollback: Callable[..., Any] | None = None
+    #: Reuse a result across executions for the same task version and arguments (``flux.caching``).
+    cache: bool = False
+    #: Seconds a cached result is reused; None: until ``flux cache clear``.
+    cache_ttl: float | None = None
+    #: Secret names the task receives as its ``secrets`` keyword argument (a dict).
+    secret_requests: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.retry_max_attempts, bool) or not isinstance(self.retry_max_attempts, int) or self.retry_max_attempts < 0:
@@ -48,6 +55,13 @@ class TaskOptions:
             value = getattr(self, option)
             if value is not None and not callable(value):
                 raise ValueError(f"task {self.name!r}: {option} must be a function, got {value!r}")
+        if not isinstance(self.cache, bool):
+            raise ValueError(f"task {self.name!r}: cache must be True or False, got {self.cache!r}")
+        if self.cache_ttl is not None and (not is_number(self.cache_ttl) or self.cache_ttl <= 0):
+            raise ValueError(f"task {self.name!r}: cache_ttl must be a number of seconds > 0 or None, got {self.cache_ttl!r}")
+        if self.cache_ttl is not None and not self.cache:
+            raise ValueError(f"task {self.name!r}: cache_ttl needs cache=True")
+        object.__setattr__(self, "secret_requests", check_secret_requests(self.secret_requests, f"task {self.name!r}"))
 
 
 class Task:
@@ -100,7 +114,11 @@ class _TaskDecorator:
         timeout: float | None = None,
         fallback: Callable[..., Any] | None = None,
         rollback: Callable[..., Any] | None = None,
+        cache: bool = False,
+        cache_ttl: float | None = None,
+        secret_requests: list[str] | tuple[str, ...] = (),
     ) -> Callable[[Callable[..., Any]], Task]:
+        """Options validated when the decorator runs (errors name the option); see docs/tasks.md."""
         def decorate(fn: Callable[..., Any]) -> Task:
             options = TaskOptions(
                 name=name or fn.__name__,
@@ -110,7 +128,12 @@ class _TaskDecorator:
                 timeout=timeout,
                 fallback=fallback,
                 rollback=rollback,
+                cache=cache,
+                cache_ttl=cache_ttl,
+                secret_requests=secret_requests,
             )
+            if options.secret_requests and "secrets" not in inspect.signature(fn).parameters:
+                raise ValueError(f"task {options.name!r}: secret_requests needs a 'secrets' parameter on {fn.__name__}()")
             return Task(fn, options)
 
         return decorate

@@ -18,6 +18,7 @@ from flux.domain.attempts import check_max_attempts
 from flux.domain.events import STATE_AFTER, ExecutionState
 from flux.domain.names import check_name
 from flux.domain.resource_request import ResourceRequest, request_or_none
+from flux.domain.secrets import Redactor
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.runtime import ExecutionContext, run_workflow
 
@@ -157,24 +158,28 @@ class Workflow:
         """What the server stores beside the source (``WorkflowOptions.metadata``)."""
         return self.options.metadata()
 
-    def run(self, input: Any = None) -> LocalExecution:
-        """Run in this process, without a server (tests, notebooks)."""
+    def run(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
+        """Run in this process, without a server (tests, notebooks). ``secrets``: what
+        tasks with ``secret_requests`` receive (masked in the events, as on a worker)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run_async(input))
+            return asyncio.run(self.run_async(input, secrets))
         raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
 
-    async def run_async(self, input: Any = None) -> LocalExecution:
+    async def run_async(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
         events: list[dict] = []
+        redactor = Redactor()
+        redactor.add((secrets or {}).values())
         ctx = ExecutionContext(
             execution_id=uuid.uuid4().hex,
             workflow_name=self.name,
             input=input,
-            emit=events.append,
+            emit=lambda event: events.append(redactor.redact(event)),
+            secrets=dict(secrets or {}),
         )
         outcome, value = await run_workflow(self, ctx)
-        return LocalExecution(ctx.execution_id, STATE_AFTER[outcome], value, events)
+        return LocalExecution(ctx.execution_id, STATE_AFTER[outcome], redactor.redact(value), events)
 
     def __repr__(self) -> str:
         return f"<workflow {self.name}>"

@@ -10,7 +10,6 @@ import zipfile
 
 import pytest
 
-from flux import task, workflow
 from flux.bundles.archive import BundleError, extract, open_bundle
 from flux.bundles.build import build_bundle, pack
 from flux.registration import StaticError, read_bundle, read_source
@@ -150,32 +149,3 @@ def test_the_worker_cache_verifies_hashes_and_evicts_the_least_recently_used_unu
         assert "f" * 64 not in cache.in_use
 
     asyncio.run(scenario())
-
-
-def test_a_fallback_stands_in_for_a_failed_task_and_a_rollback_runs_before_the_failure():
-    undone = []
-
-    def compensate(x):
-        undone.append(x)
-
-    @task.with_options(fallback=lambda x: f"cached {x}")
-    async def flaky(x):
-        raise RuntimeError("down")
-
-    @task.with_options(rollback=compensate)
-    async def charge(x):
-        raise RuntimeError("declined")
-
-    @workflow
-    async def shop(ctx):
-        saved = await flaky(1)
-        try:
-            await charge(2)
-        except Exception:
-            return saved
-        return None
-
-    run = shop.run()
-    assert run.output == "cached 1" and undone == [2]
-    with pytest.raises(ValueError, match="fallback must be a function"):
-        task.with_options(fallback="nope")(lambda: None)

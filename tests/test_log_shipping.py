@@ -156,7 +156,7 @@ class ScriptedRunner(Runner):
     def __init__(self, closing: EventType | None = EventType.WORKFLOW_COMPLETED):
         self.closing = closing
 
-    async def run(self, job, emit, stop: Stop, log=None) -> None:  # noqa: ANN001
+    async def run(self, job, emit, stop: Stop, log=None, ask=None) -> None:  # noqa: ANN001
         emit(make_event(EventType.WORKFLOW_STARTED, job["workflow_name"]))
         await log([line(f"line {i}") for i in range(1500)])
         if self.closing is None:

@@ -3,7 +3,8 @@ inspect executions and workers.
 
 Rooms: ``core`` (the group, failures as one line and an exit code, client options,
 output helpers), ``start`` (server, worker, demo), ``workflows``, ``executions``,
-``workers``, ``schedules``, ``watch`` (following an execution live). ``flux.cli:main`` is the
+``workers``, ``schedules``, ``watch`` (following an execution live), ``cache`` (the task cache),
+``secrets`` (the secret store). ``flux.cli:main`` is the
 console script; ``python -m flux`` and ``python -m flux.cli`` run it too.
 """
 
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import click
 
+from flux.cli.cache import cache_group
 from flux.cli.core import FluxGroup, client_commands, show_envvars
 from flux.cli.executions import execution_group
 from flux.cli.schedules import schedule_group
+from flux.cli.secrets import secret_group
 from flux.cli.start import demo, server, start, start_server, start_worker
 from flux.cli.workers import worker_group
 from flux.cli.workflows import workflow_group
@@ -39,7 +42,7 @@ def main(ctx: click.Context, config: str | None, debug: bool) -> None:
     )
 
 
-for _command in (start, server, workflow_group, execution_group, schedule_group, worker_group, demo):
+for _command in (start, server, workflow_group, execution_group, schedule_group, worker_group, cache_group, secret_group, demo):
     main.add_command(_command)
 show_envvars(main)
 

@@ -85,13 +85,15 @@ def start() -> None:
               show_default=True, help="Largest workflow bundle, zipped, in bytes or a quantity such as 32Mi (413 above it)")
 @click.option("--bundle-dir", envvar="FLUX_BUNDLE_DIR", type=click.Path(file_okay=False), default=None,
               help="Folder for bundles over 1 MiB (smaller ones stay in the database); replicas share it [HOME/bundles]")
+@click.option("--secrets-key-file", envvar="FLUX_SECRETS_KEY_FILE", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="File with the Fernet key(s) that encrypt secrets at rest (FLUX_SECRETS_KEY wins; 'flux secret generate-key')")
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
                  api_token_file: str | None, max_body_size: int, max_payload_size: int | None, retention: float | None,
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
-                 log_format: str) -> None:
+                 secrets_key_file: str | None, log_format: str) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
@@ -109,7 +111,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             max_payload_size=max_payload_size, retention=retention,
             lease_interval=lease_interval, shed_after=shed_after, processes=processes,
             default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
-            max_bundle_size=max_bundle_size, bundle_dir=bundle_dir,
+            max_bundle_size=max_bundle_size, bundle_dir=bundle_dir, secrets_key_file=secrets_key_file,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-payload-size") from None
@@ -126,12 +128,26 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
                + (f"  processes: {processes}" if processes > 1 else ""))
     if token_note:
         click.echo(token_note)
+    _check_secrets_key(settings)
     if processes == 1:
         from flux.server.app import create_app
 
         serve(create_app(settings), host, port)
     else:
         serve_processes(settings)
+
+
+def _check_secrets_key(settings: ServerSettings) -> None:
+    """Stored secrets and no key (or the wrong one): refuse to start, with the reason."""
+    from flux.server.secrets import SecretsKeyError, check_at_start
+    from flux.server.settings import prepare_home
+
+    prepare_home(settings)
+    try:
+        check_at_start(settings.database_url, settings.secrets_key_file)
+    except (SecretsKeyError, OSError) as exc:
+        raise click.ClickException(f"cannot start: {exc}") from None
+    settings.migrated = True
 
 
 @start.command("worker")

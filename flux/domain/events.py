@@ -7,7 +7,9 @@ dispatch can query them cheaply.
 
 from __future__ import annotations
 
+import time
 from enum import StrEnum
+from typing import Any
 
 
 class ExecutionState(StrEnum):
@@ -53,6 +55,20 @@ class EventType(StrEnum):
     ATTEMPT_STARTED = "ATTEMPT_STARTED"
     #: An attempt ended; the value says how (``flux.domain.attempts.AttemptEnd``) and why.
     ATTEMPT_ENDED = "ATTEMPT_ENDED"
+    #: A task failed after its retries and its ``fallback`` runs; its result is the task's.
+    TASK_FALLBACK = "TASK_FALLBACK"
+    #: A ``cache=True`` task's result was taken from the cache (``{"key"}``); TASK_COMPLETED follows.
+    TASK_CACHE_HIT = "TASK_CACHE_HIT"
+    #: The server stores the task's TASK_COMPLETED result under ``{"key", "ttl"}`` (docs/tasks.md).
+    TASK_CACHE_STORED = "TASK_CACHE_STORED"
+    #: The workflow failed: compensation of a completed task (``task_id``) begins (saga).
+    ROLLBACK_STARTED = "ROLLBACK_STARTED"
+    ROLLBACK_COMPLETED = "ROLLBACK_COMPLETED"
+    #: A rollback raised; recorded, and the other rollbacks still run.
+    ROLLBACK_FAILED = "ROLLBACK_FAILED"
+    #: A deterministic builtin's value (``now``, ``uuid4``, ``randint``, ``choice``,
+    #: ``random``) under its call id (``now:1``): a replay returns it instead of a new one.
+    VALUE_RECORDED = "VALUE_RECORDED"
 
 
 #: Events a worker may report through a checkpoint; the others are the server's own.
@@ -67,8 +83,18 @@ WORKER_EVENTS = frozenset(
         EventType.TASK_FAILED,
         EventType.ATTEMPT_ENDED,
         EventType.PROGRESS,
+        EventType.TASK_FALLBACK,
+        EventType.TASK_CACHE_HIT,
+        EventType.TASK_CACHE_STORED,
+        EventType.ROLLBACK_STARTED,
+        EventType.ROLLBACK_COMPLETED,
+        EventType.ROLLBACK_FAILED,
+        EventType.VALUE_RECORDED,
     }
 )
+
+#: Rollbacks that ended: a replay does not run them again.
+ROLLBACK_ENDED = frozenset({EventType.ROLLBACK_COMPLETED.value, EventType.ROLLBACK_FAILED.value})
 
 #: The state an execution enters when a worker reports this event.
 STATE_AFTER = {
@@ -84,3 +110,8 @@ TERMINAL_EVENTS = frozenset(
 )
 #: The events after which a worker sends nothing more for its attempt.
 ATTEMPT_CLOSING_EVENTS = TERMINAL_EVENTS | {EventType.ATTEMPT_ENDED.value}
+
+
+def make_event(type_: EventType, name: str | None = None, task_id: str | None = None, value: Any = None) -> dict:
+    """One event as runners emit it and checkpoints carry it."""
+    return {"type": type_.value, "name": name, "task_id": task_id, "value": value, "time": time.time()}

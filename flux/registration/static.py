@@ -45,7 +45,10 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
 SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_packages", "with_resources")
 DECORATORS = ("workflow", "task")
 WORKFLOW_OPTIONS = ("name", "requests", "affinity", "routing", "pending_timeout", "max_attempts")
-TASK_OPTIONS = ("name", "retry_max_attempts", "retry_delay", "retry_backoff", "timeout", "fallback", "rollback")
+TASK_OPTIONS = (
+    "name", "retry_max_attempts", "retry_delay", "retry_backoff", "timeout", "fallback", "rollback", "cache", "cache_ttl",
+    "secret_requests",
+)
 #: Task options whose value is a function of the module, recorded by name.
 FUNCTION_OPTIONS = ("fallback", "rollback")
 

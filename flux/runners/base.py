@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from flux.loader import WorkflowLoadError, load_bundle_workflow, load_workflow
 from flux.runners.protocol import LogSink
-from flux.runtime import ExecutionContext, EventSink, run_workflow
+from flux.runtime import Ask, ExecutionContext, EventSink, run_workflow
 
 #: A claimed execution as the server sends it (see ``flux.server.schemas.ClaimedExecution``).
 Job = dict[str, Any]
@@ -29,7 +29,7 @@ class Stop:
     kill: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-def context_for(job: Job, emit: EventSink) -> ExecutionContext:
+def context_for(job: Job, emit: EventSink, ask: Ask | None = None) -> ExecutionContext:
     return ExecutionContext(
         execution_id=job["id"],
         workflow_name=job["workflow_name"],
@@ -38,10 +38,14 @@ def context_for(job: Job, emit: EventSink) -> ExecutionContext:
         completed_tasks=dict(job.get("completed_tasks") or {}),
         max_payload_size=job.get("max_payload_size"),
         emit=emit,
+        recorded=dict(job.get("recorded") or {}),
+        rolled_back=set(job.get("rolled_back") or ()),
+        ask=ask,
+        ends_on_memory_error=bool((job.get("limits") or {}).get("memory")),
     )
 
 
-async def execute_job(job: Job, emit: EventSink) -> None:
+async def execute_job(job: Job, emit: EventSink, ask: Ask | None = None) -> None:
     """Load the job's workflow and run it; a workflow that cannot load fails the execution."""
     from flux.domain.events import EventType
     from flux.runtime import make_event
@@ -54,18 +58,21 @@ async def execute_job(job: Job, emit: EventSink) -> None:
     except WorkflowLoadError as exc:
         emit(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": str(exc)}))
         return
-    await run_workflow(workflow, context_for(job, emit))
+    await run_workflow(workflow, context_for(job, emit, ask))
 
 
 class Runner(ABC):
     name: str
 
     @abstractmethod
-    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None) -> None:
+    async def run(
+        self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None, ask: Ask | None = None
+    ) -> None:
         """Run one attempt. ``emit`` takes its events; ``log``, when given, the log lines
         the runner captured (docs/logs.md), in batches: a runner awaits it before it
         reads more of the attempt's output (back-pressure), and hands it every line
-        written before the event that closes the attempt before that event."""
+        written before the event that closes the attempt before that event. ``ask``:
+        the worker's services to the attempt (cache lookups, secrets: ``flux.worker.services``)."""
 
     async def start(self) -> None:
         """Prepare (e.g. warm a process pool). Called once before the first job."""

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from flux import tracing
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
+from flux.runners.asking import ANSWER, Asker
 from flux.runners.base import execute_job
 from flux.runners.capture import Capture, Channel
 from flux.runners.limits import Limits, apply_in_child
@@ -36,12 +37,26 @@ from flux.runners.protocol import IDLE, PARENT_ENV, PROTOCOL_FD_ENV, reusable
 PR_SET_PDEATHSIG = 1
 
 
-async def serve(channel: Channel, capture: Capture) -> None:
+async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
+    """Jobs go to ``jobs`` (None at EOF); answers to what the running attempt asked, to ``asker``."""
     loop = asyncio.get_running_loop()
     # A thread of its own reads stdin: works for a pipe, a file or /dev/null alike.
     stdin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-stdin")
     while line := await loop.run_in_executor(stdin, sys.stdin.buffer.readline):
-        job = json.loads(line)
+        message = json.loads(line)
+        if message.get("type") == ANSWER:
+            asker.answered(message)
+        else:
+            jobs.put_nowait(message)
+    jobs.put_nowait(None)
+
+
+async def serve(channel: Channel, capture: Capture) -> None:
+    loop = asyncio.get_running_loop()
+    jobs: asyncio.Queue = asyncio.Queue()
+    asker = Asker(channel.send)
+    reader = asyncio.create_task(read_stdin(jobs, asker))
+    while (job := await jobs.get()) is not None:
         limits = job.get("limits") or {}
         apply_in_child(limits)
         memory_cause = Limits(**limits).describe_memory() if limits.get("memory") else None
@@ -61,7 +76,7 @@ async def serve(channel: Channel, capture: Capture) -> None:
         executor = ThreadPoolExecutor(thread_name_prefix="flux-task")  # this job's sync tasks
         loop.set_default_executor(executor)
         with tracing.parented(job.get("traceparent")):  # the task copies it: its spans hang under the worker's
-            work = asyncio.create_task(execute_job(job, emit))
+            work = asyncio.create_task(execute_job(job, emit, asker))
         loop.add_signal_handler(signal.SIGTERM, work.cancel)
         try:
             await work
@@ -76,15 +91,16 @@ async def serve(channel: Channel, capture: Capture) -> None:
             channel.send(IDLE)
             continue
         break
+    reader.cancel()
     capture.finish(None)
     # Leave at once: a thread that outlived its task's timeout must not hold the process.
     os._exit(0)
 
 
 async def _settled(threads_before: int) -> bool:
-    """True when the job left no task and no busy thread behind."""
+    """True when the job left no task and no busy thread behind (the stdin reader aside)."""
     current = asyncio.current_task()
-    if any(task is not current for task in asyncio.all_tasks()):
+    if any(task is not current and task.get_coro().__name__ != "read_stdin" for task in asyncio.all_tasks()):
         return False
     for _ in range(10):
         if threading.active_count() <= threads_before:

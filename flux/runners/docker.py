@@ -110,9 +110,9 @@ class DockerRunner(SubprocessRunner):
     def container_name(job: Job) -> str:
         return f"flux-{job['id']}-{job.get('attempt', 1)}"
 
-    async def run(self, job: Job, emit, stop: Stop, log: LogSink | None = None) -> None:  # noqa: ANN001
+    async def run(self, job: Job, emit, stop: Stop, log: LogSink | None = None, ask=None) -> None:  # noqa: ANN001
         try:
-            await super().run(job, emit, stop, log)
+            await super().run(job, emit, stop, log, ask)
         finally:
             # killing the 'docker run' client does not stop the container; --rm only acts on exit
             remove = await asyncio.create_subprocess_exec(

@@ -13,17 +13,20 @@ from typing import Callable
 
 from flux.runners.base import Job, Runner, Stop, execute_job
 from flux.runners.protocol import LogSink
+from flux.runtime import Ask
 
 
 class InProcessRunner(Runner):
     name = "inprocess"
 
-    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None) -> None:
+    async def run(
+        self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None, ask: Ask | None = None
+    ) -> None:
         def emit_unless_killed(event: dict) -> None:
             if not stop.kill.is_set():
                 emit(event)
 
-        work = asyncio.create_task(execute_job(job, emit_unless_killed))
+        work = asyncio.create_task(execute_job(job, emit_unless_killed, ask))
         stopping = [asyncio.create_task(stop.cancel.wait()), asyncio.create_task(stop.kill.wait())]
         await asyncio.wait({work, *stopping}, return_when=asyncio.FIRST_COMPLETED)
         for waiter in stopping:

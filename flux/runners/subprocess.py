@@ -32,15 +32,16 @@ import signal
 import sys
 import time
 from collections import deque
-from typing import Callable
+from typing import Awaitable, Callable
 
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
+from flux.runners.asking import ASK, answer
 from flux.runners.base import Job, Runner, Stop
 from flux.runners.limits import CgroupMemory, LimitPolicy, Limits
 from flux.runners.pipes import MAX_EVENT_BYTES, Child, spawn
 from flux.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, LogSink, reusable
-from flux.runtime import make_event
+from flux.runtime import Ask, make_event
 
 log = logging.getLogger("flux.runners.subprocess")
 
@@ -189,9 +190,12 @@ class SubprocessRunner(Runner):
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
 
-    async def run(self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None) -> None:
+    async def run(
+        self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None, ask: Ask | None = None
+    ) -> None:
         limits = self.plan(job)
         child = cgroup = watcher = None
+        answering: set[asyncio.Task] = set()  # the child's questions (flux.runners.asking) being answered
         mark = secrets.token_hex(8)  # this job's output mark (flux.runners.pipes)
         try:
             child = await self._take(job, limits)
@@ -211,6 +215,9 @@ class SubprocessRunner(Runner):
                     await child.deliver(message["lines"])
                 elif message["type"] == OUTPUT_MARK:
                     await child.reached(mark, message["fds"], EXIT_GRACE)
+                elif message["type"] == ASK:
+                    answering.add(task := asyncio.create_task(answer(message, ask, self._writer(process))))
+                    task.add_done_callback(answering.discard)
                 else:
                     emit(message)
                     if message["type"] in ATTEMPT_CLOSING_EVENTS:
@@ -234,6 +241,8 @@ class SubprocessRunner(Runner):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(process.wait(), EXIT_GRACE)
         finally:
+            for task in answering:
+                task.cancel()
             if watcher is not None:
                 watcher.cancel()
             if child is not None:
@@ -247,6 +256,15 @@ class SubprocessRunner(Runner):
                 CgroupMemory.remove(cgroup)
             if child is not None or not self._pool:
                 self._top_up()
+
+    @staticmethod
+    def _writer(process: asyncio.subprocess.Process) -> Callable[[bytes], Awaitable[None]]:
+        async def write(data: bytes) -> None:
+            assert process.stdin is not None
+            process.stdin.write(data)
+            await process.stdin.drain()
+
+        return write
 
     @staticmethod
     async def _retire(child: Child) -> None:

@@ -22,6 +22,7 @@ from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
 from flux.server import bundle_routes, console, executions, explain, fleet, log_routes, paging, payloads, retention, schedules, watch, workflows
+from flux.server import cache_routes, secret_routes, secrets as secret_store
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
@@ -86,6 +87,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     bootstrap_token = (settings.bootstrap_token or ensure_bootstrap_token(settings.home)).encode()
     shedding = LoadShedding(settings.shed_after)
     policy = settings.attempt_policy()
+    secrets_keys = secret_store.keyring(settings.secrets_key_file)  # None: no secrets key (docs/tasks.md#secrets)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -97,6 +99,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             await asyncio.to_thread(migrate, settings.database_url)
         state = app.state
         state.db = Database(settings.database_url)
+        await state.db.read(lambda s: secret_store.check_key(s, secrets_keys))  # stored secrets need their key
         shared = not is_sqlite(state.db.url)
         state.registry = FleetRegistry(shared=shared, lease_interval=settings.lease_interval_for(shared))
         state.registry.sync(await state.db.read(fleet.leases))  # known workers; their silence counts from now
@@ -279,6 +282,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def checkpoint(execution_id: str, body: Checkpoint, request: Request, token: str | None = Depends(bearer)):
         member = await authenticate_worker(request, token)
         reply, ended = await db(request).run(lambda s: executions.checkpoint(s, member.name, execution_id, body, policy))
+        request.app.state.metrics.count_task_events(body.events)
         if ended:
             execution_changed(request, execution_id)
         else:
@@ -450,6 +454,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     # Bundles: upload, a worker's fetch by hash, and registering one's workflows (docs/bundles.md).
     app.include_router(bundle_routes.router(CLIENT, bearer, authenticate_worker, settings))
     app.include_router(schedules.router(CLIENT, policy))  # workflows on cron, interval or once (docs/schedules.md)
+    app.include_router(cache_routes.router(CLIENT, bearer, authenticate_worker))  # the task cache (docs/tasks.md#cache)
+    app.include_router(secret_routes.router(CLIENT, bearer, authenticate_worker, secrets_keys))  # docs/tasks.md#secrets
 
     # Anonymous calls to routes behind these gates are refused before their body is read.
     gates = {require_bootstrap: "missing bootstrap token (see 'flux server bootstrap-token')",

@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from flux.domain.events import ExecutionState
+from flux.domain.events import EventType, ExecutionState
 from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 from flux.server import fleet
 from flux.server.database import StatementCounter
@@ -29,6 +29,13 @@ from flux.server.registry import OFFLINE, ONLINE, STALE
 
 WORKER_STATES = (ONLINE, STALE, OFFLINE, fleet.DRAINING, fleet.DRAINED)
 ACTIVE_STATES = [state.value for state in ExecutionState if not state.is_terminal]
+#: The events ``flux_task_events`` counts.
+COUNTED_EVENTS = frozenset(
+    event.value for event in (
+        EventType.TASK_FALLBACK, EventType.TASK_CACHE_HIT, EventType.TASK_CACHE_STORED, EventType.ROLLBACK_STARTED,
+        EventType.ROLLBACK_COMPLETED, EventType.ROLLBACK_FAILED, EventType.VALUE_RECORDED,
+    )
+)
 
 
 class _Statements:
@@ -88,6 +95,18 @@ class ServerMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
             registry=self.registry,
         )
+        self.cache_lookups = Counter("flux_cache_lookups", "Task cache lookups by workers, by result (hit, miss)", ["result"],
+                                     registry=self.registry)
+        self.task_events = Counter(
+            "flux_task_events", "Fallbacks, cache hits and stores, rollbacks and recorded values workers reported, by event type",
+            ["type"], registry=self.registry,
+        )
+
+    def count_task_events(self, events: list) -> None:
+        """Count the programming model's events of a checkpoint (docs/tasks.md)."""
+        for event in events:
+            if event.type in COUNTED_EVENTS:
+                self.task_events.labels(type=event.type).inc()
 
     def observe_dispatch(self, worker_name: str, waited: float) -> None:
         self.dispatches.labels(worker=worker_name).inc()

@@ -6,7 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
+from flux.domain.events import EventType
 from flux.domain.names import NAME_PATTERN, check_name
+from flux.domain.secrets import MAX_SECRET_LENGTH
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
 
 
@@ -142,7 +144,7 @@ class EventIn(Strict):
 
 class EventOut(BaseModel):
     seq: int
-    type: str
+    type: EventType
     name: str | None
     task_id: str | None
     value: Any
@@ -331,6 +333,8 @@ class ClaimedExecution(BaseModel):
     gpus: list[int] | None = Field(default=None, description="GPU indexes allotted to this execution")
     traceparent: str | None = Field(default=None, description="W3C trace context of this attempt's spans (tracing on)")
     max_payload_size: int | None = Field(default=None, description="A task result or the output larger than this (JSON bytes) fails")
+    recorded: dict[str, Any] = Field(default_factory=dict, description="Values of deterministic builtins (now, uuid4, ...) by call id, for a replay")
+    rolled_back: list[str] = Field(default_factory=list, description="Task ids whose rollback ended in an earlier attempt (not run again)")
 
 
 class ClaimReply(BaseModel):
@@ -435,3 +439,45 @@ class ExecutionChanges(BaseModel):
 
     changes: list[ExecutionChange]
     cursor: int = Field(description="Pass as 'after' (or follow from it): the newest event id looked at")
+
+
+# --- task cache and secrets (docs/tasks.md) ---------------------------------------------
+
+
+class CacheLookup(Strict):
+    key: str = Field(pattern=r"^[0-9a-f]{64}$", description="The cache key the child computed (sha256, hex)")
+
+
+class CacheLookupReply(BaseModel):
+    hit: bool
+    value: Any = Field(default=None, description="The cached result (when hit)")
+
+
+class CacheClearReply(BaseModel):
+    deleted: int = Field(description="Cache entries deleted")
+
+
+class SecretValue(Strict):
+    value: str = Field(max_length=MAX_SECRET_LENGTH, description="Stored encrypted; never returned")
+
+
+class SecretInfo(BaseModel):
+    name: str
+    created_at: float
+    updated_at: float
+
+
+class SecretRequest(Strict):
+    attempt: int = Field(ge=1, le=2**31 - 1)
+    names: list[str] = Field(min_length=1, max_length=100)
+
+    @field_validator("names")
+    @classmethod
+    def _names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            check_name(name, "secret")
+        return names
+
+
+class SecretValues(BaseModel):
+    values: dict[str, str]

@@ -80,6 +80,9 @@ class ServerSettings:
     bundle_inline_size: int = DEFAULT_BUNDLE_INLINE_SIZE
     #: Where large bundles are kept (HOME/bundles); replicas must share it.
     bundle_dir: Path | None = None
+    #: A file holding the Fernet key(s) of the secret store (``FLUX_SECRETS_KEY`` wins);
+    #: the key itself is never a setting (settings travel to --processes N as JSON).
+    secrets_key_file: Path | None = None
 
     def __post_init__(self) -> None:
         self.max_payload_size = self._payload_limit()

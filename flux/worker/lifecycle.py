@@ -20,6 +20,7 @@ from flux.worker.config import WorkerConfig, build_runner
 from flux.worker.drain import StopSignals, drain
 from flux.worker.heartbeat import Publisher
 from flux.worker.running import Executions
+from flux.worker.services import redact_worker_logs
 from flux.worker.session import Abandoned, ServerSession
 from flux.worker_identity import WorkerIdentity
 
@@ -64,6 +65,7 @@ class Worker:
 
     async def run(self) -> None:
         bind_process(worker=self.config.name)  # every line this process logs names its worker
+        redact_worker_logs()  # secret values an attempt holds never show in the worker's lines
         tracing.setup("flux-worker")  # a no-op unless tracing is configured (docs/tracing.md)
         if self.identity is not None:
             self.identity.claim()  # NameTaken if this name already runs on this host

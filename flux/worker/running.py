@@ -30,6 +30,7 @@ from flux.logformat import bind
 from flux.runtime import make_event
 from flux.worker.bundles import BundleCache
 from flux.worker.logs import LogShipper
+from flux.worker.services import AttemptServices
 
 log = logging.getLogger("flux.worker")
 
@@ -170,14 +171,15 @@ class Executions:
         flusher = self._spawn(self._flush(execution))
         job = execution.job
         bundle = job.get("bundle")
+        services = AttemptServices(self.call, job)  # cache lookups, secrets; masks what it handed out
         try:
-            sink = execution.logs.put if self.capture_output else None
+            sink = services.redacted(execution.logs.put) if self.capture_output else None
             with self._span(job) as span:
                 if span is not None:  # the child's spans hang under this attempt's
                     job = {**job, "traceparent": tracing.current_traceparent()}
                 if bundle:
                     job = {**job, "bundle_root": str(await self._bundle(execution, bundle))}
-                await self.runner.run(job, execution.outbox.put, execution.stop, log=sink)
+                await self.runner.run(job, services.redacted(execution.outbox.put), execution.stop, log=sink, ask=services)
         except BundleError as exc:
             execution.outbox.put(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": str(exc)}))
         except Exception as exc:  # noqa: BLE001 - a runner failure must not kill the worker
@@ -198,6 +200,7 @@ class Executions:
         except Exception:  # noqa: BLE001 - eviction will requeue it; the worker goes on
             log.exception("could not report execution %s", job["id"])
         finally:
+            services.forget()
             if bundle and self.bundles is not None and execution.bundle_held:
                 self.bundles.release(bundle)
             execution.logs.stop()

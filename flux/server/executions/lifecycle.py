@@ -30,7 +30,7 @@ from flux.server.models import ExecutionModel
 from flux.server import workflows
 from flux.server.eventlog import INSERT_EVENT, append_event, append_events, event_rows
 from flux.server.errors import Conflict, Invalid, NotFound
-from flux.server import payloads
+from flux.server import payloads, task_cache
 from flux.server.executions.reads import get_row, held_by, info, job_for
 from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo, RunRequest
 
@@ -175,6 +175,7 @@ def checkpoint(
         raise Conflict(f"checkpoint batch {body.batch} of execution {execution_id} skips {execution.checkpoint_batch + 1}")
     types = [_worker_event_type(event) for event in body.events]
     execution.checkpoint_batch = body.batch
+    task_cache.record(session, execution, body.events)  # cache=True results, in this transaction
     logged = []
     for event, type_ in zip(body.events, types):
         if type_ is EventType.ATTEMPT_ENDED:

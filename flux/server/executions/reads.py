@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, defer
 from flux.domain.events import HOLDING_STATES, EventType
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server import payloads, workflows
+from flux.server.executions import replay
 from flux.server.errors import NotFound
 from flux.server.schemas import ClaimedExecution, EventOut, ExecutionInfo
 
@@ -79,6 +80,7 @@ def job_for(session: Session, execution: ExecutionModel, traceparent: str | None
         requests=execution.requests,
         gpus=(execution.allotment or {}).get("gpus"),
         traceparent=traceparent,
+        **(replay.recorded(session, execution.id) if execution.attempt > 1 else {}),
     )
     claim.model_dump_json()  # fails here, alone, rather than in the response with the others
     return claim
@@ -89,7 +91,7 @@ def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
         select(ExecutionEventModel.task_id, ExecutionEventModel.value).where(
             ExecutionEventModel.execution_id == execution_id,
             ExecutionEventModel.type == EventType.TASK_COMPLETED.value,
-        )
+        ).order_by(ExecutionEventModel.seq)  # completion order: rollbacks run in its reverse
     )
     return {task_id: value for task_id, value in rows}
 
