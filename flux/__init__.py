@@ -5,9 +5,11 @@ from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import RoutingPolicy, label, load, metric, score
 from flux.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
 from flux.task import TaskFailedError, parallel, task
+from flux.waits import ChildWorkflowError, call, pause, sleep
 from flux.workflow import LocalExecution, Workflow, workflow
 
 __all__ = [
+    "ChildWorkflowError",
     "DoesNotExist",
     "ExecutionContext",
     "Exists",
@@ -29,7 +31,10 @@ __all__ = [
     "parallel",
     "progress",
     "progress_nowait",
+    "call",
+    "pause",
     "score",
+    "sleep",
     "task",
     "workflow",
 ]

@@ -41,7 +41,7 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
     "metric": metric,
 }
 DECORATORS = ("workflow", "task")
-WORKFLOW_OPTIONS = ("name", "requests", "affinity", "routing", "pending_timeout", "max_attempts")
+WORKFLOW_OPTIONS = ("name", "requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout")
 TASK_OPTIONS = ("name", "retry_max_attempts", "retry_delay", "retry_backoff", "timeout", "fallback", "rollback")
 #: Task options whose value is a function of the module, recorded by name.
 FUNCTION_OPTIONS = ("fallback", "rollback")

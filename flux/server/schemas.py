@@ -71,6 +71,7 @@ class WorkflowSpec(Strict):
     routing: dict[str, Any] | None = None
     pending_timeout: float | None = Field(default=None, gt=0)
     max_attempts: int | None = Field(default=None, ge=1, le=1000, description="Attempts that may crash before it fails; null: the server's default")
+    timeout: float | None = Field(default=None, gt=0, le=1e10, description="Seconds from submission before it ends TIMED_OUT")
 
     @field_validator("name")
     @classmethod
@@ -109,6 +110,7 @@ class WorkflowInfo(BaseModel):
     routing: RoutingJSON | None
     pending_timeout: float | None
     max_attempts: int | None = None
+    timeout: float | None = Field(default=None, description="Seconds from submission before it ends TIMED_OUT")
     created_at: float
     source: str | None = None
     bundle: str | None = Field(default=None, description="The sha256 of the bundle it runs from (docs/bundles.md)")
@@ -119,6 +121,10 @@ class WorkflowInfo(BaseModel):
 class RunRequest(Strict):
     input: Any = None
     version: int | None = Field(default=None, ge=1)
+
+
+class ResumeRequest(Strict):
+    input: Any = Field(default=None, description="What the paused workflow's pause() returns")
 
 
 class PruneRequest(Strict):
@@ -150,6 +156,24 @@ class EventOut(BaseModel):
     worker_name: str | None
 
 
+class WaitInfo(BaseModel):
+    """A durable wait (docs/waits.md): only the fields of its kind are present."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["sleep", "pause", "call"]
+    id: str = Field(description="Its id in the event log: sleep:1, pause:approval:1, call:1")
+    until: float | None = Field(default=None, description="sleep: when it is due")
+    name: str | None = Field(default=None, description="pause: its name")
+    payload: Any = Field(default=None, description="pause: what the workflow showed whoever resumes it")
+    workflow: str | None = Field(default=None, description="call: the child's workflow")
+    child: str | None = Field(default=None, description="call: the child execution")
+
+    @model_serializer(mode="wrap")
+    def _its_fields_only(self, handler):  # noqa: ANN001, ANN202
+        fields = handler(self)
+        return {name: value for name, value in fields.items() if value is not None or name in self.model_fields_set}
+
+
 class ExecutionInfo(BaseModel):
     id: str
     workflow_name: str
@@ -171,6 +195,10 @@ class ExecutionInfo(BaseModel):
     claimed_at: float | None
     started_at: float | None
     finished_at: float | None
+    wait: WaitInfo | None = Field(default=None, description="What it waits for while SLEEPING, PAUSED or AWAITING_CHILD")
+    parent: str | None = Field(default=None, description="The execution whose call() started it")
+    children: list[str] | None = Field(default=None, description="The executions its call()s started (GET /executions/ID only)")
+    deadline: float | None = Field(default=None, description="When it ends TIMED_OUT (its workflow's timeout)")
 
 
 class Checkpoint(Strict):
