@@ -220,7 +220,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def list_executions(
         request: Request,
         response: Response,
-        state: str | None = None,
+        state: str | None = Query(default=None, description="Only executions in this state (any case)",
+                                  json_schema_extra={"enum": [state.value for state in ExecutionState]}),
         workflow: str | None = None,
         worker: str | None = Query(default=None, description="Only executions placed on this worker"),
         since: float | None = Query(default=None, description="Submitted at or after this time (Unix seconds)"),

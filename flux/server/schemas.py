@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
+from flux.domain.events import EventType, ExecutionState
 from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
 
@@ -148,7 +149,7 @@ class EventIn(Strict):
 
 class EventOut(BaseModel):
     seq: int
-    type: str
+    type: EventType
     name: str | None
     task_id: str | None
     value: Any
@@ -178,7 +179,7 @@ class ExecutionInfo(BaseModel):
     id: str
     workflow_name: str
     workflow_version: int
-    state: str
+    state: ExecutionState
     input: Any = Field(default=None, description="Absent from list items unless asked for (?include=input)")
     output: Any = Field(default=None, description="Absent from list items unless asked for (?include=output)")
     error: str | None
