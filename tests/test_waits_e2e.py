@@ -76,7 +76,7 @@ def _gauge(cluster, state: str) -> float:
 
 @pytest.mark.integration
 def test_sleep_and_pause_survive_sigkilled_workers_and_resume_elsewhere(make_cluster, workflow_file, tmp_path):
-    cluster = make_cluster()
+    cluster = make_cluster(eviction_grace_period=1.5)  # a killed worker is soon skipped (and evicted)
     log = tmp_path / "side-effects.log"
     with FluxClient(cluster.server_url) as client:
         client.register_file(workflow_file(WAITS))
@@ -109,7 +109,8 @@ def test_sleep_and_pause_survive_sigkilled_workers_and_resume_elsewhere(make_clu
     assert done["state"] == "COMPLETED" and done["output"] == {"approved": True}
     assert done["worker_name"] == "third" and done["crashes"] == 0  # waiting is not crashing
     assert log.read_text().splitlines() == ["before", "slept", "after"]  # each task once
-    ends = [e["value"]["end"] for e in events if e["type"] == "ATTEMPT_ENDED"]
+    # a claim made to the killed worker before it was found silent comes back unrun: not a crash
+    ends = [e["value"]["end"] for e in events if e["type"] == "ATTEMPT_ENDED" and e["value"]["end"] != "handed_back"]
     assert ends == ["suspended", "suspended", "finished"]
     waits = [(e["type"], e["task_id"]) for e in events if e["type"] in ("WORKFLOW_SUSPENDED", "WAIT_COMPLETED")]
     assert waits == [("WORKFLOW_SUSPENDED", "sleep:1"), ("WAIT_COMPLETED", "sleep:1"),
