@@ -150,6 +150,16 @@ class ExecutionModel(Base):
 
     __mapper_args__ = {"version_id_col": row_version}
 
+    def leave_worker(self) -> None:
+        """Its attempt has ended without ending it (a crash, a hand-back, a durable wait):
+        no worker holds it, nothing is set aside, the next attempt numbers its batches anew."""
+        self.worker_name = None
+        self.delivered = False
+        self.allotment = None
+        self.started_at = None
+        self.checkpoint_batch = 0
+        self.unschedulable = None
+
 
 class ExecutionCountModel(Base):
     """Finished executions by terminal state, kept by database triggers (migration

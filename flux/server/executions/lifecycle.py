@@ -256,15 +256,10 @@ def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, c
         )
     )
     append_events(session, execution, events)
+    execution.leave_worker()
     execution.state = S.SCHEDULED.value
-    execution.worker_name = None
-    execution.delivered = False
-    execution.allotment = None
-    execution.started_at = None
-    execution.checkpoint_batch = 0
     execution.pending_since = now
     execution.ready_at = now + delay if delay else None
-    execution.unschedulable = None
     execution.placement_note = (
         f"backing off {delay:g}s before attempt {execution.attempt + 1} after: {cause}" if delay else None
     )

@@ -45,14 +45,9 @@ def suspend(session: Session, execution: ExecutionModel, event: EventIn, worker_
         dict(type=EventType.ATTEMPT_ENDED, name=execution.workflow_name, value=attempt_end, time=now, worker_name=worker_name),
         dict(type=EventType.WORKFLOW_SUSPENDED, name=event.name, task_id=wait["id"], value=wait, time=event.time, worker_name=worker_name),
     ])
+    execution.leave_worker()
     execution.state = STATE_OF[kind].value
     execution.wait = wait
-    execution.worker_name = None
-    execution.delivered = False
-    execution.allotment = None
-    execution.started_at = None
-    execution.checkpoint_batch = 0
-    execution.unschedulable = None
     execution.ready_at = wait["until"] if kind is WaitKind.SLEEP else None
     execution.placement_note = note(wait)
     if kind is WaitKind.CALL:
