@@ -120,6 +120,13 @@ def test_options_and_waits_are_validated_naming_what_is_wrong():
     assert "sleep: must be more than 0 seconds" in misuse.run("negative").output["error"]
 
 
+def test_the_new_states_are_cli_filters_and_timed_out_is_terminal():
+    from flux.cli.executions import STATES
+
+    assert {"SLEEPING", "PAUSED", "AWAITING_CHILD", "TIMED_OUT"} <= set(STATES)
+    assert S.TIMED_OUT.is_terminal and not S.PAUSED.is_terminal
+
+
 def test_a_childs_id_derives_from_its_parent_and_the_call():
     assert child_id("a" * 32, "call:1") == child_id("a" * 32, "call:1") != child_id("a" * 32, "call:2")
     assert len(child_id("a" * 32, "call:1")) == 32

@@ -152,6 +152,7 @@ def test_a_cpu_parent_calls_a_gpu_child_that_survives_its_worker_and_cancel_and_
         eventually(lambda: any(e["task_id"] == "gate:1" for e in client.events(waiting["wait"]["child"])), 30, "child never ran")
         assert client.cancel(cancelled)["state"] == "CANCELLED"
         assert client.wait(waiting["wait"]["child"], 30)["state"] == "CANCELLED"
+        assert "WAIT_COMPLETED" not in {e["type"] for e in client.events(cancelled)}  # the parent ended first
         paused = client.run("approve", {"log": str(tmp_path / "paused.log")})["id"]
         eventually(lambda: client.execution(paused)["state"] == "PAUSED", 30, "never paused")
         assert client.cancel(paused)["state"] == "CANCELLED"
@@ -162,3 +163,6 @@ def test_a_cpu_parent_calls_a_gpu_child_that_survives_its_worker_and_cancel_and_
         assert ended["state"] == "TIMED_OUT" and "timeout of 3s exceeded (it was SLEEPING)" in ended["error"]
         assert ended["finished_at"] is not None
         assert _gauge(cluster, "TIMED_OUT") == 1.0 and _gauge(cluster, "CANCELLED") == 3.0
+        schemas = httpx.get(f"{cluster.server_url}/openapi.json").json()["components"]["schemas"]
+        assert {"SLEEPING", "PAUSED", "AWAITING_CHILD", "TIMED_OUT"} <= set(schemas["ExecutionState"]["enum"])
+        assert {"WORKFLOW_SUSPENDED", "WAIT_COMPLETED", "WORKFLOW_TIMED_OUT"} <= set(schemas["EventType"]["enum"])

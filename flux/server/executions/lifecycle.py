@@ -196,7 +196,6 @@ def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, list[str
         raise Conflict(f"execution {execution_id} is already {state.value}")
     if state is S.CANCELLING:
         return info(execution), [execution.worker_name]
-    workers = cancel_children(session, execution_id)
     if state is S.SCHEDULED or state.value in WAITING_STATES or (state is S.CLAIMED and not execution.delivered):
         now = time.time()
         value = {"reason": "cancelled before it started" if execution.attempt == 0 else f"cancelled while {state.value}"}
@@ -204,10 +203,10 @@ def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, list[str
         opened = [finished_event(execution, "cancelled before it started", now)] if state is S.CLAIMED else []
         append_events(session, execution, [*opened, cancelled])
         finish(session, execution, S.CANCELLED, value, now)
-        return info(execution), workers
+        return info(execution), cancel_children(session, execution_id)  # ended first: their ends wake nobody
     append_event(session, execution, EventType.WORKFLOW_CANCEL_REQUESTED, name=execution.workflow_name)
     execution.state = S.CANCELLING.value
-    return info(execution), [execution.worker_name, *workers]
+    return info(execution), [execution.worker_name, *cancel_children(session, execution_id)]
 
 
 def cancel_children(session: Session, parent_id: str) -> list[str]:
