@@ -182,13 +182,13 @@ class BenchCluster(LocalCluster):
         self.profile_dir = profile_dir
         self.tag = tag
 
-    def _popen(self, args: list[str], log_name: str) -> subprocess.Popen:
+    def _popen(self, args: list[str], log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         if self.profile_dir is not None and args[1:3] == ["-m", "flux.cli"]:
             self.profile_dir.mkdir(parents=True, exist_ok=True)
             out = self.profile_dir / f"{self.tag}{log_name}.txt"
             args = [args[0], "-m", "bench.sampler", str(out), *args[1:]]
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-        return super()._popen(args, log_name)
+        return super()._popen(args, log_name, env)
 
     def start_server(self, timeout: float = 60.0) -> None:
         """LocalCluster.start_server, but a server that exits fails at once (not after ``timeout``)."""
