@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ from flux.client import FluxClient, FluxClientError
 from waiting import eventually
 
 WAITS = """
-    import asyncio, pathlib
+    import asyncio, pathlib, time
     from flux import call, pause, sleep, task, workflow
 
     @task
@@ -56,6 +57,16 @@ WAITS = """
     @workflow.with_options(timeout=3)
     async def bounded(ctx):
         await sleep(3600)
+
+    @task
+    async def beat(path):
+        while True:
+            pathlib.Path(path).write_text(str(time.time()))
+            await asyncio.sleep(0.05)
+
+    @workflow.with_options(timeout=2, affinity={"role": "cpu"})
+    async def stuck(ctx):
+        await beat(ctx.input)
 """
 
 #: Sleeps of a second or more end the attempt (the default threshold is 30 s).
@@ -134,14 +145,16 @@ def test_a_cpu_parent_calls_a_gpu_child_that_survives_its_worker_and_cancel_and_
         eventually(lambda: any(e["task_id"] == "gate:1" for e in client.events(child)), 30, "child never ran")
         assert client.execution(child)["worker_name"] == "gpu-1"
         cluster.kill_worker("gpu-1")  # while the child runs
+        cluster.kill_worker("cpu")  # and the parent's last worker: the parent holds none
         eventually(lambda: client.execution(child)["state"] == "SCHEDULED", 30, "child never requeued")
         cluster.start_worker("gpu-2", labels={"role": "gpu"}, heartbeat_interval=0.2, env=DURABLE)
+        cluster.start_worker("cpu-2", labels={"role": "cpu"}, heartbeat_interval=0.2, env=DURABLE)
         gate.touch()
         done = client.wait(parent, 30)
         shown = client.execution(child)
 
         assert done["state"] == "COMPLETED" and done["output"] == {"trained": 42}
-        assert done["children"] == [child] and shown["parent"] == parent
+        assert done["children"] == [child] and shown["parent"] == parent and done["worker_name"] == "cpu-2"
         assert shown["worker_name"] == "gpu-2" and shown["attempt"] == 2 and done["crashes"] == 0
         assert log.read_text().splitlines() == ["parent started", "child started", "parent done"]
 
@@ -162,7 +175,11 @@ def test_a_cpu_parent_calls_a_gpu_child_that_survives_its_worker_and_cancel_and_
         ended = client.wait(bounded, 30)
         assert ended["state"] == "TIMED_OUT" and "timeout of 3s exceeded (it was SLEEPING)" in ended["error"]
         assert ended["finished_at"] is not None
-        assert _gauge(cluster, "TIMED_OUT") == 1.0 and _gauge(cluster, "CANCELLED") == 3.0
+        beating = tmp_path / "beat"
+        ended = client.wait(client.run("stuck", str(beating))["id"], 30)  # times out while its task runs
+        assert ended["state"] == "TIMED_OUT" and "(it was RUNNING)" in ended["error"]
+        eventually(lambda: time.time() - beating.stat().st_mtime > 1.0, 15, "the timed-out attempt was never stopped")
+        assert _gauge(cluster, "TIMED_OUT") == 2.0 and _gauge(cluster, "CANCELLED") == 3.0
         schemas = httpx.get(f"{cluster.server_url}/openapi.json").json()["components"]["schemas"]
         assert {"SLEEPING", "PAUSED", "AWAITING_CHILD", "TIMED_OUT"} <= set(schemas["ExecutionState"]["enum"])
         assert {"WORKFLOW_SUSPENDED", "WAIT_COMPLETED", "WORKFLOW_TIMED_OUT"} <= set(schemas["EventType"]["enum"])
