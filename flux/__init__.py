@@ -8,10 +8,12 @@ from flux.determinism import choice, now, randint, random, uuid4
 from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
 from flux.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
 from flux.task import TaskFailedError, parallel, task
+from flux.waits import ChildWorkflowError, call, pause, sleep
 from flux.workflow import LocalExecution, Workflow, workflow
 
 __all__ = [
     "CatchUpPolicy",
+    "ChildWorkflowError",
     "DoesNotExist",
     "ExecutionContext",
     "Exists",
@@ -41,7 +43,10 @@ __all__ = [
     "progress_nowait",
     "randint",
     "random",
+    "call",
+    "pause",
     "score",
+    "sleep",
     "task",
     "uuid4",
     "workflow",

@@ -28,7 +28,7 @@ from flux.bundles.build import build_bundle
 from flux.domain.schedules import InvalidSchedule, Schedule
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
-TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED")
+TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
 HOLDING_STATES = ("CLAIMED", "RUNNING", "CANCELLING")
 #: Executions an ambiguous id prefix lists at most.
 MAX_CANDIDATES = 10
@@ -254,7 +254,7 @@ class FluxClient:
             execution = self._request(
                 "GET", f"/executions/{_seg(execution_id)}", params={"wait": step}, timeout=step + 30
             )
-            if execution["state"] in ("COMPLETED", "FAILED", "CANCELLED") or remaining <= 0:
+            if execution["state"] in TERMINAL_STATES or remaining <= 0:
                 return execution
 
     def placement(self, execution_id: str) -> dict:
@@ -415,6 +415,10 @@ class FluxClient:
 
     def cancel(self, execution_id: str) -> dict:
         return self._request("POST", f"/executions/{_seg(execution_id)}/cancel")
+
+    def resume(self, execution_id: str, input: Any = None) -> dict:
+        """Continue a PAUSED execution: its ``pause()`` returns ``input`` (docs/waits.md)."""
+        return self._request("POST", f"/executions/{_seg(execution_id)}/resume", json={"input": input})
 
     # the task cache and secrets (docs/tasks.md)
     def clear_cache(self, task: str | None = None, expired: bool = False) -> dict:

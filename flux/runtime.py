@@ -95,6 +95,16 @@ class TaskFailedError(RuntimeError):
     """Raised inside a workflow when a task failed on its last attempt."""
 
 
+class Suspended(BaseException):
+    """A durable wait (``flux.waits``: a long sleep, a pause, a call) ends the attempt
+    here: the execution waits on the server, holding no worker. A BaseException, like
+    ``CancelledError``, so the workflow's ``except Exception`` cannot swallow it."""
+
+    def __init__(self, wait: dict):
+        super().__init__(wait["id"])
+        self.wait = wait
+
+
 def current_context() -> "ExecutionContext | None":
     return _current.get()
 
@@ -278,7 +288,8 @@ def _next_id(counters: dict[str, int], name: str) -> str:
 
 
 async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tuple[EventType, Any]:
-    """Run one attempt; emit WORKFLOW_STARTED and exactly one terminal event.
+    """Run one attempt; emit WORKFLOW_STARTED and exactly one terminal event (or
+    WORKFLOW_SUSPENDED, which ends the attempt but not the execution).
 
     Returns the terminal event type and its value. Cancellation of the surrounding
     asyncio task is reported as WORKFLOW_CANCELLED and not re-raised, so runners
@@ -287,11 +298,14 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
     ctx.emit(make_event(EventType.WORKFLOW_STARTED, workflow.name, value={"attempt": ctx.attempt}))
     ctx.loop = asyncio.get_running_loop()
     token = _current.set(ctx)
+    wait_id = None
     try:
         output = to_json_value(await workflow.fn(ctx), f"the output of workflow {workflow.name!r}", ctx.max_payload_size)
         outcome = (EventType.WORKFLOW_COMPLETED, output)
     except asyncio.CancelledError:
         outcome = (EventType.WORKFLOW_CANCELLED, {"reason": "cancelled"})
+    except Suspended as suspended:  # a durable wait: the attempt ends, the execution does not
+        outcome, wait_id = (EventType.WORKFLOW_SUSPENDED, suspended.wait), suspended.wait["id"]
     except Exception as exc:  # noqa: BLE001 - the workflow's failure is data, not a crash
         failure = {"error": describe_error(exc), "traceback": traceback.format_exc(limit=20)}
         if _caused_by(exc, MemoryError):
@@ -302,7 +316,7 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
     finally:
         _current.reset(token)
     emit, ctx.emit = ctx.emit, _closed  # the log ends here: stray tasks the workflow left cannot add to it
-    emit(make_event(outcome[0], workflow.name, value=outcome[1]))
+    emit(make_event(outcome[0], workflow.name, wait_id, value=outcome[1]))
     return outcome
 
 

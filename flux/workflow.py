@@ -9,33 +9,46 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from flux.domain.affinity import Operator, normalise_affinity
 from flux.domain.attempts import check_max_attempts
-from flux.domain.events import STATE_AFTER, ExecutionState
+from flux.domain.events import ExecutionState
 from flux.domain.names import check_name
 from flux.domain.resource_request import ResourceRequest, request_or_none
 from flux.domain.secrets import Redactor
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
-from flux.runtime import ExecutionContext, run_workflow
+from flux.domain.waits import check_timeout
+from flux.runtime import ExecutionContext
+from flux.waits import run_local
 
 
 
 @dataclass
 class LocalExecution:
-    """The result of ``Workflow.run``: the same facts the server would record."""
+    """The result of ``Workflow.run``: the same facts the server would record. A run
+    that reached ``pause()`` is PAUSED, its pause in ``wait``: ``resume(input)`` goes on."""
 
     execution_id: str
     state: ExecutionState
     output: Any
     events: list[dict] = field(default_factory=list)
+    #: The pending pause of a PAUSED run: ``{"kind": "pause", "id", "name", "payload"}``.
+    wait: dict | None = None
+    _resume: Callable[[Any], Any] | None = field(default=None, repr=False)
 
     @property
     def succeeded(self) -> bool:
         return self.state is ExecutionState.COMPLETED
+
+    def resume(self, input: Any = None) -> "LocalExecution":
+        """Continue a PAUSED run: ``pause()`` returns ``input`` (``flux execution resume``)."""
+        if self._resume is None:
+            raise RuntimeError(f"execution {self.execution_id} is {self.state.value}, not PAUSED")
+        return asyncio.run(self._resume(input))
 
 
 def validate_affinity(affinity: Any, owner: str) -> dict[str, str | dict] | None:
@@ -83,6 +96,8 @@ class WorkflowOptions:
     routing: RoutingPolicy | None = None
     pending_timeout: float | None = None
     max_attempts: int | None = None
+    #: Seconds from submission, across attempts and waits, before it ends TIMED_OUT.
+    timeout: float | None = None
 
     def metadata(self) -> dict:
         """What the server stores beside the source: name, placement constraints and routing.
@@ -101,6 +116,8 @@ class WorkflowOptions:
             metadata["pending_timeout"] = self.pending_timeout
         if self.max_attempts is not None:
             metadata["max_attempts"] = self.max_attempts
+        if self.timeout is not None:
+            metadata["timeout"] = self.timeout
         return metadata
 
 
@@ -111,6 +128,7 @@ def workflow_options(
     routing: Any = None,
     pending_timeout: Any = None,
     max_attempts: Any = None,
+    timeout: Any = None,
 ) -> WorkflowOptions:
     """Validate a workflow's options; ``ValueError`` (or ``InvalidResourceRequest``) names the field.
 
@@ -125,7 +143,9 @@ def workflow_options(
         not isinstance(pending_timeout, (int, float)) or isinstance(pending_timeout, bool) or pending_timeout <= 0
     ):
         raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
-    return WorkflowOptions(name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner))
+    return WorkflowOptions(
+        name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner), check_timeout(timeout, owner)
+    )
 
 
 class Workflow:
@@ -138,12 +158,13 @@ class Workflow:
         routing: RoutingPolicy | Mapping | None = None,
         pending_timeout: float | None = None,
         max_attempts: int | None = None,
+        timeout: float | None = None,
     ):
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
         self.fn = fn
         self.options = workflow_options(
-            fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts
+            fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts, timeout
         )
         self.name = self.options.name
         self.requests = self.options.requests
@@ -151,6 +172,7 @@ class Workflow:
         self.routing = self.options.routing
         self.pending_timeout = self.options.pending_timeout
         self.max_attempts = self.options.max_attempts
+        self.timeout = self.options.timeout
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -168,18 +190,27 @@ class Workflow:
         raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
 
     async def run_async(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
-        events: list[dict] = []
+        """Run in this process; durable waits are played as the server would
+        (``flux.waits.run_local``): a long sleep is slept, a call runs its child here.
+        ``secrets``: what tasks with ``secret_requests`` receive, redacted from the events."""
+        execution_id, events, completed = uuid.uuid4().hex, [], {}
         redactor = Redactor()
         redactor.add((secrets or {}).values())
-        ctx = ExecutionContext(
-            execution_id=uuid.uuid4().hex,
-            workflow_name=self.name,
-            input=input,
-            emit=lambda event: events.append(redactor.redact(event)),
-            secrets=dict(secrets or {}),
-        )
-        outcome, value = await run_workflow(self, ctx)
-        return LocalExecution(ctx.execution_id, STATE_AFTER[outcome], redactor.redact(value), events)
+
+        def context(attempt: int) -> ExecutionContext:
+            return ExecutionContext(execution_id=execution_id, workflow_name=self.name, input=input, attempt=attempt,
+                                    completed_tasks=completed, emit=lambda event: events.append(redactor.redact(event)),
+                                    secrets=dict(secrets or {}))
+
+        deadline = None if self.timeout is None else time.time() + self.timeout  # from submission, as on a server
+
+        async def attempts(attempt: int = 1, done: tuple[dict, Any] | None = None) -> LocalExecution:
+            state, value, last = await run_local(self, context, attempt, deadline, done)
+            if state is ExecutionState.PAUSED:
+                return LocalExecution(execution_id, state, None, events, value, lambda given: attempts(last + 1, (value, given)))
+            return LocalExecution(execution_id, state, redactor.redact(value), events)
+
+        return await attempts()
 
     def __repr__(self) -> str:
         return f"<workflow {self.name}>"
@@ -199,6 +230,7 @@ class _WorkflowDecorator:
         routing: RoutingPolicy | Mapping | None = None,
         pending_timeout: float | None = None,
         max_attempts: int | None = None,
+        timeout: float | None = None,
     ) -> Callable[[Callable[..., Any]], Workflow]:
         """Options for the decorated workflow, validated when the decorator runs.
 
@@ -207,13 +239,15 @@ class _WorkflowDecorator:
         fails an execution that waited that many seconds in SCHEDULED (default: wait
         forever, as the spec says); ``max_attempts`` bounds the attempts that may end
         in a crash (a child killed, a memory ceiling, a worker lost) before the
-        execution fails (default: the server's, 3; see docs/attempts.md).
+        execution fails (default: the server's, 3; see docs/attempts.md); ``timeout``
+        ends the execution TIMED_OUT that many seconds after submission, across attempts
+        and waits (docs/waits.md).
         """
 
         def decorate(fn: Callable[..., Any]) -> Workflow:
             return Workflow(
                 fn, name=name, requests=requests, affinity=affinity, routing=routing, pending_timeout=pending_timeout,
-                max_attempts=max_attempts,
+                max_attempts=max_attempts, timeout=timeout,
             )
 
         return decorate

@@ -7,6 +7,7 @@ import click
 
 from flux.cli.core import DURATION, Output, cell, client_command, console, execution_id_argument, render_rows, renders, when
 from flux.cli.watch import event_line, follow, log_line
+from flux.cli.workflows import parse_input
 from flux.client import FluxClient
 from flux.domain.events import ExecutionState
 
@@ -24,8 +25,17 @@ def execution_group() -> None:
 LIST_COLUMNS = ["id", "workflow_name", "state", "worker_name", "scheduled_at", "schedule"]
 
 
+def shown(execution: dict) -> dict:
+    """A list row for people: a paused execution's state names its pause (``PAUSED: approval``)."""
+    wait = execution.get("wait") or {}
+    if execution.get("state") == "PAUSED" and wait.get("name"):
+        return {**execution, "state": f"PAUSED: {wait['name']}"}
+    return execution
+
+
 def execution_line(execution: dict) -> str:
     """One execution per line (``list --all``): the table's columns, tab-separated."""
+    execution = shown(execution)
     return "\t".join(when(execution[c]) if c.endswith("_at") else cell(execution.get(c)) for c in LIST_COLUMNS)
 
 
@@ -48,7 +58,7 @@ def execution_list(client: FluxClient, state: str | None, workflow: str | None, 
     rows, cursor = client.list_executions_page(state, workflow, limit, worker=worker, schedule=schedule, after=after, include=include)
 
     def render(rows: list[dict]) -> None:
-        render_rows(LIST_COLUMNS, rows)
+        render_rows(LIST_COLUMNS, [shown(row) for row in rows])
         if cursor:
             click.echo(f"more: --after {cursor}", err=True)
 
@@ -132,5 +142,15 @@ def execution_explain(client: FluxClient, execution_id: str) -> dict:
 @execution_id_argument
 @client_command
 def execution_cancel(client: FluxClient, execution_id: str) -> dict:
-    """Cancel an execution (at once if queued; its worker stops it if running)."""
+    """Cancel an execution and its children (at once if queued or waiting; its worker stops it if running)."""
     return client.cancel(client.resolve_execution(execution_id))
+
+
+@execution_group.command("resume")
+@execution_id_argument
+@click.option("--input", "input_", default="null", metavar="JSON",
+              help="What the workflow's pause() returns: JSON, @FILE holding JSON, or - for stdin [null]")
+@client_command
+def execution_resume(client: FluxClient, execution_id: str, input_: str) -> dict:
+    """Continue a PAUSED execution (docs/waits.md)."""
+    return client.resume(client.resolve_execution(execution_id), parse_input(input_))

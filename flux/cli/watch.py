@@ -26,15 +26,17 @@ from rich.text import Text
 
 from flux.cli.core import EXIT_CANCELLED, EXIT_FAILED, EXIT_RUNNING, err_console
 from flux.client import FluxClient
+from flux.domain.waits import STATE_OF, WaitKind, note
 
-EXIT_CODES = {"COMPLETED": 0, "FAILED": EXIT_FAILED, "CANCELLED": EXIT_CANCELLED}
-COLOURS = {"COMPLETED": "green", "FAILED": "red", "CANCELLED": "yellow", "CANCELLING": "yellow", "RUNNING": "cyan"}
+EXIT_CODES = {"COMPLETED": 0, "FAILED": EXIT_FAILED, "TIMED_OUT": EXIT_FAILED, "CANCELLED": EXIT_CANCELLED}
+COLOURS = {"COMPLETED": "green", "FAILED": "red", "TIMED_OUT": "red", "CANCELLED": "yellow", "CANCELLING": "yellow",
+           "RUNNING": "cyan", "PAUSED": "magenta"}
 #: Seconds the log stream may lag behind the end of the execution before the wait ends.
 LOG_GRACE = 5.0
 
 
 def exit_code(state: str) -> int:
-    """0 COMPLETED, 1 FAILED, 3 CANCELLED, 4 not ended yet."""
+    """0 COMPLETED, 1 FAILED or TIMED_OUT, 3 CANCELLED, 4 not ended yet."""
     return EXIT_CODES.get(state, EXIT_RUNNING)
 
 
@@ -103,7 +105,12 @@ class Tracker:
         if kind == "WORKFLOW_RESCHEDULED":
             self.running.clear()
             return self._state("SCHEDULED", f"again: {value_of.get('reason', '')}".rstrip(": "), loud=True)
-        if kind == "ATTEMPT_ENDED" and value_of.get("end") != "finished":
+        if kind == "WORKFLOW_SUSPENDED" and value_of.get("kind") in set(WaitKind):  # docs/waits.md
+            self.running.clear()
+            return self._state(STATE_OF[WaitKind(value_of["kind"])].value, note(value_of), loud=True)
+        if kind == "WAIT_COMPLETED":
+            return f"{task} is over", False
+        if kind == "ATTEMPT_ENDED" and value_of.get("end") not in ("finished", "suspended"):
             self.running.clear()
             return f"attempt {value_of.get('attempt', self.attempt)} ended: {value_of.get('end')}: {value_of.get('cause')}", True
         if kind == "TASK_STARTED":
@@ -122,8 +129,8 @@ class Tracker:
             return f"progress {self.progress}", False
         if kind == "WORKFLOW_CANCEL_REQUESTED":
             return self._state("CANCELLING")
-        if kind in ("WORKFLOW_COMPLETED", "WORKFLOW_FAILED", "WORKFLOW_CANCELLED"):
-            error = value_of.get("error") if kind == "WORKFLOW_FAILED" else None
+        if kind in ("WORKFLOW_COMPLETED", "WORKFLOW_FAILED", "WORKFLOW_CANCELLED", "WORKFLOW_TIMED_OUT"):
+            error = value_of.get("error") if kind in ("WORKFLOW_FAILED", "WORKFLOW_TIMED_OUT") else None
             return self._state(kind.removeprefix("WORKFLOW_"), f"after {self.elapsed()}" + (f": {error}" if error else ""))
         return None
 

@@ -30,6 +30,9 @@ class AttemptEnd(StrEnum):
     DRAINED = "drained"
     #: The worker gave it back before or without running it (shutdown, a lost claim).
     HANDED_BACK = "handed_back"
+    #: The workflow reached a durable wait (a long sleep, a pause, a call): the execution
+    #: waits on the server without a worker, and a later attempt replays up to the wait.
+    SUSPENDED = "suspended"
 
     @property
     def counts(self) -> bool:

@@ -20,6 +20,14 @@ class ExecutionState(StrEnum):
     FAILED = "FAILED"
     CANCELLING = "CANCELLING"
     CANCELLED = "CANCELLED"
+    #: A durable ``sleep()`` ended its attempt; placed again at ``ready_at`` (docs/waits.md).
+    SLEEPING = "SLEEPING"
+    #: ``pause(name)`` ended its attempt; ``flux execution resume`` continues it.
+    PAUSED = "PAUSED"
+    #: ``call(workflow, input)`` ended its attempt; its child's end continues it.
+    AWAITING_CHILD = "AWAITING_CHILD"
+    #: Its workflow's ``timeout`` passed (from submission, across attempts).
+    TIMED_OUT = "TIMED_OUT"
 
     @property
     def is_terminal(self) -> bool:
@@ -27,10 +35,12 @@ class ExecutionState(StrEnum):
 
 
 TERMINAL_STATES = frozenset(
-    {ExecutionState.COMPLETED, ExecutionState.FAILED, ExecutionState.CANCELLED}
+    {ExecutionState.COMPLETED, ExecutionState.FAILED, ExecutionState.CANCELLED, ExecutionState.TIMED_OUT}
 )
 #: States in which an execution occupies a slot on its worker.
 HOLDING_STATES = (ExecutionState.CLAIMED.value, ExecutionState.RUNNING.value, ExecutionState.CANCELLING.value)
+#: States in which an execution waits on the server, holding no worker (docs/waits.md).
+WAITING_STATES = (ExecutionState.SLEEPING.value, ExecutionState.PAUSED.value, ExecutionState.AWAITING_CHILD.value)
 
 
 class EventType(StrEnum):
@@ -69,6 +79,14 @@ class EventType(StrEnum):
     #: A deterministic builtin's value (``now``, ``uuid4``, ``randint``, ``choice``,
     #: ``random``) under its call id (``now:1``): a replay returns it instead of a new one.
     VALUE_RECORDED = "VALUE_RECORDED"
+    #: A durable wait (``sleep``, ``pause``, ``call``) ended the attempt; the value says
+    #: which: ``{kind, until?, name?, payload?, workflow?, input?}``; ``task_id`` is its id.
+    WORKFLOW_SUSPENDED = "WORKFLOW_SUSPENDED"
+    #: A wait is over (``task_id``: its id): the sleep's end, the resume input, the
+    #: child's ``{child, state, output | error}``; replayed like a task's result.
+    WAIT_COMPLETED = "WAIT_COMPLETED"
+    #: The workflow's ``timeout`` passed: the execution ends TIMED_OUT.
+    WORKFLOW_TIMED_OUT = "WORKFLOW_TIMED_OUT"
 
 
 #: Events a worker may report through a checkpoint; the others are the server's own.
@@ -90,6 +108,8 @@ WORKER_EVENTS = frozenset(
         EventType.ROLLBACK_COMPLETED,
         EventType.ROLLBACK_FAILED,
         EventType.VALUE_RECORDED,
+        EventType.WORKFLOW_SUSPENDED,
+        EventType.WAIT_COMPLETED,
     }
 )
 
@@ -106,10 +126,13 @@ STATE_AFTER = {
 
 #: The events that end an execution's log; nothing a worker sends after one counts.
 TERMINAL_EVENTS = frozenset(
-    {EventType.WORKFLOW_COMPLETED.value, EventType.WORKFLOW_FAILED.value, EventType.WORKFLOW_CANCELLED.value}
+    {EventType.WORKFLOW_COMPLETED.value, EventType.WORKFLOW_FAILED.value, EventType.WORKFLOW_CANCELLED.value,
+     EventType.WORKFLOW_TIMED_OUT.value}
 )
 #: The events after which a worker sends nothing more for its attempt.
-ATTEMPT_CLOSING_EVENTS = TERMINAL_EVENTS | {EventType.ATTEMPT_ENDED.value}
+ATTEMPT_CLOSING_EVENTS = TERMINAL_EVENTS | {EventType.ATTEMPT_ENDED.value, EventType.WORKFLOW_SUSPENDED.value}
+#: The events whose ``task_id`` and value a later attempt replays instead of running again.
+REPLAYED_EVENTS = (EventType.TASK_COMPLETED.value, EventType.WAIT_COMPLETED.value)
 
 
 def make_event(type_: EventType, name: str | None = None, task_id: str | None = None, value: Any = None) -> dict:

@@ -44,7 +44,7 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
 #: on the class or on a request built before them.
 SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_packages", "with_resources")
 DECORATORS = ("workflow", "task")
-WORKFLOW_OPTIONS = ("name", "requests", "affinity", "routing", "pending_timeout", "max_attempts")
+WORKFLOW_OPTIONS = ("name", "requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout")
 TASK_OPTIONS = (
     "name", "retry_max_attempts", "retry_delay", "retry_backoff", "timeout", "fallback", "rollback", "cache", "cache_ttl",
     "secret_requests",

@@ -35,9 +35,11 @@ from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.registry import CLAIM_RECHECK, FleetRegistry, Member
 from flux.server.shedding import LoadShedding
+from flux.server.timers import Timers
 from flux.server.schemas import (
     PruneReply,
     PruneRequest,
+    ResumeRequest,
     Checkpoint,
     CheckpointReply,
     ClaimReply,
@@ -118,7 +120,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
         )
         shedding.watch(state.db, state.metrics)
         firing = schedules.ScheduleLoop(state.db, state.notifier, state.metrics, state.dispatcher.kick, policy, shared)
-        loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run()), asyncio.create_task(firing.run())]
+        timers = Timers(state.db, state.notifier, state.dispatcher.kick)  # due sleeps, timeouts (docs/waits.md)
+        loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run()), asyncio.create_task(firing.run()),
+                 asyncio.create_task(timers.run())]
         if settings.retention:
             loops.append(asyncio.create_task(retention.keep(state.db, settings.retention)))
         try:
@@ -221,7 +225,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def list_executions(
         request: Request,
         response: Response,
-        state: str | None = None,
+        state: str | None = Query(default=None, description="Only executions in this state (any case)",
+                                  json_schema_extra={"enum": [state.value for state in ExecutionState]}),
         workflow: str | None = None,
         worker: str | None = Query(default=None, description="Only executions placed on this worker"),
         since: float | None = Query(default=None, description="Submitted at or after this time (Unix seconds)"),
@@ -273,8 +278,19 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
     async def cancel_execution(execution_id: str, request: Request):
-        execution, worker_name = await db(request).run(lambda s: executions.cancel(s, execution_id))
-        wake_worker(request, worker_name)
+        """At once when no worker holds it (queued, asleep, paused, awaiting a child);
+        otherwise its worker stops it. Its children are cancelled too."""
+        execution, workers = await db(request).run(lambda s: executions.cancel(s, execution_id))
+        for worker_name in set(workers):
+            wake_worker(request, worker_name)
+        execution_changed(request, execution_id)
+        return execution
+
+    @app.post("/executions/{execution_id}/resume", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
+    async def resume_execution(execution_id: str, body: ResumeRequest, request: Request):
+        """Continue a PAUSED execution: its ``pause()`` returns ``input`` (409 unless PAUSED; docs/waits.md)."""
+        payloads.check_input(body.input, settings.max_payload_size)
+        execution = await db(request).run(lambda s: executions.resume(s, execution_id, body.input))
         execution_changed(request, execution_id)
         return execution
 

@@ -9,7 +9,7 @@ import json
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from flux.domain.events import EventType, ExecutionState
+from flux.domain.events import WAITING_STATES, EventType, ExecutionState
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
@@ -61,6 +61,8 @@ def placement(session: Session, execution_id: str, workers: list[WorkerView]) ->
     chosen = None
     if execution.state == ExecutionState.SCHEDULED.value:
         summary = summarize(verdicts)
+    elif execution.state in WAITING_STATES:  # on the server, not on a worker (docs/waits.md)
+        summary = f"{execution.state}: {execution.placement_note}"
     else:
         chosen = _last_claim(session, execution_id)
         summary = (

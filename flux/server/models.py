@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint,
+    JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint, text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -36,6 +36,8 @@ class WorkflowModel(Base):
     pending_timeout: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: Attempts an execution may crash in before it fails; None: the server's default.
     max_attempts: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: Seconds from submission before an execution ends TIMED_OUT (docs/waits.md).
+    timeout: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     #: The bundle this version runs from (docs/bundles.md); None: ``source`` alone.
     bundle_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -73,6 +75,12 @@ class ExecutionModel(Base):
         #: A unique index, not a constraint: SQLite would rebuild the table (and drop the
         #: triggers of migration 0009) to add a constraint.
         Index("uq_execution_schedule_due", "schedule", "scheduled_for", unique=True),
+        # durable waits and timeouts (docs/waits.md): a parent's children, the sleepers
+        # due now, and the deadlines of what has not finished
+        Index("ix_executions_parent", "parent_id"),
+        Index("ix_executions_state_ready", "state", "ready_at"),
+        Index("ix_executions_deadline", "deadline", sqlite_where=text("finished_at IS NULL"),
+              postgresql_where=text("finished_at IS NULL")),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -101,7 +109,8 @@ class ExecutionModel(Base):
     #: Attempts that ended in a crash (``AttemptEnd.counts``); at ``max_attempts`` it fails.
     crashes: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
-    #: Not placed before this time: the backoff after a crashed attempt.
+    #: Not placed before this time: the backoff after a crashed attempt; while SLEEPING,
+    #: when the sleep is due.
     ready_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: Submitted for an explicit version; else a new version registered before its first
     #: attempt replaces the one it was queued with (a relaxed request rescues it).
@@ -121,6 +130,12 @@ class ExecutionModel(Base):
     log_batch: Mapped[int] = mapped_column(Integer, default=0)
     #: Some attempt's worker dropped lines past its ``--max-log-bytes``.
     log_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: The execution whose ``call`` started this one (docs/waits.md).
+    parent_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: What it waits for while SLEEPING, PAUSED or AWAITING_CHILD (``flux.domain.waits``).
+    wait: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    #: When it ends TIMED_OUT: submission + its workflow's ``timeout``.
+    deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: W3C ``traceparent`` of the span its next step hangs under (the submission, then
     #: the latest dispatch); None while tracing is off (docs/tracing.md).
     traceparent: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -143,6 +158,16 @@ class ExecutionModel(Base):
     )
 
     __mapper_args__ = {"version_id_col": row_version}
+
+    def leave_worker(self) -> None:
+        """Its attempt has ended without ending it (a crash, a hand-back, a durable wait):
+        no worker holds it, nothing is set aside, the next attempt numbers its batches anew."""
+        self.worker_name = None
+        self.delivered = False
+        self.allotment = None
+        self.started_at = None
+        self.checkpoint_batch = 0
+        self.unschedulable = None
 
 
 class ExecutionCountModel(Base):

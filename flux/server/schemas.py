@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
-from flux.domain.events import EventType
+from flux.domain.events import EventType, ExecutionState
 from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.secrets import MAX_SECRET_LENGTH
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
@@ -73,6 +73,7 @@ class WorkflowSpec(Strict):
     routing: dict[str, Any] | None = None
     pending_timeout: float | None = Field(default=None, gt=0)
     max_attempts: int | None = Field(default=None, ge=1, le=1000, description="Attempts that may crash before it fails; null: the server's default")
+    timeout: float | None = Field(default=None, gt=0, le=1e10, description="Seconds from submission before it ends TIMED_OUT")
 
     @field_validator("name")
     @classmethod
@@ -111,6 +112,7 @@ class WorkflowInfo(BaseModel):
     routing: RoutingJSON | None
     pending_timeout: float | None
     max_attempts: int | None = None
+    timeout: float | None = Field(default=None, description="Seconds from submission before it ends TIMED_OUT")
     created_at: float
     source: str | None = None
     bundle: str | None = Field(default=None, description="The sha256 of the bundle it runs from (docs/bundles.md)")
@@ -121,6 +123,10 @@ class WorkflowInfo(BaseModel):
 class RunRequest(Strict):
     input: Any = None
     version: int | None = Field(default=None, ge=1)
+
+
+class ResumeRequest(Strict):
+    input: Any = Field(default=None, description="What the paused workflow's pause() returns")
 
 
 class PruneRequest(Strict):
@@ -152,11 +158,29 @@ class EventOut(BaseModel):
     worker_name: str | None
 
 
+class WaitInfo(BaseModel):
+    """A durable wait (docs/waits.md): only the fields of its kind are present."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["sleep", "pause", "call"]
+    id: str = Field(description="Its id in the event log: sleep:1, pause:approval:1, call:1")
+    until: float | None = Field(default=None, description="sleep: when it is due")
+    name: str | None = Field(default=None, description="pause: its name")
+    payload: Any = Field(default=None, description="pause: what the workflow showed whoever resumes it")
+    workflow: str | None = Field(default=None, description="call: the child's workflow")
+    child: str | None = Field(default=None, description="call: the child execution")
+
+    @model_serializer(mode="wrap")
+    def _its_fields_only(self, handler):  # noqa: ANN001, ANN202
+        fields = handler(self)
+        return {name: value for name, value in fields.items() if value is not None or name in self.model_fields_set}
+
+
 class ExecutionInfo(BaseModel):
     id: str
     workflow_name: str
     workflow_version: int
-    state: str
+    state: ExecutionState
     input: Any = Field(default=None, description="Absent from list items unless asked for (?include=input)")
     output: Any = Field(default=None, description="Absent from list items unless asked for (?include=output)")
     error: str | None
@@ -175,6 +199,10 @@ class ExecutionInfo(BaseModel):
     finished_at: float | None
     schedule: str | None = Field(default=None, description="The schedule that started it (docs/schedules.md)")
     scheduled_for: float | None = Field(default=None, description="The due time (epoch seconds) its schedule started it for")
+    wait: WaitInfo | None = Field(default=None, description="What it waits for while SLEEPING, PAUSED or AWAITING_CHILD")
+    parent: str | None = Field(default=None, description="The execution whose call() started it")
+    children: list[str] | None = Field(default=None, description="The executions its call()s started (GET /executions/ID only)")
+    deadline: float | None = Field(default=None, description="When it ends TIMED_OUT (its workflow's timeout)")
 
 
 class Checkpoint(Strict):

@@ -58,11 +58,12 @@ class NewVersion:
     filename: str
     bundle_sha256: str | None = None
     module: str | None = None
+    timeout: float | None = None
 
     def key(self) -> tuple:
         requests = self.request.to_dict() if self.request else None
         return (self.source_digest, requests, self.affinity, self.routing, self.pending_timeout, self.max_attempts,
-                self.bundle_sha256, self.module)
+                self.bundle_sha256, self.module, self.timeout)
 
 
 def register(session: Session, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:
@@ -84,6 +85,7 @@ def register(session: Session, registration: WorkflowRegistration, fleet: list[W
         versions.append(NewVersion(
             spec.name, _parse_requests(spec.name, spec.requests), affinity, policy.to_dict() if policy else None,
             spec.pending_timeout, spec.max_attempts, registration.source, digest, registration.filename,
+            timeout=spec.timeout,
         ))
     return store(session, versions, fleet)
 
@@ -99,6 +101,7 @@ def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[Ne
                 found.options.routing.to_dict() if found.options.routing else None,
                 found.options.pending_timeout, found.options.max_attempts,
                 bundle.text(found.filename) or "", bundle.sha256, found.filename, bundle.sha256, found.module,
+                found.options.timeout,
             )
             for found in reading.workflows
         ]
@@ -119,7 +122,7 @@ def store(session: Session, versions: list[NewVersion], fleet: list[WorkerView])
         warnings = _warnings(new.request, new.affinity, fleet)
         if latest and (
             latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout,
-            latest.max_attempts, latest.bundle_sha256, latest.module,
+            latest.max_attempts, latest.bundle_sha256, latest.module, latest.timeout,
         ) == new.key():
             stored.append((latest, warnings))
             continue
@@ -134,6 +137,7 @@ def store(session: Session, versions: list[NewVersion], fleet: list[WorkerView])
             routing=new.routing,
             pending_timeout=new.pending_timeout,
             max_attempts=new.max_attempts,
+            timeout=new.timeout,
             created_at=time.time(),
             bundle_sha256=new.bundle_sha256,
             module=new.module,
@@ -158,6 +162,7 @@ def _requeue_waiting_on(session: Session, row: WorkflowModel) -> None:
         affinity=row.affinity,
         routing=row.routing,
         pending_timeout=row.pending_timeout,
+        deadline=None if row.timeout is None else ExecutionModel.scheduled_at + row.timeout,
         placement_note=None,
         unschedulable=None,
         row_version=ExecutionModel.row_version + 1,
@@ -201,6 +206,7 @@ HEADER = (
     WorkflowModel.routing,
     WorkflowModel.pending_timeout,
     WorkflowModel.max_attempts,
+    WorkflowModel.timeout,
 )
 
 
@@ -268,6 +274,7 @@ def info(row: WorkflowModel, with_source: bool = False, warnings: list[str] | No
         routing=row.routing,
         pending_timeout=row.pending_timeout,
         max_attempts=row.max_attempts,
+        timeout=row.timeout,
         created_at=row.created_at,
         source=row.source if with_source else None,
         bundle=row.bundle_sha256,

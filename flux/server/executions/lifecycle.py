@@ -1,12 +1,15 @@
 """An execution's state machine: every change of its state, and the events it logs.
 
-SCHEDULED (``submit``, or again after an attempt ended) -> CLAIMED (``claim``: a new
+SCHEDULED (``submission.submit``, or again after an attempt ended) -> CLAIMED (``claim``: a new
 attempt, whose number is the fencing token) -> delivered to its worker (``deliver``)
 -> RUNNING -> COMPLETED, FAILED or CANCELLED (``checkpoint``, ``cancel``,
 ``expire_pending``, ``finish``). An attempt that ends without finishing the workflow
 (a crash, an eviction, a drain: ``end_attempt``) sends it back to SCHEDULED, after a
 backoff when the end counts as a crash, or FAILS it once ``max_attempts`` crashes are
-used up (``flux.domain.attempts``, docs/attempts.md).
+used up (``flux.domain.attempts``, docs/attempts.md). An attempt that reaches a
+durable wait ends too, and the execution waits SLEEPING, PAUSED or AWAITING_CHILD
+without a worker (``waits``, docs/waits.md); past its workflow's ``timeout`` it ends
+TIMED_OUT (``timeouts``).
 
 Every change appends to the execution's log in the same transaction, so the log and
 the state never disagree. Worker calls are fenced by ``attempt`` and holder: once an
@@ -16,83 +19,23 @@ attempt has ended, the worker that ran it can no longer write to the execution.
 from __future__ import annotations
 
 import time
-import uuid
-from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux import tracing
 from flux.domain.attempts import WORKER_REPORTED, AttemptEnd, AttemptPolicy
-from flux.domain.events import STATE_AFTER, WORKER_EVENTS, EventType, ExecutionState
+from flux.domain.events import STATE_AFTER, WAITING_STATES, WORKER_EVENTS, EventType, ExecutionState
 from flux.server.models import ExecutionModel
-from flux.server import workflows
-from flux.server.eventlog import INSERT_EVENT, append_event, append_events, event_rows
+from flux.server.eventlog import append_event, append_events, event_rows
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server import payloads, task_cache
+from flux.server.executions import waits
 from flux.server.executions.reads import get_row, held_by, info, job_for
-from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo, RunRequest
+from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo
 
 S = ExecutionState
-
-#: Built once: a statement made per call costs more to build than to run.
-INSERT_EXECUTION = insert(ExecutionModel.__table__)
-
-
-def submit(
-    session: Session, name: str, run: RunRequest, policy: AttemptPolicy, *,
-    schedule: str | None = None, scheduled_for: float | None = None,
-) -> ExecutionInfo:
-    """Queue a run: two plain INSERTs (the execution and its first event), since a
-    burst of submissions is bounded by what each costs the single writer. A schedule's
-    run names it and its due time: unique together, the fire's idempotency key."""
-    execution_id = uuid.uuid4().hex
-    with tracing.span("flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name}):
-        return _submit(session, execution_id, name, run, policy, schedule, scheduled_for)
-
-
-def _submit(
-    session: Session, execution_id: str, name: str, run: RunRequest, policy: AttemptPolicy,
-    schedule: str | None, scheduled_for: float | None,
-) -> ExecutionInfo:
-    workflow = workflows.header(session, name, run.version)
-    now = time.time()
-    row = dict(
-        id=execution_id,
-        workflow_id=workflow.id,
-        workflow_name=workflow.name,
-        workflow_version=workflow.version,
-        state=S.SCHEDULED.value,
-        input=run.input,
-        requests=workflow.requests,
-        affinity=workflow.affinity,
-        routing=workflow.routing,
-        pending_timeout=workflow.pending_timeout,
-        pending_since=now,
-        attempt=0,
-        crashes=0,
-        max_attempts=workflow.max_attempts or policy.default_max_attempts,
-        ready_at=None,
-        version_pinned=run.version is not None,
-        last_seq=1,
-        checkpoint_batch=0,
-        delivered=False,
-        scheduled_at=now,
-        row_version=1,  # the ORM's optimistic-concurrency counter starts at 1
-        traceparent=tracing.current_traceparent(),  # the flux.submit span; None when tracing is off
-        schedule=schedule,
-        scheduled_for=scheduled_for,
-    )
-    session.execute(INSERT_EXECUTION, row)
-    session.execute(
-        INSERT_EVENT,
-        dict(execution_id=row["id"], seq=1, type=EventType.WORKFLOW_SCHEDULED.value, name=workflow.name,
-             task_id=None, value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value], time=now, worker_name=None),
-    )
-    fresh = dict.fromkeys(("output", "error", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
-    return info(SimpleNamespace(**row, **fresh))
-
 
 def claim(execution: ExecutionModel, worker_name: str, allotment: dict | None, reason: str, now: float) -> list[dict]:
     """The CLAIMED transition: a new attempt on ``worker_name``. Returns its log rows
@@ -183,6 +126,16 @@ def checkpoint(
             append_events(session, execution, logged)
             end_attempt(session, execution, kind, cause, policy)
             return CheckpointReply(state=execution.state, cancel=False), True
+        if type_ is EventType.WORKFLOW_SUSPENDED:
+            append_events(session, execution, logged)
+            if execution.state == S.CANCELLING.value:  # cancelled before it could wait
+                value = {"reason": "cancelled"}
+                cancelled = dict(type=EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value=value, time=event.time)
+                append_events(session, execution, [finished_event(execution, "workflow cancelled", event.time), cancelled])
+                finish(session, execution, S.CANCELLED, value, event.time)
+            else:
+                waits.suspend(session, execution, event, worker_name, policy)
+            return CheckpointReply(state=execution.state, cancel=False), True
         new_state = STATE_AFTER.get(type_)
         if new_state is not None and new_state is not S.RUNNING:
             logged.append(finished_event(execution, f"workflow {new_state.value.lower()}", event.time))
@@ -235,25 +188,34 @@ def _reported_end(value: Any) -> tuple[AttemptEnd, str]:
     return kind, value["cause"][:1000]
 
 
-def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, str | None]:
-    """Cancel now if no worker holds it; otherwise ask the worker. Returns the worker to wake."""
+def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, list[str]]:
+    """Cancel now if no worker holds it (queued, or waiting: docs/waits.md); otherwise
+    ask the worker. Its children are cancelled too. Returns the workers to wake."""
     execution = get_row(session, execution_id)
     state = S(execution.state)
     if state.is_terminal:
         raise Conflict(f"execution {execution_id} is already {state.value}")
     if state is S.CANCELLING:
-        return info(execution), execution.worker_name
-    if state is S.SCHEDULED or (state is S.CLAIMED and not execution.delivered):
+        return info(execution), [execution.worker_name]
+    if state is S.SCHEDULED or state.value in WAITING_STATES or (state is S.CLAIMED and not execution.delivered):
         now = time.time()
-        value = {"reason": "cancelled before it started"}
+        value = {"reason": "cancelled before it started" if execution.attempt == 0 else f"cancelled while {state.value}"}
         cancelled = dict(type=EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value=value, time=now)
         opened = [finished_event(execution, "cancelled before it started", now)] if state is S.CLAIMED else []
         append_events(session, execution, [*opened, cancelled])
         finish(session, execution, S.CANCELLED, value, now)
-        return info(execution), None
+        return info(execution), cancel_children(session, execution_id)  # ended first: their ends wake nobody
     append_event(session, execution, EventType.WORKFLOW_CANCEL_REQUESTED, name=execution.workflow_name)
     execution.state = S.CANCELLING.value
-    return info(execution), execution.worker_name
+    return info(execution), [execution.worker_name, *cancel_children(session, execution_id)]
+
+
+def cancel_children(session: Session, parent_id: str) -> list[str]:
+    """Cancel what a parent's calls started and has not ended. Returns the workers to wake."""
+    workers: list[str] = []
+    for child in waits.active_children(session, parent_id):
+        workers += cancel(session, child)[1]
+    return workers
 
 
 def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, cause: str, policy: AttemptPolicy) -> None:
@@ -294,26 +256,25 @@ def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, c
         )
     )
     append_events(session, execution, events)
+    execution.leave_worker()
     execution.state = S.SCHEDULED.value
-    execution.worker_name = None
-    execution.delivered = False
-    execution.allotment = None
-    execution.started_at = None
-    execution.checkpoint_batch = 0
     execution.pending_since = now
     execution.ready_at = now + delay if delay else None
-    execution.unschedulable = None
     execution.placement_note = (
         f"backing off {delay:g}s before attempt {execution.attempt + 1} after: {cause}" if delay else None
     )
 def finish(session: Session, execution: ExecutionModel, state: ExecutionState, value: Any, at: float) -> None:
-    """The execution is over: its terminal state, and its output or error."""
+    """The execution is over: its terminal state, and its output or error; a parent
+    waiting on it is queued again (docs/waits.md)."""
     execution.state = state.value
     execution.finished_at = at
+    execution.wait = None
     if state is S.COMPLETED:
         execution.output = value
     elif isinstance(value, dict):
         execution.error = value.get("error") or value.get("reason")
+    if execution.parent_id is not None:
+        waits.child_ended(session, execution)
 
 
 def finished_event(execution: ExecutionModel, outcome: str, at: float) -> dict:

@@ -8,7 +8,7 @@ from typing import Any, Collection
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
-from flux.domain.events import HOLDING_STATES, EventType
+from flux.domain.events import HOLDING_STATES, REPLAYED_EVENTS
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server import payloads, workflows
 from flux.server.executions import replay
@@ -32,7 +32,12 @@ def state_of(session: Session, execution_id: str) -> str:
 
 
 def get(session: Session, execution_id: str) -> ExecutionInfo:
-    return info(get_row(session, execution_id))
+    """One execution, with the children its calls started (docs/waits.md)."""
+    execution = info(get_row(session, execution_id))
+    execution.children = list(session.scalars(
+        select(ExecutionModel.id).where(ExecutionModel.parent_id == execution_id).order_by(ExecutionModel.scheduled_at)
+    ))
+    return execution
 
 
 def events(session: Session, execution_id: str, after: int = 0) -> list[EventOut]:
@@ -62,7 +67,7 @@ def held_by(session: Session, worker_name: str) -> list[ExecutionModel]:
 
 def job_for(session: Session, execution: ExecutionModel, traceparent: str | None = None) -> ClaimedExecution:
     """What a worker is sent to run an attempt: the source, the input, and the
-    results of tasks that completed in earlier attempts (replayed, not re-run);
+    results of tasks and waits that completed in earlier attempts (replayed, not re-run);
     ``traceparent``: the span its attempt hangs under (the claim's; docs/tracing.md)."""
     code = workflows.code_of(session, execution.workflow_name, execution.workflow_version)
     claim = ClaimedExecution(
@@ -90,7 +95,7 @@ def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
     rows = session.execute(
         select(ExecutionEventModel.task_id, ExecutionEventModel.value).where(
             ExecutionEventModel.execution_id == execution_id,
-            ExecutionEventModel.type == EventType.TASK_COMPLETED.value,
+            ExecutionEventModel.type.in_(REPLAYED_EVENTS),
         ).order_by(ExecutionEventModel.seq)  # completion order: rollbacks run in its reverse
     )
     return {task_id: value for task_id, value in rows}
@@ -122,6 +127,9 @@ def info(row: ExecutionModel, include: Collection[str] = ("input", "output")) ->
         finished_at=row.finished_at,
         schedule=row.schedule,
         scheduled_for=row.scheduled_for,
+        wait=row.wait,
+        parent=row.parent_id,
+        deadline=row.deadline,
     )
 
 
