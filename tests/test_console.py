@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 WORKFLOWS = """
     import time
-    from flux import current_task, task, workflow
+    from flux import current_task, pause, task, workflow
     from flux.domain.resource_request import ResourceRequest
 
     @task
@@ -63,6 +63,11 @@ WORKFLOWS = """
     @workflow.with_options(requests=ResourceRequest(cpu=4096))
     async def huge(ctx):
         return "never"
+
+    @workflow
+    async def approval(ctx):
+        answer = await pause("sign-off", {"amount": 12})
+        return {"approved": answer}
 """
 
 
@@ -298,3 +303,16 @@ def test_a_token_logs_in_and_out(browser, tmp_path, shots, monkeypatch):
             expect(page).to_have_url(re.compile(r"/ui/login\?next="))
         finally:
             context.close()
+
+
+def test_a_paused_execution_shows_its_pause_and_resumes_from_the_console(page, fleet, shots):
+    cluster, client = fleet
+    paused = client.run("approval")
+    eventually(lambda: client.execution(paused["id"])["state"] == "PAUSED", 30, "approval never paused")
+    page.goto(f"/ui/executions/{paused['id']}")
+    expect(page.locator("[data-wait]")).to_contain_text("sign-off")
+    page.screenshot(path=shots / "execution-paused.png", full_page=True)
+    page.fill("#resume-input", '"yes"')
+    page.click("button:has-text('Resume')")
+    expect(page.locator("[data-live-state] .badge")).to_have_text("COMPLETED")
+    assert client.execution(paused["id"])["output"] == {"approved": "yes"}

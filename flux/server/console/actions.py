@@ -43,6 +43,24 @@ def register(api: APIRouter, console: Console) -> None:
     async def cancel(execution_id: str, request: Request) -> Response:
         return await act(request, f"/executions/{quote(execution_id, safe='')}/cancel", f"/ui/executions/{quote(execution_id)}")
 
+    @api.post("/ui/executions/{execution_id}/resume", include_in_schema=False)
+    async def resume(execution_id: str, request: Request) -> Response:
+        """A PAUSED execution goes on: its ``pause()`` returns the JSON typed in the form."""
+
+        async def action() -> Response:
+            form = await session.form(request)
+            text = form.get("input", "").strip()
+            back = f"/ui/executions/{quote(execution_id)}"
+            try:
+                given = json.loads(text) if text else None
+            except ValueError as exc:
+                return console.error(request, 422, f"resume input is not valid JSON: {exc}")
+            async with console.api(request) as client:
+                await client.post(f"/executions/{quote(execution_id, safe='')}/resume", {"input": given})
+            return RedirectResponse(back, status_code=303)
+
+        return await answer(console, request, action)
+
     @api.post("/ui/executions/{execution_id}/rerun", include_in_schema=False)
     async def rerun(execution_id: str, request: Request) -> Response:
         """A new execution of the same workflow version with the same input."""
