@@ -120,7 +120,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         )
         shedding.watch(state.db, state.metrics)
         firing = schedules.ScheduleLoop(state.db, state.notifier, state.metrics, state.dispatcher.kick, policy, shared)
-        timers = Timers(state.db, state.notifier, state.dispatcher.kick)  # due sleeps, timeouts (docs/waits.md)
+        timers = Timers(state.db, state.notifier, state.dispatcher.kick, shared=shared)  # due sleeps, timeouts (docs/waits.md)
         loops = [asyncio.create_task(state.dispatcher.run()), asyncio.create_task(keeper.run()), asyncio.create_task(firing.run()),
                  asyncio.create_task(timers.run())]
         if settings.retention:

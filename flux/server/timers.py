@@ -1,10 +1,14 @@
-"""The server's clock for executions (docs/waits.md): once a tick, sleepers whose time
-has come are queued again (``executions.wake_due``) and executions past their
-workflow's ``timeout`` end TIMED_OUT (``executions.expire_deadlines``).
+"""The server's clock for executions (docs/waits.md): sleepers whose time has come are
+queued again (``executions.wake_due``) and executions past their workflow's ``timeout``
+end TIMED_OUT (``executions.expire_deadlines``).
 
-Each tick first reads whether there is anything to do (two index lookups), so an idle
-server takes no write transaction; replicas sharing a PostgreSQL database lock what
-they change (``SKIP LOCKED``), and a lost race is retried on the next tick.
+An idle server spends nothing on it: the loop keeps the earliest due time in memory
+(two index lookups: the first sleeper's ``ready_at``, the first unfinished ``deadline``)
+and sleeps until then. Any change to an execution, here or on another replica (the
+notifier's ``execution:ID`` and ``events:ID`` keys, relayed by LISTEN/NOTIFY), makes it look again, at
+most once a ``TICK``; with replicas a look every ``SAFETY`` seconds also covers a
+notification lost between them. Replicas sharing a PostgreSQL database lock what they
+change (``SKIP LOCKED``), and a lost race is retried at the next look.
 """
 
 from __future__ import annotations
@@ -20,21 +24,43 @@ from flux.server.notify import Notifier
 
 log = logging.getLogger("flux.server.timers")
 
-#: Seconds between ticks: how late a due sleep or a deadline may be noticed.
+#: The most often it looks again after changes: how late a due sleep may be noticed.
 TICK = 1.0
+#: With replicas: the longest it goes without looking.
+SAFETY = 60.0
 
 
 class Timers:
-    def __init__(self, db: Database, notifier: Notifier, kick: Callable[[], None], tick: float = TICK):
-        self.db, self.notifier, self.kick, self.tick = db, notifier, kick, tick
+    def __init__(self, db: Database, notifier: Notifier, kick: Callable[[], None], tick: float = TICK, shared: bool = False):
+        self.db, self.notifier, self.kick, self.tick, self.shared = db, notifier, kick, tick, shared
+        self._changed = asyncio.Event()
+        notifier.hooks.append(self._on_notify)
+
+    def _on_notify(self, key: str) -> None:
+        if key.startswith(("execution:", "events:")):  # a new run, a checkpoint, an end
+            self._changed.set()
 
     async def run(self) -> None:
+        next_at = await self._look()
         while True:
-            await asyncio.sleep(self.tick)
+            timeout = None if next_at is None else max(next_at - time.time(), 0.0)
+            if self.shared:
+                timeout = SAFETY if timeout is None else min(timeout, SAFETY)
+            if await self.notifier.wait(self._changed, timeout if timeout is not None else 1e9):
+                await asyncio.sleep(self.tick)  # a burst of changes: one look
+            self._changed.clear()
             try:
-                await self.fire(time.time())
-            except Exception:  # noqa: BLE001 - a failed tick (database away, a replica's race) is retried next tick
-                log.exception("timers tick failed; retrying")
+                if next_at is not None and next_at <= time.time():
+                    await self.fire(time.time())
+                next_at = await self._look()
+            except Exception:  # noqa: BLE001 - a failed look (database away, a replica's race) is retried
+                log.exception("timers failed; retrying in %gs", self.tick)
+                next_at = time.time() + self.tick
+
+    async def _look(self) -> float | None:
+        """The earliest time something is due: a sleeper's end or a deadline."""
+        times = await self.db.read(lambda s: (executions.first_wake(s), executions.first_deadline(s)))
+        return min((t for t in times if t is not None), default=None)
 
     async def fire(self, now: float) -> None:
         due, expired = await self.db.read(lambda s: (executions.any_due(s, now), executions.any_expired(s, now)))

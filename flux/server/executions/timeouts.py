@@ -9,7 +9,7 @@ the attempt. Children still running are cancelled (docs/waits.md).
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import HOLDING_STATES, EventType, ExecutionState
@@ -19,6 +19,11 @@ from flux.server.models import ExecutionModel
 
 #: Unfinished executions past their deadline (``ix_executions_deadline``, partial on them).
 _PAST = (ExecutionModel.finished_at.is_(None), ExecutionModel.deadline.is_not(None))
+
+
+def first_deadline(session: Session) -> float | None:
+    """The earliest deadline of an unfinished execution (``ix_executions_deadline``)."""
+    return session.scalar(select(func.min(ExecutionModel.deadline)).where(*_PAST))
 
 
 def any_expired(session: Session, now: float) -> bool:

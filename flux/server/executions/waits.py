@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.attempts import AttemptEnd, AttemptPolicy
@@ -115,6 +115,11 @@ def wake_due(session: Session, now: float) -> list[str]:
     for execution in due:
         _continue(session, execution, execution.wait, None, now)
     return [execution.id for execution in due]
+
+
+def first_wake(session: Session) -> float | None:
+    """When the first sleeper is due (``ix_executions_state_ready``), if any sleeps."""
+    return session.scalar(select(func.min(ExecutionModel.ready_at)).where(ExecutionModel.state == S.SLEEPING.value))
 
 
 def any_due(session: Session, now: float) -> bool:
