@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+#: Each runs a benchmark end to end (15-40 s): CI's second step (``pytest -m slow``).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 
 
