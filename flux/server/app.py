@@ -18,17 +18,16 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux import tracing
 from flux.domain.attempts import AttemptEnd
-from flux.domain.events import ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import bundle_routes, console, executions, explain, fleet, log_routes, paging, payloads, retention, schedules, watch, workflows
+from flux.server import bundle_routes, console, execution_routes, executions, fleet, log_routes, paging, payloads, retention, schedules, watch, workflows
 from flux.server import cache_routes, secret_routes, secrets as secret_store
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
 from flux.server.dispatch import Dispatcher
 from flux.server import errors
-from flux.server.errors import Forbidden, Unauthorized, responses
+from flux.server.errors import PUBLIC, READ, READ_ONE, WORKER, Forbidden, Unauthorized
 from flux.server.limits import EdgeLimits, credential_gate
 from flux.server.liveness import LivenessKeeper
 from flux.server.metrics import ServerMetrics
@@ -37,17 +36,11 @@ from flux.server.registry import CLAIM_RECHECK, FleetRegistry, Member
 from flux.server.shedding import LoadShedding
 from flux.server.timers import Timers
 from flux.server.schemas import (
-    PruneReply,
-    PruneRequest,
-    ResumeRequest,
-    Checkpoint,
-    CheckpointReply,
     ClaimReply,
     ClaimRequest,
     ExecutionInfo,
     Heartbeat,
     HeartbeatReply,
-    PlacementInfo,
     RegistrationReply,
     RunRequest,
     WorkerInfo,
@@ -57,16 +50,8 @@ from flux.server.schemas import (
 )
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token, prepare_home
 
-#: OpenAPI error answers of each route group (every route also has the edge's 413 and 422).
-PUBLIC = responses(413, 422)
-READ = responses(401, 413, 422)
-READ_ONE = responses(401, 404, 413, 422)
-CHANGE = responses(401, 404, 409, 413, 422)
-WORKER = responses(401, 403, 404, 409, 413, 422)
 
 log = logging.getLogger("flux.server")
-#: A client waiting for an execution re-reads it at least this often (safety net).
-WAIT_RECHECK = 30.0
 #: Lists ordered by name (workers, workflows): a page, and the name to start after.
 PAGE_LIMIT = Query(default=1000, ge=1, le=5000, description="Items in the page")
 AFTER_NAME = Query(default=None, max_length=255, description="The X-Next-Cursor of the previous page")
@@ -153,10 +138,6 @@ def create_app(settings: ServerSettings) -> FastAPI:
     def db(request: Request) -> Database:
         return request.app.state.db
 
-    def wake_worker(request: Request, name: str | None) -> None:
-        if name:
-            request.app.state.notifier.notify(f"worker:{name}")
-
     def liveness_of(request: Request):
         """name -> (ONLINE or STALE, last heard, draining itself) as this process's registry knows it."""
         registry: FleetRegistry = request.app.state.registry
@@ -168,10 +149,6 @@ def create_app(settings: ServerSettings) -> FastAPI:
             return registry.liveness(member, time.time()), member.last_seen, member.leaving
 
         return of
-
-    def execution_changed(request: Request, execution_id: str) -> None:
-        request.app.state.notifier.notify(f"execution:{execution_id}")
-        request.app.state.dispatcher.kick()
 
     @app.get("/health", responses=PUBLIC)
     async def health() -> dict:
@@ -219,91 +196,6 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return execution
 
     # --- executions --------------------------------------------------------------------
-
-    @app.get("/executions", response_model=list[ExecutionInfo], response_model_exclude_unset=True,
-             dependencies=CLIENT, responses=READ)
-    async def list_executions(
-        request: Request,
-        response: Response,
-        state: str | None = Query(default=None, description="Only executions in this state (any case)",
-                                  json_schema_extra={"enum": [state.value for state in ExecutionState]}),
-        workflow: str | None = None,
-        worker: str | None = Query(default=None, description="Only executions placed on this worker"),
-        since: float | None = Query(default=None, description="Submitted at or after this time (Unix seconds)"),
-        until: float | None = Query(default=None, description="Submitted before this time (Unix seconds)"),
-        limit: int = Query(default=50, ge=1, le=1000),
-        after: str | None = Query(default=None, max_length=200, description="The X-Next-Cursor of the previous page"),
-        include: str | None = Query(default=None, max_length=64, description="input,output: payloads to carry (left out by default)"),
-        id_prefix: str | None = Query(default=None, min_length=1, max_length=32, pattern="^[0-9a-fA-F]+$",
-                                      description="Executions whose id starts with this (unique-prefix lookup)"),
-        schedule: str | None = Query(default=None, max_length=128, description="Only the runs this schedule started"),
-    ):
-        """Newest first, a page at a time: the next page's cursor is in the ``X-Next-Cursor``
-        header (and a ``Link: rel="next"``), absent on the last page (docs/history.md)."""
-        where = executions.ExecutionFilter(state=state, workflow=workflow, worker=worker, schedule=schedule,
-                                           id_prefix=id_prefix, since=since, until=until)
-        wanted = executions.parse_include(include)
-        page = await db(request).read(lambda s: executions.page(s, where, limit, after, wanted))
-        paging.announce(request, response, page.next_cursor)
-        return page.items
-
-    @app.post("/executions/prune", response_model=PruneReply, dependencies=CLIENT, responses=CHANGE)
-    async def prune_executions(body: PruneRequest, request: Request):
-        """Delete executions that finished more than ``older_than`` seconds ago, with their
-        events and log lines, in batches that let other work in (docs/history.md)."""
-        return PruneReply(deleted=await retention.prune(db(request), body.older_than))
-
-    @app.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
-    async def show_execution(
-        execution_id: str,
-        request: Request,
-        wait: float = Query(default=0.0, ge=0, le=300, description="Seconds to wait for a terminal state"),
-    ):
-        deadline = time.monotonic() + wait
-        notifier = request.app.state.notifier
-        with notifier.subscribe(f"execution:{execution_id}") as woken:
-            while True:  # a waiter reads the state alone on each change; the row once, at the end
-                woken.clear()
-                state = await db(request).read(lambda s: executions.state_of(s, execution_id))
-                remaining = deadline - time.monotonic()
-                if ExecutionState(state).is_terminal or remaining <= 0 or notifier.stopped:
-                    return await db(request).read(lambda s: executions.get(s, execution_id))
-                await notifier.wait(woken, min(remaining, WAIT_RECHECK))
-
-    @app.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
-    async def execution_placement(execution_id: str, request: Request):
-        """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
-        fleet_views = request.app.state.dispatcher.snapshot.views
-        return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
-
-    @app.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
-    async def cancel_execution(execution_id: str, request: Request):
-        """At once when no worker holds it (queued, asleep, paused, awaiting a child);
-        otherwise its worker stops it. Its children are cancelled too."""
-        execution, workers = await db(request).run(lambda s: executions.cancel(s, execution_id))
-        for worker_name in set(workers):
-            wake_worker(request, worker_name)
-        execution_changed(request, execution_id)
-        return execution
-
-    @app.post("/executions/{execution_id}/resume", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
-    async def resume_execution(execution_id: str, body: ResumeRequest, request: Request):
-        """Continue a PAUSED execution: its ``pause()`` returns ``input`` (409 unless PAUSED; docs/waits.md)."""
-        payloads.check_input(body.input, settings.max_payload_size)
-        execution = await db(request).run(lambda s: executions.resume(s, execution_id, body.input))
-        execution_changed(request, execution_id)
-        return execution
-
-    @app.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply, responses=WORKER)
-    async def checkpoint(execution_id: str, body: Checkpoint, request: Request, token: str | None = Depends(bearer)):
-        member = await authenticate_worker(request, token)
-        reply, ended = await db(request).run(lambda s: executions.checkpoint(s, member.name, execution_id, body, policy))
-        request.app.state.metrics.count_task_events(body.events)
-        if ended:
-            execution_changed(request, execution_id)
-        else:
-            request.app.state.notifier.notify(f"events:{execution_id}")  # whoever follows its events (log_routes)
-        return reply
 
     # --- workers -----------------------------------------------------------------------
 
@@ -435,7 +327,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         member = request.app.state.registry.members.get(name)
         if member is not None:
             member.draining = draining
-        wake_worker(request, name)  # other replicas refresh what they know of it
+        execution_routes.wake_worker(request, name)  # other replicas refresh what they know of it
         request.app.state.notifier.notify(f"status:{name}")
         request.app.state.dispatcher.kick()
         return worker
@@ -464,6 +356,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return await db(request).read(lambda s: fleet.show(s, name, liveness))
 
     # An execution's output and events: pages, and SSE streams that follow them.
+    app.include_router(execution_routes.router(CLIENT, bearer, authenticate_worker, settings, policy))
     app.include_router(log_routes.router(CLIENT, bearer, authenticate_worker))
     app.include_router(watch.router(CLIENT))  # execution state changes, as SSE
     app.include_router(console.router(login=api_token is not None, key=bootstrap_token))  # the web console (docs/console.md)

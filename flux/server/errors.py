@@ -123,3 +123,11 @@ def install(app: FastAPI) -> None:
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         # Starlette logs the traceback after this answer; the client learns nothing internal.
         return error_response(500, "internal server error")
+
+
+#: OpenAPI error answers of each route group (every route also has the edge's 413 and 422).
+PUBLIC = responses(413, 422)
+READ = responses(401, 413, 422)
+READ_ONE = responses(401, 404, 413, 422)
+CHANGE = responses(401, 404, 409, 413, 422)
+WORKER = responses(401, 403, 404, 409, 413, 422)
