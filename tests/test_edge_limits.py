@@ -143,7 +143,7 @@ def test_anonymous_calls_are_refused_before_their_body_is_read(make_cluster, mon
     monkeypatch.setenv("FLUX_API_TOKEN", "client-secret")
     cluster = make_cluster()
     head = "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
-    for path in ("/workers/register", "/workers/w/claim", "/executions/e/checkpoint", "/workflows", "/workflows/x/run"):
+    for path in ("/workers/register", "/workers/w/claim", "/executions/e/checkpoint", "/executions/e/logs", "/workflows", "/workflows/x/run"):
         assert raw_request(cluster.server_url, head.format(path=path)) == "HTTP/1.1 401 Unauthorized", path
     response = httpx.post(f"{cluster.server_url}/workers/register", json={})
     assert response.status_code == 401 and "bootstrap token" in response.json()["detail"]

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Callable, Iterator, Mapping
 
 from starlette.datastructures import Headers
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flux.domain.numbers import INT64_MAX
@@ -112,21 +113,33 @@ def _is_json(headers: Headers) -> bool:
 def credential_gate(routes: Callable[[], list[BaseRoute]], gates: Mapping[Callable, str]) -> Callable[[Scope], str | None]:
     """``scope -> reason`` for a route that has one of ``gates`` among its direct
     dependencies (each gate maps to the 401 reason), else ``None``. Read from the
-    routes on first use, so it sees every route the app defined."""
-    table: list[tuple[BaseRoute, str]] | None = None
+    routes on first use, so it sees every route the app defined, those of included
+    routers too (FastAPI keeps them behind one entry of ``app.routes``)."""
+    table: list[tuple[re.Pattern, set[str], str]] | None = None
 
     def gate(scope: Scope) -> str | None:
         nonlocal table
         if table is None:
             table = []
-            for route in routes():
+            for route in _flattened(routes()):
                 calls = [d.call for d in getattr(getattr(route, "dependant", None), "dependencies", [])]
                 reason = next((gates[call] for call in calls if call in gates), None)
                 if reason is not None:
-                    table.append((route, reason))
-        return next((reason for route, reason in table if route.matches(scope)[0] is Match.FULL), None)
+                    table.append((route.path_regex, set(route.methods or ()), reason))
+        path, method = scope.get("path", ""), scope.get("method", "")
+        return next((reason for regex, methods, reason in table if method in methods and regex.match(path)), None)
 
     return gate
+
+
+def _flattened(routes: list[Any]) -> list[Any]:
+    """Each route with a ``dependant`` and ``path_regex``: the app's own and those of its
+    included routers."""
+    flat = []
+    for route in routes:
+        candidates = getattr(route, "effective_candidates", None)
+        flat.extend(candidates() if callable(candidates) else [route])
+    return [route for route in flat if hasattr(route, "path_regex") and hasattr(route, "dependant")]
 
 
 class _TooLarge(Exception):
