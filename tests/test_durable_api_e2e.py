@@ -1,4 +1,4 @@
-"""Fallback, rollback (saga), deterministic builtins, the task cache and secrets against a
+"""Fallback, rollback (saga), deterministic builtins, pipeline and map, the task cache and secrets against a
 real server and workers, with the worker SIGKILLed at the critical point of each: the
 execution still ends correctly and no completed task (fallback, rollback) runs again."""
 
@@ -211,3 +211,54 @@ def test_cache_survives_a_kill_after_its_write_and_secrets_reach_only_the_task(m
     # a server whose database holds secrets refuses to start without the key
     refused = flux("start", "server", "--home", str(cluster.home), "--port", str(free_port()))
     assert refused.returncode == 1 and "holds 1 secret(s)" in refused.stderr, refused.stderr
+
+
+COMPOSED = """
+    import asyncio, json, pathlib
+    from flux import map, pipeline, task, workflow
+
+    def note(path, line):
+        with open(path, "a") as log:
+            log.write(line + "\\n")
+
+    @task
+    async def parse(args):
+        note(args["log"], "parse")
+        return [args | {"n": n} for n in range(args["items"])]
+
+    @task
+    async def square(item):
+        if item["n"] == 3:  # the worker is killed while this one waits; 0-2 have completed
+            while not pathlib.Path(item["gate"]).exists():
+                await asyncio.sleep(0.05)
+        note(item["log"], f"square {item['n']}")
+        return item["n"] ** 2
+
+    @task
+    async def total(values):
+        return sum(values)
+
+    @workflow.with_options(max_attempts=3)
+    async def composed(ctx):
+        items = await pipeline(parse, input=ctx.input)
+        squares = await map(square, items, concurrency=1)
+        return await pipeline(total, input=squares)
+"""
+
+
+def test_pipeline_and_map_resume_after_a_kill_mid_map_without_rerunning_completed_items(make_cluster, workflow_file, tmp_path):
+    cluster = make_cluster(eviction_grace_period=1.5)
+    log, gate = tmp_path / "effects.log", tmp_path / "gate"
+    with FluxClient(cluster.server_url) as client:
+        client.register_file(workflow_file(COMPOSED))
+        cluster.start_worker("doomed", heartbeat_interval=0.2)
+        execution = client.run("composed", {"log": str(log), "gate": str(gate), "items": 5})
+        wait_for_event(client, execution["id"], lambda ev: "square:4" in of(ev, "TASK_STARTED"))  # item 3 of map
+        done = kill_and_resume(cluster, client, execution["id"], gate)
+        events = client.events(execution["id"])
+
+    assert done["state"] == "COMPLETED" and done["output"] == sum(n * n for n in range(5)), done
+    assert done["attempt"] == 2
+    lines = log.read_text().splitlines()
+    assert lines == ["parse", "square 0", "square 1", "square 2", "square 3", "square 4"], lines  # each once
+    assert of(events, "TASK_COMPLETED") == ["parse:1", "square:1", "square:2", "square:3", "square:4", "square:5", "total:1"]
