@@ -41,33 +41,32 @@ class Timers:
             self._changed.set()
 
     async def run(self) -> None:
-        next_at = await self._look()
+        wake, deadline = await self._look()
         while True:
-            timeout = None if next_at is None else max(next_at - time.time(), 0.0)
+            due = min((t for t in (wake, deadline) if t is not None), default=None)
+            timeout = None if due is None else max(due - time.time(), 0.0)
             if self.shared:
                 timeout = SAFETY if timeout is None else min(timeout, SAFETY)
             if await self.notifier.wait(self._changed, timeout if timeout is not None else 1e9):
                 await asyncio.sleep(self.tick)  # a burst of changes: one look
             self._changed.clear()
             try:
-                if next_at is not None and next_at <= time.time():
-                    await self.fire(time.time())
-                next_at = await self._look()
+                await self.fire(time.time(), wake, deadline)
+                wake, deadline = await self._look()
             except Exception:  # noqa: BLE001 - a failed look (database away, a replica's race) is retried
                 log.exception("timers failed; retrying in %gs", self.tick)
-                next_at = time.time() + self.tick
+                await asyncio.sleep(self.tick)
 
-    async def _look(self) -> float | None:
-        """The earliest time something is due: a sleeper's end or a deadline."""
-        times = await self.db.read(lambda s: (executions.first_wake(s), executions.first_deadline(s)))
-        return min((t for t in times if t is not None), default=None)
+    async def _look(self) -> tuple[float | None, float | None]:
+        """When the first sleeper is due, and the earliest deadline (None: nothing)."""
+        return await self.db.read(lambda s: (executions.first_wake(s), executions.first_deadline(s)))
 
-    async def fire(self, now: float) -> None:
-        due, expired = await self.db.read(lambda s: (executions.any_due(s, now), executions.any_expired(s, now)))
+    async def fire(self, now: float, wake: float | None, deadline: float | None) -> None:
+        """Act on what the last look found due by ``now`` (a look after every change keeps it current)."""
         changed: list[str] = []
-        if due:
+        if wake is not None and wake <= now:
             changed += await self.db.run(lambda s: executions.wake_due(s, now))
-        if expired:
+        if deadline is not None and deadline < now:
             timed_out, workers = await self.db.run(lambda s: executions.expire_deadlines(s, now))
             changed += timed_out
             for worker in set(workers):

@@ -21,12 +21,9 @@ from sqlalchemy.orm import Session, defer
 
 from flux.server import paging
 from flux.server.errors import Invalid
-from flux.server.executions.reads import info
+from flux.server.executions.reads import PAYLOADS, info
 from flux.server.models import ExecutionModel
 from flux.server.schemas import ExecutionInfo
-
-#: Payload columns an item carries only when asked for.
-PAYLOADS = ("input", "output")
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,7 @@ def checkpoint(
         new_state = STATE_AFTER.get(type_)
         if new_state is not None and new_state is not S.RUNNING:
             logged.append(finished_event(execution, f"workflow {new_state.value.lower()}", event.time))
-        value = payloads.STORED.get(type_.value, event.value) if type_ is EventType.WORKFLOW_COMPLETED else event.value
+        value = payloads.STORED.get(type_.value, event.value)  # the output: a reference to the row's copy
         logged.append(dict(type=type_, name=event.name, task_id=event.task_id, value=value, time=event.time, worker_name=worker_name))
         if new_state is S.RUNNING:
             execution.started_at = execution.started_at or event.time

@@ -101,10 +101,14 @@ def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
     return {task_id: value for task_id, value in rows}
 
 
-def info(row: ExecutionModel, include: Collection[str] = ("input", "output")) -> ExecutionInfo:
+#: Payload columns: an item of a list carries them only when asked for (``history``).
+PAYLOADS = ("input", "output")
+
+
+def info(row: ExecutionModel, include: Collection[str] = PAYLOADS) -> ExecutionInfo:
     """The API's view of a row; ``input``/``output`` only when in ``include`` (a list
     leaves them out: they are unset, and absent from the JSON)."""
-    shown = {name: payloads.readable(getattr(row, name)) for name in ("input", "output") if name in include}
+    shown = {name: payloads.readable(getattr(row, name)) for name in PAYLOADS if name in include}
     return ExecutionInfo(
         id=row.id,
         workflow_name=row.workflow_name,

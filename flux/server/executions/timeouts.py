@@ -26,11 +26,6 @@ def first_deadline(session: Session) -> float | None:
     return session.scalar(select(func.min(ExecutionModel.deadline)).where(*_PAST))
 
 
-def any_expired(session: Session, now: float) -> bool:
-    """Whether ``expire_deadlines`` has work: a read, so an idle server writes nothing."""
-    return session.scalar(select(ExecutionModel.id).where(*_PAST, ExecutionModel.deadline < now).limit(1)) is not None
-
-
 def expire_deadlines(session: Session, now: float) -> tuple[list[str], list[str]]:
     """End every execution past its deadline TIMED_OUT. Returns their ids and the
     workers to wake (those that ran them, and their children's)."""

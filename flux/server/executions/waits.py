@@ -122,13 +122,6 @@ def first_wake(session: Session) -> float | None:
     return session.scalar(select(func.min(ExecutionModel.ready_at)).where(ExecutionModel.state == S.SLEEPING.value))
 
 
-def any_due(session: Session, now: float) -> bool:
-    """Whether ``wake_due`` has work: a read, so an idle server writes nothing."""
-    return session.scalar(
-        select(ExecutionModel.id).where(ExecutionModel.state == S.SLEEPING.value, ExecutionModel.ready_at <= now).limit(1)
-    ) is not None
-
-
 def resume(session: Session, execution_id: str, input: Any) -> ExecutionInfo:
     """A person's answer to a pause: ``pause()`` returns ``input`` in the next attempt."""
     execution = get_row(session, execution_id)
