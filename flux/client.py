@@ -24,7 +24,6 @@ from urllib.parse import quote
 import httpx
 
 from flux.bundles.archive import BundleError
-from flux.bundles.build import build_bundle
 from flux.domain.schedules import InvalidSchedule, Schedule
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
@@ -179,6 +178,8 @@ class FluxClient:
         .whl): it is bundled, uploaded and read by the server; nothing of it runs here.
         ``requirements=False`` ignores the bundle's requirements.txt / pyproject.toml."""
         try:
+            from flux.bundles.build import build_bundle  # pathspec: only for registering (a worker never does)
+
             data = build_bundle(path)
         except BundleError as exc:
             raise FluxClientError(str(exc)) from None

@@ -210,6 +210,9 @@ def _start_long_one(cluster, client, workflow_file, log, seconds: int, drain_tim
     client.register_file(workflow_file(LONG))
     execution = client.run("long_one", {"log": str(log), "seconds": seconds})
     eventually(lambda: log.exists(), 30, "the execution never started")
+    # its first task is recorded, not only run: a server stopped now has it
+    eventually(lambda: any(e["type"] == "TASK_COMPLETED" for e in client.events(execution["id"])), 30,
+               "the first task was never recorded")
     return execution
 
 

@@ -1,10 +1,13 @@
 """A lean worker (docs/footprint.md): one warm child when idle, a pool that grows with
-a burst up to the slots and shrinks back after the idle timeout; children that import
-only what running a workflow needs."""
+a burst up to the slots and shrinks back after the idle timeout; children forked from
+a template that shares the worker's pages, or, started afresh, that import only what
+running a workflow needs."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -16,6 +19,7 @@ import pytest
 from flux.client import FluxClient
 from flux.runners.base import Stop
 from flux.runners.subprocess import SubprocessRunner
+from waiting import eventually
 
 SOURCE = textwrap.dedent(
     """
@@ -63,27 +67,62 @@ def test_a_child_imports_neither_the_worker_side_runners_nor_packaging():
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
+def _tree(worker_pid: int) -> tuple[list[psutil.Process], list[psutil.Process]]:
+    """A worker's direct children, and its grandchildren."""
+    direct = psutil.Process(worker_pid).children()
+    return direct, [grandchild for child in direct for grandchild in child.children()]
+
+
 @pytest.mark.integration
 def test_an_idle_worker_keeps_one_warm_child_and_returns_to_it_after_a_burst(make_cluster, workflow_file):
     cluster = make_cluster()
     worker = cluster.start_worker("w1", max_concurrent_executions=4, extra_args=("--child-idle-timeout", "1"))
-    process = psutil.Process(worker.pid)
 
-    def children() -> int:
-        return len([c for c in process.children() if "flux.runners.child" in " ".join(c.cmdline())])
+    def children() -> list[int]:  # forked by the worker's template, its one direct child
+        return [child.pid for child in _tree(worker.pid)[1]]
 
-    deadline = time.monotonic() + 10
-    while children() != 1 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert children() == 1
+    eventually(lambda: len(children()) == 1, 10, "no warm child")
     with FluxClient(cluster.server_url) as client:
         client.register_file(workflow_file(SOURCE))
         runs = [client.run("nap", 1.0)["id"] for _ in range(4)]
         time.sleep(0.6)
         during = children()
         assert all(client.wait(run, 60)["state"] == "COMPLETED" for run in runs)
-    assert during == 4
-    deadline = time.monotonic() + 10
-    while children() != 1 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert children() == 1
+    assert len(during) == 4
+    eventually(lambda: len(children()) == 1 and children()[0] not in during, 10,
+               "the pool did not shrink to one fresh child")  # the one kept warm served: a fresh fork replaced it
+
+
+@pytest.mark.integration
+def test_children_are_forked_from_a_template_that_dies_with_the_worker(make_cluster, workflow_file):
+    cluster = make_cluster()
+    worker = cluster.start_worker("w1")
+    eventually(lambda: len(_tree(worker.pid)[1]) == 1, 10, "no warm child")
+    (template,), (child,) = _tree(worker.pid)
+    assert child.cmdline() == template.cmdline() == psutil.Process(worker.pid).cmdline()  # forked, not started
+    assert os.getsid(template.pid) == template.pid and os.getsid(child.pid) == child.pid  # sessions of their own
+    with FluxClient(cluster.server_url) as client:
+        client.register_file(workflow_file(SOURCE))
+        assert client.wait(client.run("nap", 0.1)["id"], 60)["state"] == "COMPLETED"
+
+    os.kill(worker.pid, signal.SIGKILL)  # the worker alone: the template and its children follow
+    eventually(lambda: not any(_alive(p) for p in (template, child)), 10, "the template or its child outlived the worker")
+
+
+@pytest.mark.integration
+def test_without_fork_children_each_child_starts_a_fresh_interpreter(make_cluster, workflow_file):
+    cluster = make_cluster()
+    worker = cluster.start_worker("w1", extra_args=("--no-fork-children",))
+    eventually(lambda: len(_tree(worker.pid)[0]) == 1, 10, "no warm child")
+    (child,), grandchildren = _tree(worker.pid)
+    assert child.cmdline()[-2:] == ["-m", "flux.runners.child"] and grandchildren == []
+    with FluxClient(cluster.server_url) as client:
+        client.register_file(workflow_file(SOURCE))
+        assert client.wait(client.run("nap", 0.1)["id"], 60)["state"] == "COMPLETED"
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

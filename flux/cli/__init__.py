@@ -10,9 +10,33 @@ console script; ``python -m flux`` and ``python -m flux.cli`` run it too.
 
 from __future__ import annotations
 
+import sys
+import types
+
 import click
 
-from flux.cli.cache import cache_group
+
+def _defer_httpx_cli() -> None:
+    """httpx imports its own command line (click, rich, pygments: ~0.05 s and a few MiB)
+    whenever they are installed; no flux process runs it, so it is loaded only if
+    ``httpx.main`` is ever called (docs/footprint.md)."""
+    if "httpx" in sys.modules or "httpx._main" in sys.modules:
+        return
+    stub = types.ModuleType("httpx._main")
+
+    def main(*args, **kwargs):  # the real one, on first use
+        del sys.modules["httpx._main"]
+        from httpx._main import main as real
+
+        return real(*args, **kwargs)
+
+    stub.main = main  # type: ignore[attr-defined]
+    sys.modules["httpx._main"] = stub
+
+
+_defer_httpx_cli()
+
+from flux.cli.cache import cache_group  # noqa: E402 - after the httpx deferral
 from flux.cli.core import FluxGroup, client_commands, show_envvars
 from flux.cli.executions import execution_group
 from flux.cli.schedules import schedule_group

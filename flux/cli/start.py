@@ -213,6 +213,9 @@ def _check_secrets_key(settings: ServerSettings) -> None:
               help="Disk kept for unpacked workflow bundles; past it the least recently used are removed")
 @click.option("--bundle-cache-dir", envvar="FLUX_BUNDLE_CACHE_DIR", type=click.Path(file_okay=False), default=None,
               help="Where unpacked bundles are kept [HOME/bundle-cache/NAME]")
+@click.option("--fork-children/--no-fork-children", envvar="FLUX_FORK_CHILDREN", default=True, show_default=True,
+              help="Fork subprocess children from a template process made at start, sharing this worker's "
+                   "memory (Linux); off: each child starts a fresh interpreter")
 @log_format_option
 def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootstrap_token_file: str | None,
                  home: str | None, labels: tuple[str, ...],
@@ -223,14 +226,12 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
                  docker_cpus: float | None, docker_args: tuple[str, ...], docker_fallback: str, cgroup_root: str,
                  disk_path: str, custom_resources: tuple[str, ...],
                  drain_timeout: float, max_log_bytes: int, log_buffer_lines: int, capture_output: bool,
-                 bundle_cache_size: int, bundle_cache_dir: str | None, log_format: str) -> None:
+                 bundle_cache_size: int, bundle_cache_dir: str | None, fork_children: bool, log_format: str) -> None:
     """Run a worker named NAME that executes workflows dispatched by the server.
 
     It retries while the server cannot be reached; a server that refuses it (a wrong
     bootstrap token, its name held by another worker) ends it with the reason."""
     import asyncio
-
-    from flux.worker import Worker, WorkerConfig
 
     token = token_from_file(bootstrap_token_file, "bootstrap") if bootstrap_token_file else bootstrap_token
     if not token:
@@ -238,6 +239,15 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
         if not path.exists():
             raise click.ClickException(f"no --bootstrap-token given and {path} does not exist")
         token = path.read_text().strip()
+    template = None
+    if fork_children and runner == "subprocess":
+        from flux.runners.template import ChildTemplate
+
+        # While this process has one thread, and before it imports the worker's own
+        # modules, which the children never need (docs/footprint.md).
+        template = ChildTemplate.fork()
+    from flux.worker import Worker, WorkerConfig
+
     configure_logging(log_format)
     config = WorkerConfig(
         name=name, server_url=server_url, bootstrap_token=token, labels=parse_labels(labels),
@@ -253,7 +263,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
         max_log_bytes=max_log_bytes, log_buffer_lines=log_buffer_lines, capture_output=capture_output,
         bundle_cache_size=bundle_cache_size, bundle_cache_dir=bundle_cache_dir,
     )
-    asyncio.run(Worker(config).run())
+    asyncio.run(Worker(config, template=template).run())
 
 
 @click.group()

@@ -109,21 +109,21 @@ async def _settled(threads_before: int) -> bool:
     return False
 
 
-def die_with_parent() -> None:
+def die_with_parent(expected: int | None) -> None:
     """Ask the kernel to SIGKILL this process when the worker that started it dies
     (Linux ``PR_SET_PDEATHSIG``), so a SIGKILLed worker leaves no child running an
-    attempt that will be resumed elsewhere. A worker that died before the request was
-    made is noticed through the parent pid."""
-    expected = os.environ.get(PARENT_ENV)
+    attempt that will be resumed elsewhere. A parent (``expected``) that died before
+    the request was made is noticed through the parent pid."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if expected and os.getppid() != int(expected):
+    if expected is not None and os.getppid() != expected:
         os._exit(1)
 
 
 def main() -> None:
-    die_with_parent()
+    parent = os.environ.get(PARENT_ENV)
+    die_with_parent(int(parent) if parent else None)
     channel_fd = os.environ.pop(PROTOCOL_FD_ENV, None)  # not for the processes tasks start
     if channel_fd is not None:
         fd = int(channel_fd)

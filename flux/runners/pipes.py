@@ -34,6 +34,7 @@ import sys
 from typing import Sequence
 
 from flux.runners.protocol import MARK_PREFIX, MAX_LINE, PROTOCOL_FD_ENV, LogSink, log_line, split_long
+from flux.runners.template import ChildTemplate, ForkedProcess, TemplateGone
 
 log = logging.getLogger("flux.runners.subprocess")
 
@@ -125,7 +126,7 @@ class Child:
     """A child process, its protocol channel and its output pipes."""
 
     def __init__(
-        self, process: asyncio.subprocess.Process, channel: asyncio.StreamReader, transport: asyncio.BaseTransport | None
+        self, process: asyncio.subprocess.Process | ForkedProcess, channel: asyncio.StreamReader, transport: asyncio.BaseTransport | None
     ):
         self.process = process
         self.channel = channel
@@ -193,20 +194,27 @@ async def _reader(fd: int, limit: int = 2**16) -> tuple[asyncio.StreamReader, as
     return reader, transport
 
 
-async def spawn(command: Sequence[str], env: dict[str, str], own_channel: bool = True) -> Child:
-    """Start a child in a session of its own, with the pipes above (``own_channel``
-    False: the channel is its stdout, as a ``docker run`` client needs)."""
+async def spawn(
+    command: Sequence[str], env: dict[str, str], own_channel: bool = True, template: ChildTemplate | None = None
+) -> Child:
+    """Start a child in a session of its own, with the pipes above: forked by
+    ``template`` when one is alive (``flux.runners.template``), else ``command`` started
+    (``own_channel`` False: the channel is its stdout, as a ``docker run`` client needs)."""
     stderr = os.pipe()
     stdout = os.pipe() if own_channel else None
     channel = os.pipe() if own_channel else None
     pairs = [pair for pair in (stderr, stdout, channel) if pair is not None]
+    process: asyncio.subprocess.Process | ForkedProcess | None = None
     try:
-        if channel is not None and stdout is not None:
+        if channel is not None and stdout is not None and template is not None and template.alive:
+            with contextlib.suppress(TemplateGone):  # gone: started from scratch, below
+                process = await template.spawn(env, stdout[1], stderr[1], channel[1])
+        if process is None and channel is not None and stdout is not None:
             process = await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.PIPE, stdout=stdout[1], stderr=stderr[1],
                 pass_fds=(channel[1],), start_new_session=True, env={**env, PROTOCOL_FD_ENV: str(channel[1])},
             )
-        else:
+        elif process is None:
             process = await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr[1],
                 limit=MAX_EVENT_BYTES, start_new_session=True, env=env,
@@ -221,7 +229,7 @@ async def spawn(command: Sequence[str], env: dict[str, str], own_channel: bool =
     if channel is not None:
         child = Child(process, *await _reader(channel[0], MAX_EVENT_BYTES))
     else:
-        assert process.stdout is not None
+        assert isinstance(process, asyncio.subprocess.Process) and process.stdout is not None
         child = Child(process, process.stdout, None)
     for fd, stream, pair in ((1, "stdout", stdout), (2, "stderr", stderr)):
         if pair is not None:

@@ -7,7 +7,9 @@ Children die with their worker: each asks the kernel for SIGKILL when its parent
 dies (``PR_SET_PDEATHSIG``), and runs in a process group of its own, which the worker
 kills whole when it fences or hands back an attempt. Children
 are started ahead of demand (a warm pool with the engine already imported), so the
-start-up cost of a Python process is paid off the dispatch path. The pool is elastic:
+start-up cost of a Python process is paid off the dispatch path; where the worker
+forked a template at start (``flux.runners.template``), children are forked from it,
+sharing the worker's pages, instead of started from scratch. The pool is elastic:
 ``warm_processes`` children (default one) are kept whatever the demand, a burst grows it
 up to ``max_idle`` (the worker's slots), and children idle past ``idle_timeout`` exit
 (docs/footprint.md). A child that imported a workflow bundle serves only that bundle
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -41,6 +44,7 @@ from flux.runners.base import Job, Runner, Stop
 from flux.runners.limits import CgroupMemory, LimitPolicy, Limits
 from flux.runners.pipes import MAX_EVENT_BYTES, Child, spawn
 from flux.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, LogSink, reusable
+from flux.runners.template import ChildTemplate
 from flux.runtime import Ask, make_event
 
 log = logging.getLogger("flux.runners.subprocess")
@@ -59,6 +63,12 @@ def kill_group(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         process.kill()
+
+
+def release_free_heap() -> None:
+    """glibc keeps freed heap memory for reuse; after a burst, give it back (``malloc_trim``)."""
+    with contextlib.suppress(Exception):  # not glibc: nothing to do
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def describe_exit(returncode: int) -> str:
@@ -83,6 +93,7 @@ class SubprocessRunner(Runner):
         max_executions_per_child: int = 100,
         max_idle: int | None = None,
         idle_timeout: float = 60.0,
+        template: ChildTemplate | None = None,
     ):
         #: Children kept warm (idle or booting) whatever the demand: the floor of the pool.
         self.warm_processes = warm_processes
@@ -105,6 +116,8 @@ class SubprocessRunner(Runner):
         self._returning = 0
         self._runs: dict[int, int] = {}
         self._reaper: asyncio.Task | None = None
+        #: Forks the children (``flux.runners.template``); None: each starts from scratch.
+        self.template = template
 
     async def _spawn(self, *command: str) -> Child:
         # A session of its own: a terminal's Ctrl-C reaches the worker, which drains,
@@ -113,6 +126,7 @@ class SubprocessRunner(Runner):
             command or (sys.executable, "-m", "flux.runners.child"),
             {**os.environ, PARENT_ENV: str(os.getpid())},
             own_channel=self.own_channel,
+            template=None if command else self.template,
         )
 
     async def _refill(self) -> None:
@@ -125,16 +139,30 @@ class SubprocessRunner(Runner):
 
     async def start(self) -> None:
         self._top_up()
-        if self.max_idle > self.warm_processes:
+        if self.max_idle > self.warm_processes or self.template is not None:
             self._reaper = asyncio.create_task(self._reap_idle())
 
     async def _reap_idle(self) -> None:
-        """Retire children idle longer than ``idle_timeout``, down to the warm floor."""
+        """Retire children idle longer than ``idle_timeout``, down to the warm floor;
+        with a template, children at the floor that served are swapped for fresh forks
+        too (a few ms each), whose pages are all still shared. Then the freed heap goes
+        back to the system."""
         while True:
             await asyncio.sleep(max(min(self.idle_timeout / 4, 5.0), 0.05))
             expired = time.monotonic() - self.idle_timeout
+            retired = []
             while len(self._pool) > self.warm_processes and self._pool[0][1] <= expired:
-                self._retire_soon(self._pool.popleft()[0])
+                retired.append(self._pool.popleft()[0])
+            if self.template is not None and self.template.alive:
+                served = [entry for entry in self._pool if entry[1] <= expired and self._runs.get(entry[0].pid)]
+                for entry in served:
+                    self._pool.remove(entry)
+                    retired.append(entry[0])
+            for child in retired:
+                self._retire_soon(child)
+            if retired:
+                self._top_up()
+                release_free_heap()
 
     def _top_up(self) -> None:
         """Keep ``warm_processes`` children idle or booting, counting those coming back."""
@@ -332,3 +360,5 @@ class SubprocessRunner(Runner):
             child.close()
         if self._retiring:
             await asyncio.wait(self._retiring, timeout=EXIT_GRACE * 2)
+        if self.template is not None:
+            self.template.close()

@@ -9,6 +9,7 @@ from flux import cgroups
 from flux.runners import DockerRunner, InProcessRunner, Runner, SubprocessRunner
 from flux.runners.docker import EngineUnreachable, engine_problem
 from flux.runners.limits import LimitPolicy
+from flux.runners.template import ChildTemplate
 
 log = logging.getLogger("flux.worker")
 
@@ -72,7 +73,8 @@ class WorkerConfig:
     bundle_cache_dir: str | None = None
 
 
-def build_runner(config: WorkerConfig) -> Runner:
+def build_runner(config: WorkerConfig, template: ChildTemplate | None = None) -> Runner:
+    """``template``: forks the subprocess runner's children (``flux.runners.template``)."""
     if config.runner == "inprocess":
         if config.enforce_requests or config.subprocess_memory_limit:
             log.warning("the inprocess runner cannot enforce ceilings; enforce_requests/subprocess_memory_limit ignored")
@@ -93,4 +95,5 @@ def build_runner(config: WorkerConfig) -> Runner:
         max_executions_per_child=config.max_executions_per_child,
         max_idle=config.max_concurrent_executions,
         idle_timeout=config.child_idle_timeout,
+        template=template,
     )

@@ -14,6 +14,7 @@ import logging
 from flux import tracing
 from flux.logformat import bind_process
 from flux.runners import Runner
+from flux.runners.template import ChildTemplate
 from flux.worker.bundles import BundleCache, cache_root
 from flux.worker.claims import claim_loop
 from flux.worker.config import WorkerConfig, build_runner
@@ -28,9 +29,10 @@ log = logging.getLogger("flux.worker")
 
 
 class Worker:
-    def __init__(self, config: WorkerConfig, runner: Runner | None = None):
+    def __init__(self, config: WorkerConfig, runner: Runner | None = None, template: ChildTemplate | None = None):
+        """``template``: forked at start (``ChildTemplate.fork``) to fork the children from."""
         self.config = config
-        self.runner = runner or build_runner(config)
+        self.runner = runner or build_runner(config, template)
         self.identity = WorkerIdentity(config.home, config.name) if config.home else None
         self.session = ServerSession(config, self.identity)
         self.bundles = BundleCache(

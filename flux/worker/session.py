@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 from typing import Any, Awaitable, Callable
 
 import httpx
@@ -71,6 +72,14 @@ class Backoff:
         await asyncio.sleep(self.next_delay(at_least))
 
 
+def skip_optional_trio() -> None:
+    """httpcore imports trio whenever it is installed, to serve trio programs; the
+    worker runs on asyncio, and trio costs it ~7 MiB and ~0.1 s of CPU at start
+    (docs/footprint.md). Marking it absent here (an ImportError for this process only;
+    children are forked from a template made before) keeps both."""
+    sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
+
+
 class ServerSession:
     def __init__(self, config: WorkerConfig, identity: WorkerIdentity | None):
         self.config = config
@@ -86,6 +95,8 @@ class ServerSession:
         self.http: httpx.AsyncClient | None = None
 
     def open(self) -> None:
+        if self.config.runner != "inprocess":  # no workflow code runs in this process
+            skip_optional_trio()
         # Idle connections are dropped before the server's keep-alive (75 s) would drop
         # them, so a heartbeat never goes out on a connection the server is closing.
         self.http = httpx.AsyncClient(
