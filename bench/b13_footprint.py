@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench.common import BenchCluster, Figure, print_figures, write_workflow
+from bench.common import BenchCluster, Figure, precompile, print_figures, write_workflow
 from flux.client import FluxClient
 
 SOURCE = """
@@ -103,6 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     idle_timeout = args.idle_timeout if args.idle_timeout is not None else (2.0 if args.quick else 60.0)
     count = args.workers or (10 if args.quick else 50)
+    precompile()
     figures = []
     for phase, (pss, rss, children) in footprint(args.slots, idle_timeout).items():
         figures.append(Figure.of(f"B13.{phase}.pss_mib", [pss], "MiB", note=f"worker + {children} children",

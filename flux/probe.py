@@ -214,11 +214,28 @@ def installed_packages() -> dict[str, str]:
     """
     packages: dict[str, str] = {}
     for dist in metadata.distributions():
-        name = dist.metadata["Name"]
+        name, version = _name_and_version(dist)
         if not name:
             continue
-        packages.setdefault(canonicalize_name(name), str(dist.version))
+        packages.setdefault(canonicalize_name(name), version or "")
     return packages
+
+
+def _name_and_version(dist: metadata.Distribution) -> tuple[str | None, str | None]:
+    """Name and Version from the metadata's header lines. ``dist.metadata`` would parse
+    the whole file as an e-mail message, twice per package with ``dist.version``: ~1 ms
+    each, a fifth of a second of every worker's start for 150 packages."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    name = version = None
+    for line in text.splitlines():
+        if not line:  # the headers end at the first blank line
+            break
+        key, _, value = line.partition(":")
+        if key == "Name":
+            name = value.strip()
+        elif key == "Version":
+            version = value.strip()
+    return name, version
 
 
 def runtime_info() -> dict:

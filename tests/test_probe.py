@@ -150,8 +150,10 @@ def test_spec_packages_are_published_with_canonical_names():
 
 
 def test_spec_package_names_are_pep503_canonicalised(monkeypatch):
-    def dist(name, version):
-        return SimpleNamespace(metadata={"Name": name}, version=version)
+    def dist(name, version):  # its METADATA file: header lines, a blank line, the description
+        header = (f"Name: {name}\n" if name else "") + f"Metadata-Version: 2.1\nVersion: {version}\n"
+        text = header + "\nName: not-a-header\n"
+        return SimpleNamespace(read_text=lambda filename: text if filename == "METADATA" else None)
 
     monkeypatch.setattr(probe.metadata, "distributions", lambda: iter([
         dist("Flux_Engine", "1.0"), dist(None, "9"), dist("zope.interface", "6.0"),
