@@ -287,6 +287,9 @@ def _become_child(env: dict[str, str], fds: Sequence[int], template: int) -> Non
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.environ.clear()
         os.environ.update({**env, PROTOCOL_FD_ENV: "3", PARENT_ENV: str(template)})
+        sys.argv = [child_process.__file__]  # what ``python -m flux.runners.child`` would see
+        if sys.path and sys.path[0] != os.getcwd():
+            sys.path[0] = os.getcwd()  # ``-m`` puts the working directory first, not a script's folder
         sys.stdin = sys.__stdin__ = open(0, closefd=False)  # noqa: SIM115 - fresh streams on the new fds
         sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
