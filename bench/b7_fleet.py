@@ -442,8 +442,18 @@ async def load_phase(url: str, rate: float, duration: float, drain: float, watch
 async def burst_phase(url: str, count: int, drain: float) -> dict:
     ids: list[str] = []
     errors: Counter[str] = Counter()
-    async with _client(url, 16) as client:
-        await asyncio.gather(*(_submit(client, TRIVIAL, i, ids, errors) for i in range(count)))
+    connections = 16
+    async with _client(url, connections) as client:
+        # At most one submission per connection in flight: a thousand requests queued in
+        # httpcore's pool cost the client O(queue) CPU each (its pool rescans the queue),
+        # which made this client, not the server, the burst's bottleneck on two cores.
+        gate = asyncio.Semaphore(connections)
+
+        async def submit(i: int) -> None:
+            async with gate:
+                await _submit(client, TRIVIAL, i, ids, errors)
+
+        await asyncio.gather(*(submit(i) for i in range(count)))
         drained = await _wait_done(client, drain)
         executions = await _fetch(client, ids)
     return {"count": count, "ids": ids, "errors": errors, "executions": executions, "drained": drained}
