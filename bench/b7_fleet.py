@@ -598,6 +598,12 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
     out.append(dist(f"{tag}.submit_to_claimed_ms", claim, "ms", aim=claim_aim, ok=claim_ok,
                     note=f"claimed_at - scheduled_at at {opts.rate:g} runs/s for {opts.duration:g} s; {load_note}"))
     out.append(dist(f"{tag}.submit_to_completed_ms", done, "ms", note="finished_at - scheduled_at"))
+    rounds = _round_means(metrics_text)
+    if rounds:
+        out.append(one(f"{tag}.dispatch_round_ms", rounds["work"], "ms",
+                       note=f"server side, whole run: a placement round's mean work in the database thread; "
+                            f"{rounds['total']:.2f} ms from its start to its commit (writer queue included), "
+                            f"{rounds['count']:.0f} rounds (flux_dispatch_round_seconds)"))
     if completed:
         window = max(e["finished_at"] for e in completed) - min(e["scheduled_at"] for e in completed)
         achieved = len(completed) / window if window > 0 else float("nan")
@@ -658,6 +664,19 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
                             "runs / (last finished_at - first scheduled_at)"
                             + ("" if burst["drained"] else "; queue not empty at the deadline")))
     return out
+
+
+def _round_means(metrics_text: str) -> dict[str, float]:
+    """Mean ms of ``flux_dispatch_round_seconds`` by part, and the round count; {} if absent."""
+    found = {}
+    for line in metrics_text.splitlines():
+        match = re.match(r'flux_dispatch_round_seconds_(sum|count)\{part="(\w+)"\} (\S+)', line)
+        if match:
+            found[(match[2], match[1])] = float(match[3])
+    if not found.get(("work", "count")) or not found.get(("total", "count")):
+        return {}
+    return {"work": 1000 * found[("work", "sum")] / found[("work", "count")],
+            "total": 1000 * found[("total", "sum")] / found[("total", "count")], "count": found[("total", "count")]}
 
 
 def _pct(values: list[float], q: int) -> str:
