@@ -442,8 +442,18 @@ async def load_phase(url: str, rate: float, duration: float, drain: float, watch
 async def burst_phase(url: str, count: int, drain: float) -> dict:
     ids: list[str] = []
     errors: Counter[str] = Counter()
-    async with _client(url, 16) as client:
-        await asyncio.gather(*(_submit(client, TRIVIAL, i, ids, errors) for i in range(count)))
+    connections = 16
+    async with _client(url, connections) as client:
+        # At most one submission per connection in flight: a thousand requests queued in
+        # httpcore's pool cost the client O(queue) CPU each (its pool rescans the queue),
+        # which made this client, not the server, the burst's bottleneck on two cores.
+        gate = asyncio.Semaphore(connections)
+
+        async def submit(i: int) -> None:
+            async with gate:
+                await _submit(client, TRIVIAL, i, ids, errors)
+
+        await asyncio.gather(*(submit(i) for i in range(count)))
         drained = await _wait_done(client, drain)
         executions = await _fetch(client, ids)
     return {"count": count, "ids": ids, "errors": errors, "executions": executions, "drained": drained}
@@ -518,9 +528,14 @@ def run_unit(opts: Options, db: str, n: int, work: Path) -> list[Figure]:
         idle_db = CpuMeter.percent(db0, db_meter.sample(), idle_wall) if db_meter else None
         watch.poll(server.url)
 
+        metrics_before_load = ""
+        with contextlib.suppress(httpx.HTTPError):
+            metrics_before_load = httpx.get(f"{server.url}/metrics", timeout=30).text
         load0, db0, t0 = meter.sample(), db_meter.sample() if db_meter else {}, time.monotonic()
         phases["load"] = time.time()
         load = asyncio.run(load_phase(server.url, opts.rate, opts.duration, drain, watch))
+        with contextlib.suppress(httpx.HTTPError):
+            load["rounds"] = _round_means(httpx.get(f"{server.url}/metrics", timeout=30).text, metrics_before_load)
         load_wall = time.monotonic() - t0
         load_cpu = CpuMeter.percent(load0, meter.sample(), load_wall)
         load_db = CpuMeter.percent(db0, db_meter.sample(), load_wall) if db_meter else None
@@ -588,6 +603,12 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
     out.append(dist(f"{tag}.submit_to_claimed_ms", claim, "ms", aim=claim_aim, ok=claim_ok,
                     note=f"claimed_at - scheduled_at at {opts.rate:g} runs/s for {opts.duration:g} s; {load_note}"))
     out.append(dist(f"{tag}.submit_to_completed_ms", done, "ms", note="finished_at - scheduled_at"))
+    rounds = load.get("rounds")
+    if rounds:
+        out.append(one(f"{tag}.dispatch_round_ms", rounds["work"], "ms",
+                       note=f"server side, load phase: a placement round's mean work in the database thread; "
+                            f"{rounds['total']:.2f} ms from its start to its commit (writer queue included), "
+                            f"{rounds['count']:.0f} rounds (flux_dispatch_round_seconds)"))
     if completed:
         window = max(e["finished_at"] for e in completed) - min(e["scheduled_at"] for e in completed)
         achieved = len(completed) / window if window > 0 else float("nan")
@@ -648,6 +669,21 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
                             "runs / (last finished_at - first scheduled_at)"
                             + ("" if burst["drained"] else "; queue not empty at the deadline")))
     return out
+
+
+def _round_means(metrics_text: str, before: str = "") -> dict[str, float]:
+    """Mean ms of ``flux_dispatch_round_seconds`` by part, and the round count, since
+    the scrape ``before``; {} if absent."""
+    found: Counter[tuple[str, str]] = Counter()
+    for text, sign in ((metrics_text, 1), (before, -1)):
+        for line in text.splitlines():
+            match = re.match(r'flux_dispatch_round_seconds_(sum|count)\{part="(\w+)"\} (\S+)', line)
+            if match:
+                found[(match[2], match[1])] += sign * float(match[3])
+    if not found.get(("work", "count")) or not found.get(("total", "count")):
+        return {}
+    return {"work": 1000 * found[("work", "sum")] / found[("work", "count")],
+            "total": 1000 * found[("total", "sum")] / found[("total", "count")], "count": found[("total", "count")]}
 
 
 def _pct(values: list[float], q: int) -> str:

@@ -17,6 +17,8 @@ from typing import Callable
 log = logging.getLogger("flux.server.broadcast")
 
 CHANNEL = "flux_wake"
+#: Wake-ups sent in one statement at most.
+MAX_KEYS = 200
 
 
 def libpq_url(sqlalchemy_url: str) -> str:
@@ -30,6 +32,9 @@ class PostgresBroadcast:
         self._send = None
         self._listener: asyncio.Task | None = None
         self._sending: set[asyncio.Task] = set()
+        #: Keys not yet handed to a send; a send takes all of them (up to MAX_KEYS).
+        self._pending: list[str] = []
+        self._send_lock = asyncio.Lock()
 
     async def start(self) -> None:
         import psycopg
@@ -55,20 +60,35 @@ class PostgresBroadcast:
                 delay = min(delay * 2, 10.0)
 
     def publish(self, key: str) -> None:
-        """Fire and forget: a lost wake-up only delays a waiter until its next re-check."""
-        task = asyncio.create_task(self._publish(key))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        """Fire and forget: a lost wake-up only delays a waiter until its next re-check.
 
-    async def _publish(self, key: str) -> None:
+        Keys published while a send is in flight go out together with the next one,
+        one ``pg_notify`` each in one statement: a registration storm's thousand
+        wake-ups cost a few round trips, not a thousand queued on one connection."""
+        self._pending.append(key)
+        if len(self._pending) == 1:
+            task = asyncio.create_task(self._publish())
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _publish(self) -> None:
         import psycopg
 
-        try:
-            if self._send.closed:
-                self._send = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-            await self._send.execute("SELECT pg_notify(%s, %s)", (CHANNEL, key))
-        except Exception as exc:  # noqa: BLE001 - see publish
-            log.warning("could not publish wake-up %s: %s", key, exc)
+        async with self._send_lock:  # one send at a time; what queues meanwhile goes next, together
+            keys, self._pending = self._pending[:MAX_KEYS], self._pending[MAX_KEYS:]
+            if self._pending:
+                task = asyncio.create_task(self._publish())
+                self._sending.add(task)
+                task.add_done_callback(self._sending.discard)
+            if not keys:
+                return
+            try:
+                if self._send.closed:
+                    self._send = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                calls = ", ".join(["pg_notify(%s, %s)"] * len(keys))
+                await self._send.execute(f"SELECT {calls}", [v for key in keys for v in (CHANNEL, key)])
+            except Exception as exc:  # noqa: BLE001 - see publish
+                log.warning("could not publish %d wake-ups (%s...): %s", len(keys), keys[0], exc)
 
     async def close(self) -> None:
         if self._listener is not None:

@@ -30,6 +30,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
+from flux.server.groupcommit import GroupWriter, Unit
+
 T = TypeVar("T")
 log = logging.getLogger("flux.server.database")
 
@@ -121,11 +123,13 @@ class Database:
         self.statements = StatementCounter()
         self.statements.attach(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        #: SQLite: the one writer, committing what queued together at once; PostgreSQL: None.
+        self._writer: GroupWriter | None = None
         if is_sqlite(self.url):
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-db")
-            self._readers = ThreadPoolExecutor(max_workers=3, thread_name_prefix="flux-db-read")
+            self._writer = GroupWriter(self._sessions, self._alone, self._started, self.statements.uncounted)
+            self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="flux-db-read")
         else:
-            self._executor = self._readers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flux-db")
+            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flux-db")
         #: Enqueue times of work not yet started on a thread (the oldest is the lag):
         #: writes (or everything, where reads share the pool), and SQLite's reads.
         self._queued: dict[int, float] = {}
@@ -154,30 +158,46 @@ class Database:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def run(self, fn: Callable[[Session], T]) -> T:
-        """Run ``fn(session)`` in one transaction off the event loop."""
-        return await self._submit(self._executor, fn, counted=True, queued=self._queued)
+        """Run ``fn(session)`` in one transaction off the event loop (on SQLite, maybe
+        one shared with other units that queued with it; answered once committed)."""
+        if self._writer is None:
+            return await self._submit(fn, True, self._queued)
+        unit = Unit(fn, True, self._enqueue(self._queued))
+        try:
+            return await asyncio.wrap_future(self._writer.submit(unit))
+        finally:
+            self._queued.pop(unit.ticket, None)
 
     async def read(self, fn: Callable[[Session], T], counted: bool = True) -> T:
         """Like ``run`` for work that only reads: on SQLite it never queues behind writes."""
-        queued = self._queued if self._readers is self._executor else self._queued_reads
-        return await self._submit(self._readers, fn, counted, queued)
+        return await self._submit(fn, counted, self._queued_reads if self._writer is not None else self._queued)
 
-    async def _submit(self, executor: ThreadPoolExecutor, fn: Callable[[Session], T], counted: bool, queued: dict) -> T:
+    def _enqueue(self, queued: dict) -> int:
         ticket = self._next_ticket
         self._next_ticket += 1
         queued[ticket] = time.monotonic()
+        return ticket
+
+    def _started(self, unit: Unit, queued: dict | None = None) -> None:
+        """A unit left its queue for a thread: how long it waited is the server's lag."""
+        waited = time.monotonic() - (self._queued if queued is None else queued).pop(unit.ticket, time.monotonic())
+        self.max_queue_wait = max(self.max_queue_wait, waited)
+
+    def _alone(self, unit: Unit) -> object:
+        """A unit in a transaction of its own."""
+        return self.transaction(unit.fn) if unit.counted else self.statements.uncounted(lambda: self.transaction(unit.fn))
+
+    async def _submit(self, fn: Callable[[Session], T], counted: bool, queued: dict) -> T:
+        unit = Unit(fn, counted, self._enqueue(queued))
 
         def started() -> T:
-            waited = time.monotonic() - queued.pop(ticket, time.monotonic())
-            self.max_queue_wait = max(self.max_queue_wait, waited)
-            if counted:
-                return self.transaction(fn)
-            return self.statements.uncounted(lambda: self.transaction(fn))
+            self._started(unit, queued)
+            return self._alone(unit)
 
         try:
-            return await asyncio.get_running_loop().run_in_executor(executor, started)
+            return await asyncio.get_running_loop().run_in_executor(self._pool, started)
         finally:
-            queued.pop(ticket, None)
+            queued.pop(unit.ticket, None)
 
     def backlog(self) -> tuple[int, float]:
         """(units of work waiting for the writer, seconds the oldest has waited)."""
@@ -189,6 +209,7 @@ class Database:
         return max(waited, self.backlog()[1])
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
-        self._readers.shutdown(wait=True)
+        if self._writer is not None:
+            self._writer.close()
+        self._pool.shutdown(wait=True)
         self.engine.dispose()

@@ -75,7 +75,9 @@ class Dispatcher:
                 if self._backlog:
                     for execution_id in await self.db.run(lambda s: executions.expire_pending(s, time.time())):
                         self.notifier.notify(f"execution:{execution_id}")
+                round_started = time.monotonic()
                 assigned, self._backlog = await self.db.run(self._round)
+                self.metrics.rounds.labels(part="total").observe(time.monotonic() - round_started)
                 if time.monotonic() - started > SLOW_ROUND:
                     log.warning("dispatch round took %.2fs (database queue: %d waiting)", time.monotonic() - started, self.db.backlog()[0])
             except Exception:  # noqa: BLE001 - a failed round (e.g. a replica race) is retried next time
@@ -114,8 +116,11 @@ class Dispatcher:
         return session.execute(query).all()
 
     def _round(self, session: Session) -> tuple[list[tuple[str, float]], bool]:
+        started = time.perf_counter()
         with self.snapshot.lock:  # the round changes the views it places on in place
-            return self._place(session)
+            placed = self._place(session)
+        self.metrics.rounds.labels(part="work").observe(time.perf_counter() - started)
+        return placed
 
     def _place(self, session: Session) -> tuple[list[tuple[str, float]], bool]:
         """One placement pass over the queue, oldest first, page by page while slots remain.

@@ -24,8 +24,9 @@ from sqlalchemy.orm import Session, selectinload
 from flux.domain.events import HOLDING_STATES
 from flux.server.models import (
     ExecutionModel,
+    PackageModel,
+    PackageSetModel,
     WorkerModel,
-    WorkerPackageModel,
     WorkerResourcesGPUModel,
     WorkerResourcesModel,
     WorkerRuntimeModel,
@@ -114,6 +115,28 @@ def _store_gpus(session: Session, worker_id: int, resources: ResourcesInfo) -> N
 # --- registration ----------------------------------------------------------------------
 
 
+def store_package_set(session: Session, digest: str, packages: list[PackageInfo]) -> None:
+    """Store a package set unless some worker reported it before: one statement for
+    every worker of a fleet but the first. Sets are never changed or deleted, and
+    concurrent registrations of a new set insert it once (the digest is the key:
+    ``ON CONFLICT DO NOTHING`` waits for the other transaction, then skips)."""
+    statement = _dialect_insert(session)(PackageSetModel.__table__).values(digest=digest)
+    created = session.execute(statement.on_conflict_do_nothing().returning(PackageSetModel.digest)).first()
+    if created is not None and packages:
+        session.execute(
+            insert(PackageModel.__table__),  # Core executemany: no ORM bookkeeping per row
+            [{"digest": digest, "name": p.name, "version": p.version} for p in packages],
+        )
+
+
+def _dialect_insert(session: Session) -> Callable:
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    return dialect_insert
+
+
 def register(
     session: Session, body: WorkerRegistration, token: str, held_token: str | None, policy: AttemptPolicy
 ) -> tuple[Member, list[str]]:
@@ -126,9 +149,9 @@ def register(
 
     Re-registering under a known name is a restart: what the old incarnation held and
     the new one does not report as running goes back to the queue at once, instead of
-    waiting for eviction. Plain statements, not the ORM's unit of work, and what did
-    not change (packages) is not rewritten: a fleet registering at once, or again
-    after an outage, costs a few statements per worker.
+    waiting for eviction. Plain statements, not the ORM's unit of work, and packages
+    are a set shared by digest (``store_package_set``): a fleet registering at once,
+    or again after an outage, costs a few statements per worker.
     """
     now = time.time()
     digest = packages_digest(body.packages)
@@ -178,8 +201,6 @@ def register(
         session.execute(update(WorkerRuntimeModel).where(WorkerRuntimeModel.worker_id == worker_id).values(**runtime))
         session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**resources))
         _store_gpus(session, worker_id, body.resources)
-        if known.packages_digest != digest:
-            session.execute(delete(WorkerPackageModel).where(WorkerPackageModel.worker_id == worker_id))
         still_running = set(body.running)
         kept = []
         for execution in executions.held_by(session, body.name):
@@ -190,11 +211,8 @@ def register(
             else:
                 kept.append(execution)
         held = held_map(kept)
-    if (known is None or known.packages_digest != digest) and body.packages:
-        session.execute(
-            insert(WorkerPackageModel.__table__),  # Core executemany: no ORM bookkeeping per row
-            [{"worker_id": worker_id, "name": p.name, "version": p.version} for p in body.packages],
-        )
+    if known is None or known.packages_digest != digest:
+        store_package_set(session, digest, body.packages)
     member = Member(
         id=worker_id,
         name=body.name,

@@ -67,6 +67,13 @@ def _walk(value: Any, max_depth: int) -> Iterator[ErrorItem]:
             yield _item(path, "string contains a NUL character")
 
 
+#: What every refusal of ``json_problem`` needs somewhere in the text (and more, in
+#: strings too): a run of 19 digits (an integer past 64 bits), a 3-digit exponent (a
+#: float that overflows), a non-finite constant, an escaped NUL. Nesting is bounded by
+#: the count of brackets.
+_MAYBE_REFUSED = re.compile(r"\d{19}|[eE][+-]?\d{3}|NaN|Infinity|\\u0000")
+
+
 def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
     """The first thing in a JSON body the server refuses, or None (also for a body that
     is not JSON at all: FastAPI reports that)."""
@@ -90,6 +97,8 @@ def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
         text = body.decode(json.detect_encoding(body))
     except UnicodeDecodeError:
         return ErrorItem(loc=["body"], msg="JSON must be UTF-8 (or UTF-16/32) text")
+    if not _MAYBE_REFUSED.search(text) and text.count("[") + text.count("{") <= max_depth:
+        return None  # nothing below could refuse it: no parse (the common case, on every worker call)
     try:
         value = json.loads(
             text, parse_int=parse_int, parse_float=parse_float, parse_constant=lambda name: refuse(f"{name} is not a JSON number")

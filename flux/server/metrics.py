@@ -80,6 +80,14 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.dispatches = Counter("flux_dispatches", "Executions dispatched, by worker", ["worker"], registry=self.registry)
+        self.rounds = Histogram(
+            "flux_dispatch_round_seconds",
+            "A placement round: its work in the database thread (part=work) and from its start to its commit, "
+            "queueing for the writer included (part=total)",
+            ["part"],
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+            registry=self.registry,
+        )
         # schedules (docs/schedules.md)
         self.schedule_fires = Counter(
             "flux_schedule_fires", "Executions started by schedules: how=due (the loop) or trigger (by hand)", ["how"],

@@ -293,8 +293,10 @@ class WorkerModel(Base):
     gpus: Mapped[list["WorkerResourcesGPUModel"]] = relationship(
         cascade="all, delete-orphan", order_by="WorkerResourcesGPUModel.index"
     )
-    packages: Mapped[list["WorkerPackageModel"]] = relationship(
-        cascade="all, delete-orphan", order_by="WorkerPackageModel.name"
+    #: The package set it reported, shared with every worker that reported the same one.
+    packages: Mapped[list["PackageModel"]] = relationship(
+        primaryjoin="foreign(PackageModel.digest) == WorkerModel.packages_digest",
+        viewonly=True, order_by="PackageModel.name",
     )
 
 
@@ -338,11 +340,21 @@ class WorkerResourcesGPUModel(Base):
     utilization: Mapped[float] = mapped_column(Float, default=0.0)
 
 
-class WorkerPackageModel(Base):
-    __tablename__ = "worker_packages"
+class PackageSetModel(Base):
+    """A set of installed packages by its digest (``workers.packages_digest``). Stored
+    once however many workers report it (a fleet is mostly one image), never changed:
+    a worker whose packages change reports another set."""
+
+    __tablename__ = "package_sets"
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
+class PackageModel(Base):
+    __tablename__ = "package_set_entries"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"), index=True)
+    digest: Mapped[str] = mapped_column(ForeignKey("package_sets.digest"), index=True)
     name: Mapped[str] = mapped_column(String(255))
     version: Mapped[str] = mapped_column(String(128))
 

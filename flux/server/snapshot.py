@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.events import HOLDING_STATES
-from flux.server.models import ExecutionModel, WorkerModel, WorkerPackageModel
+from flux.server.models import ExecutionModel, PackageModel, WorkerModel
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.snapshot import SAMPLE_FIELDS, WorkerView, resampled, worker_view
 from flux.server.fleet import stored_sample
@@ -27,6 +27,8 @@ from flux.server.registry import OFFLINE, ONLINE, STALE, FleetRegistry
 
 #: The workers table is re-read at least this often even if nothing said it changed.
 FLEET_RESCAN = 10.0
+#: Package sets kept in memory at most (each distinct set of a fleet, ~120 rows).
+MAX_PACKAGE_SETS = 1024
 
 
 def _signature(allotments: list[dict] | tuple) -> tuple:
@@ -61,6 +63,8 @@ class FleetSnapshot:
         self.registry = registry
         #: Worker views by name, with the (resources_version, registered_at) they were built from.
         self._views: dict[str, tuple[int, float, WorkerView]] = {}
+        #: Package sets by digest, as {name: version} (``_load_package_sets``).
+        self._package_sets: dict[str, dict[str, str]] = {}
         #: The rows of the last scan, and the registry's fleet version it saw.
         self._rows: list = []
         self._fleet_version = -1
@@ -157,18 +161,11 @@ class FleetSnapshot:
                 .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus))
             )
             loaded = list(loaded)
-            new = [w.id for w in loaded if not (w.name in self._views and self._views[w.name][1] == w.registered_at)]
-            packages: dict[int, dict[str, str]] = {worker_id: {} for worker_id in new}
-            if new:  # plain rows, one query: ~120 per worker, a thousand workers after a restart
-                for worker_id, name, version in session.execute(
-                    select(WorkerPackageModel.worker_id, WorkerPackageModel.name, WorkerPackageModel.version).where(
-                        WorkerPackageModel.worker_id.in_(new)
-                    )
-                ):
-                    packages[worker_id][name] = version
+            new = {w.id for w in loaded if not (w.name in self._views and self._views[w.name][1] == w.registered_at)}
+            self._load_package_sets(session, {w.packages_digest for w in loaded if w.id in new})
             for worker in loaded:
-                if worker.id in packages:
-                    view = _view(worker, packages[worker.id])
+                if worker.id in new:
+                    view = _view(worker, self._package_sets[worker.packages_digest])
                 else:
                     view = _with_resources(self._views[worker.name][2], worker)  # a sample moved; nothing else did
                 self._views[worker.name] = (worker.resources_version, worker.registered_at, view)
@@ -177,3 +174,17 @@ class FleetSnapshot:
             del self._views[gone]
             self._round_views.pop(gone, None)
         return rows
+
+    def _load_package_sets(self, session: Session, digests: set[str]) -> None:
+        """Package sets by digest, each read once (sets never change): a fleet from one
+        image costs one set's rows, not ~120 per worker."""
+        if len(self._package_sets) > MAX_PACKAGE_SETS:  # upgrades leave old sets behind: start afresh
+            self._package_sets.clear()
+        missing = digests - self._package_sets.keys()
+        for digest in missing:
+            self._package_sets[digest] = {}
+        if missing:
+            for digest, name, version in session.execute(
+                select(PackageModel.digest, PackageModel.name, PackageModel.version).where(PackageModel.digest.in_(missing))
+            ):
+                self._package_sets[digest][name] = version
