@@ -1,5 +1,6 @@
 """B13 worker footprint (tracker issue 18's "B9 worker footprint"): memory of an idle
-worker with its children, after a burst, after the idle timeout; start-up to ONLINE.
+worker with its children, after a burst, after the idle timeout; start-up to ONLINE
+(the CPU one worker takes, and the time 50 started at once take).
 
     python -m bench.b13_footprint              # 20 slots, default idle timeout (60 s), 50 workers started at once
     python -m bench.b13_footprint --quick      # idle timeout 2 s, 10 workers
@@ -93,6 +94,19 @@ def start_up(count: int) -> tuple[list[float], float]:
         return sorted(online.values()), time.monotonic() - began
 
 
+def start_cpu(runs: int = 5) -> list[float]:
+    """CPU seconds a worker and its warm child take from start to ONLINE, one worker at a time."""
+    with tempfile.TemporaryDirectory(prefix="flux-b13-cpu-") as home, BenchCluster(Path(home)) as cluster:
+        cluster.start_server()
+        spent = []
+        for n in range(runs):
+            worker = cluster.start_worker(f"c{n}", heartbeat_interval=5.0)
+            root = psutil.Process(worker.pid)
+            spent.append(sum(sum(p.cpu_times()[:2]) for p in [root, *root.children(recursive=True)]))
+            cluster.stop_worker(f"c{n}")
+        return spent
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 2 s idle timeout, 10 workers at once")
@@ -110,6 +124,7 @@ def main() -> None:
         figures.append(Figure.of(f"B13.{phase}.pss_mib", [pss], "MiB", note=f"worker + {children} children",
                                  aim="<= 50" if aimed else None, check=(lambda m, p: m <= 50) if aimed else None))
         figures.append(Figure.of(f"B13.{phase}.rss_mib", [rss], "MiB", note="summed RSS"))
+    figures.append(Figure.of("B13.start_up.cpu_s", start_cpu(), "s", note="worker + warm child, start to ONLINE"))
     online, total = start_up(count)
     if len(online) < count:
         raise SystemExit(f"only {len(online)} of {count} workers came online in 120 s")
