@@ -297,4 +297,4 @@ def demo(keep_home: bool) -> None:
     """Start a server on SQLite and a local worker, run an example, explain what happened."""
     from flux.demo import run_demo
 
-    run_demo(console, keep_home=keep_home)
+    run_demo(console.real, keep_home=keep_home)

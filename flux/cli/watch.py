@@ -17,16 +17,16 @@ import queue
 import threading
 import time
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import click
-from rich.live import Live
-from rich.spinner import SPINNERS
-from rich.text import Text
 
 from flux.cli.core import EXIT_CANCELLED, EXIT_FAILED, EXIT_RUNNING, err_console
 from flux.client import FluxClient
 from flux.domain.waits import STATE_OF, WaitKind, note
+
+if TYPE_CHECKING:
+    from rich.text import Text  # rich is imported when something is drawn
 
 EXIT_CODES = {"COMPLETED": 0, "FAILED": EXIT_FAILED, "TIMED_OUT": EXIT_FAILED, "CANCELLED": EXIT_CANCELLED}
 COLOURS = {"COMPLETED": "green", "FAILED": "red", "TIMED_OUT": "red", "CANCELLED": "yellow", "CANCELLING": "yellow",
@@ -141,6 +141,8 @@ class Tracker:
         return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
 
     def status(self) -> Text:
+        from rich.text import Text
+
         text = Text(no_wrap=True, overflow="ellipsis")  # one line, whatever the progress value
         text.append(f"{self.workflow} {self.id[:8]}  ")
         text.append(self.state, style=f"bold {COLOURS.get(self.state, '')}".strip())
@@ -179,12 +181,14 @@ class PlainView:
 class _StatusLine:
     """The live line, drawn afresh at each refresh (the elapsed time moves on)."""
 
-    FRAMES = SPINNERS["dots"]["frames"]
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # rich's "dots" spinner
 
     def __init__(self, tracker: Tracker):
         self.tracker = tracker
 
     def __rich__(self) -> Text:
+        from rich.text import Text
+
         frame = self.FRAMES[int(time.monotonic() * 12) % len(self.FRAMES)]
         line = Text(f"{frame} ", no_wrap=True, overflow="ellipsis")
         return line.append_text(self.tracker.status())
@@ -194,7 +198,9 @@ class LiveView(PlainView):
     """A live status line on a terminal; what matters besides it is printed above it."""
 
     def __enter__(self) -> "LiveView":
-        self.live = Live(_StatusLine(self.tracker), console=err_console, refresh_per_second=8, transient=False)
+        from rich.live import Live
+
+        self.live = Live(_StatusLine(self.tracker), console=err_console.real, refresh_per_second=8, transient=False)
         self.live.__enter__()
         return self
 
@@ -203,6 +209,8 @@ class LiveView(PlainView):
         self.live.__exit__(*exc)
 
     def note(self, line: str) -> None:
+        from rich.text import Text
+
         self.live.console.print(Text(line))
 
     def event(self, event: dict) -> None:

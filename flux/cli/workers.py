@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
-from rich.text import Text
 
 from flux.cli.core import Output, client_command, console, render_rows, renders
 from flux.client import FluxClient
 from flux.domain.numbers import human_size
+
+if TYPE_CHECKING:
+    from rich.text import Text  # rich is imported when something is drawn
 
 STATE_COLOURS = {"ONLINE": "green", "DRAINING": "yellow", "DRAINED": "yellow", "OFFLINE": "red"}
 
@@ -43,6 +46,8 @@ def ago(epoch: float | None) -> str:
 
 def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tuple[str, str | Text]]:
     """What one wants to know of a worker at a glance (the full record: --format json)."""
+    from rich.text import Text
+
     res = worker.get("resources") or {}
     rows: list[tuple[str, str | Text]] = [
         ("state", Text(worker["state"], style=STATE_COLOURS.get(worker["state"], ""))),
@@ -81,6 +86,8 @@ def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tupl
 
 
 def render_worker(worker: dict, running: list[dict], packages: bool) -> None:
+    from rich.text import Text
+
     console.print(Text(f"worker {worker['name']}", style="bold"))
     for key, value in summary_rows(worker, running, packages):
         console.print(Text.assemble((f"{key:<12}", "bold"), value), soft_wrap=True)
