@@ -143,16 +143,17 @@ class Dispatcher:
             # this one tries again on its next tick (at most a second away).
             return [], True
         workers = self.snapshot.views(session)
+        pool = self.snapshot.pool
         placements: list[Placement] = []
         page = first
         now = time.time()
-        while page and any(w.free_slots > 0 for w in workers):
+        while page and pool.best() is not None:
             demands = (
                 demand_from_row(execution_id=row.id, requests=row.requests, affinity=row.affinity, routing=row.routing)
                 for row in page
                 if self._ready(row, now)
             )
-            placements += place(demands, workers)
+            placements += place(demands, pool)
             if len(page) < ROUND_SIZE:
                 break
             page = self._pending(session, (page[-1].scheduled_at, page[-1].id))
