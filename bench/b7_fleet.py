@@ -609,6 +609,9 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
                        note=f"server side, load phase: a placement round's mean work in the database thread; "
                             f"{rounds['total']:.2f} ms from its start to its commit (writer queue included), "
                             f"{rounds['count']:.0f} rounds (flux_dispatch_round_seconds)"))
+        if "cpu" in rounds:
+            out.append(one(f"{tag}.dispatch_round_cpu_ms", rounds["cpu"], "ms",
+                           note="the same rounds' CPU time in that thread (no wait for the GIL or the database)"))
     if completed:
         window = max(e["finished_at"] for e in completed) - min(e["scheduled_at"] for e in completed)
         achieved = len(completed) / window if window > 0 else float("nan")
@@ -682,8 +685,9 @@ def _round_means(metrics_text: str, before: str = "") -> dict[str, float]:
                 found[(match[2], match[1])] += sign * float(match[3])
     if not found.get(("work", "count")) or not found.get(("total", "count")):
         return {}
-    return {"work": 1000 * found[("work", "sum")] / found[("work", "count")],
-            "total": 1000 * found[("total", "sum")] / found[("total", "count")], "count": found[("total", "count")]}
+    means = {part: 1000 * found[(part, "sum")] / found[(part, "count")]
+             for part in ("work", "total", "cpu") if found.get((part, "count"))}
+    return {**means, "count": found[("total", "count")]}
 
 
 def _pct(values: list[float], q: int) -> str:

@@ -7,7 +7,8 @@ per round, so a queue of many identical requests costs one pass over the fleet
 rather than one per execution. Routing is soft and not part of that key: it only
 ranks the shared eligible pool, re-scored for each execution because every placement
 changes the loads. Unconstrained executions skip the per-candidate checks entirely
-(the spec's fast path).
+(the spec's fast path): they take the top of the ``FreePool``, which the server keeps
+across rounds, so placing one costs O(log n) and no walk of the fleet.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Iterable, NamedTuple
 from flux.scheduling.allocation import allotment_for, take
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Consumption, Filter, active, first_failure
+from flux.scheduling.pool import FreePool
 from flux.scheduling.ranking import best, candidate_key, why_chosen
 from flux.scheduling.snapshot import WorkerView
 
@@ -49,6 +51,7 @@ class _Candidates:
         #: worker is chosen: on any worker, and on a reserving one.
         self.counted = tuple(f for f in filters if f.consumed is Consumption.ALWAYS)
         self.reserved = tuple(f for f in filters if f.consumed is not Consumption.NEVER)
+        self.eligible = len(workers)
         self.heap = [(candidate_key(w), i, w) for i, w in enumerate(workers) if w.free_slots > 0]
         heapq.heapify(self.heap)
 
@@ -71,10 +74,33 @@ class _Candidates:
         return None
 
 
-def place(demands: Iterable[Demand], workers: list[WorkerView]) -> list[Placement]:
-    """Assign in queue order; ``workers`` running counts and allotments are updated."""
-    online = [w for w in workers if w.state == "ONLINE"]
-    unconstrained = _Candidates(online, ())
+class _Unconstrained:
+    """Every ONLINE worker is eligible: the pool's own heap, kept across rounds."""
+
+    filters: tuple[Filter, ...] = ()
+
+    def __init__(self, pool: FreePool):
+        self.pool = pool
+        self.eligible = pool.online_count
+        self._online: list[WorkerView] | None = None
+
+    def online(self) -> list[WorkerView]:
+        """Every ONLINE worker, walked once per round and only if constrained or routed work asks."""
+        if self._online is None:
+            self._online = self.pool.online()
+        return self._online
+
+    def best(self, demand: Demand) -> WorkerView | None:
+        if demand.routing is not None:
+            return best([w for w in self.online() if w.free_slots > 0], demand.routing)
+        return self.pool.best()
+
+
+def place(demands: Iterable[Demand], workers: list[WorkerView] | FreePool) -> list[Placement]:
+    """Assign in queue order; the workers' running counts and allotments are updated
+    (in their views, and in the pool: ``FreePool.put``)."""
+    pool = workers if isinstance(workers, FreePool) else FreePool(workers)
+    unconstrained = _Unconstrained(pool)
     constrained: dict[tuple, _Candidates] = {}
     assignments = []
     for demand in demands:
@@ -85,14 +111,15 @@ def place(demands: Iterable[Demand], workers: list[WorkerView]) -> list[Placemen
             candidates = constrained.get(key)
             if candidates is None:
                 filters = active(demand.request, demand.affinity)
-                eligible = [w for w in online if first_failure(filters, demand.request, demand.affinity, w) is None]
+                eligible = [w for w in unconstrained.online() if first_failure(filters, demand.request, demand.affinity, w) is None]
                 candidates = constrained[key] = _Candidates(eligible, filters)
         chosen = candidates.best(demand)
         if chosen is None:
             continue
-        reason = why_chosen(chosen, demand.routing, len(candidates.workers))
+        reason = why_chosen(chosen, demand.routing, candidates.eligible)
         allotment = allotment_for(candidates.filters, demand.request, chosen)
         take(candidates.filters, chosen, allotment)
         chosen.running += 1
+        pool.put(chosen)
         assignments.append(Placement(demand.execution_id, chosen.name, allotment, reason))
     return assignments

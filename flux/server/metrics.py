@@ -82,7 +82,8 @@ class ServerMetrics:
         self.dispatches = Counter("flux_dispatches", "Executions dispatched, by worker", ["worker"], registry=self.registry)
         self.rounds = Histogram(
             "flux_dispatch_round_seconds",
-            "A placement round: its work in the database thread (part=work) and from its start to its commit, "
+            "A placement round: its work in the database thread (part=work), the CPU time of that work "
+            "(part=cpu: no wait for the GIL or the database) and from its start to its commit, "
             "queueing for the writer included (part=total)",
             ["part"],
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),

@@ -6,7 +6,9 @@ scanned only when the registry says the fleet changed (a registration, a sample 
 moved, a drain, a worker gone stale or back, here or on another replica) or every
 ``FLEET_RESCAN`` seconds as a safety net; a worker's view is rebuilt only when its
 sample or registration changed, and its round view (what it holds applied) only when
-what it holds changed or the last round placed work on it.
+what it holds changed or the last round placed work on it. Each view that is new is
+handed to the ``FreePool`` (``flux.scheduling.pool``) that rounds place from, so a
+round never walks the fleet to find a free worker.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sqlalchemy.orm import Session, selectinload
 from flux.domain.events import HOLDING_STATES
 from flux.server.models import ExecutionModel, PackageModel, WorkerModel
 from flux.scheduling.allocation import with_allotments
+from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import SAMPLE_FIELDS, WorkerView, resampled, worker_view
 from flux.server.fleet import stored_sample
 from flux.server.registry import OFFLINE, ONLINE, STALE, FleetRegistry
@@ -77,6 +80,9 @@ class FleetSnapshot:
         self._views_now: list = []
         self._position: dict[str, int] = {}
         self._holding: set[str] = set()
+        #: The current round views again, by name, with the ONLINE ones that have a free
+        #: slot least loaded first: what rounds place from.
+        self.pool = FreePool()
         #: The caches above are shared by rounds (which change views in place) and readers.
         self.lock = threading.RLock()
 
@@ -123,6 +129,8 @@ class FleetSnapshot:
             rows = self._rows
             self._position = {row.name: i for i, row in enumerate(rows)}
             self._views_now = [None] * len(rows)
+            for gone in self.pool.views.keys() - self._position.keys():
+                self.pool.drop(gone)
         else:  # only workers that hold, held, or were just given something can differ
             rows = [self._rows[self._position[n]] for n in {*held, *self._holding, *self._touched} if n in self._position]
         for row in rows:
@@ -139,6 +147,8 @@ class FleetSnapshot:
                 view = with_allotments(base.evolve(running=len(allotments), state=state), allotments)
                 cached = self._round_views[row.name] = (key, view, base)
             self._views_now[self._position[row.name]] = cached[1]
+            if self.pool.views.get(row.name) is not cached[1]:
+                self.pool.put(cached[1])
         self._holding = set(held)
         self._touched = set()
         return self._views_now

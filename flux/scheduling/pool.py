@@ -1,0 +1,77 @@
+"""``FreePool``: the fleet as placement keeps it between rounds (pure, no I/O).
+
+A dispatch round must cost what it places and what changed, not the size of the
+fleet. The pool holds the current view of every worker, by name, and a lazy heap
+of the ONLINE workers with a free slot, least loaded on top (``candidate_key``).
+It is kept across rounds and told of each view that is new or was changed in
+place (``put``: a registration, a sample that moved, a placement, a completion,
+a drain, a worker gone stale or back) and of each worker that is gone (``drop``),
+so the least-loaded free worker is found in O(log n) without walking the fleet.
+
+Each ``put`` stamps the worker; a heap entry whose stamp is not the worker's
+latest is out of date and is discarded when it surfaces, and the heap is rebuilt
+when such entries outnumber the live ones. Keys are unique per worker (the name
+is in ``candidate_key``), so the heap picks exactly what ``ranking.best`` would.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from flux.scheduling.ranking import candidate_key
+from flux.scheduling.snapshot import WorkerView
+
+
+class FreePool:
+    def __init__(self, views: list[WorkerView] = ()):
+        #: Each worker's current view, by name.
+        self.views: dict[str, WorkerView] = {}
+        #: How many of them are ONLINE (the unconstrained eligible count).
+        self.online_count = 0
+        self._stamps: dict[str, int] = {}
+        self._stamp = 0
+        self._heap: list[tuple[tuple, int, WorkerView]] = []
+        for view in views:
+            self.put(view)
+
+    def put(self, view: WorkerView) -> None:
+        """``view`` is the worker's view now (new, or changed in place)."""
+        old = self.views.get(view.name)
+        self.online_count += (view.state == "ONLINE") - (old is not None and old.state == "ONLINE")
+        self.views[view.name] = view
+        self._stamp += 1
+        self._stamps[view.name] = self._stamp
+        if view.free_slots > 0:
+            heapq.heappush(self._heap, (candidate_key(view), self._stamp, view))
+            if len(self._heap) > 2 * len(self.views) + 64:
+                self._compact()
+
+    def drop(self, name: str) -> None:
+        """The worker is gone (evicted, released, renamed)."""
+        old = self.views.pop(name, None)
+        if old is not None:
+            self.online_count -= old.state == "ONLINE"
+            del self._stamps[name]
+
+    def online(self) -> list[WorkerView]:
+        """Every ONLINE worker (a walk of the fleet: constrained and routed work only)."""
+        return [view for view in self.views.values() if view.state == "ONLINE"]
+
+    def best(self) -> WorkerView | None:
+        """The least-loaded ONLINE worker with a free slot, or None."""
+        heap = self._heap
+        while heap:
+            key, stamp, view = heap[0]
+            if self._stamps.get(view.name) != stamp or view.free_slots == 0:
+                heapq.heappop(heap)  # replaced since, or full (a put brings it back)
+            elif key != candidate_key(view):
+                heapq.heapreplace(heap, (candidate_key(view), stamp, view))
+            else:
+                return view
+        return None
+
+    def _compact(self) -> None:
+        self._heap = [
+            (candidate_key(view), self._stamps[name], view) for name, view in self.views.items() if view.free_slots > 0
+        ]
+        heapq.heapify(self._heap)
