@@ -24,6 +24,7 @@ children the old way (``ChildTemplate.alive``).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import gc
 import json
@@ -90,7 +91,9 @@ class ChildTemplate:
     def __init__(self, pid: int, sock: socket.socket):
         self.pid = pid
         self._sock = sock
-        self._spawning: asyncio.Queue[asyncio.Future[int]] | None = None
+        #: Spawn requests sent, oldest first, waiting for their pid; None until the first
+        #: (the socket is read from the running loop from then on).
+        self._spawning: collections.deque[asyncio.Future[int]] | None = None
         self._children: dict[int, ForkedProcess] = {}
         self._exits: dict[int, int] = {}  # exits read before their child was known
         self.alive = True
@@ -125,7 +128,7 @@ class ChildTemplate:
         protocol channel (the caller closes its copies)."""
         loop = asyncio.get_running_loop()
         if self._spawning is None:
-            self._spawning = asyncio.Queue()
+            self._spawning = collections.deque()
             self._sock.setblocking(False)
             loop.add_reader(self._sock.fileno(), self._read)
         if not self.alive:
@@ -143,7 +146,7 @@ class ChildTemplate:
                 except OSError as exc:
                     self._gone(f"cannot reach the template: {exc}")
                     raise TemplateGone() from exc
-            self._spawning.put_nowait(started)
+            self._spawning.append(started)
         except BaseException:
             os.close(stdin_write)
             raise
@@ -176,7 +179,7 @@ class ChildTemplate:
             message = json.loads(data)
             if "started" in message:
                 assert self._spawning is not None
-                future = self._spawning.get_nowait()
+                future = self._spawning.popleft()
                 if not future.done():
                     future.set_result(message["started"])
             else:
@@ -194,8 +197,8 @@ class ChildTemplate:
         log.warning("%s; children are started from scratch from now on", why)
         with contextlib.suppress(Exception):
             asyncio.get_running_loop().remove_reader(self._sock.fileno())
-        while self._spawning is not None and not self._spawning.empty():
-            future = self._spawning.get_nowait()
+        while self._spawning:
+            future = self._spawning.popleft()
             if not future.done():
                 future.set_exception(TemplateGone())
         for child in self._children.values():  # they died with it (PR_SET_PDEATHSIG)
@@ -282,9 +285,9 @@ def _become_child(env: dict[str, str], fds: Sequence[int], template: int) -> Non
         os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # the worker's sockets and files are not the child's
         os.setsid()
         signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+        for signum in (signal.SIGTERM, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter has it
         os.environ.clear()
         os.environ.update({**env, PROTOCOL_FD_ENV: "3", PARENT_ENV: str(template)})
         sys.argv = [child_process.__file__]  # what ``python -m flux.runners.child`` would see
