@@ -12,14 +12,16 @@ materially, the lease now and then, and the end of a worker.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 import time
 from datetime import datetime
 from typing import Callable
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.sql.dml import Insert
 
 from flux.domain.events import HOLDING_STATES
 from flux.server.models import (
@@ -120,8 +122,7 @@ def store_package_set(session: Session, digest: str, packages: list[PackageInfo]
     every worker of a fleet but the first. Sets are never changed or deleted, and
     concurrent registrations of a new set insert it once (the digest is the key:
     ``ON CONFLICT DO NOTHING`` waits for the other transaction, then skips)."""
-    statement = _dialect_insert(session)(PackageSetModel.__table__).values(digest=digest)
-    created = session.execute(statement.on_conflict_do_nothing().returning(PackageSetModel.digest)).first()
+    created = session.execute(_new_package_set(session.get_bind().dialect.name), {"digest": digest}).first()
     if created is not None and packages:
         session.execute(
             insert(PackageModel.__table__),  # Core executemany: no ORM bookkeeping per row
@@ -129,12 +130,27 @@ def store_package_set(session: Session, digest: str, packages: list[PackageInfo]
         )
 
 
-def _dialect_insert(session: Session) -> Callable:
-    if session.get_bind().dialect.name == "postgresql":
+@functools.cache
+def _new_package_set(dialect: str) -> Insert:
+    """``INSERT ... ON CONFLICT DO NOTHING RETURNING digest`` in this dialect, built once."""
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as dialect_insert
     else:
         from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    return dialect_insert
+    table = PackageSetModel.__table__
+    return dialect_insert(table).on_conflict_do_nothing().returning(table.c.digest)
+
+
+#: Registration's statements, built once: a registration storm passes only parameters
+#: (building a statement from ``.values(**row)`` coerced and cache-keyed every value,
+#: and the ORM's bulk insert path added its own bookkeeping, ~2/3 of the CPU it took).
+_KNOWN = select(
+    WorkerModel.id, WorkerModel.packages_digest, WorkerModel.draining, WorkerModel.state,
+    WorkerModel.session_token_hash, WorkerModel.previous_token_hash,
+).where(WorkerModel.name == bindparam("name"))
+_NEW_WORKER = insert(WorkerModel.__table__).returning(WorkerModel.__table__.c.id)
+_NEW_RUNTIME = insert(WorkerRuntimeModel.__table__)
+_NEW_RESOURCES = insert(WorkerResourcesModel.__table__)
 
 
 def register(
@@ -169,12 +185,7 @@ def register(
     )
     runtime = body.runtime.model_dump()
     resources = {**_fields(body.resources, RESOURCE_FIELDS), "metrics": body.metrics, "sampled_at": _sampled_at(body.resources)}
-    known = session.execute(
-        select(
-            WorkerModel.id, WorkerModel.packages_digest, WorkerModel.draining, WorkerModel.state,
-            WorkerModel.session_token_hash, WorkerModel.previous_token_hash,
-        ).where(WorkerModel.name == body.name)
-    ).first()
+    known = session.execute(_KNOWN, {"name": body.name}).first()
     proof = hash_token(held_token) if held_token else None
     if known is not None and known.state != OFFLINE and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash)):
         raise Conflict(
@@ -183,11 +194,9 @@ def register(
         )
     held: dict[str, Held] = {}  # a new worker holds nothing
     if known is None:
-        worker_id = session.execute(
-            insert(WorkerModel).values(name=body.name, resources_version=1, draining=False, **values).returning(WorkerModel.id)
-        ).scalar_one()
-        session.execute(insert(WorkerRuntimeModel).values(worker_id=worker_id, **runtime))
-        session.execute(insert(WorkerResourcesModel).values(worker_id=worker_id, **resources))
+        worker_id = session.execute(_NEW_WORKER, {"name": body.name, "resources_version": 1, "draining": False, **values}).scalar_one()
+        session.execute(_NEW_RUNTIME, {"worker_id": worker_id, **runtime})
+        session.execute(_NEW_RESOURCES, {"worker_id": worker_id, **resources})
         if body.resources.gpus:
             _store_gpus(session, worker_id, body.resources)
         draining = False

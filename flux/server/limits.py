@@ -69,9 +69,37 @@ def _walk(value: Any, max_depth: int) -> Iterator[ErrorItem]:
 
 #: What every refusal of ``json_problem`` needs somewhere in the text (and more, in
 #: strings too): a run of 19 digits (an integer past 64 bits), a 3-digit exponent (a
-#: float that overflows), a non-finite constant, an escaped NUL. Nesting is bounded by
-#: the count of brackets.
+#: float that overflows), a non-finite constant, an escaped NUL.
 _MAYBE_REFUSED = re.compile(r"\d{19}|[eE][+-]?\d{3}|NaN|Infinity|\\u0000")
+#: A JSON string (in valid JSON a quote outside a string starts one). It also matches
+#: an unterminated one, to the end of the text, so that no text makes it backtrack.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_INNERMOST = re.compile(r"[\[{][\]}]")
+
+
+#: Brackets past which the proof is not tried (its passes cost up to ``max_depth``
+#: times this): the text is parsed instead, as any large body is.
+PROOF_BRACKETS = 16_384
+
+
+def nests_within(text: str, max_depth: int) -> bool:
+    """True when it is proven, without parsing, that no container in this JSON text is
+    nested ``max_depth`` or more levels deep (the root is level 0); False: parse to know.
+
+    Strings and everything but brackets are cut out, then each pass removes every
+    innermost pair, so a text of ``k`` levels is empty after ``k`` passes. A text that
+    is not JSON may get either answer: FastAPI refuses it anyway."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return True
+    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if len(skeleton) > PROOF_BRACKETS:
+        return False
+    for _ in range(max_depth):
+        skeleton, removed = _INNERMOST.subn("", skeleton)
+        if not removed:
+            break
+    return not skeleton
 
 
 def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
@@ -97,7 +125,7 @@ def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
         text = body.decode(json.detect_encoding(body))
     except UnicodeDecodeError:
         return ErrorItem(loc=["body"], msg="JSON must be UTF-8 (or UTF-16/32) text")
-    if not _MAYBE_REFUSED.search(text) and text.count("[") + text.count("{") <= max_depth:
+    if not _MAYBE_REFUSED.search(text) and nests_within(text, max_depth):
         return None  # nothing below could refuse it: no parse (the common case, on every worker call)
     try:
         value = json.loads(
@@ -108,7 +136,7 @@ def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
     except ValueError:
         return None  # not JSON: FastAPI says where it breaks
     # Cheap proof that walking would find nothing: the common case for large bodies.
-    if not refused and "\\u0000" not in text and text.count("[") + text.count("{") <= max_depth:
+    if not refused and "\\u0000" not in text and nests_within(text, max_depth):
         return None
     return next(_walk(value, max_depth), None)
 
