@@ -190,10 +190,12 @@ class Server:
 
 
 class CpuMeter:
-    """CPU seconds (user + system) of a process and its children, or of matching processes."""
+    """CPU seconds (user + system) of a process and its children, or of the PostgreSQL
+    backends serving one database (their titles name it; the server's own command
+    line names it too, and is not counted)."""
 
-    def __init__(self, pid: int | None = None, cmdline_contains: str | None = None):
-        self.pid, self.needle = pid, cmdline_contains
+    def __init__(self, pid: int | None = None, postgres_database: str | None = None):
+        self.pid, self.needle = pid, postgres_database
 
     def sample(self) -> dict[int, float]:
         import psutil
@@ -204,8 +206,8 @@ class CpuMeter:
                 root = psutil.Process(self.pid)
                 procs = [root, *root.children(recursive=True)]
         if self.needle:
-            for proc in psutil.process_iter(["cmdline"]):
-                if self.needle in " ".join(proc.info["cmdline"] or []):
+            for proc in psutil.process_iter(["cmdline", "name"]):
+                if (proc.info["name"] or "").startswith("postgres") and self.needle in " ".join(proc.info["cmdline"] or []):
                     procs.append(proc)
         out = {}
         for proc in procs:
@@ -512,7 +514,7 @@ def run_unit(opts: Options, db: str, n: int, work: Path) -> list[Figure]:
         fleet = SynthFleet(server, home, n, opts, opts.burst_slots if burst_here else opts.slots, cap)
         stack.callback(fleet.stop)
         meter = CpuMeter(server.process.pid)
-        db_meter = CpuMeter(cmdline_contains=db_needle) if db_needle else None
+        db_meter = CpuMeter(postgres_database=db_needle) if db_needle else None
         watch = WorkerWatch()
 
         go = fleet.start()

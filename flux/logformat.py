@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import random
 import re
 import sys
 import time
-import uuid
 from contextvars import ContextVar
 from typing import Iterator
 
@@ -82,6 +82,7 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
 
 _EXECUTION = re.compile(r"^/executions/([0-9a-fA-F]{1,32})(?:/|$)")
 _WORKER = re.compile(r"^/workers/([A-Za-z0-9_.\-]{1,128})/")
+_SANE_ID = re.compile(r"[A-Za-z0-9._\-]{1,64}")
 
 
 class RequestContext:
@@ -97,7 +98,10 @@ class RequestContext:
             await self.app(scope, receive, send)
             return
         given = dict(scope.get("headers") or ()).get(b"x-request-id", b"").decode("latin-1")
-        request_id = given if re.fullmatch(r"[A-Za-z0-9._\-]{1,64}", given) else uuid.uuid4().hex[:16]
+        # Not uuid4: os.urandom lets go of the GIL, and taking it back on a busy server
+        # made every request's event loop wait up to a switch interval. An id needs to
+        # be unique in the logs, not unguessable.
+        request_id = given if _SANE_ID.fullmatch(given) else f"{random.getrandbits(64):016x}"
         path = scope.get("path", "")
         execution = _EXECUTION.match(path)
         worker = _WORKER.match(path)

@@ -154,3 +154,15 @@ def test_without_an_api_token_only_the_worker_protocol_needs_a_header(cluster):
     head = "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
     assert raw_request(cluster.server_url, head.format(path="/workers/w/heartbeat")) == "HTTP/1.1 401 Unauthorized"
     assert raw_request(cluster.server_url, head.format(path="/workflows")) == "HTTP/1.1 422 Unprocessable Entity"
+
+
+def test_every_response_carries_a_request_id_the_callers_own_when_sane(http):
+    """``X-Request-ID``: echoed when the caller sends a sane one, else a fresh one per
+    request (16 hex digits), also on refusals at the edge."""
+    ids = {http.get("/health").headers["x-request-id"] for _ in range(20)}
+    assert len(ids) == 20 and all(len(i) == 16 and int(i, 16) >= 0 for i in ids)
+    assert http.get("/health", headers={"X-Request-ID": "trace-42.a_b"}).headers["x-request-id"] == "trace-42.a_b"
+    insane = http.get("/health", headers={"X-Request-ID": "x" * 65}).headers["x-request-id"]
+    assert insane != "x" * 65 and len(insane) == 16
+    refusal = http.post("/workflows/x/run", content=json.dumps({"input": nested(100)}), headers=JSON)
+    assert refusal.status_code == 422 and len(refusal.headers["x-request-id"]) == 16

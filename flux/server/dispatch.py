@@ -43,6 +43,8 @@ ROUND_SIZE = 1000
 BACKLOG_ROUND, IDLE_ROUND = 1.0, 60.0
 #: A round slower than this is logged: placement is meant to take milliseconds.
 SLOW_ROUND = 1.0
+#: With an empty queue, the fleet's changes are read at most this often (``_keep_warm``).
+WARM_SCAN = 1.0
 
 
 class Dispatcher:
@@ -133,8 +135,7 @@ class Dispatcher:
         """
         first = self._pending(session, None)
         if not first:
-            if self.snapshot.changed_since_scan():
-                self.snapshot.views(session)  # keep views warm: the next submission should not pay for a registration storm
+            self._keep_warm(session)
             return [], False
         if session.bind.dialect.name == "postgresql" and not session.scalar(
             text("SELECT pg_try_advisory_xact_lock(727073)")
@@ -176,6 +177,18 @@ class Dispatcher:
             claimed_events += executions.claim(rows[placement.execution_id], placement.worker_name, placement.allotment, placement.reason, now)
         session.execute(INSERT_EVENT, claimed_events)  # one statement; the rows' updates flush first
         return [(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements], backlog
+
+    def _keep_warm(self, session: Session) -> None:
+        """With nothing to place, read what changed in the fleet so that the next
+        submission does not pay for a registration storm, but at most once every
+        ``WARM_SCAN`` seconds: a scan reads every worker's row, and a storm of a
+        thousand registrations kicked a round, and so a scan, for each."""
+        if not self.snapshot.changed_since_scan():
+            return
+        if self.snapshot.seconds_since_scan() >= WARM_SCAN:
+            self.snapshot.views(session)
+        else:  # come back for it once the period is over
+            self._next_ready = min(self._next_ready, time.time() + WARM_SCAN - self.snapshot.seconds_since_scan())
 
     def _ready(self, row, now: float) -> bool:  # noqa: ANN001 - a row of _pending
         """False while the execution backs off after a crashed attempt; the loop then

@@ -233,6 +233,7 @@ def register(
         metrics=dict(body.metrics),
         held=held,
         work_hint=False,  # nothing undelivered can be waiting: what it did not report was requeued above
+        last_claim_check=now,  # so its first claim waits for a wake-up instead of reading what it holds
     )
     return member, sorted(set(body.running) - set(held))
 

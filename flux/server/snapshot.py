@@ -89,6 +89,9 @@ class FleetSnapshot:
     def changed_since_scan(self) -> bool:
         return self._fleet_version != self.registry.fleet_version
 
+    def seconds_since_scan(self) -> float:
+        return time.monotonic() - self._scanned_at
+
     def views(self, session: Session) -> list[WorkerView]:
         """``_views_of`` under the snapshot's lock: on PostgreSQL database work runs on
         several threads, and explanations and registrations read the fleet beside rounds."""
