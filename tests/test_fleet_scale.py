@@ -54,7 +54,8 @@ def test_an_idle_worker_causes_no_database_write_or_query_after_registration(clu
     protocol_worker = ProtocolWorker(cluster.server_url, cluster.home, "idle", heartbeat_interval=1.0)
     protocol_worker.register()
     protocol_worker.heartbeat()  # what it holds is learnt once, at registration or here
-    assert protocol_worker.claim(wait=0)["executions"] == []  # the first claim of a new member reads once
+    assert protocol_worker.claim(wait=0)["executions"] == []
+    time.sleep(1.5)  # the dispatcher reads the new worker's row within a second (dispatch.WARM_SCAN), then never again
     before = statements(cluster.server_url)
     stop = threading.Event()
 
@@ -113,6 +114,7 @@ def test_a_waiting_claim_issues_no_query_until_work_arrives_then_wakes_at_once(c
     protocol_worker = ProtocolWorker(cluster.server_url, cluster.home, "waiter", heartbeat_interval=5)  # not stale within the test
     protocol_worker.register()
     protocol_worker.claim(wait=0)
+    time.sleep(1.5)  # the dispatcher reads the new worker's row within a second (dispatch.WARM_SCAN)
     before = statements(cluster.server_url)
     claimer, result = protocol_worker.claim_in_background(wait=20)
     time.sleep(2)
@@ -125,6 +127,31 @@ def test_a_waiting_claim_issues_no_query_until_work_arrives_then_wakes_at_once(c
     protocol_worker.complete(result["reply"]["executions"][0], 3)
     assert client.wait(execution["id"], 10)["state"] == "COMPLETED"
     protocol_worker.close()
+
+
+def test_a_new_workers_first_claim_reads_nothing_and_work_queued_before_it_came_reaches_it(cluster, client, workflow_file):
+    """A worker that has just registered holds nothing undelivered: its first claim
+    waits for a wake-up instead of querying. Work that queued before it registered is
+    placed by the round its registration kicks, and that claim gets it at once."""
+    client.register_file(workflow_file(ONE_TASK))
+    early = ProtocolWorker(cluster.server_url, cluster.home, "first-claim", heartbeat_interval=5)
+    early.register()
+    time.sleep(1.5)  # the dispatcher reads the new worker's row within a second (dispatch.WARM_SCAN)
+    before = statements(cluster.server_url)
+    assert early.claim(wait=0)["executions"] == []
+    assert statements(cluster.server_url) == before
+    assert early.post("/workers/first-claim/shutdown", {}).status_code == 200
+    early.close()  # no worker now: what is submitted waits in the queue
+    execution = client.run("one_task", 4)
+    late = ProtocolWorker(cluster.server_url, cluster.home, "late", heartbeat_interval=5)
+    late.register()
+    started = time.monotonic()
+    reply = late.claim(wait=10)
+    assert [job["id"] for job in reply["executions"]] == [execution["id"]]
+    assert time.monotonic() - started < 5
+    late.complete(reply["executions"][0], 4)
+    assert client.wait(execution["id"], 10)["state"] == "COMPLETED"
+    late.close()
 
 
 def test_a_session_token_is_revoked_at_once_by_re_registration(cluster, protocol_worker):

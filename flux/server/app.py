@@ -231,7 +231,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
                                           description="The session token this worker's name is bound to (a restart)"),
     ):
         token = secrets.token_urlsafe(32)
-        member, abandon = await db(request).run(lambda s: fleet.register(s, body, token, worker_token, policy))
+        # Its first claim reads the database only if told of work (``Member.work_hint``):
+        # a round may place work on it between the commit and ``admit``; listen from now.
+        with request.app.state.notifier.subscribe(f"worker:{body.name}") as placed_meanwhile:
+            member, abandon = await db(request).run(lambda s: fleet.register(s, body, token, worker_token, policy))
+            member.work_hint = placed_meanwhile.is_set()
         request.app.state.registry.admit(member)
         request.app.state.notifier.notify(f"auth:{member.name}:{member.token_hash[:16]}")
         request.app.state.dispatcher.kick()
