@@ -10,6 +10,8 @@ import time
 import httpx
 import pytest
 
+from flux.local import LocalCluster
+
 SOURCE = """
     from flux import workflow
 
@@ -43,6 +45,25 @@ def test_server_stops_cleanly_while_a_worker_and_a_client_long_poll(cluster, cli
     waiter.join(timeout=10)
     assert answers and answers[0].status_code == 200 and answers[0].json()["state"] == "SCHEDULED"
     assert_quiet(cluster.log("server"))
+
+
+def test_several_server_processes_stop_cleanly_while_workers_long_poll(tmp_path, pg_url):
+    """``--processes 2``: uvicorn's process manager builds the servers in each process;
+    a stop still ends their long polls at once, with no traceback for each."""
+    cluster = LocalCluster(tmp_path / "home", database_url=pg_url)
+    try:
+        cluster.start_server(extra_args=("--processes", "2"))
+        for name in ("w1", "w2", "w3", "w4"):  # claims parked on both processes, most likely
+            cluster.start_worker(name, runner="inprocess", heartbeat_interval=0.5)
+        time.sleep(1.0)
+        started = time.monotonic()
+        cluster.server.send_signal(signal.SIGTERM)
+        assert cluster.server.wait(timeout=15) == 0
+        assert time.monotonic() - started < 2.5  # not uvicorn's graceful timeout (3 s)
+        cluster.server = None
+        assert_quiet(cluster.log("server"))
+    finally:
+        cluster.close()
 
 
 def test_worker_stops_cleanly_while_it_long_polls(cluster):

@@ -36,6 +36,7 @@ from flux.server.notify import Notifier
 from flux.server.registry import CLAIM_RECHECK, FleetRegistry, Member
 from flux.server.shedding import LoadShedding
 from flux.server.timers import Timers
+from flux.server.serve import long_polls_end_on_stop
 from flux.server.schemas import (
     ClaimReply,
     ClaimRequest,
@@ -118,7 +119,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         gc.collect()
         gc.freeze()
         try:
-            yield
+            with long_polls_end_on_stop(state.notifier.stop):
+                yield
         finally:
             for task in loops:
                 task.cancel()

@@ -3,9 +3,11 @@
 On a stop signal uvicorn waits for open requests, then cancels them after its
 graceful timeout, logging each as an ERROR with a traceback. A worker's claim and a
 client's wait are long polls that would hold out that long, so the signal first
-ends them (``Notifier.stop``): they answer at once with what they have. uvicorn
-also re-raises the signal once it has shut down, which would make a requested stop
-exit with 143 or 130; here it exits 0.
+ends them (``long_polls_end_on_stop``): they answer at once with what they have.
+The app hooks that onto whatever handler serves it, so it holds in each of the
+processes ``--processes N`` starts (uvicorn's process manager builds its own
+servers there) as in a single one. uvicorn also re-raises the signal once it has
+shut down, which would make a requested stop exit with 143 or 130; here it exits 0.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from types import FrameType
+from typing import Callable, Iterator
 
 import uvicorn
 from fastapi import FastAPI
@@ -24,17 +28,36 @@ from flux.server.database import migrate
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token
 
 
-class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app: FastAPI):
-        super().__init__(config)
-        self._app = app
+#: The signals uvicorn takes as "stop".
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
-        notifier = getattr(self._app.state, "notifier", None)  # none before start-up finished
-        if notifier is not None:
-            with contextlib.suppress(RuntimeError):  # no running loop: nothing is polling
-                asyncio.get_running_loop().call_soon_threadsafe(notifier.stop)
+
+@contextlib.contextmanager
+def long_polls_end_on_stop(stop: Callable[[], None]) -> Iterator[None]:
+    """While the app runs, a stop signal also calls ``stop`` (on the event loop),
+    after the handler in force (uvicorn's, which begins its graceful shutdown).
+    Only the main thread can take signals; elsewhere (an in-process test client)
+    this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+    def on_stop(sig: int, frame: FrameType | None) -> None:
+        handler = previous[sig]
+        if callable(handler):
+            handler(sig, frame)
+        loop.call_soon_threadsafe(stop)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, on_stop)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            if signal.getsignal(sig) is on_stop:
+                signal.signal(sig, handler)
 
 
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
@@ -51,9 +74,9 @@ OPTIONS = dict(log_level="warning", timeout_graceful_shutdown=3, timeout_keep_al
 
 def serve(app: FastAPI, host: str, port: int) -> None:
     # In force before uvicorn takes the signals and after it hands them back (and re-raises).
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _exit_cleanly)
-    _Server(uvicorn.Config(app, host=host, port=port, **OPTIONS), app).run()
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, **OPTIONS)).run()
 
 
 def serve_processes(settings: ServerSettings) -> None:
