@@ -261,6 +261,37 @@ def test_work_submitted_on_one_replica_wakes_a_claim_waiting_on_the_other_within
             replica.close()
 
 
+def test_a_healthy_worker_heard_by_one_replica_is_never_stale_on_the_other(tmp_path, pg_url):
+    """Replica 1 knows of the worker only from the leases replica 0 flushes: its view
+    can be two lease periods and a beat old (flush, then read, each on its own phase),
+    and must not call that STALE (dispatch would skip a healthy worker). Before
+    2026-12-04 it did past one period and two beats."""
+    home = tmp_path / "home"
+    replicas = [LocalCluster(home, database_url=pg_url, log_dir=tmp_path / f"logs{i}",
+                             server_args=("--lease-interval", "1")) for i in range(2)]
+    worker = None
+    try:
+        for replica in replicas:
+            replica.start_server()
+        worker = ProtocolWorker(replicas[0].server_url, home, "heard-on-0", heartbeat_interval=0.5)
+        worker.register()
+        seen = set()
+        until = time.monotonic() + 8.0
+        next_beat = time.monotonic()
+        while time.monotonic() < until:
+            if time.monotonic() >= next_beat:  # on the interval it declared, as a worker does
+                worker.heartbeat()
+                next_beat += 0.5
+            seen.add(httpx.get(f"{replicas[1].server_url}/workers/heard-on-0", timeout=5).json()["state"])
+            time.sleep(0.05)
+        assert seen == {"ONLINE"}, seen
+    finally:
+        if worker is not None:
+            worker.close()
+        for replica in replicas:
+            replica.close()
+
+
 def test_a_checkpoint_batch_sent_twice_is_recorded_once(cluster, client, workflow_file):
     """The worker re-sends a batch when the response to it was lost; it cannot know
     whether the server committed it. The server acknowledges the copy without appending it."""

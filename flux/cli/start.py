@@ -74,7 +74,7 @@ def start() -> None:
 @click.option("--processes", envvar="FLUX_SERVER_PROCESSES", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Server processes on this host, each a replica (PostgreSQL only)")
 @click.option("--lease-interval", envvar="FLUX_LEASE_INTERVAL", type=click.FloatRange(min=0.1), default=None,
-              help="Seconds between flushes of worker liveness to the database [10 on PostgreSQL, 300 on SQLite]")
+              help="Seconds between flushes of worker liveness to the database [5 on PostgreSQL (at most a sixth of the grace period), 300 on SQLite]")
 @click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
 @click.option("--max-attempts", "default_max_attempts", envvar="FLUX_MAX_ATTEMPTS", type=click.IntRange(1, 1000), default=3,

@@ -1,6 +1,7 @@
 """Keeping the fleet's liveness: sweeps, lease flushes, and the server's own lag.
 
-Once a tick (a second, or a quarter of the grace period) the keeper:
+Once a tick (a second, or a quarter of the grace period or of the lease interval)
+the keeper:
 
 - measures its own lag: how late the event loop woke and how long database work
   waited for a thread. A server that is behind on its own work hears heartbeats
@@ -57,7 +58,8 @@ class LivenessKeeper:
         self.grace = eviction_grace_period
         self.kick = kick
         self.policy = policy
-        self.tick = min(1.0, eviction_grace_period / 4)
+        # a lease flush or read is at most a quarter period late (FleetRegistry.stale_after)
+        self.tick = min(1.0, eviction_grace_period / 4, registry.lease_interval / 4)
         self._loop_lag = 0.0
 
     async def run(self) -> None:

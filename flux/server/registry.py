@@ -153,11 +153,14 @@ class FleetRegistry:
 
     def stale_after(self, member: Member) -> float:
         """Silence after which dispatch skips a worker: three missed beats, and with
-        replicas never less than a lease flush plus two beats (another replica's view
-        of a healthy worker can be that old)."""
+        replicas never less than what another replica's view of a healthy worker can
+        lag: the replica that hears it flushes every ``lease_interval``, this one reads
+        every ``lease_interval`` on its own phase, each up to a quarter period late
+        (the keeper's tick), and the beat itself comes every interval: 2.5 periods
+        and a beat, plus half a period and a beat of slack."""
         own = STALE_AFTER_MISSED * member.heartbeat_interval
         if self.shared:
-            return max(own, self.lease_interval + 2 * member.heartbeat_interval)
+            return max(own, 3 * self.lease_interval + 2 * member.heartbeat_interval)
         return own
 
     def liveness(self, member: Member | None, now: float) -> str:

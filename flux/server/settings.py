@@ -119,7 +119,7 @@ class ServerSettings:
     def lease_interval_for(self, shared: bool) -> float:
         if self.lease_interval is not None:
             return self.lease_interval
-        return min(10.0, self.eviction_grace_period / 3) if shared else 300.0
+        return min(5.0, self.eviction_grace_period / 6) if shared else 300.0
 
     @property
     def bootstrap_token_path(self) -> Path:
