@@ -214,6 +214,16 @@ def test_several_processes_need_postgresql(tmp_path):
     assert result.exit_code != 0 and "several processes need PostgreSQL" in result.output
 
 
+def test_a_lease_interval_past_a_third_of_the_grace_period_is_refused_on_postgresql(tmp_path, pg_url):
+    from click.testing import CliRunner
+
+    from flux import cli
+
+    result = CliRunner().invoke(cli.main, ["start", "server", "--home", str(tmp_path), "--database-url", pg_url,
+                                           "--eviction-grace-period", "30", "--lease-interval", "11"])
+    assert result.exit_code != 0 and "more than a third of the eviction grace period" in result.output
+
+
 def test_two_server_processes_on_postgresql_serve_one_fleet(tmp_path, pg_url, workflow_file):
     cluster = LocalCluster(tmp_path / "home", database_url=pg_url)
     try:

@@ -74,7 +74,7 @@ def start() -> None:
 @click.option("--processes", envvar="FLUX_SERVER_PROCESSES", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Server processes on this host, each a replica (PostgreSQL only)")
 @click.option("--lease-interval", envvar="FLUX_LEASE_INTERVAL", type=click.FloatRange(min=0.1), default=None,
-              help="Seconds between flushes of worker liveness to the database [5 on PostgreSQL (at most a sixth of the grace period), 300 on SQLite]")
+              help="Seconds between flushes of worker liveness to the database [5 on PostgreSQL (at most a sixth of the grace period; more than a third is refused), 300 on SQLite]")
 @click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
 @click.option("--max-attempts", "default_max_attempts", envvar="FLUX_MAX_ATTEMPTS", type=click.IntRange(1, 1000), default=3,
@@ -120,6 +120,12 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
     if processes > 1 and is_sqlite(normalise_url(settings.database_url)):
         raise click.BadParameter("several processes need PostgreSQL (SQLite has one writer); use --processes 1",
                                  param_hint="--processes")
+    if lease_interval is not None and not is_sqlite(normalise_url(settings.database_url)) \
+            and lease_interval > eviction_grace_period / 3:
+        raise click.BadParameter(
+            f"{lease_interval:g} s is more than a third of the eviction grace period ({eviction_grace_period:g} s): "
+            "another replica could evict a live worker whose lease had not been flushed yet",
+            param_hint="--lease-interval")
     try:
         settings.api_token, token_note = resolve_api_token(settings)
     except (OSError, ValueError) as exc:

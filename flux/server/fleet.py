@@ -255,6 +255,7 @@ def member_for_token(session: Session, token_hash: str) -> Member | None:
         token_hash=token_hash,
         heartbeat_interval=worker.heartbeat_interval,
         last_seen=worker.last_heartbeat_at,
+        via_lease=True,  # heard of here through the database, until it beats here
         draining=worker.draining,
         sample=sample,
         metrics=dict(worker.resources.metrics or {}) if worker.resources is not None else None,

@@ -1,7 +1,6 @@
 """Keeping the fleet's liveness: sweeps, lease flushes, and the server's own lag.
 
-Once a tick (a second, or a quarter of the grace period or of the lease interval)
-the keeper:
+Once a tick (a second, or a quarter of the grace period) the keeper:
 
 - measures its own lag: how late the event loop woke and how long database work
   waited for a thread. A server that is behind on its own work hears heartbeats
@@ -11,9 +10,12 @@ the keeper:
   past ``eviction_grace_period``, and already found stale by an earlier sweep
   (hysteresis: one late sweep cannot evict), is evicted: its token is revoked and
   its work requeued, unless another replica has flushed a fresher lease for it;
-- flushes the leases of the workers heard since the last flush in one statement,
-  every ``lease_interval`` (often with replicas, which read each other's leases on
-  the same period; rarely on SQLite, where this process is the only server);
+
+and, in a task of its own on a fixed rate of ``lease_interval`` (often with replicas,
+which read each other's leases on the same period; rarely on SQLite, where this
+process is the only server):
+
+- flushes the leases of the workers heard since the last flush in one statement;
 - with replicas, syncs the registry with the workers table (registrations and
   evictions made elsewhere, leases flushed elsewhere).
 """
@@ -21,7 +23,6 @@ the keeper:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Callable
@@ -58,13 +59,11 @@ class LivenessKeeper:
         self.grace = eviction_grace_period
         self.kick = kick
         self.policy = policy
-        # a lease flush or read is at most a quarter period late (FleetRegistry.stale_after)
-        self.tick = min(1.0, eviction_grace_period / 4, registry.lease_interval / 4)
+        self.tick = min(1.0, eviction_grace_period / 4)
         self._loop_lag = 0.0
 
     async def run(self) -> None:
-        watch = asyncio.create_task(self._watch_loop_lag())
-        next_lease = time.monotonic() + self.registry.lease_interval
+        helpers = [asyncio.create_task(self._watch_loop_lag()), asyncio.create_task(self._keep_leases())]
         try:
             while True:
                 started = time.monotonic()
@@ -73,18 +72,30 @@ class LivenessKeeper:
                 self._loop_lag = max(self._loop_lag, time.monotonic() - started - self.tick)
                 try:
                     self._check_lag()
-                    if time.monotonic() >= next_lease:
-                        next_lease = time.monotonic() + self.registry.lease_interval
-                        await self.flush()
-                        if self.registry.shared:
-                            self.registry.sync(await self.db.read(fleet.leases))
                     await self.sweep(time.time())
                 except Exception:  # noqa: BLE001 - a failed tick (database away) is retried next tick
                     log.exception("liveness tick failed; retrying")
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+
+    async def _keep_leases(self) -> None:
+        """Flush (and with replicas, read) leases on a fixed rate, in a task of its own:
+        the other replicas' view of our workers must not wait behind sweeps and
+        evictions (``FleetRegistry.stale_after`` counts on it being late only by its
+        own database work)."""
+        period = self.registry.lease_interval
+        due = time.monotonic() + period
+        while True:
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            due = max(due + period, time.monotonic())  # fixed rate; after a stall, at once
+            try:
+                await self.flush()
+                if self.registry.shared:
+                    self.registry.sync(await self.db.read(fleet.leases))
+            except Exception:  # noqa: BLE001 - the database away: the next period tries again
+                log.exception("lease flush failed; retrying")
 
     async def _watch_loop_lag(self) -> None:
         while True:

@@ -61,6 +61,8 @@ class Member:
     leaving: bool = False
     #: Heard since the last lease flush.
     heard: bool = False
+    #: Its last sign of life is a lease another replica flushed, not a beat heard here.
+    via_lease: bool = False
     #: The resources sample and metrics last stored (materiality is judged against them).
     sample: dict | None = None
     metrics: dict | None = None
@@ -144,6 +146,7 @@ class FleetRegistry:
     def beat(self, member: Member, now: float) -> None:
         member.last_seen = max(member.last_seen, now)
         member.heard = True
+        member.via_lease = False
         if member.stale_since is not None:
             member.stale_since = None
             self.fleet_changed()  # back: dispatch may use it again
@@ -152,14 +155,15 @@ class FleetRegistry:
         return now - max(member.last_seen, self.grace_from)
 
     def stale_after(self, member: Member) -> float:
-        """Silence after which dispatch skips a worker: three missed beats, and with
-        replicas never less than what another replica's view of a healthy worker can
-        lag: the replica that hears it flushes every ``lease_interval``, this one reads
-        every ``lease_interval`` on its own phase, each up to a quarter period late
-        (the keeper's tick), and the beat itself comes every interval: 2.5 periods
-        and a beat, plus half a period and a beat of slack."""
+        """Silence after which dispatch skips a worker: three missed beats when its
+        last sign of life was a beat heard here. When it was a lease another replica
+        flushed, never less than what that view of a healthy worker can lag: the other
+        replica flushes every ``lease_interval``, this one reads every
+        ``lease_interval`` on its own phase (each on a fixed rate, late only by its
+        own database work), and the beat itself comes every interval: two periods
+        and a beat, plus a period and a beat of slack."""
         own = STALE_AFTER_MISSED * member.heartbeat_interval
-        if self.shared:
+        if self.shared and member.via_lease:
             return max(own, 3 * self.lease_interval + 2 * member.heartbeat_interval)
         return own
 
@@ -198,10 +202,12 @@ class FleetRegistry:
                         heartbeat_interval=row.heartbeat_interval,
                         last_seen=row.last_heartbeat_at,
                         draining=row.draining,
+                        via_lease=True,
                     )
                 )
-            else:
-                member.last_seen = max(member.last_seen, row.last_heartbeat_at)
+            elif row.last_heartbeat_at > member.last_seen:
+                member.last_seen = row.last_heartbeat_at
+                member.via_lease = True
 
     # --- hints -----------------------------------------------------------------------
 

@@ -36,19 +36,19 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 def long_polls_end_on_stop(stop: Callable[[], None]) -> Iterator[None]:
     """While the app runs, a stop signal also calls ``stop`` (on the event loop),
     after the handler in force (uvicorn's, which begins its graceful shutdown).
-    Only the main thread can take signals; elsewhere (an in-process test client)
-    this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    Only the main thread can take signals, and only a Python handler can be
+    chained; elsewhere (an in-process test client, a host that left the default
+    action) this does nothing."""
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    if threading.current_thread() is not threading.main_thread() or not all(map(callable, previous.values())):
         yield
         return
     loop = asyncio.get_running_loop()
-    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
     def on_stop(sig: int, frame: FrameType | None) -> None:
-        handler = previous[sig]
-        if callable(handler):
-            handler(sig, frame)
-        loop.call_soon_threadsafe(stop)
+        previous[sig](sig, frame)
+        with contextlib.suppress(RuntimeError):  # the loop already closed: nothing is polling
+            loop.call_soon_threadsafe(stop)
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_stop)
