@@ -380,3 +380,40 @@ def test_waiters_live_only_as_long_as_their_request(cluster, protocol_worker):
     claimer.join(timeout=10)
     assert result["reply"]["executions"] == []
     assert metric(cluster.server_url, "flux_long_poll_waiters") == 0
+
+
+def test_work_that_met_another_replicas_placement_round_is_placed_as_soon_as_it_ends(tmp_path, pg_url, workflow_file):
+    """The placement lock held by "another replica" (here, this test) for 0.3 s: the
+    submission is claimed right after it is released, not on the next backlog tick."""
+    import psycopg
+
+    from flux.server.dispatch import PLACEMENT_LOCK
+
+    cluster = LocalCluster(tmp_path / "home", database_url=pg_url)
+    worker = None
+    try:
+        cluster.start_server()
+        worker = ProtocolWorker(cluster.server_url, cluster.home, "placed-after-lock", heartbeat_interval=5)
+        worker.register()
+        with FluxClient(cluster.server_url) as client:
+            client.register_file(workflow_file(ONE_TASK))
+            delays = []
+            for n in range(3):
+                worker.claim(wait=0)
+                claimer, result = worker.claim_in_background(wait=10)
+                time.sleep(0.3)
+                with psycopg.connect(pg_url) as other:
+                    other.execute(f"SELECT pg_advisory_xact_lock({PLACEMENT_LOCK})")
+                    execution = client.run("one_task", n)  # its round finds the lock taken
+                    time.sleep(0.3)
+                    released = time.monotonic()
+                # leaving the block commits: the lock is free
+                claimer.join(timeout=15)
+                assert [job["id"] for job in result["reply"]["executions"]] == [execution["id"]]
+                delays.append(result["at"] - released)
+                worker.complete(result["reply"]["executions"][0], n)
+            assert max(delays) < 0.5, delays  # a backlog tick would be up to 1 s
+    finally:
+        if worker is not None:
+            worker.close()
+        cluster.close()
