@@ -117,11 +117,11 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
         raise click.BadParameter(str(exc), param_hint="--max-payload-size") from None
     if bootstrap_token_file:
         settings.bootstrap_token = token_from_file(bootstrap_token_file, "bootstrap")
-    if processes > 1 and is_sqlite(normalise_url(settings.database_url)):
+    on_sqlite = is_sqlite(normalise_url(settings.database_url))
+    if processes > 1 and on_sqlite:
         raise click.BadParameter("several processes need PostgreSQL (SQLite has one writer); use --processes 1",
                                  param_hint="--processes")
-    if lease_interval is not None and not is_sqlite(normalise_url(settings.database_url)) \
-            and lease_interval > eviction_grace_period / 3:
+    if lease_interval is not None and not on_sqlite and lease_interval > eviction_grace_period / 3:
         raise click.BadParameter(
             f"{lease_interval:g} s is more than a third of the eviction grace period ({eviction_grace_period:g} s): "
             "another replica could evict a live worker whose lease had not been flushed yet",

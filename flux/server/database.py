@@ -42,12 +42,13 @@ RETRIES = 5
 RETRYABLE_SQLSTATES = {"40001", "40P01", "23505"}
 
 
-def _is_stale_connection(exc: Exception, sent: int) -> bool:
+def _is_stale_connection(exc: Exception, completed: int) -> bool:
     """A pooled connection the database closed meanwhile (a restart, a failover, an
-    idle timeout), found on the transaction's first statement: nothing reached the
-    database, so running it again on a fresh connection is safe. (A disconnect later
-    in a transaction, at COMMIT say, may have committed: that one is not retried.)"""
-    return sent == 0 and isinstance(exc, DBAPIError) and exc.connection_invalidated
+    idle timeout), found on the transaction's first statement: with no statement
+    completed the transaction cannot have committed, so running it again on a fresh
+    connection is safe. (A disconnect later in a transaction, at COMMIT say, may have
+    committed: that one is not retried.)"""
+    return completed == 0 and isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 
 def _is_conflict(exc: Exception) -> bool:
