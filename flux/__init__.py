@@ -1,15 +1,97 @@
-"""Flux: durable Python workflows dispatched to a fleet of resource-aware workers."""
+"""Flux: durable Python workflows dispatched to a fleet of resource-aware workers.
 
-from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
-from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
-from flux.domain.routing import RoutingPolicy, label, load, metric, score
-from flux.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
-from flux.determinism import choice, now, randint, random, uuid4
-from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
-from flux.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
-from flux.task import TaskFailedError, parallel, task
-from flux.waits import ChildWorkflowError, call, pause, sleep
-from flux.workflow import LocalExecution, Workflow, workflow
+What ``from flux import ...`` offers is imported on first use (PEP 562): a process that
+uses one part of flux (a command of the CLI, a worker, the server) pays only for that
+part, not for the whole programming model (docs/footprint.md).
+"""
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what editors and type checkers see; tests/test_lazy_imports.py keeps it equal to _EXPORTS
+    from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
+    from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
+    from flux.domain.routing import RoutingPolicy, label, load, metric, score
+    from flux.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
+    from flux.determinism import choice, now, randint, random, uuid4
+    from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
+    from flux.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
+    from flux.task import TaskFailedError, parallel, task
+    from flux.waits import ChildWorkflowError, call, pause, sleep
+    from flux.workflow import LocalExecution, Workflow, workflow
+
+
+#: Each exported name and the module that defines it.
+_EXPORTS = {
+    "DoesNotExist": "flux.domain.affinity",
+    "Exists": "flux.domain.affinity",
+    "Gt": "flux.domain.affinity",
+    "In": "flux.domain.affinity",
+    "Lt": "flux.domain.affinity",
+    "NotIn": "flux.domain.affinity",
+    "InvalidResourceRequest": "flux.domain.resource_request",
+    "ResourceRequest": "flux.domain.resource_request",
+    "RoutingPolicy": "flux.domain.routing",
+    "label": "flux.domain.routing",
+    "load": "flux.domain.routing",
+    "metric": "flux.domain.routing",
+    "score": "flux.domain.routing",
+    "map": "flux.composition",
+    "pipeline": "flux.composition",
+    "choice": "flux.determinism",
+    "now": "flux.determinism",
+    "randint": "flux.determinism",
+    "random": "flux.determinism",
+    "uuid4": "flux.determinism",
+    "CatchUpPolicy": "flux.domain.schedules",
+    "InvalidSchedule": "flux.domain.schedules",
+    "OverlapPolicy": "flux.domain.schedules",
+    "Schedule": "flux.domain.schedules",
+    "ExecutionContext": "flux.runtime",
+    "TaskCall": "flux.runtime",
+    "current_task": "flux.runtime",
+    "progress": "flux.runtime",
+    "progress_nowait": "flux.runtime",
+    "TaskFailedError": "flux.task",
+    "parallel": "flux.task",
+    "task": "flux.task",
+    "ChildWorkflowError": "flux.waits",
+    "call": "flux.waits",
+    "pause": "flux.waits",
+    "sleep": "flux.waits",
+    "LocalExecution": "flux.workflow",
+    "Workflow": "flux.workflow",
+    "workflow": "flux.workflow",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'flux' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+class _Package(types.ModuleType):
+    """``flux.task`` and ``flux.workflow`` name both a submodule and the decorator this
+    package exports. Importing the submodule sets the package's attribute to it; that
+    must not hide the decorator (``from flux import task``)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "CatchUpPolicy",

@@ -27,9 +27,8 @@ a file that holds it)::
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -68,22 +67,26 @@ def _client_defaults(section: dict[str, Any], commands: dict[tuple[str, ...], cl
 
 def load_default_map(
     path: str | None,
-    commands: dict[str, click.Command],
-    client_commands: dict[tuple[str, ...], click.Command] | None = None,
+    start_commands: Callable[[], dict[str, click.Command]],
+    client_commands: Callable[[], dict[tuple[str, ...], click.Command]] | None = None,
 ) -> dict[str, Any] | None:
     """Read the TOML file into click's default_map, refusing keys no flag has.
-    ``commands``: the ``start`` command of each section; ``client_commands``: the
-    commands (by path below ``flux``) that [client] settings apply to."""
+    ``start_commands``: the ``start`` command of each section; ``client_commands``: the
+    commands (by path below ``flux``) that [client] settings apply to. Both are asked
+    for only when there is a file (they import every command's module)."""
     file = Path(path) if path else DEFAULT_PATH
     if not file.exists():
         if path:
             raise click.ClickException(f"config file {file} does not exist")
         return None
+    import tomllib  # only when there is a file: most runs have none
+
     try:
         data = tomllib.loads(file.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise click.ClickException(f"{file} is not valid TOML: {exc}") from None
     sections, client = {}, {}
+    commands = start_commands()
     known_sections = sorted([*commands, *(["client"] if client_commands is not None else [])])
     for name, section in data.items():
         if name not in known_sections:
@@ -92,7 +95,7 @@ def load_default_map(
             raise click.ClickException(f"{file}: [{name}] must be a table")
         if name == "client":
             _unknown(file, name, section, set(CLIENT_KEYS))
-            client = _client_defaults(section, client_commands or {})
+            client = _client_defaults(section, client_commands() if client_commands else {})
             continue
         section = _worker_section(section) if name == "worker" else section
         _unknown(file, name, section, {p.name for p in commands[name].params if isinstance(p, click.Option)})

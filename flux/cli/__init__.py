@@ -36,17 +36,25 @@ def _defer_httpx_cli() -> None:
 
 _defer_httpx_cli()
 
-from flux.cli.cache import cache_group  # noqa: E402 - after the httpx deferral
-from flux.cli.core import FluxGroup, client_commands, show_envvars
-from flux.cli.executions import execution_group
-from flux.cli.schedules import schedule_group
-from flux.cli.secrets import secret_group
-from flux.cli.start import demo, server, start, start_server, start_worker
-from flux.cli.workers import worker_group
-from flux.cli.workflows import workflow_group
+from flux.cli.core import FluxGroup, client_commands  # noqa: E402 - after the httpx deferral
+
+#: Each command's module is imported when the command is used (or listed in --help):
+#: ``flux start worker`` never pays for the client commands, nor they for the server's
+#: (docs/footprint.md).
+COMMANDS = {
+    "start": "flux.cli.start:start",
+    "server": "flux.cli.start:server",
+    "workflow": "flux.cli.workflows:workflow_group",
+    "execution": "flux.cli.executions:execution_group",
+    "schedule": "flux.cli.schedules:schedule_group",
+    "worker": "flux.cli.workers:worker_group",
+    "cache": "flux.cli.cache:cache_group",
+    "secret": "flux.cli.secrets:secret_group",
+    "demo": "flux.cli.start:demo",
+}
 
 
-@click.group(cls=FluxGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=FluxGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="flux-engine", help="Print the version and exit")
 @click.option("--config", envvar="FLUX_CONFIG", type=click.Path(dir_okay=False), default=None,
               help="TOML settings: [server], [worker] for 'start', [client] for the rest [./flux.toml if present]")
@@ -61,13 +69,12 @@ def main(ctx: click.Context, config: str | None, debug: bool) -> None:
     --wait gave up."""
     from flux.config import load_default_map
 
-    ctx.default_map = load_default_map(
-        config, {"server": start_server, "worker": start_worker}, client_commands(ctx.command)
-    )
+    def sections() -> dict[str, click.Command]:
+        from flux.cli.start import start_server, start_worker
 
+        return {"server": start_server, "worker": start_worker}
 
-for _command in (start, server, workflow_group, execution_group, schedule_group, worker_group, cache_group, secret_group, demo):
-    main.add_command(_command)
-show_envvars(main)
+    ctx.default_map = load_default_map(config, sections, lambda: client_commands(ctx.command))
+
 
 __all__ = ["main"]

@@ -9,6 +9,7 @@ running (or queued) when ``--wait`` gave up.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import json
 from dataclasses import dataclass
@@ -135,7 +136,23 @@ def describe(exc: Exception) -> tuple[str, int]:
 
 class FluxGroup(click.Group):
     """The top group: every failure below it is one line on stderr and an exit code,
-    or, with ``flux --debug``, the traceback."""
+    or, with ``flux --debug``, the traceback. ``lazy_commands`` (name: "module:attribute")
+    are imported on first use, so a command pays only for its own imports."""
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, str] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands and cmd_name not in self.commands:
+            module, attribute = self.lazy_commands[cmd_name].split(":")
+            command = getattr(importlib.import_module(module), attribute)
+            show_envvars(command)
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -152,17 +169,21 @@ class FluxGroup(click.Group):
 
 
 def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    """Every command below ``command`` (itself first), with its path of names."""
+    """Every command below ``command`` (itself first), with its path of names (lazy
+    commands are imported on the way)."""
     yield path, command
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            yield from walk(sub, (*path, name))
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None:
+                yield from walk(sub, (*path, name))
 
 
-def show_envvars(group: click.Group) -> None:
+def show_envvars(command: click.Command) -> None:
     """``--help`` names each option's environment variable (FLUX_SERVER_URL, ...)."""
-    for _, command in walk(group):
-        for param in command.params:
+    for _, each in walk(command):
+        for param in each.params:
             if isinstance(param, click.Option) and param.envvar:
                 param.show_envvar = True
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import importlib
 
-from flux.runners.base import Job, Runner, Stop
-
 RUNNER_NAMES = ("subprocess", "inprocess", "docker")
 
 #: Imported on first use: a child process (``flux.runners.child``) lives in this package
-#: and must not pay for the worker-side runners (the docker client, psutil) it never uses.
-_LAZY = {"DockerRunner": "docker", "InProcessRunner": "inprocess", "SubprocessRunner": "subprocess"}
+#: and must not pay for the worker-side runners (the docker client, psutil) it never uses,
+#: nor the command line (which names the runners) for the programming model.
+_LAZY = {
+    "DockerRunner": "docker", "InProcessRunner": "inprocess", "SubprocessRunner": "subprocess",
+    "Job": "base", "Runner": "base", "Stop": "base",
+}
 
 
 def __getattr__(name: str):
