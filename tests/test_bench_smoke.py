@@ -77,7 +77,7 @@ def test_b11_bundles_quick_runs_end_to_end(tmp_path):
     ("module", "args", "names"),
     [
         ("bench.b12_history", ("--sizes", "0,500"), ("B12.sqlite.500.list_ms", "B12.sqlite.500.submit_completed_listing_ms")),
-        ("bench.b13_footprint", ("--slots", "4", "--workers", "4"), ("B13.idle.pss_mib", "B13.after_idle_timeout.pss_mib")),
+        ("bench.b13_footprint", ("--slots", "4", "--workers", "4"), ("B13.idle.pss_mib", "B13.after_idle_timeout.pss_mib", "B13.start_up.4_import_floor_s")),
         ("bench.b14_payloads", (), ("B14.1MiB.stored_copies", "B14.over_limit.refused_ms")),
         ("bench.b16_tasks", (), ("B16.cache_hit.added_per_call_ms", "B16.secrets.added_per_call_ms")),
     ],
