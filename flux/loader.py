@@ -14,7 +14,6 @@ import importlib
 import sys
 import types
 from pathlib import Path
-from typing import Any
 
 from flux.domain.sources import source_digest
 from flux.workflow import Workflow
@@ -91,11 +90,3 @@ def _make_room(folder: Path, top: str) -> None:
             del sys.modules[name]
     sys.path[:] = [entry for entry in sys.path if Path(entry).resolve() != other]
     _bundle_roots.remove(other)
-
-
-def import_object(spec: str) -> Any:
-    """``package.module:attribute`` to the object (metrics providers, NVML bindings)."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"{spec!r} must look like 'module:attribute'")
-    return getattr(importlib.import_module(module_name), attribute)

@@ -30,6 +30,7 @@ bounded by the limit minus the cgroup's working set. Disk: the filesystem holdin
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import os
@@ -44,12 +45,19 @@ import psutil
 from packaging.utils import canonicalize_name
 
 from flux import cgroups
-from flux.loader import import_object
 
 logger = logging.getLogger("flux.probe")
 
 GPU_SOURCES = ("auto", "nvml", "gputil", "none")
 _MIB = 1024 * 1024
+
+
+def import_object(spec: str) -> Any:
+    """``package.module:attribute`` to the object (metrics providers, NVML bindings)."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"{spec!r} must look like 'module:attribute'")
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 def _text(value: Any) -> str:

@@ -86,3 +86,16 @@ def test_what_type_checkers_see_is_what_the_package_exports():
     seen = {alias.name: node.module for node in checked.body if isinstance(node, ast.ImportFrom) for alias in node.names}
     assert seen == flux._EXPORTS
     assert set(flux.__all__) | {"map"} == set(flux._EXPORTS)
+
+
+def test_the_worker_process_imports_no_programming_model_its_children_run_it():
+    """The worker runs no workflow code (the subprocess runner's children do): what it
+    imports to start, build its runner and run its loops leaves the model to them."""
+    loaded = _modules_after(
+        "import flux.cli.start, flux.runners.template, flux.worker.lifecycle\n"
+        "from flux.worker.config import WorkerConfig, build_runner\n"
+        "build_runner(WorkerConfig(name='w', server_url='http://127.0.0.1:1', bootstrap_token='t'))"
+    )
+    assert {"flux.worker.lifecycle", "flux.runners.subprocess"} <= loaded
+    assert not loaded & MODEL, loaded & MODEL
+    assert {"flux.runners.execute", "flux.runners.child"} <= _modules_after("import flux.runners.child")

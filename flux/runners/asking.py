@@ -15,9 +15,10 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from flux.runtime import Ask
+if TYPE_CHECKING:
+    from flux.runtime import Ask
 
 ASK = "ASK"
 ANSWER = "ANSWER"

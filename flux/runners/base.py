@@ -1,4 +1,8 @@
-"""What every runner shares: the job it is given and the runner interface."""
+"""What every runner shares: the job it is given and the runner interface.
+
+The worker imports this and never the programming model: it runs no workflow code
+(``flux.runners.execute`` does, in a child or, with the inprocess runner, here).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from flux.loader import WorkflowLoadError, load_bundle_workflow, load_workflow
+from typing import TYPE_CHECKING
+
 from flux.runners.protocol import LogSink
-from flux.runtime import Ask, ExecutionContext, EventSink, run_workflow
+
+if TYPE_CHECKING:
+    from flux.runtime import Ask
 
 #: A claimed execution as the server sends it (see ``flux.server.schemas.ClaimedExecution``).
 Job = dict[str, Any]
@@ -27,38 +34,6 @@ class Stop:
 
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     kill: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-def context_for(job: Job, emit: EventSink, ask: Ask | None = None) -> ExecutionContext:
-    return ExecutionContext(
-        execution_id=job["id"],
-        workflow_name=job["workflow_name"],
-        input=job.get("input"),
-        attempt=job.get("attempt", 1),
-        completed_tasks=dict(job.get("completed_tasks") or {}),
-        max_payload_size=job.get("max_payload_size"),
-        emit=emit,
-        recorded=dict(job.get("recorded") or {}),
-        rolled_back=set(job.get("rolled_back") or ()),
-        ask=ask,
-        ends_on_memory_error=bool((job.get("limits") or {}).get("memory")),
-    )
-
-
-async def execute_job(job: Job, emit: EventSink, ask: Ask | None = None) -> None:
-    """Load the job's workflow and run it; a workflow that cannot load fails the execution."""
-    from flux.domain.events import EventType
-    from flux.runtime import make_event
-
-    try:
-        if job.get("bundle_root"):  # unpacked by the worker's bundle cache
-            workflow = load_bundle_workflow(job["bundle_root"], job["module"], job["workflow_name"])
-        else:
-            workflow = load_workflow(job["source"], job["workflow_name"], job.get("filename", "<workflow>"))
-    except WorkflowLoadError as exc:
-        emit(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": str(exc)}))
-        return
-    await run_workflow(workflow, context_for(job, emit, ask))
 
 
 class Runner(ABC):

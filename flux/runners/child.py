@@ -16,7 +16,6 @@ exits, and the worker starts a fresh one.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import json
 import os
 import signal
@@ -28,13 +27,11 @@ from flux import tracing
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
 from flux.runners.asking import ANSWER, Asker
-from flux.runners.base import execute_job
 from flux.runners.capture import Capture, Channel
+from flux.runners.execute import execute_job
+from flux.runners.lifetime import die_with_parent
 from flux.runners.limits import Limits, apply_in_child
 from flux.runners.protocol import IDLE, PARENT_ENV, PROTOCOL_FD_ENV, reusable
-
-#: ``prctl`` option: the signal this process gets when its parent dies.
-PR_SET_PDEATHSIG = 1
 
 
 async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
@@ -107,18 +104,6 @@ async def _settled(threads_before: int) -> bool:
             return True
         await asyncio.sleep(0.005)
     return False
-
-
-def die_with_parent(expected: int | None) -> None:
-    """Ask the kernel to SIGKILL this process when the worker that started it dies
-    (Linux ``PR_SET_PDEATHSIG``), so a SIGKILLed worker leaves no child running an
-    attempt that will be resumed elsewhere. A parent (``expected``) that died before
-    the request was made is noticed through the parent pid."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if expected is not None and os.getppid() != expected:
-        os._exit(1)
 
 
 def main() -> None:

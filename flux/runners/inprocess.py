@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 from typing import Callable
 
-from flux.runners.base import Job, Runner, Stop, execute_job
+from flux.runners.base import Job, Runner, Stop
+from flux.runners.execute import execute_job
 from flux.runners.protocol import LogSink
 from flux.runtime import Ask
 

@@ -35,17 +35,19 @@ import signal
 import sys
 import time
 from collections import deque
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from flux.domain.attempts import AttemptEnd
-from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
+from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType, make_event
 from flux.runners.asking import ASK, answer
 from flux.runners.base import Job, Runner, Stop
 from flux.runners.limits import CgroupMemory, LimitPolicy, Limits
 from flux.runners.pipes import MAX_EVENT_BYTES, Child, spawn
 from flux.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, LogSink, reusable
 from flux.runners.template import ChildTemplate
-from flux.runtime import Ask, make_event
+
+if TYPE_CHECKING:
+    from flux.runtime import Ask
 
 log = logging.getLogger("flux.runners.subprocess")
 

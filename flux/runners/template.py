@@ -36,11 +36,13 @@ import socket
 import sys
 import threading
 import traceback
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from flux.runners import child as child_process
-from flux.runners.child import die_with_parent
+from flux.runners.lifetime import die_with_parent
 from flux.runners.protocol import PARENT_ENV, PROTOCOL_FD_ENV
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 log = logging.getLogger("flux.runners.subprocess")
 
@@ -238,6 +240,7 @@ def _serve(sock: socket.socket, worker_pid: int) -> None:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd is what matters
     template = os.getpid()
+    child_process: ModuleType | None = None
     while True:
         ready, _, _ = select.select([sock, wake_read], [], [])
         if wake_read in ready:
@@ -250,13 +253,15 @@ def _serve(sock: socket.socket, worker_pid: int) -> None:
                 continue
             if not data:
                 return  # the worker closed us: its children were stopped already
+            if child_process is None:
+                child_process = _load_child()
             try:
                 pid = os.fork()
                 if pid == 0:
                     sock.close()
                     os.close(wake_read)
                     os.close(wake_write)
-                    _become_child(json.loads(data)["env"], fds, template)
+                    _become_child(child_process, json.loads(data)["env"], fds, template)
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -274,7 +279,18 @@ def _report_exits(sock: socket.socket) -> None:
         sock.send(json.dumps({"exited": pid, "returncode": os.waitstatus_to_exitcode(status)}).encode())
 
 
-def _become_child(env: dict[str, str], fds: Sequence[int], template: int) -> None:
+def _load_child() -> ModuleType:
+    """What the children run, the programming model with it: imported by the template
+    when the first child is asked for, not by the worker, which runs no workflow code
+    and so registers sooner; then frozen, so that the collector never writes to those
+    pages in a child (docs/footprint.md)."""
+    from flux.runners import child
+
+    gc.freeze()
+    return child
+
+
+def _become_child(child_process: ModuleType, env: dict[str, str], fds: Sequence[int], template: int) -> None:
     """In the forked child: the fds, signals, environment and logging of a started one; never returns."""
     code = 1
     try:

@@ -6,9 +6,10 @@ import logging
 from dataclasses import dataclass, field
 
 from flux import cgroups
-from flux.runners import DockerRunner, InProcessRunner, Runner, SubprocessRunner
-from flux.runners.docker import EngineUnreachable, engine_problem
+from flux.runners.base import Runner
+from flux.runners.docker import DockerRunner, EngineUnreachable, engine_problem
 from flux.runners.limits import LimitPolicy
+from flux.runners.subprocess import SubprocessRunner
 from flux.runners.template import ChildTemplate
 
 log = logging.getLogger("flux.worker")
@@ -76,6 +77,8 @@ class WorkerConfig:
 def build_runner(config: WorkerConfig, template: ChildTemplate | None = None) -> Runner:
     """``template``: forks the subprocess runner's children (``flux.runners.template``)."""
     if config.runner == "inprocess":
+        from flux.runners.inprocess import InProcessRunner  # runs workflows here: the programming model with it
+
         if config.enforce_requests or config.subprocess_memory_limit:
             log.warning("the inprocess runner cannot enforce ceilings; enforce_requests/subprocess_memory_limit ignored")
         return InProcessRunner()

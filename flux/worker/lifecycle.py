@@ -78,8 +78,10 @@ class Worker:
         stop_waiting = asyncio.create_task(self._abandon_on_signal())
         loops: list[asyncio.Task] = []
         try:
-            await self.runner.start()
             await self.register()
+            # Then warm the pool (a child forked, the template importing what children
+            # run): the worker can take work without it, so it need not wait for it.
+            await self.runner.start()
             loops = [
                 asyncio.create_task(self.publisher.run(self.signals.draining)),
                 asyncio.create_task(claim_loop(self.config, self.executions, self.call)),

@@ -24,10 +24,9 @@ import httpx
 from flux import tracing
 from flux.bundles.archive import BundleError
 from flux.domain.attempts import AttemptEnd
-from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
+from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType, make_event
 from flux.runners import Job, Runner, Stop
 from flux.logformat import bind
-from flux.runtime import make_event
 from flux.worker.bundles import BundleCache
 from flux.worker.logs import LogShipper
 from flux.worker.services import AttemptServices
