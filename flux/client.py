@@ -24,7 +24,6 @@ from urllib.parse import quote
 import httpx
 
 from flux.bundles.archive import BundleError
-from flux.domain.schedules import InvalidSchedule, Schedule
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
 TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
@@ -471,6 +470,8 @@ class FluxClient:
                         at: float | str | None = None, **options: Any) -> dict:
         """One of ``cron``, ``every`` (seconds or "5m") or ``at`` (ISO 8601); ``options``: version,
         anchor, timezone, input, overlap, catch_up, catch_up_limit, jitter, paused (checked here first)."""
+        from flux.domain.schedules import InvalidSchedule, Schedule  # cronsim, zoneinfo: only here
+
         body = {"name": name, "workflow": workflow, **_set({"cron": cron, "every": every, "at": at}), **options}
         try:
             Schedule.parse(cron=cron, every=every, at=at, anchor=options.get("anchor"), timezone=options.get("timezone", "UTC"))

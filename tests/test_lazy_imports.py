@@ -16,9 +16,9 @@ from flux.cli import COMMANDS, main
 from flux.cli.core import walk
 
 
-def _modules_after(code: str) -> set[str]:
-    """The flux modules a fresh interpreter holds after running ``code``."""
-    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('flux'))))"
+def _modules_after(code: str, prefixes: tuple[str, ...] = ("flux",)) -> set[str]:
+    """The modules (flux's, or those ``prefixes`` name) a fresh interpreter holds after running ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
     return set(json.loads(out.splitlines()[-1]))
 
@@ -98,4 +98,6 @@ def test_the_worker_process_imports_no_programming_model_its_children_run_it():
     )
     assert {"flux.worker.lifecycle", "flux.runners.subprocess"} <= loaded
     assert not loaded & MODEL, loaded & MODEL
+    # nor what only the server or the client need: wheel tags, cron, time zones
+    assert not _modules_after("import flux.worker.lifecycle, flux.cli.start", ("packaging", "cronsim", "zoneinfo"))
     assert {"flux.runners.execute", "flux.runners.child"} <= _modules_after("import flux.runners.child")

@@ -8,6 +8,8 @@ from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flux import probe
 from fakes import FakeGPUtil, FakeNVML, GiB, two_nvml_gpus
@@ -211,3 +213,11 @@ def test_worker_pinned_by_cuda_visible_devices_advertises_only_its_cards():
     assert probe.visible(gpus, "GPU-cc,0") == [gpus[2], gpus[0]]
     assert probe.visible(gpus, "-1") == []
     assert probe.visible(gpus, "0,7,1") == [gpus[0]]  # CUDA stops at the first unknown entry
+
+
+@given(st.text(alphabet=st.sampled_from("abcXYZ019-_.~ "), max_size=20))
+def test_canonical_names_are_packagings(name):
+    """The probe's PEP 503 normalization is packaging's, without importing packaging."""
+    from packaging.utils import canonicalize_name
+
+    assert probe.canonical_name(name) == canonicalize_name(name)
