@@ -6,6 +6,7 @@ part, not for the whole programming model (docs/footprint.md).
 """
 
 import importlib
+import importlib.util
 import sys
 import types
 from typing import TYPE_CHECKING
@@ -69,8 +70,10 @@ _EXPORTS = {
 
 def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'flux' has no attribute {name!r}")
+    if module is None:  # ``import flux; flux.runtime``: a submodule, imported on first use too
+        if importlib.util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module 'flux' has no attribute {name!r}")
+        return importlib.import_module(f"{__name__}.{name}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
@@ -86,7 +89,7 @@ class _Package(types.ModuleType):
     must not hide the decorator (``from flux import task``)."""
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
+        if name in _EXPORTS and value is sys.modules.get(f"{__name__}.{name}"):
             return
         super().__setattr__(name, value)
 

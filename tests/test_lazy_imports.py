@@ -101,3 +101,10 @@ def test_the_worker_process_imports_no_programming_model_its_children_run_it():
     # nor what only the server or the client need: wheel tags, cron, time zones
     assert not _modules_after("import flux.worker.lifecycle, flux.cli.start", ("packaging", "cronsim", "zoneinfo"))
     assert {"flux.runners.execute", "flux.runners.child"} <= _modules_after("import flux.runners.child")
+
+
+def test_a_mistyped_command_is_offered_the_close_ones_and_submodules_load_on_first_use():
+    result = CliRunner().invoke(main, ["star"])
+    assert result.exit_code == 2 and "start" in result.output, result.output
+    assert "FLUX_CONFIG" in CliRunner().invoke(main, ["--help"]).output
+    subprocess.run([sys.executable, "-c", "import flux; assert flux.runtime.ExecutionContext"], check=True, timeout=60)

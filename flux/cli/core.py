@@ -134,6 +134,10 @@ def describe(exc: Exception) -> tuple[str, int]:
     return f"{exc.__class__.__name__}: {exc} (flux --debug ... shows the traceback)", EXIT_FAILED
 
 
+#: click 8.2 and later suggest close command names ("Did you mean 'start'?").
+_NoSuchCommand = getattr(click.exceptions, "NoSuchCommand", None)
+
+
 class FluxGroup(click.Group):
     """The top group: every failure below it is one line on stderr and an exit code,
     or, with ``flux --debug``, the traceback. ``lazy_commands`` (name: "module:attribute")
@@ -142,6 +146,7 @@ class FluxGroup(click.Group):
     def __init__(self, *args: Any, lazy_commands: dict[str, str] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands or {})
+        _name_envvars(self)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*self.commands, *self.lazy_commands})
@@ -153,6 +158,15 @@ class FluxGroup(click.Group):
             show_envvars(command)
             self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            if _NoSuchCommand is None or not isinstance(exc, _NoSuchCommand):
+                raise
+            # click suggests close names from the commands loaded so far: offer them all
+            raise _NoSuchCommand(args[0], possibilities=self.list_commands(ctx), ctx=ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -183,9 +197,13 @@ def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[t
 def show_envvars(command: click.Command) -> None:
     """``--help`` names each option's environment variable (FLUX_SERVER_URL, ...)."""
     for _, each in walk(command):
-        for param in each.params:
-            if isinstance(param, click.Option) and param.envvar:
-                param.show_envvar = True
+        _name_envvars(each)
+
+
+def _name_envvars(command: click.Command) -> None:
+    for param in command.params:
+        if isinstance(param, click.Option) and param.envvar:
+            param.show_envvar = True
 
 
 def client_commands(group: click.Group) -> dict[tuple[str, ...], click.Command]:

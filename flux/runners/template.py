@@ -254,7 +254,11 @@ def _serve(sock: socket.socket, worker_pid: int) -> None:
             if not data:
                 return  # the worker closed us: its children were stopped already
             if child_process is None:
-                child_process = _load_child()
+                try:
+                    child_process = _load_child()
+                except BaseException:  # told on the worker's stderr; the worker then starts children itself
+                    traceback.print_exc()
+                    raise
             try:
                 pid = os.fork()
                 if pid == 0:
