@@ -30,7 +30,6 @@ bounded by the limit minus the cgroup's working set. Disk: the filesystem holdin
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import os
@@ -45,6 +44,7 @@ from typing import Any
 import psutil
 
 from flux import cgroups
+from flux.objects import import_object
 
 logger = logging.getLogger("flux.probe")
 
@@ -58,14 +58,6 @@ _SEPARATORS = re.compile(r"[-_.]+")
 
 def canonical_name(name: str) -> str:
     return _SEPARATORS.sub("-", name).lower()
-
-
-def import_object(spec: str) -> Any:
-    """``package.module:attribute`` to the object (metrics providers, NVML bindings)."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"{spec!r} must look like 'module:attribute'")
-    return getattr(importlib.import_module(module_name), attribute)
 
 
 def _text(value: Any) -> str:

@@ -9,7 +9,6 @@ running (or queued) when ``--wait`` gave up.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import json
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from click.core import ParameterSource
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError, FluxConnectionError
 from flux.domain.durations import InvalidDuration, parse_duration
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
+from flux.objects import import_object
 from flux.server.settings import read_token_file
 
 EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_RUNNING = 1, 2, 3, 4
@@ -153,8 +153,7 @@ class FluxGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy_commands and cmd_name not in self.commands:
-            module, attribute = self.lazy_commands[cmd_name].split(":")
-            command = getattr(importlib.import_module(module), attribute)
+            command = import_object(self.lazy_commands[cmd_name])
             show_envvars(command)
             self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)

@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from flux.runners.protocol import LogSink
 

@@ -14,8 +14,8 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from flux import probe
-from flux.probe import import_object
 from flux.domain.samples import metrics_changed, resources_changed
+from flux.objects import import_object
 from flux.worker.config import WorkerConfig
 from flux.worker.running import Executions
 
