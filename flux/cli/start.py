@@ -10,8 +10,12 @@ from flux.client import DEFAULT_SERVER_URL
 from flux.logformat import FORMATS, configure_logging
 from flux.runners import RUNNER_NAMES
 from flux.server.settings import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_BUNDLE_SIZE,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADER_SIZE,
     DEFAULT_MAX_JSON_DEPTH,
     ServerSettings,
     default_home,
@@ -64,6 +68,14 @@ def start() -> None:
               help="Read the API token from this file [HOME/api-token, generated, when --host is not loopback]")
 @click.option("--max-body-size", envvar="FLUX_MAX_BODY_SIZE", type=QuantityType(allow_zero=True), default=DEFAULT_MAX_BODY_SIZE, show_default=True,
               help="Largest request body in bytes or a quantity such as 64Mi (413 above it); 0 = no limit")
+@click.option("--max-header-size", envvar="FLUX_MAX_HEADER_SIZE", type=QuantityType(), default=DEFAULT_MAX_HEADER_SIZE,
+              show_default=True, help="Largest request line and headers in bytes or a quantity such as 64Ki (431 above it)")
+@click.option("--header-timeout", envvar="FLUX_HEADER_TIMEOUT", type=click.FloatRange(min=0.1), default=DEFAULT_HEADER_TIMEOUT,
+              show_default=True, help="Seconds a connection has to send a request's headers (408 and closed after)")
+@click.option("--body-timeout", envvar="FLUX_BODY_TIMEOUT", type=click.FloatRange(min=0.1), default=DEFAULT_BODY_TIMEOUT,
+              show_default=True, help="Seconds a request has to send its body once its headers are in (408 and closed after)")
+@click.option("--max-connections", envvar="FLUX_MAX_CONNECTIONS", type=click.IntRange(1), default=DEFAULT_MAX_CONNECTIONS,
+              show_default=True, help="Connections open at once per server process (503 past it; lowered to fit its file descriptors)")
 @click.option("--max-payload-size", envvar="FLUX_MAX_PAYLOAD_SIZE", type=QUANTITY, default=None,
               help="Largest input, task result or workflow output (JSON bytes or a quantity such as 32Mi) "
                    "[32Mi, or less when --max-body-size is lower]")
@@ -90,7 +102,8 @@ def start() -> None:
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
-                 api_token_file: str | None, max_body_size: int, max_payload_size: int | None, retention: float | None,
+                 api_token_file: str | None, max_body_size: int, max_header_size: int, header_timeout: float,
+                 body_timeout: float, max_connections: int, max_payload_size: int | None, retention: float | None,
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
                  secrets_key_file: str | None, log_format: str) -> None:
@@ -108,6 +121,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             home=home or default_home(), database_url=database_url, host=host, port=port,
             eviction_grace_period=eviction_grace_period, bootstrap_token=bootstrap_token, api_token=api_token,
             api_token_file=api_token_file, max_body_size=max_body_size, max_json_depth=max_json_depth,
+            max_header_size=max_header_size, header_timeout=header_timeout, body_timeout=body_timeout,
+            max_connections=max_connections,
             max_payload_size=max_payload_size, retention=retention,
             lease_interval=lease_interval, shed_after=shed_after, processes=processes,
             default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
@@ -138,7 +153,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
     if processes == 1:
         from flux.server.app import create_app
 
-        serve(create_app(settings), host, port)
+        serve(create_app(settings), settings)
     else:
         serve_processes(settings)
 

@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from flux.server.schemas import ErrorBody, ErrorItem
 
@@ -103,6 +104,20 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorBody, "description": DESCRIPTIONS[status]} for status in statuses}
 
 
+#: The methods a 405's ``Allow`` may list.
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route takes on this path: Starlette's 405 names only the first
+    matching route's, and FastAPI makes one route per method. Each method is asked of
+    the router as it would route it (included routers too)."""
+    routes = request.app.router.routes
+    allowed = [method for method in METHODS
+               if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)]
+    return ", ".join(allowed)
+
+
 def install(app: FastAPI) -> None:
     """Answer every failure with ``ErrorBody``."""
 
@@ -116,8 +131,11 @@ def install(app: FastAPI) -> None:
         return error_response(422, summary(errors), errors=errors)
 
     @app.exception_handler(HTTPException)
-    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
+    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        return error_response(exc.status_code, str(exc.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 import uvicorn
 from fastapi import FastAPI
 
+from flux.server import edge
 from flux.server.database import migrate
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token
 
@@ -72,11 +73,12 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 OPTIONS = dict(log_level="warning", timeout_graceful_shutdown=3, timeout_keep_alive=75, log_config=None)
 
 
-def serve(app: FastAPI, host: str, port: int) -> None:
+def serve(app: FastAPI, settings: ServerSettings) -> None:
     # In force before uvicorn takes the signals and after it hands them back (and re-raises).
     for sig in STOP_SIGNALS:
         signal.signal(sig, _exit_cleanly)
-    uvicorn.Server(uvicorn.Config(app, host=host, port=port, **OPTIONS)).run()
+    http = edge.install(settings)
+    uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, http=http, **OPTIONS)).run()
 
 
 def serve_processes(settings: ServerSettings) -> None:
@@ -90,4 +92,4 @@ def serve_processes(settings: ServerSettings) -> None:
     settings.migrated = True
     os.environ[SETTINGS_ENV] = settings.to_json()
     uvicorn.run("flux.server.app:app_from_environment", factory=True, workers=settings.processes,
-                host=settings.host, port=settings.port, **OPTIONS)
+                host=settings.host, port=settings.port, http=edge.install(settings), **OPTIONS)

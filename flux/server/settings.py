@@ -26,6 +26,11 @@ MAX_PAYLOAD_SIZE_CEILING = 512 * 1024**2
 #: What a request carries besides its one payload (the rest of a checkpoint batch).
 BODY_HEADROOM = 1024**2
 DEFAULT_MAX_BUNDLE_SIZE = 32 * 1024**2
+#: The edge's connection bounds (``flux.server.edge``, docs/security.md#connections).
+DEFAULT_MAX_HEADER_SIZE = 64 * 1024
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_BODY_TIMEOUT = 60.0
+DEFAULT_MAX_CONNECTIONS = 10_000
 DEFAULT_BUNDLE_INLINE_SIZE = 1024**2
 
 #: Where ``--processes N`` hands the settings to each server process.
@@ -56,6 +61,15 @@ class ServerSettings:
     api_token_file: Path | None = None
     #: Largest request body in bytes (413 above it); 0 turns the limit off.
     max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    #: Largest request line and headers in bytes (431 above it).
+    max_header_size: int = DEFAULT_MAX_HEADER_SIZE
+    #: Seconds a connection has to send a request's headers (408 after), from its opening
+    #: or the request's first byte; and its body, from the end of its headers.
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    #: Connections open at once per server process (503 past it; lowered to fit the
+    #: process's file descriptors).
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     #: Largest input or output in bytes, JSON-encoded (submit: 413; a task result or
     #: workflow output over it fails that task or workflow, naming the limit). None: 32 MiB,
     #: or less when ``max_body_size`` is lowered below that (a payload travels in one request).
