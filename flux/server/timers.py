@@ -28,6 +28,9 @@ log = logging.getLogger("flux.server.timers")
 TICK = 1.0
 #: With replicas: the longest it goes without looking.
 SAFETY = 60.0
+#: Executions woken or timed out in one transaction: a pass is bounded, and the API's
+#: writes get the database between batches.
+BATCH = 500
 
 
 class Timers:
@@ -57,6 +60,19 @@ class Timers:
                 log.exception("timers failed; retrying in %gs", self.tick)
                 await asyncio.sleep(self.tick)
 
+    async def _batches(self, act: Callable) -> list[str]:
+        """``act`` (ids changed, workers to wake) in transactions of at most ``BATCH``
+        until one is short, yielding to the event loop between them."""
+        changed: list[str] = []
+        while True:
+            ids, workers = await self.db.run(act)
+            changed += ids
+            for worker in set(workers):
+                self.notifier.notify(f"worker:{worker}")  # its claim refreshes what it holds
+            if len(ids) < BATCH:
+                return changed
+            await asyncio.sleep(0)
+
     async def _look(self) -> tuple[float | None, float | None]:
         """When the first sleeper is due, and the earliest deadline (None: nothing)."""
         return await self.db.read(lambda s: (executions.first_wake(s), executions.first_deadline(s)))
@@ -65,12 +81,9 @@ class Timers:
         """Act on what the last look found due by ``now`` (a look after every change keeps it current)."""
         changed: list[str] = []
         if wake is not None and wake <= now:
-            changed += await self.db.run(lambda s: executions.wake_due(s, now))
+            changed += await self._batches(lambda s: (executions.wake_due(s, now, BATCH), []))
         if deadline is not None and deadline < now:
-            timed_out, workers = await self.db.run(lambda s: executions.expire_deadlines(s, now))
-            changed += timed_out
-            for worker in set(workers):
-                self.notifier.notify(f"worker:{worker}")  # its claim refreshes what it holds
+            changed += await self._batches(lambda s: executions.expire_deadlines(s, now, BATCH))
         for execution_id in changed:
             self.notifier.notify(f"execution:{execution_id}")
         if changed:

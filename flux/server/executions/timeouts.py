@@ -26,11 +26,12 @@ def first_deadline(session: Session) -> float | None:
     return session.scalar(select(func.min(ExecutionModel.deadline)).where(*_PAST))
 
 
-def expire_deadlines(session: Session, now: float) -> tuple[list[str], list[str]]:
-    """End every execution past its deadline TIMED_OUT. Returns their ids and the
-    workers to wake (those that ran them, and their children's)."""
+def expire_deadlines(session: Session, now: float, limit: int) -> tuple[list[str], list[str]]:
+    """End at most ``limit`` executions past their deadline TIMED_OUT, earliest first.
+    Returns their ids and the workers to wake (those that ran them, and their children's)."""
     expired = session.scalars(
-        select(ExecutionModel).where(*_PAST, ExecutionModel.deadline < now).with_for_update(skip_locked=True)
+        select(ExecutionModel).where(*_PAST, ExecutionModel.deadline < now)
+        .order_by(ExecutionModel.deadline).limit(limit).with_for_update(skip_locked=True)
     ).all()
     workers: list[str] = []
     for execution in expired:

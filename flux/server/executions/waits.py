@@ -105,12 +105,13 @@ def _continue(session: Session, execution: ExecutionModel, wait: dict, result: A
     execution.placement_note = None
 
 
-def wake_due(session: Session, now: float) -> list[str]:
-    """Sleepers whose time has come, queued again (``ix_executions_state_ready``)."""
+def wake_due(session: Session, now: float, limit: int) -> list[str]:
+    """At most ``limit`` sleepers whose time has come, earliest first, queued again
+    (``ix_executions_state_ready``)."""
     due = session.scalars(
         select(ExecutionModel)
         .where(ExecutionModel.state == S.SLEEPING.value, ExecutionModel.ready_at <= now)
-        .with_for_update(skip_locked=True)
+        .order_by(ExecutionModel.ready_at).limit(limit).with_for_update(skip_locked=True)
     ).all()
     for execution in due:
         _continue(session, execution, execution.wait, None, now)

@@ -1,0 +1,40 @@
+"""The server's loops do bounded work per transaction and leave the API answering
+(issue 31: a firing pass that spun made every call 503). Against a real server: a
+thousand executions pass their deadline at the same moment."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import httpx
+import pytest
+
+from flux.server.timers import BATCH
+
+SOURCE = ("from flux import workflow\n\n"
+          "@workflow\n"
+          "async def brief(ctx):\n    return 1\n")
+
+
+@pytest.mark.timeout(120)
+def test_a_thousand_deadlines_at_once_expire_in_batches_while_the_api_answers(cluster):
+    count = 2 * BATCH + 100
+    with httpx.Client(base_url=cluster.server_url, timeout=30) as http:
+        assert http.post("/workflows", json={"source": SOURCE, "workflows": [{"name": "brief", "timeout": 2}]}).status_code == 201
+        for _ in range(count):  # no worker: each waits SCHEDULED until its deadline
+            assert http.post("/workflows/brief/run", json={"input": None}).status_code == 201
+        health = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            assert http.get("/health").status_code == 200
+            health.append((time.perf_counter() - started) * 1000)
+            if http.get("/executions", params={"state": "SCHEDULED", "limit": 1}).json() == []:
+                break
+            time.sleep(0.05)
+        timed_out = len(http.get("/executions", params={"state": "TIMED_OUT", "limit": 1000}).json())
+        left = http.get("/executions", params={"state": "SCHEDULED", "limit": 1}).json()
+    assert left == [], "executions past their deadline are still SCHEDULED"
+    assert timed_out == 1000  # a full page: all 1,100 ended TIMED_OUT
+    assert statistics.median(health) < 100, f"/health median {statistics.median(health):.1f} ms while they expired"
