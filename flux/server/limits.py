@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flux.domain.numbers import INT64_MAX
+from flux.domain.payloads import nests_within
 from flux.server.errors import error_response, summary
 from flux.server.schemas import ErrorItem
 
@@ -71,37 +72,6 @@ def _walk(value: Any, max_depth: int) -> Iterator[ErrorItem]:
 #: strings too): a run of 19 digits (an integer past 64 bits), a 3-digit exponent (a
 #: float that overflows), a non-finite constant, an escaped NUL.
 _MAYBE_REFUSED = re.compile(r"\d{19}|[eE][+-]?\d{3}|NaN|Infinity|\\u0000")
-#: A JSON string (in valid JSON a quote outside a string starts one). It also matches
-#: an unterminated one, to the end of the text, so that no text makes it backtrack.
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)', re.S)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_INNERMOST = re.compile(r"[\[{][\]}]")
-
-
-#: Brackets past which the proof is not tried (its passes cost up to ``max_depth``
-#: times this): the text is parsed instead, as any large body is.
-PROOF_BRACKETS = 16_384
-
-
-def nests_within(text: str, max_depth: int) -> bool:
-    """True when it is proven, without parsing, that no container in this JSON text is
-    nested ``max_depth`` or more levels deep (the root is level 0); False: parse to know.
-
-    Strings and everything but brackets are cut out, then each pass removes every
-    innermost pair, so a text of ``k`` levels is empty after ``k`` passes. A text that
-    is not JSON may get either answer: FastAPI refuses it anyway."""
-    if text.count("[") + text.count("{") <= max_depth:
-        return True
-    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    if len(skeleton) > PROOF_BRACKETS:
-        return False
-    for _ in range(max_depth):
-        skeleton, removed = _INNERMOST.subn("", skeleton)
-        if not removed:
-            break
-    return not skeleton
-
-
 def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
     """The first thing in a JSON body the server refuses, or None (also for a body that
     is not JSON at all: FastAPI reports that)."""
