@@ -18,7 +18,7 @@ from flux import caching, tracing
 from flux.calls import call_with, describe_error
 from flux.saga import compensate
 from flux.domain.events import EventType, make_event
-from flux.domain.payloads import PayloadTooLarge, check_size, encoded
+from flux.domain.payloads import PayloadRefused, check_levels, check_size, encoded
 
 EventSink = Callable[[dict], None]
 #: The worker's services to an attempt: ``await ask(kind, body)`` (``flux.services``).
@@ -109,15 +109,18 @@ def current_context() -> "ExecutionContext | None":
     return _current.get()
 
 
-def to_json_value(value: Any, what: str, limit: int | None = None) -> Any:
+def to_json_value(value: Any, what: str, limit: int | None = None, max_levels: int | None = None) -> Any:
     """Round-trip through JSON so a first run and a replay see identical values; over
-    ``limit`` bytes of JSON it raises ``PayloadTooLarge`` (the server's payload limit)."""
+    ``limit`` bytes of JSON it raises ``PayloadTooLarge`` (the server's payload limit),
+    nested more than ``max_levels`` ``PayloadTooDeep`` (the server's nesting limit)."""
     try:
         text = encoded(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from None
     check_size(text, limit, what)
-    return json.loads(text)
+    result = json.loads(text)
+    check_levels(text, result, max_levels, what)
+    return result
 
 
 @dataclass
@@ -131,6 +134,9 @@ class ExecutionContext:
     completed_tasks: dict[str, Any] = field(default_factory=dict)
     #: The server's payload limit: a task result or the output larger than this fails.
     max_payload_size: int | None = None
+    #: Levels a task result, the output or a progress value may nest (the server's
+    #: ``max_json_depth`` less a checkpoint's wrapping): deeper fails it, naming it.
+    max_payload_levels: int | None = None
     emit: EventSink = field(default=lambda event: None, repr=False)
     #: The loop the workflow runs on: progress from a sync task (a thread) is handed to it.
     loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
@@ -158,7 +164,7 @@ class ExecutionContext:
     def progress_nowait(self, value: Any) -> None:
         """``progress`` for synchronous code, including a sync task running on a thread."""
         call = current_task()
-        event = make_event(EventType.PROGRESS, self.workflow_name, call.task_id if call else None, to_json_value(value, "progress"))
+        event = make_event(EventType.PROGRESS, self.workflow_name, call.task_id if call else None, to_json_value(value, "progress", max_levels=self.max_payload_levels))
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -203,12 +209,13 @@ class ExecutionContext:
                     await self._invoke(task, task_id, attempt, args, call_kwargs),
                     f"the result of task {task.name!r} ({task_id})",
                     self.max_payload_size,
+                    self.max_payload_levels,
                 )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - any task error is recorded, then retried or raised
                 error = "timed out" if isinstance(exc, TimeoutError) else describe_error(exc)
-                will_retry = attempt < attempts and not isinstance(exc, PayloadTooLarge)  # the same again
+                will_retry = attempt < attempts and not isinstance(exc, PayloadRefused)  # the same again
                 self.emit(
                     make_event(
                         EventType.TASK_FAILED,
@@ -265,7 +272,8 @@ class ExecutionContext:
         self.emit(make_event(EventType.TASK_FALLBACK, task.name, task_id, {"error": describe_error(cause)}))
         try:
             return to_json_value(
-                await call_with(fallback, args, kwargs), f"the fallback of task {task.name!r} ({task_id})", self.max_payload_size
+                await call_with(fallback, args, kwargs), f"the fallback of task {task.name!r} ({task_id})", self.max_payload_size,
+                self.max_payload_levels,
             )
         except Exception as exc:  # noqa: BLE001 - the fallback's failure is the task's
             error = f"fallback failed: {describe_error(exc)}"
@@ -300,7 +308,9 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
     token = _current.set(ctx)
     wait_id = None
     try:
-        output = to_json_value(await workflow.fn(ctx), f"the output of workflow {workflow.name!r}", ctx.max_payload_size)
+        output = to_json_value(
+            await workflow.fn(ctx), f"the output of workflow {workflow.name!r}", ctx.max_payload_size, ctx.max_payload_levels
+        )
         outcome = (EventType.WORKFLOW_COMPLETED, output)
     except asyncio.CancelledError:
         outcome = (EventType.WORKFLOW_CANCELLED, {"reason": "cancelled"})

@@ -90,7 +90,7 @@ async def pause(name: str, payload: Any = None) -> Any:
     --input JSON``; returns that input (None without one)."""
     name = check_name(name, "pause")
     ctx = _workflow_context("pause")
-    payload = to_json_value(payload, f"the payload of pause {name!r}", ctx.max_payload_size)
+    payload = to_json_value(payload, f"the payload of pause {name!r}", ctx.max_payload_size, _in_wait(ctx.max_payload_levels))
     wait_id = ctx.next_task_id(f"{WaitKind.PAUSE.value}:{name}")
     if wait_id in ctx.completed_tasks:
         return ctx.completed_tasks[wait_id]
@@ -103,7 +103,7 @@ async def call(workflow: RunnableWorkflow | str, input: Any = None) -> Any:
     The parent holds no worker while the child runs; cancelling it cancels the child."""
     name = check_name(workflow if isinstance(workflow, str) else getattr(workflow, "name", None))
     ctx = _workflow_context("call")
-    input = to_json_value(input, f"the input of the call of workflow {name!r}", ctx.max_payload_size)
+    input = to_json_value(input, f"the input of the call of workflow {name!r}", ctx.max_payload_size, _in_wait(ctx.max_payload_levels))
     wait_id = ctx.next_task_id(WaitKind.CALL.value)
     if wait_id in ctx.completed_tasks:
         return _child_result(name, ctx.completed_tasks[wait_id])
@@ -111,6 +111,11 @@ async def call(workflow: RunnableWorkflow | str, input: Any = None) -> Any:
     if local is not None:
         local.targets[wait_id] = workflow
     raise Suspended({"kind": WaitKind.CALL.value, "id": wait_id, "workflow": name, "input": input})
+
+
+def _in_wait(max_levels: int | None) -> int | None:
+    """The levels a wait's payload may nest: WORKFLOW_SUSPENDED's value holds it one level down."""
+    return None if max_levels is None else max_levels - 1
 
 
 def _child_result(name: str, result: dict) -> Any:

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # lets tests import fakes.py
 
 from flux.client import FluxClient  # noqa: E402
 from flux.local import LocalCluster  # noqa: E402
+from waiting import eventually  # noqa: E402
 
 POSTGRES_URL = os.environ.get("FLUX_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -57,6 +58,23 @@ def workflow_file(tmp_path: Path) -> Callable[[str, str], Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def hand_claimed(cluster, workflow_file):
+    """A one-task execution claimed by a worker the test speaks for (``ProtocolWorker``)."""
+    from protocol import ONE_TASK, ProtocolWorker
+
+    worker = ProtocolWorker(cluster.server_url, cluster.home, "by-hand", heartbeat_interval=5)
+    try:
+        worker.register()
+        with FluxClient(cluster.server_url) as client:
+            client.register_file(workflow_file(ONE_TASK))
+            client.run("one_task", 1)
+            job = eventually(lambda: worker.claim(wait=2)["executions"], 10, "never claimed")[0]
+        yield worker, job
+    finally:
+        worker.close()
 
 
 @pytest.fixture

@@ -349,23 +349,6 @@ def test_relaxing_a_workflow_rescues_executions_already_waiting(cluster, workflo
     assert still["state"] == "SCHEDULED" and still["workflow_version"] == 1  # asked for version 1: kept
 
 
-@pytest.fixture
-def hand_claimed(cluster, workflow_file):
-    """A one-task execution claimed by a worker the test speaks for (``ProtocolWorker``)."""
-    from protocol import ONE_TASK, ProtocolWorker
-
-    worker = ProtocolWorker(cluster.server_url, cluster.home, "by-hand", heartbeat_interval=5)
-    try:
-        worker.register()
-        with FluxClient(cluster.server_url) as client:
-            client.register_file(workflow_file(ONE_TASK))
-            client.run("one_task", 1)
-            job = eventually(lambda: worker.claim(wait=2)["executions"], 10, "never claimed")[0]
-        yield worker, job
-    finally:
-        worker.close()
-
-
 def test_a_superseded_attempt_is_fenced_on_checkpoint_and_heartbeat(cluster, hand_claimed):
     worker, job = hand_claimed
     worker.register()  # a restart that does not report it: the attempt ends (worker lost)

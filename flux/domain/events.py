@@ -43,6 +43,16 @@ HOLDING_STATES = (ExecutionState.CLAIMED.value, ExecutionState.RUNNING.value, Ex
 WAITING_STATES = (ExecutionState.SLEEPING.value, ExecutionState.PAUSED.value, ExecutionState.AWAITING_CHILD.value)
 
 
+#: Caps of one event a worker reports, the events table's columns: its type, and its task
+#: id (a task's name, ':' and its call number, or a wait's: ``pause:NAME:N``); its name is
+#: a workflow's or a task's, at most ``flux.domain.names.NAME_MAX``. Longer is 422.
+EVENT_TYPE_MAX = 32
+TASK_ID_MAX = 160
+#: Events in one checkpoint request (more is 422): the worker sends a longer batch of
+#: an attempt's events in several requests, in order.
+MAX_CHECKPOINT_EVENTS = 1000
+
+
 class EventType(StrEnum):
     WORKFLOW_SCHEDULED = "WORKFLOW_SCHEDULED"
     WORKFLOW_CLAIMED = "WORKFLOW_CLAIMED"

@@ -4,6 +4,7 @@ or in the worker itself with the inprocess runner)."""
 from __future__ import annotations
 
 from flux.domain.events import EventType, make_event
+from flux.domain.payloads import payload_levels
 from flux.loader import WorkflowLoadError, load_bundle_workflow, load_workflow
 from flux.runners.base import Job
 from flux.runtime import Ask, EventSink, ExecutionContext, run_workflow
@@ -17,6 +18,7 @@ def context_for(job: Job, emit: EventSink, ask: Ask | None = None) -> ExecutionC
         attempt=job.get("attempt", 1),
         completed_tasks=dict(job.get("completed_tasks") or {}),
         max_payload_size=job.get("max_payload_size"),
+        max_payload_levels=payload_levels(job.get("max_json_depth")),
         emit=emit,
         recorded=dict(job.get("recorded") or {}),
         rolled_back=set(job.get("rolled_back") or ()),

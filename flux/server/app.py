@@ -314,6 +314,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
                     claimed, cancel, held = await db(request).run(lambda s: executions.deliver(s, name))
                     for job in claimed:
                         job.max_payload_size = settings.max_payload_size
+                        job.max_json_depth = settings.max_json_depth
                     member.held = fleet.held_map(held)
                     if claimed or cancel:
                         return ClaimReply(executions=claimed, cancel=cancel)

@@ -15,6 +15,7 @@ It refuses, before any route code runs and in ``ErrorBody`` shape:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -26,6 +27,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from flux.domain.numbers import INT64_MAX
+from flux.domain.payloads import nests_within
 from flux.server.errors import error_response, summary
 from flux.server.schemas import ErrorItem
 
@@ -71,37 +73,6 @@ def _walk(value: Any, max_depth: int) -> Iterator[ErrorItem]:
 #: strings too): a run of 19 digits (an integer past 64 bits), a 3-digit exponent (a
 #: float that overflows), a non-finite constant, an escaped NUL.
 _MAYBE_REFUSED = re.compile(r"\d{19}|[eE][+-]?\d{3}|NaN|Infinity|\\u0000")
-#: A JSON string (in valid JSON a quote outside a string starts one). It also matches
-#: an unterminated one, to the end of the text, so that no text makes it backtrack.
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)', re.S)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_INNERMOST = re.compile(r"[\[{][\]}]")
-
-
-#: Brackets past which the proof is not tried (its passes cost up to ``max_depth``
-#: times this): the text is parsed instead, as any large body is.
-PROOF_BRACKETS = 16_384
-
-
-def nests_within(text: str, max_depth: int) -> bool:
-    """True when it is proven, without parsing, that no container in this JSON text is
-    nested ``max_depth`` or more levels deep (the root is level 0); False: parse to know.
-
-    Strings and everything but brackets are cut out, then each pass removes every
-    innermost pair, so a text of ``k`` levels is empty after ``k`` passes. A text that
-    is not JSON may get either answer: FastAPI refuses it anyway."""
-    if text.count("[") + text.count("{") <= max_depth:
-        return True
-    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    if len(skeleton) > PROOF_BRACKETS:
-        return False
-    for _ in range(max_depth):
-        skeleton, removed = _INNERMOST.subn("", skeleton)
-        if not removed:
-            break
-    return not skeleton
-
-
 def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
     """The first thing in a JSON body the server refuses, or None (also for a body that
     is not JSON at all: FastAPI reports that)."""
@@ -179,6 +150,11 @@ def _flattened(routes: list[Any]) -> list[Any]:
     return [route for route in flat if hasattr(route, "path_regex") and hasattr(route, "dependant")]
 
 
+#: Bodies larger than this are checked on a thread: a 10 MB one of 100,001 checkpoint
+#: events took 3 s to parse and walk, and /health waited as long.
+CHECK_IN_THREAD = 1024**2
+
+
 class _TooLarge(Exception):
     pass
 
@@ -211,7 +187,7 @@ class EdgeLimits:
             else:
                 if body is None:
                     return  # the client left
-                refusal = self._refuse_body(body, headers)
+                refusal = await self._refuse_body(body, headers)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -246,10 +222,13 @@ class EdgeLimits:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    def _refuse_body(self, body: bytes, headers: Headers) -> Response | None:
+    async def _refuse_body(self, body: bytes, headers: Headers) -> Response | None:
         if not body or not _is_json(headers):
             return None
-        problem = json_problem(body, self.max_json_depth)
+        if len(body) > CHECK_IN_THREAD:  # seconds of parsing and walking: off the event loop
+            problem = await asyncio.to_thread(json_problem, body, self.max_json_depth)
+        else:
+            problem = json_problem(body, self.max_json_depth)
         return _invalid(problem) if problem is not None else None
 
     def _too_large(self) -> Response:

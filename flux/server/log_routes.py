@@ -22,7 +22,7 @@ from typing import AsyncIterator, Awaitable, Callable
 from fastapi import APIRouter, Depends, Header, Query, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from flux.domain.events import ExecutionState
+from flux.domain.events import TASK_ID_MAX, ExecutionState
 from flux.domain.numbers import INT64_MAX
 from flux.server import executions, logs
 from flux.server.database import Database
@@ -115,7 +115,7 @@ def router(client: list, bearer: Callable, authenticate_worker: Callable) -> API
     async def execution_logs(
         execution_id: str,
         request: Request,
-        task: str | None = Query(default=None, max_length=160, description="A task name (each of its calls) or a call id ('fetch:2')"),
+        task: str | None = Query(default=None, max_length=TASK_ID_MAX, description="A task name (each of its calls) or a call id ('fetch:2')"),
         attempt: int | None = Query(default=None, ge=1, le=INT64_MAX),
         stream: LogStream | None = None,
         level: LogLevel | None = Query(default=None, description="Minimum level; only 'log' lines have one"),

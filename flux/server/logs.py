@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from flux.domain.events import ExecutionState
+from flux.domain.events import TASK_ID_MAX, ExecutionState
 from flux.server.models import ExecutionLogModel, ExecutionModel
 from flux.server.errors import Conflict
 from flux.server.executions import fenced_row, get_row, info
@@ -60,7 +60,7 @@ def store(session: Session, worker_name: str, execution_id: str, body: LogBatch)
                 "stream": line.stream,
                 "level": _text(line.level, MAX_LEVEL),
                 "logger": _text(line.logger, MAX_LOGGER),
-                "task_id": _text(line.task_id, 160),
+                "task_id": _text(line.task_id, TASK_ID_MAX),
                 "message": message_text(line.message),
             }
         )

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
-from flux.domain.events import EventType, ExecutionState
-from flux.domain.names import NAME_PATTERN, check_name
+from flux.domain.events import EVENT_TYPE_MAX, MAX_CHECKPOINT_EVENTS, TASK_ID_MAX, EventType, ExecutionState
+from flux.domain.names import NAME_MAX, NAME_PATTERN, check_name
 from flux.domain.secrets import MAX_SECRET_LENGTH
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
 
@@ -141,9 +141,9 @@ class PruneReply(BaseModel):
 
 
 class EventIn(Strict):
-    type: str
-    name: str | None = None
-    task_id: str | None = None
+    type: str = Field(max_length=EVENT_TYPE_MAX)
+    name: str | None = Field(default=None, max_length=NAME_MAX, description="The workflow's or the task's name")
+    task_id: str | None = Field(default=None, max_length=TASK_ID_MAX, description="The task call ('fetch:2') or wait ('pause:approval:1')")
     value: Any = None
     time: float
 
@@ -208,7 +208,7 @@ class ExecutionInfo(BaseModel):
 class Checkpoint(Strict):
     attempt: int = Field(ge=1)
     batch: int = Field(ge=1, description="1, 2, 3... within the attempt: a re-sent batch is acknowledged, not appended twice")
-    events: list[EventIn] = Field(min_length=1)
+    events: list[EventIn] = Field(min_length=1, max_length=MAX_CHECKPOINT_EVENTS, description="At most 1,000 (the worker splits larger batches)")
 
 
 class CheckpointReply(BaseModel):
@@ -229,7 +229,7 @@ MAX_LOG_LINES = 5000
 class LogLineIn(Strict):
     time: float = Field(description="Epoch seconds, taken where the line was written")
     stream: LogStream
-    task_id: str | None = Field(default=None, max_length=160, description="The task call ('fetch:2'); null: the workflow body or unknown")
+    task_id: str | None = Field(default=None, max_length=TASK_ID_MAX, description="The task call ('fetch:2'); null: the workflow body or unknown")
     level: str | None = Field(default=None, description="For 'log' lines: INFO, WARNING, ...; cut to 16 characters")
     logger: str | None = Field(default=None, description="For 'log' lines: the logger's name; cut to 128 characters")
     message: str = Field(description="Longer than 64 KiB (UTF-8): cut, with a note of how much was cut")
@@ -361,6 +361,7 @@ class ClaimedExecution(BaseModel):
     gpus: list[int] | None = Field(default=None, description="GPU indexes allotted to this execution")
     traceparent: str | None = Field(default=None, description="W3C trace context of this attempt's spans (tracing on)")
     max_payload_size: int | None = Field(default=None, description="A task result or the output larger than this (JSON bytes) fails")
+    max_json_depth: int | None = Field(default=None, description="The server's nesting limit: a task result or the output nested past it in a checkpoint fails")
     recorded: dict[str, Any] = Field(default_factory=dict, description="Values of deterministic builtins (now, uuid4, ...) by call id, for a replay")
     rolled_back: list[str] = Field(default_factory=list, description="Task ids whose rollback ended in an earlier attempt (not run again)")
 

@@ -2,9 +2,12 @@
 events, and the checkpoints that carry them to the server.
 
 Events from a running execution are batched: while one checkpoint request is in
-flight, newer events queue and leave together in the next one. A checkpoint refused
-with 409 means the attempt was superseded (fenced): its child is killed at once and
-nothing more is reported for it.
+flight, newer events queue and leave together in the next one, at most
+``MAX_CHECKPOINT_EVENTS`` to a request. A checkpoint refused with 409 means the attempt
+was superseded (fenced): its child is killed at once and nothing more is reported for
+it. One refused as malformed (another 4xx: a payload nested past the server's limit
+that the child did not catch, an event over a cap) is never dropped silently: the child
+is killed and the attempt reported FAILED with the server's reason (docs/attempts.md).
 
 Log lines the runner captures go to the attempt's ``LogShipper`` (``flux.worker.logs``),
 never into the outbox; the checkpoint that closes an attempt waits until the lines
@@ -24,7 +27,7 @@ import httpx
 from flux import tracing
 from flux.bundles.archive import BundleError
 from flux.domain.attempts import AttemptEnd
-from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType, make_event
+from flux.domain.events import ATTEMPT_CLOSING_EVENTS, MAX_CHECKPOINT_EVENTS, EventType, make_event
 from flux.runners import Job, Runner, Stop
 from flux.logformat import bind
 from flux.worker.bundles import BundleCache
@@ -51,10 +54,17 @@ class Outbox:
         self.closed = event["type"] in ATTEMPT_CLOSING_EVENTS
         self.ready.set()
 
-    def take(self) -> list[dict]:
-        batch, self.events = self.events, []
-        self.ready.clear()
+    def take(self, limit: int = MAX_CHECKPOINT_EVENTS) -> list[dict]:
+        """The oldest ``limit`` events; ``ready`` stays set while more wait."""
+        batch, self.events = self.events[:limit], self.events[limit:]
+        if not self.events:
+            self.ready.clear()
         return batch
+
+    def replace(self, event: dict) -> None:
+        """Drop what waits and close the attempt with ``event`` (a refusal's failure)."""
+        self.events, self.closed = [], False
+        self.put(event)
 
 
 @dataclass
@@ -71,6 +81,8 @@ class RunningExecution:
     batches: int = 0
     #: Whether this attempt holds its bundle in the cache (released when it ends).
     bundle_held: bool = False
+    #: Set when the server refused a checkpoint as malformed: the attempt fails with it.
+    refused: str | None = None
 
 
 class Executions:
@@ -221,6 +233,16 @@ class Executions:
         attributes = {"flux.execution_id": job["id"], "flux.workflow": job["workflow_name"], "flux.attempt": job.get("attempt")}
         return tracing.span("flux.execution", attributes, parent=job.get("traceparent"))
 
+    @staticmethod
+    def _refused(execution: RunningExecution, response: httpx.Response) -> None:
+        """The server refused a checkpoint as malformed: sending it again gets the same
+        answer, so the child is killed and the attempt fails with the server's reason."""
+        job = execution.job
+        execution.refused = f"the server refused this attempt's checkpoint ({response.status_code}): {_reason(response)}"
+        log.error("execution %s attempt %s: %s", job["id"], job["attempt"], execution.refused)
+        execution.stop.kill.set()
+        execution.outbox.replace(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": execution.refused}))
+
     async def _flush(self, execution: RunningExecution) -> None:
         """Checkpoint batches until the attempt's closing event is on the server."""
         path = f"/executions/{execution.job['id']}/checkpoint"
@@ -241,8 +263,26 @@ class Executions:
                     log.warning("execution %s attempt %s fenced: %s", execution.job["id"], execution.job["attempt"], exc.response.text)
                     self._abandon(execution)
                     return
-                raise
+                if not 400 <= exc.response.status_code < 500 or execution.refused:
+                    raise  # a refusal of the refusal's own report too: eviction requeues it
+                self._refused(execution, exc.response)
+                execution.batches -= 1  # not appended: the failure takes its number
+                continue
             if reply["cancel"]:
                 execution.stop.cancel.set()
             if closing:
                 return
+
+
+#: The most of a refusal's reason that a failed attempt's error keeps.
+REASON_CHARS = 2000
+
+
+def _reason(response: httpx.Response) -> str:
+    """What the server said, in its error shape (``detail``) when it has one."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    text = detail if isinstance(detail, str) else response.text
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + "..."
