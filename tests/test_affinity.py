@@ -5,6 +5,7 @@ Plain dicts keep meaning equality."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -297,3 +298,31 @@ def test_property_normalising_is_idempotent_and_round_trips(affinity):
     assert normalise_affinity(once, OWNER) == once
     assert normalise_affinity(json.loads(json.dumps(once)), OWNER) == once
     assert normalise_affinity(affinity_from_json(once), OWNER) == once
+
+
+# Issue 31: caps as Kubernetes sets them for label selectors (flux/domain/labels.py).
+
+@pytest.mark.parametrize("affinity, message", [
+    ({f"k{i}": "v" for i in range(65)}, "workflow 'w': affinity has 65 entries, at most 64"),
+    ({"k" * 64: "v"}, "has a name of 64 characters, at most 63"),
+    ({"a" * 254 + "/k": "v"}, "has a prefix of 254 characters, at most 253"),
+    ({"zone": "v" * 64}, "label value 'vvvv"),
+    ({"zone": {"op": "In", "values": [str(i) for i in range(65)]}}, "affinity['zone']: In values has 65 entries, at most 64"),
+    ({"zone": {"op": "NotIn", "values": ["v" * 64]}}, "NotIn: label value"),
+])
+def test_affinity_is_capped_like_kubernetes_label_selectors(affinity, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        normalise_affinity(affinity, "workflow 'w'")
+
+
+def test_the_largest_affinity_is_accepted():
+    largest = {"p" * 253 + "/" + "k" * 61 + str(i % 10) + str(i // 10): "v" * 63 for i in range(64)}
+    assert len(normalise_affinity(largest, "w")) == 64
+    assert normalise_affinity({"zone": In(*range(64))}, "w")["zone"]["values"][-1] == "63"
+
+
+def test_decorating_a_workflow_with_ten_thousand_labels_is_refused():
+    with pytest.raises(ValueError, match=re.escape("affinity has 10000 entries, at most 64")):
+        @workflow.with_options(affinity={f"k{i}": "v" for i in range(10_000)})
+        async def crowded(ctx):  # pragma: no cover - never registered
+            return None

@@ -236,3 +236,23 @@ def test_to_dict_round_trips_through_from_dict(request):
     assert ResourceRequest.from_dict(data) == request
     assert all(value is not None for value in data.values())
     assert request.is_empty == (data == {})
+
+
+@pytest.mark.parametrize("field", ["memory", "disk"])
+@pytest.mark.parametrize("value", ["99999999999999999999999999Ei", "8Ei", "9223372036854775808", 2**63, 10**400, 1e19, float("inf")])
+def test_quantities_above_int64_are_refused_naming_the_field(field, value):
+    """Issue 31: '99999999999999999999999999Ei' was stored as ~1.15e44 bytes."""
+    with pytest.raises(InvalidResourceRequest, match=f"ResourceRequest.{field}: .* is more than the largest quantity, 2\\*\\*63-1 bytes"):
+        ResourceRequest(**{field: value})
+
+
+def test_the_largest_quantity_is_int64_max():
+    assert ResourceRequest(memory=2**63 - 1).memory == 2**63 - 1
+    assert ResourceRequest(disk="9223372036854775807").disk == 2**63 - 1
+    assert ResourceRequest(memory="7Ei").memory == 7 * 1024**6
+
+
+@pytest.mark.parametrize("kwargs", [dict(gpu=2**63), dict(cpu=10**400), dict(resources={"fpga": 10**400}), dict(resources={"fpga": float("inf")})])
+def test_counts_past_int64_are_refused_not_an_overflow(kwargs):
+    with pytest.raises(InvalidResourceRequest, match="up to 2\\*\\*63-1|must be a positive number"):
+        ResourceRequest(**kwargs)

@@ -428,3 +428,18 @@ equality_affinities = st.none() | st.dictionaries(st.sampled_from(["zone", "cuda
 def test_property_without_a_policy_placement_is_the_pre_existing_least_loaded_choice(fleet, rows):
     queue = [Demand(f"e{i}", request, affinity) for i, (request, affinity) in enumerate(rows)]
     assert place(queue, copy.deepcopy(fleet)) == legacy_place(queue, copy.deepcopy(fleet))
+
+
+# Issue 31: at most 64 terms, label keys and values as long as Kubernetes allows.
+
+def test_routing_is_capped_at_64_terms_and_kubernetes_label_lengths():
+    assert len(score(*[metric(f"m{i}") for i in range(64)]).terms) == 64
+    with pytest.raises(ValueError, match=r"score\(\) has 65 entries, at most 64"):
+        score(*[metric(f"m{i}") for i in range(65)])
+    many = {"terms": [{"kind": "label_eq", "key": f"k{i}", "value": "v"} for i in range(10_000)]}
+    with pytest.raises(ValueError, match="routing has 10000 entries, at most 64"):
+        RoutingPolicy.from_dict(many)
+    with pytest.raises(ValueError, match="has a name of 64 characters, at most 63"):
+        score(label("k" * 64) == "v")
+    with pytest.raises(ValueError, match="label value 'vvv.* has 64 characters, at most 63"):
+        RoutingPolicy.from_dict({"terms": [{"kind": "label_eq", "key": "zone", "value": "v" * 64}]})

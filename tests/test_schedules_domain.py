@@ -6,12 +6,16 @@ pick the instant instead of waiting for it."""
 from __future__ import annotations
 
 from datetime import datetime
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from flux import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
-from flux.domain.schedules import MAX_ON_TIME, iso, jitter_offset, parse_duration, plan
+from flux.domain.schedules import (
+    MAX_EVERY, MAX_ON_TIME, MAX_TIME, MIN_EVERY, MIN_TIME, StuckSchedule, iso, jitter_offset, parse_duration, plan,
+)
 from flux.server.schedules.schemas import CatchUp, Overlap
 
 NY = ZoneInfo("America/New_York")
@@ -75,7 +79,7 @@ def test_intervals_sit_on_a_grid_from_their_anchor():
     assert Schedule.parse(every="1m").upcoming(90.5, 2) == [120.0, 180.0]  # the Unix epoch by default
     anchored = Schedule.parse(every=3600, anchor="2024-01-01T00:15:00+00:00")
     assert datetime.fromtimestamp(anchored.after(at(2024, 5, 5, 7, 20, zone=ZoneInfo("UTC"))), ZoneInfo("UTC")).minute == 15
-    assert [parse_duration(v) for v in ("30s", "5m", "1h30m", "250ms", 2, "1.5")] == [30, 300, 5400, 0.25, 2, 1.5]
+    assert [parse_duration(v) for v in ("30s", "5m", "1h30m", "1500ms", 2, "1.5")] == [30, 300, 5400, 1.5, 2, 1.5]
 
 
 def test_a_one_off_fires_once():
@@ -97,6 +101,18 @@ def test_a_one_off_fires_once():
     (dict(cron="@daily", every="1h"), "exactly one of cron, every or at"),
     (dict(at="next tuesday"), "not an ISO 8601 time"),
     (dict(cron="@daily", anchor=0), "only an 'every' schedule has an anchor"),
+    (dict(every=1e-9), "between 1 second and"),
+    (dict(every="250ms"), "between 1 second and"),
+    (dict(every=1e20), "between 1 second and"),
+    (dict(every=10**400), "every: must be"),
+    (dict(every="101w" * 52), "between 1 second and"),
+    (dict(at=1e300), "not a time between 1970-01-01 and 9999-12-31"),
+    (dict(at=-1e18), "not a time between"),
+    (dict(at=10**400), "not a time between"),
+    (dict(at="10000-01-01T00:00:00"), "not an ISO 8601 time"),
+    (dict(at="0001-01-01T00:00:00+14:00"), "not a time between"),
+    (dict(every=60, anchor=1e300), r"anchor: 1e\+300 is not a time between"),
+    (dict(every=60, anchor=float("nan")), "anchor: nan is not a time"),
 ])
 def test_bad_input_says_why(fields, reason):
     with pytest.raises(InvalidSchedule, match=reason):
@@ -140,3 +156,73 @@ def test_jitter_is_the_same_on_every_replica_and_within_bounds():
 def test_the_api_accepts_exactly_the_policies_of_the_domain():
     assert set(Overlap.__args__) == {p.value for p in OverlapPolicy}
     assert set(CatchUp.__args__) == {p.value for p in CatchUpPolicy}
+
+
+# The invariant behind every firing pass: a due time strictly advances, for every
+# schedule the API accepts (issue 31: every=1e-9 was accepted and never advanced).
+
+ZONES = sorted(available_timezones())
+#: Any float, the hostile ones included, or one in the accepted ranges (so that most
+#: draws are accepted and the property has something to check).
+ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True)
+EVERY = st.one_of(ANY_FLOAT, st.floats(MIN_EVERY, MAX_EVERY), st.integers(-1, 2 * int(MAX_EVERY)),
+                  st.sampled_from(["1s", "1500ms", "999ms", "5m", "1h30m", "5217w", "5215w"]))
+MOMENT = st.floats(MIN_TIME, MAX_TIME)
+TIME = st.one_of(ANY_FLOAT, MOMENT, st.integers(-(2**70), 2**70))
+
+
+@st.composite
+def crons(draw) -> str:
+    def field(low: int, high: int) -> str:
+        a, b = sorted(draw(st.integers(low, high)) for _ in range(2))
+        return draw(st.sampled_from(["*", f"*/{max(b - low, 1)}", str(a), f"{a}-{b}", f"{a},{b}", f"{a}-{b}/{max(b - a, 1)}"]))
+
+    fields = [field(0, 59), field(0, 23), field(1, 28), field(1, 12), field(0, 6)]
+    if draw(st.booleans()):
+        fields.insert(0, field(0, 59))
+    return draw(st.one_of(st.just(" ".join(fields)), st.sampled_from(["@daily", "@hourly", "@yearly", "0 0 29 2 *", "* * * * * *"])))
+
+
+SCHEDULES = st.one_of(
+    st.builds(dict, every=EVERY, anchor=st.one_of(st.none(), TIME)),
+    st.builds(dict, at=TIME),
+    st.builds(dict, cron=crons()),
+).flatmap(lambda timing: st.builds(lambda zone: {**timing, "timezone": zone}, st.sampled_from(ZONES)))
+
+
+def accepted(timing: dict) -> Schedule:
+    try:
+        return Schedule.parse(**timing)
+    except InvalidSchedule:
+        assume(False)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SCHEDULES, MOMENT)
+def test_every_accepted_schedule_advances_strictly(timing, moment):
+    schedule = accepted(timing)
+    assert schedule.problem() is None
+    due = schedule.after(moment)
+    assert due is None or moment < due <= MAX_TIME
+    upcoming = schedule.upcoming(moment, 5)
+    assert all(a < b for a, b in zip(upcoming, upcoming[1:]))
+    for due in upcoming:
+        assert iso(due, schedule.zone)  # every due time can be shown in its zone
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SCHEDULES, MOMENT, st.floats(0, 10 * 365 * 86400))
+def test_a_firing_plan_of_an_accepted_schedule_ends_past_now(timing, start, downtime):
+    schedule = accepted(timing)
+    now = min(start + downtime, MAX_TIME)
+    steps = plan(schedule, schedule.after(start), now, CatchUpPolicy.ALL, 1000)
+    assert steps.next_due is None or steps.next_due > now
+    assert all(a < b <= now for a, b in zip(steps.fire, steps.fire[1:]))
+
+
+def test_a_schedule_outside_the_domain_says_why_and_its_plan_stops():
+    stored = Schedule(every=1e-9)  # as an older version stored it
+    assert "between 1 second and" in stored.problem()
+    with pytest.raises(StuckSchedule):
+        plan(stored, 1.7e9, 1.7e9 + 1, CatchUpPolicy.LATEST, 1)
+    assert Schedule(at=1e300).problem().startswith("at: 1e+300 is not a time")

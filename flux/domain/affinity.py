@@ -45,6 +45,7 @@ import math
 import re
 from typing import Any, ClassVar, Mapping
 
+from flux.domain import labels
 from flux.domain.numbers import is_number
 
 __all__ = [
@@ -121,11 +122,17 @@ def canonical_operator(spec: Any) -> dict:
         return {"op": op, "value": raw}
     if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)):
         raise ValueError(f"{op} needs a list of values, got {raw!r}")
+    problem = labels.count_problem(len(raw), f"{op} values", labels.MAX_VALUES)
+    if problem:
+        raise ValueError(problem)
     values: list[str] = []
     for item in raw:
         text = _label_value(item)
         if text is None:
             raise ValueError(f"{op} values must be strings or numbers, got {item!r}")
+        problem = labels.value_problem(text)
+        if problem:
+            raise ValueError(f"{op}: {problem}")
         if text not in values:
             values.append(text)
     if not values:
@@ -310,11 +317,17 @@ def normalise_affinity(value: Any, owner: str) -> dict[str, str | dict] | None:
         return None
     if not isinstance(value, Mapping):
         raise ValueError(f"{owner}: affinity must be a mapping of label to value, got {value!r}")
+    problem = labels.count_problem(len(value), "affinity")
+    if problem:
+        raise ValueError(f"{owner}: {problem}")
     result: dict[str, str | dict] = {}
     for key, wanted in value.items():
         if not isinstance(key, str) or not key:
             raise ValueError(f"{owner}: affinity key must be a non-empty string, got {key!r}")
         text = _label_value(wanted)
+        problem = labels.key_problem(key) or (labels.value_problem(text) if text is not None else None)
+        if problem:
+            raise ValueError(f"{owner}: affinity: {problem}")
         if text is not None:
             result[key] = text
             continue

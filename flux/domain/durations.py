@@ -18,7 +18,7 @@ def parse_duration(value: float | int | str, field: str = "duration") -> float:
     if isinstance(value, bool):
         raise InvalidDuration(f"{field}: expected seconds or a duration such as '30s', '5m', '1h30m'")
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        seconds = float(value) if isinstance(value, float) or abs(value) < 2**63 else math.inf
     else:
         text = str(value).strip().lower().replace(" ", "")
         try:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
 
-from flux.domain.numbers import is_number
+from flux.domain.numbers import INT64_MAX, is_number
 
 FIELDS = ("cpu", "memory", "disk", "gpu", "packages", "resources")
 
@@ -44,15 +44,22 @@ def _compact(amount: float) -> int | float:
     return int(amount) if float(amount).is_integer() else amount
 
 
+def _too_large(field: str, value: Any) -> InvalidResourceRequest:
+    return InvalidResourceRequest(f"{field}: {value!r} is more than the largest quantity, 2**63-1 bytes (just under 8Ei)")
+
+
 def parse_quantity(value: Any, field: str) -> int:
-    """Bytes from an int or a Kubernetes quantity string ("512Mi", "8Gi", "1G", "1.5Gi").
+    """Bytes from an int or a Kubernetes quantity string ("512Mi", "8Gi", "1G", "1.5Gi"),
+    at most ``INT64_MAX`` (what every column and the API hold).
 
     Fractions of a byte round up, as Kubernetes does. ``field`` is the name used in
     error messages (e.g. "ResourceRequest.memory").
     """
     if is_number(value):
-        if not math.isfinite(value) or value <= 0:
+        if not value > 0:  # also NaN
             raise InvalidResourceRequest(f"{field}: must be a positive number of bytes, got {value!r}")
+        if value > INT64_MAX:  # also infinity; an int too large for a float compares exactly
+            raise _too_large(field, value)
         return math.ceil(value)
     match = _QUANTITY.fullmatch(value.strip()) if isinstance(value, str) else None
     if not match:
@@ -61,7 +68,10 @@ def parse_quantity(value: Any, field: str) -> int:
             "(use bytes or a suffix like 512Mi, 8Gi, 1G, 500M)"
         )
     number, suffix = match.groups()
-    result = int((Decimal(number) * _SUFFIXES.get(suffix, 1)).to_integral_value(ROUND_CEILING))
+    amount = (Decimal(number) * _SUFFIXES.get(suffix, 1)).to_integral_value(ROUND_CEILING)
+    if amount > INT64_MAX:
+        raise _too_large(field, value)
+    result = int(amount)
     if result <= 0:
         raise InvalidResourceRequest(f"{field}: must be a positive quantity, got {value!r}")
     return result
@@ -71,7 +81,7 @@ def parse_cpu(value: Any) -> float:
     """Cores from a positive number or a string: "4", "0.5", "500m" (millicores)."""
     field = "ResourceRequest.cpu"
     if is_number(value):
-        cores = float(value)
+        cores = float(value) if abs(value) <= INT64_MAX else math.inf
     else:
         match = _CPU.fullmatch(value.strip()) if isinstance(value, str) else None
         if not match:
@@ -80,8 +90,8 @@ def parse_cpu(value: Any) -> float:
             )
         number, milli = match.groups()
         cores = float(number) / (1000 if milli else 1)
-    if not math.isfinite(cores) or cores <= 0:
-        raise InvalidResourceRequest(f"{field}: must be a positive number of cores, got {value!r}")
+    if not 0 < cores <= INT64_MAX:  # also NaN and infinity
+        raise InvalidResourceRequest(f"{field}: must be a positive number of cores up to 2**63-1, got {value!r}")
     return cores
 
 
@@ -103,8 +113,8 @@ def _requirement(text: str) -> Requirement:
 
 
 def _parse_gpu(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise InvalidResourceRequest(f"ResourceRequest.gpu: must be a positive integer, got {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= INT64_MAX:
+        raise InvalidResourceRequest(f"ResourceRequest.gpu: must be a positive integer up to 2**63-1, got {value!r}")
     return value
 
 
@@ -144,7 +154,7 @@ def parse_custom_resources(value: Any, field: str = "ResourceRequest.resources")
             raise InvalidResourceRequest(
                 f"{field}: resource name {name!r} must be lowercase letters, digits, '.', '_', '-' or '/'"
             )
-        if not is_number(amount) or not math.isfinite(amount) or amount <= 0:
+        if not is_number(amount) or not 0 < amount <= INT64_MAX:  # also NaN and infinity
             raise InvalidResourceRequest(f"{field}[{name!r}]: must be a positive number, got {amount!r}")
         parsed.append((name, float(amount)))
     return tuple(sorted(parsed))

@@ -57,6 +57,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Mapping
 
+from flux.domain import labels
 from flux.domain.numbers import is_number
 
 __all__ = [
@@ -125,7 +126,7 @@ class LabelEquals(Term):
             return f"label key must be a non-empty string, got {self.key!r}"
         if not isinstance(self.value, str) and not is_number(self.value):
             return f"label {self.key} must be compared with a string or a number, got {self.value!r}"
-        return None
+        return labels.key_problem(self.key) or labels.value_problem(str(self.value))
 
     def _normalised(self) -> Term:
         return self if isinstance(self.value, str) else replace(self, value=str(self.value))
@@ -244,6 +245,9 @@ class RoutingPolicy:
             terms = (terms,)
         if not terms:
             raise ValueError("score() needs at least one term, e.g. score(metric('queue_depth') * -1)")
+        problem = labels.count_problem(len(terms), "score()")
+        if problem:
+            raise ValueError(problem)
         checked = []
         for position, term in enumerate(terms, start=1):
             try:
@@ -265,6 +269,9 @@ class RoutingPolicy:
             raise ValueError(f"routing terms must be a list, got {raw!r}")
         if not raw:
             raise ValueError("routing needs at least one term, got an empty list")
+        problem = labels.count_problem(len(raw), "routing")
+        if problem:
+            raise ValueError(problem)
         terms = []
         for position, item in enumerate(raw, start=1):
             try:

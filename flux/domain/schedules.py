@@ -65,14 +65,26 @@ MAX_ON_TIME = 60.0
 MAX_PENDING = 1000
 #: The longest jitter: an hour.
 MAX_JITTER = 3600.0
+#: The shortest interval: a second, the finest cron grid. Below it float precision
+#: stops a due time from advancing (``after(t) > t``), so the domain ends here.
+MIN_EVERY = 1.0
+#: The longest interval: 100 years of 365 days.
+MAX_EVERY = 100 * 365 * 86400.0
+#: Times a schedule takes or reaches (``at``, ``anchor``, due times): from the Unix
+#: epoch to 9999-12-31T00:00:00Z, which every time zone can still show as a date.
+MIN_TIME = 0.0
+MAX_TIME = datetime(9999, 12, 31, tzinfo=timezone.utc).timestamp()
 
 
 def parse_duration(value: float | int | str, field: str = "every") -> float:
     """Seconds from a number or a duration string (``flux.domain.durations``): ``30``, ``"5m"``, ``"1h30m"``."""
     try:
-        return durations.parse_duration(value, field)
+        seconds = durations.parse_duration(value, field)
     except durations.InvalidDuration as exc:
         raise InvalidSchedule(str(exc)) from None
+    if not MIN_EVERY <= seconds <= MAX_EVERY:
+        raise InvalidSchedule(f"{field}: must be between {MIN_EVERY:g} second and {MAX_EVERY:g} seconds (100 years), not {value!r}")
+    return seconds
 
 
 def parse_timezone(name: str) -> ZoneInfo:
@@ -100,16 +112,22 @@ def parse_time(value: float | int | str, zone: ZoneInfo, field: str) -> float:
     if isinstance(value, bool):
         raise InvalidSchedule(f"{field}: expected an ISO 8601 time or epoch seconds")
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise InvalidSchedule(f"{field}: {value!r} is not a time")
-        return float(value)
+        return _in_range(value, value, field)
     try:
         moment = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
     except ValueError:
         raise InvalidSchedule(f"{field}: {value!r} is not an ISO 8601 time (e.g. '2030-01-01T09:00:00+01:00')") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone)
-    return moment.timestamp()
+    return _in_range(moment.timestamp(), value, field)
+
+
+def _in_range(epoch: float | int, given: object, field: str) -> float:
+    """``epoch`` as a float, when it lies in ``[MIN_TIME, MAX_TIME]`` (compared before
+    converting: an int too large for a float is refused, not an OverflowError)."""
+    if not MIN_TIME <= epoch <= MAX_TIME:  # also NaN
+        raise InvalidSchedule(f"{field}: {given!r} is not a time between 1970-01-01 and 9999-12-31 (UTC)")
+    return float(epoch)
 
 
 def iso(epoch: float, zone: ZoneInfo) -> str:
@@ -153,16 +171,31 @@ class Schedule:
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
+    def problem(self) -> str | None:
+        """Why this schedule lies outside what ``parse`` accepts (one stored by an older
+        version, say), or None: only accepted schedules are sure to advance."""
+        try:
+            Schedule.parse(cron=self.cron, every=self.every, at=self.at, timezone=self.timezone,
+                           anchor=self.anchor if self.every is not None else None)
+        except InvalidSchedule as exc:
+            return str(exc)
+        return None
+
     def after(self, moment: float) -> float | None:
-        """The first due time strictly after ``moment``; None when there is none (a one-off past)."""
+        """The first due time strictly after ``moment``; None when there is none (a one-off
+        past, or nothing before ``MAX_TIME``)."""
         if self.every is not None:
             steps = math.floor((moment - self.anchor) / self.every) + 1
             due = self.anchor + steps * self.every
-            return due if due > moment else due + self.every
-        if self.at is not None:
-            return self.at if self.at > moment else None
-        start = datetime.fromtimestamp(moment, self.zone)
-        return next(CronSim(self.cron, start)).timestamp()
+            due = due if due > moment else due + self.every
+        elif self.at is not None:
+            due = self.at if self.at > moment else None
+        else:
+            try:
+                due = next(CronSim(self.cron, datetime.fromtimestamp(moment, self.zone))).timestamp()
+            except (OverflowError, ValueError, StopIteration):  # past year 9999
+                due = None
+        return due if due is not None and due <= MAX_TIME else None
 
     def upcoming(self, moment: float, count: int) -> list[float]:
         """The next ``count`` due times after ``moment``."""
@@ -189,21 +222,38 @@ class Plan:
     next_due: float | None  # the first due time after this pass (None: nothing more)
 
 
+class StuckSchedule(InvalidSchedule):
+    """A due time that does not advance: ``after(due) <= due`` (only a schedule outside
+    the accepted domain can do this; the server pauses it with this reason)."""
+
+
 def plan(schedule: Schedule, next_due: float | None, now: float, catch_up: CatchUpPolicy, limit: int) -> Plan:
     """The due times in ``[next_due, now]``: on-time ones fire; missed ones (reached later
     than ``Schedule.window``) follow the catch-up policy: ``all`` fires the newest
-    ``limit`` of them, ``latest`` the newest one, ``none`` none."""
+    ``limit`` of them, ``latest`` the newest one, ``none`` none.
+
+    Bounded work: at most ``MAX_PENDING`` due times are held; past that the older ones
+    are skipped and the walk restarts near now (first one span of them before now,
+    then ``2 * MAX_ON_TIME`` before now, which holds fewer than ``MAX_PENDING`` due
+    times a second apart), so a pass takes at most about ``2 * MAX_PENDING + 121``
+    steps. ``StuckSchedule`` if a due time does not advance."""
     pending: list[float] = []
-    skipped = 0
+    skipped = restarts = 0
     due = next_due
     while due is not None and due <= now:
         if len(pending) == MAX_PENDING:  # long downtime on a dense schedule: restart near now
             skipped += len(pending)
-            span = pending[-1] - pending[0]
-            pending, due = [], schedule.after(max(due, now - span))
+            restarts += 1
+            back = pending[-1] - pending[0] if restarts == 1 else 2 * MAX_ON_TIME
+            pending, due = [], schedule.after(max(due, now - back))
+            if restarts > 2:
+                raise StuckSchedule(f"{schedule.kind}: more than {MAX_PENDING} due times in {back:g} seconds")
             continue
         pending.append(due)
-        due = schedule.after(due)
+        following = schedule.after(due)
+        if following is not None and not following > due:
+            raise StuckSchedule(f"{schedule.kind}: its due time does not advance past {due!r}")
+        due = following
     on_time = [d for d in pending if now - d <= schedule.window(d)]
     missed = pending[: len(pending) - len(on_time)]
     kept = {CatchUpPolicy.ALL: missed[-limit:] if limit > 0 else [], CatchUpPolicy.LATEST: missed[-1:], CatchUpPolicy.NONE: []}[catch_up]
@@ -219,6 +269,6 @@ def jitter_offset(name: str, due: float, jitter: float) -> float:
 
 
 def check_jitter(value: float) -> float:
-    if not math.isfinite(value) or value < 0 or value > MAX_JITTER:
+    if not 0 <= value <= MAX_JITTER:  # also NaN, and ints too large for a float
         raise InvalidSchedule(f"jitter: must be between 0 and {MAX_JITTER:g} seconds, not {value!r}")
     return float(value)

@@ -246,6 +246,8 @@ class ScheduleModel(Base):
     catch_up_limit: Mapped[int] = mapped_column(Integer)
     jitter: Mapped[float] = mapped_column(Float, default=0.0)
     paused: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: Why the server paused it (its timing lies outside what the API accepts); None: by hand, or not paused.
+    paused_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: The next due time not yet fired (None: a one-off that has fired).
     next_due: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: ``next_due`` plus its jitter: when the loop fires it.

@@ -12,6 +12,7 @@ replica gets there, however many crash (docs/schedules.md).
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -20,17 +21,20 @@ from sqlalchemy.orm import Session
 
 from flux.domain.attempts import AttemptPolicy
 from flux.domain.events import ExecutionState
-from flux.domain.schedules import CatchUpPolicy, OverlapPolicy, plan
+from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, plan
 from flux.server import executions
 from flux.server.errors import NotFound
 from flux.server.models import ExecutionModel, ScheduleModel
-from flux.server.schedules.store import set_next, spec_of
+from flux.server.schedules.store import pause_broken, set_next, spec_of
 from flux.server.schemas import RunRequest
 
 log = logging.getLogger("flux.server.schedules")
 
 #: Schedules fired per transaction: bounds how long one holds the SQLite writer.
 BATCH = 500
+#: Seconds of planning and firing per transaction: past it the pass commits what it
+#: did and the loop runs another (the writer and the event loop are never held long).
+BUDGET = 0.5
 ACTIVE = [state.value for state in ExecutionState if not state.is_terminal]
 
 
@@ -67,8 +71,17 @@ def _fire_batch(session: Session, now: float, policy: AttemptPolicy, batch: int)
             _fire(session, row, due, policy, done)
     due_rows = _locked(session, ScheduleModel.next_fire_at <= now, ScheduleModel.next_fire_at, batch)
     active = _active_runs(session, due_rows)
+    deadline = time.monotonic() + BUDGET
     for row in due_rows:
-        steps = plan(spec_of(row), row.next_due, now, CatchUpPolicy(row.catch_up), row.catch_up_limit)
+        if time.monotonic() > deadline:
+            done.more = True
+            return done
+        spec = spec_of(row)
+        try:
+            steps = plan(spec, row.next_due, now, CatchUpPolicy(row.catch_up), row.catch_up_limit)
+        except (InvalidSchedule, OverflowError, ValueError) as exc:  # stored by an older version: never loop on it
+            pause_broken(row, spec.problem() or str(exc))
+            continue
         done.skipped["catch_up"] += steps.skipped
         for due in steps.fire:
             _fire_or_hold(session, row, due, active.setdefault(row.name, []), policy, done)

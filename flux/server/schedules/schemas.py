@@ -126,6 +126,7 @@ class ScheduleInfo(BaseModel):
     catch_up_limit: int
     jitter: float
     paused: bool
+    paused_reason: str | None = Field(default=None, description="Why the server paused it (its timing lies outside what the API accepts); null: by hand or not paused")
     next_fire_times: list[str] = Field(description="The next due times (ISO 8601, in its time zone); empty while paused or done")
     queued_for: str | None = Field(default=None, description="overlap=queue_one: the due time held until the active run ends")
     created_at: float

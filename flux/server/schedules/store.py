@@ -9,7 +9,9 @@ replica instead of racing it.
 
 from __future__ import annotations
 
+import logging
 import time
+from zoneinfo import ZoneInfo
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -21,6 +23,8 @@ from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.models import ScheduleModel
 from flux.server.schedules.schemas import ScheduleCreate, ScheduleInfo, ScheduleUpdate
 from flux.server.schemas import ExecutionInfo, RunRequest
+
+log = logging.getLogger("flux.server.schedules")
 
 #: Due times ``GET /schedules`` shows for each.
 SHOWN = 5
@@ -36,11 +40,40 @@ def set_next(row: ScheduleModel, due: float | None) -> None:
     row.next_fire_at = None if due is None else due + jitter_offset(row.name, due, row.jitter)
 
 
+def pause_broken(row: ScheduleModel, reason: str) -> None:
+    """Pause a schedule whose timing lies outside what the API accepts (stored by an
+    older version): it might never advance. The reason shows in ``GET /schedules/NAME``."""
+    log.warning("schedule %s paused: %s", row.name, reason)
+    row.paused, row.paused_reason, row.queued_due, row.updated_at = True, reason, None, time.time()
+
+
+def pause_all_broken(session: Session) -> int:
+    """At start: pause every active schedule outside the accepted domain; how many."""
+    paused = 0
+    for row in session.scalars(select(ScheduleModel).where(ScheduleModel.paused.is_(False)).with_for_update()):
+        reason = spec_of(row).problem()
+        if reason:
+            pause_broken(row, reason)
+            paused += 1
+    return paused
+
+
+def _shown(epoch: float, zone: ZoneInfo) -> str:
+    """ISO 8601 in ``zone``; a stored time no date can show stays a number."""
+    try:
+        return iso(epoch, zone)
+    except (OverflowError, ValueError, OSError):
+        return repr(epoch)
+
+
 def info(row: ScheduleModel) -> ScheduleInfo:
     spec = spec_of(row)
-    zone = spec.zone
+    try:
+        zone = spec.zone
+    except (ValueError, KeyError):  # an unknown zone stored by an older version (paused at start)
+        zone = ZoneInfo("UTC")
     upcoming = []
-    if not row.paused and row.next_due is not None:
+    if not row.paused and row.next_due is not None and spec.problem() is None:
         upcoming = [row.next_due, *spec.upcoming(row.next_due, SHOWN - 1)]
     return ScheduleInfo(
         name=row.name,
@@ -49,8 +82,8 @@ def info(row: ScheduleModel) -> ScheduleInfo:
         kind=spec.kind,
         cron=row.cron,
         every=row.every,
-        at=iso(row.at, zone) if row.at is not None else None,
-        anchor=iso(row.anchor, zone) if row.every is not None else None,
+        at=_shown(row.at, zone) if row.at is not None else None,
+        anchor=_shown(row.anchor, zone) if row.every is not None else None,
         timezone=row.timezone,
         input=row.input,
         overlap=row.overlap,
@@ -58,8 +91,9 @@ def info(row: ScheduleModel) -> ScheduleInfo:
         catch_up_limit=row.catch_up_limit,
         jitter=row.jitter,
         paused=row.paused,
-        next_fire_times=[iso(due, zone) for due in upcoming],
-        queued_for=iso(row.queued_due, zone) if row.queued_due is not None else None,
+        paused_reason=row.paused_reason,
+        next_fire_times=[_shown(due, zone) for due in upcoming],
+        queued_for=_shown(row.queued_due, zone) if row.queued_due is not None else None,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
@@ -154,17 +188,21 @@ def delete(session: Session, name: str) -> None:
 
 def pause(session: Session, name: str) -> ScheduleInfo:
     row = get_row(session, name)
-    row.paused, row.queued_due, row.updated_at = True, None, time.time()
+    row.paused, row.paused_reason, row.queued_due, row.updated_at = True, None, None, time.time()
     return info(row)
 
 
 def resume(session: Session, name: str) -> ScheduleInfo:
-    """Due times passed while paused are not caught up: the next one is after now."""
+    """Due times passed while paused are not caught up: the next one is after now. A
+    schedule outside the accepted domain stays paused (422) until its timing is changed."""
     row = get_row(session, name)
     if row.paused:
-        now = time.time()
-        row.paused, row.updated_at = False, now
         spec = spec_of(row)
+        reason = spec.problem()
+        if reason:
+            raise Invalid(f"schedule {name!r} cannot resume: {reason} (change its timing first)")
+        now = time.time()
+        row.paused, row.paused_reason, row.updated_at = False, None, now
         set_next(row, spec.after(now) if spec.at is None or row.next_due is not None else None)
     return info(row)
 
