@@ -8,6 +8,7 @@ broke with pytest 9.2 (docs/production.md#dependencies)."""
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,7 +29,9 @@ from flux import probe
 from flux.local import LocalCluster
 
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance, content_type_conformance]
-FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+#: Examples per operation and stateful sequences; FLUX_FUZZ_SCALE=10 for a long run.
+SCALE = int(os.environ.get("FLUX_FUZZ_SCALE", "1"))
+FUZZ = settings(max_examples=50 * SCALE, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 WORKFLOW = "from flux import workflow\n\n@workflow\nasync def hello(ctx):\n    return ctx.input\n"
 
 
@@ -105,7 +108,7 @@ def api_schema(api: Api):
     return schemathesis.openapi.from_url(f"{api.url}/openapi.json")
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120 * SCALE)
 def test_every_operation(api: Api, api_schema, subtests):
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) > 30, "the schema lost its operations"
@@ -125,7 +128,7 @@ def fuzz_operation(api: Api, operation) -> None:
     calls()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120 * SCALE)
 def test_stateful_sequences(api: Api, api_schema):
     machine = api_schema.as_state_machine()
 
@@ -140,5 +143,5 @@ def test_stateful_sequences(api: Api, api_schema):
             case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
 
     # The server's state changes as it runs, so replaying a sequence is not exact: no shrinking.
-    Sequences.run(settings=settings(max_examples=30, stateful_step_count=6, deadline=None, database=None,
+    Sequences.run(settings=settings(max_examples=30 * SCALE, stateful_step_count=6, deadline=None, database=None,
                                     phases=[Phase.generate], suppress_health_check=list(HealthCheck)))
