@@ -12,7 +12,7 @@ from rich.table import Table
 from flux.client import FluxClient, FluxClientError
 from flux.local import LocalCluster
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run_demo(console: Console, keep_home: bool = False) -> None:
