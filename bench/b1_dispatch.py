@@ -57,8 +57,8 @@ async def _handover(count: int, gap: float) -> list[float]:
     import time
 
     from bench.workflows import SOURCE
-    from flux.runners.base import Stop
-    from flux.runners.subprocess import SubprocessRunner
+    from flux.worker.runners.base import Stop
+    from flux.worker.runners.subprocess import SubprocessRunner
 
     runner = SubprocessRunner()
     await runner.start()
@@ -85,7 +85,7 @@ async def _handover(count: int, gap: float) -> list[float]:
 
 
 def _child_boot(count: int) -> tuple[list[float], list[float]]:
-    """CPU ms and wall ms of one ``python -m flux.runners.child`` start (imports, no job)."""
+    """CPU ms and wall ms of one ``python -m flux.worker.runners.child`` start (imports, no job)."""
     import resource
     import subprocess
     import sys
@@ -95,7 +95,7 @@ def _child_boot(count: int) -> tuple[list[float], list[float]]:
     for _ in range(count):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "flux.runners.child"], stdin=subprocess.DEVNULL,
+        subprocess.run([sys.executable, "-m", "flux.worker.runners.child"], stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, check=True)
         wall.append((time.perf_counter() - t0) * 1000)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)

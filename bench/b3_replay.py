@@ -1,6 +1,6 @@
 """B3 replay cost: what resuming an execution with N completed tasks costs, without a server.
 
-The replay path is ``flux.runtime.run_workflow`` with an ``ExecutionContext`` whose
+The replay path is ``flux.model.runtime.run_workflow`` with an ``ExecutionContext`` whose
 ``completed_tasks`` already holds every task's result: each task call is answered
 from that dict instead of running. Runs of N = 0, 100 and 1000 are interleaved so
 machine noise hits them alike; the marginal cost per replayed task is taken per
@@ -26,7 +26,7 @@ from types import SimpleNamespace
 
 from bench.common import Figure
 from flux import task, workflow
-from flux.runtime import ExecutionContext, run_workflow
+from flux.model.runtime import ExecutionContext, run_workflow
 
 SIZES = (0, 100, 1000)
 

@@ -9,7 +9,7 @@ a registration with a realistic payload (resources, ~120 packages, runtime), a
 heartbeat every ``--heartbeat-interval`` seconds on a fixed grid with a random
 initial phase, and a claim long poll. It does not run code: for every execution it
 receives it checkpoints WORKFLOW_STARTED, TASK_STARTED, TASK_COMPLETED and
-WORKFLOW_COMPLETED in one batch (the shapes ``flux.runtime`` emits for a one-task
+WORKFLOW_COMPLETED in one batch (the shapes ``flux.model.runtime`` emits for a one-task
 workflow), then claims again.
 
 Errors are counted by kind (``<call>:<status>`` or ``<call>:<exception class>``):

@@ -7,21 +7,19 @@ part, not for the whole programming model (docs/footprint.md).
 
 import importlib
 import importlib.util
-import sys
-import types
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # what editors and type checkers see; tests/test_lazy_imports.py keeps it equal to _EXPORTS
+if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_imports.py keeps it equal to _EXPORTS
     from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
-    from flux.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
-    from flux.determinism import choice, now, randint, random, uuid4
+    from flux.model.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
+    from flux.model.determinism import choice, now, randint, random, uuid4
     from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
-    from flux.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
-    from flux.task import TaskFailedError, parallel, task
-    from flux.waits import ChildWorkflowError, call, pause, sleep
-    from flux.workflow import LocalExecution, Workflow, workflow
+    from flux.model.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
+    from flux.model.task import TaskFailedError, parallel, task
+    from flux.model.waits import ChildWorkflowError, call, pause, sleep
+    from flux.model.workflow import LocalExecution, Workflow, workflow
 
 
 #: Each exported name and the module that defines it.
@@ -39,38 +37,38 @@ _EXPORTS = {
     "load": "flux.domain.routing",
     "metric": "flux.domain.routing",
     "score": "flux.domain.routing",
-    "map": "flux.composition",
-    "pipeline": "flux.composition",
-    "choice": "flux.determinism",
-    "now": "flux.determinism",
-    "randint": "flux.determinism",
-    "random": "flux.determinism",
-    "uuid4": "flux.determinism",
+    "map": "flux.model.composition",
+    "pipeline": "flux.model.composition",
+    "choice": "flux.model.determinism",
+    "now": "flux.model.determinism",
+    "randint": "flux.model.determinism",
+    "random": "flux.model.determinism",
+    "uuid4": "flux.model.determinism",
     "CatchUpPolicy": "flux.domain.schedules",
     "InvalidSchedule": "flux.domain.schedules",
     "OverlapPolicy": "flux.domain.schedules",
     "Schedule": "flux.domain.schedules",
-    "ExecutionContext": "flux.runtime",
-    "TaskCall": "flux.runtime",
-    "current_task": "flux.runtime",
-    "progress": "flux.runtime",
-    "progress_nowait": "flux.runtime",
-    "TaskFailedError": "flux.task",
-    "parallel": "flux.task",
-    "task": "flux.task",
-    "ChildWorkflowError": "flux.waits",
-    "call": "flux.waits",
-    "pause": "flux.waits",
-    "sleep": "flux.waits",
-    "LocalExecution": "flux.workflow",
-    "Workflow": "flux.workflow",
-    "workflow": "flux.workflow",
+    "ExecutionContext": "flux.model.runtime",
+    "TaskCall": "flux.model.runtime",
+    "current_task": "flux.model.runtime",
+    "progress": "flux.model.runtime",
+    "progress_nowait": "flux.model.runtime",
+    "TaskFailedError": "flux.model.task",
+    "parallel": "flux.model.task",
+    "task": "flux.model.task",
+    "ChildWorkflowError": "flux.model.waits",
+    "call": "flux.model.waits",
+    "pause": "flux.model.waits",
+    "sleep": "flux.model.waits",
+    "LocalExecution": "flux.model.workflow",
+    "Workflow": "flux.model.workflow",
+    "workflow": "flux.model.workflow",
 }
 
 
 def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
-    if module is None:  # ``import flux; flux.runtime``: a submodule, imported on first use too
+    if module is None:  # ``import flux; flux.model.runtime``: a submodule, imported on first use too
         if importlib.util.find_spec(f"{__name__}.{name}") is None:
             raise AttributeError(f"module 'flux' has no attribute {name!r}")
         return importlib.import_module(f"{__name__}.{name}")
@@ -82,19 +80,6 @@ def __getattr__(name: str) -> object:
 def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
-
-class _Package(types.ModuleType):
-    """``flux.task`` and ``flux.workflow`` name both a submodule and the decorator this
-    package exports. Importing the submodule sets the package's attribute to it; that
-    must not hide the decorator (``from flux import task``)."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _EXPORTS and value is sys.modules.get(f"{__name__}.{name}"):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "CatchUpPolicy",

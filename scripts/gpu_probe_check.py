@@ -1,7 +1,7 @@
-"""Run flux.probe's GPU detection for real and print what it finds.
+"""Run flux.worker.probe's GPU detection for real and print what it finds.
 
 Usage (from the repo root, on a GPU machine): python scripts/gpu_probe_check.py
-Prints JSON for each source plus the flux.probe DEBUG log, all on stdout.
+Prints JSON for each source plus the flux.worker.probe DEBUG log, all on stdout.
 """
 
 import json
@@ -13,9 +13,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # works without pip install
 
 logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="LOG %(levelname)s %(name)s: %(message)s")
-logging.getLogger("flux.probe").setLevel(logging.DEBUG)
+logging.getLogger("flux.worker.probe").setLevel(logging.DEBUG)
 
-from flux.probe import detect_gpus  # noqa: E402
+from flux.worker.probe import detect_gpus  # noqa: E402
 
 print("nvidia-smi:", shutil.which("nvidia-smi"))
 for source in ("nvml", "auto", "gputil"):

@@ -12,7 +12,7 @@ class FakeNVMLError(Exception):
 
 
 class FakeNVML:
-    """A fake NVML module (the pynvml API subset flux.probe uses).
+    """A fake NVML module (the pynvml API subset flux.worker.probe uses).
 
     gpus: dicts with uuid, name, total, free (bytes) and util (percent).
     as_bytes: return uuid/name as bytes, like old pynvml bindings.

@@ -67,7 +67,7 @@ def main(ctx: click.Context, config: str | None, debug: bool) -> None:
     Exit codes: 0 success, 1 failure (with --wait: the execution FAILED), 2 usage
     or connection error, 3 the execution was CANCELLED, 4 it still runs when
     --wait gave up."""
-    from flux.config import load_default_map
+    from flux.cli.config import load_default_map
 
     def sections() -> dict[str, click.Command]:
         from flux.cli.start import start_server, start_worker

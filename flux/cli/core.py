@@ -111,8 +111,8 @@ def describe(exc: Exception) -> tuple[str, int]:
     """One line and an exit code for a failure no command turned into a message."""
     import httpx
 
-    from flux.runners.docker import EngineUnreachable
-    from flux.worker_identity import NameTaken
+    from flux.worker.runners.docker import EngineUnreachable
+    from flux.worker.identity import NameTaken
 
     if isinstance(exc, FluxConnectionError):
         return str(exc), EXIT_USAGE

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from flux.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
+from flux.worker.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
 from flux.cli.core import DURATION, QUANTITY, QuantityType, console, parse_labels, parse_resources, token_from_file
 from flux.client import DEFAULT_SERVER_URL
 from flux.logformat import FORMATS, configure_logging
-from flux.runners import RUNNER_NAMES
+from flux.worker.runners import RUNNER_NAMES
 from flux.server.settings import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -262,7 +262,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
         token = path.read_text().strip()
     template = None
     if fork_children and runner == "subprocess":
-        from flux.runners.template import ChildTemplate
+        from flux.worker.runners.template import ChildTemplate
 
         # While this process has one thread, and before it imports the worker's own
         # modules, which the children never need (docs/footprint.md).
@@ -316,6 +316,6 @@ def bootstrap_token(home: str | None) -> None:
 @click.option("--keep-home", is_flag=True, help="Keep the demo's database folder")
 def demo(keep_home: bool) -> None:
     """Start a server on SQLite and a local worker, run an example, explain what happened."""
-    from flux.demo import run_demo
+    from flux.cli.demo import run_demo
 
     run_demo(console.real, keep_home=keep_home)

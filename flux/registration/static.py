@@ -6,7 +6,7 @@ none of its import-time side effects. Decorator arguments are evaluated only whe
 are literals (numbers, strings, lists, tuples, dicts, ``None``, booleans, arithmetic on
 numbers) or calls of the Flux constructors in ``CONSTRUCTORS``, which are then called
 for real: the values go through the very validators the decorators use
-(``flux.workflow.workflow_options``, ``flux.task.TaskOptions``). A bare name is
+(``flux.model.workflow.workflow_options``, ``flux.model.task.TaskOptions``). A bare name is
 looked up among the module's earlier top-level constants; a name of a function of the
 module (a task's ``fallback=`` or ``rollback=``) is recorded by that name and resolved
 on the worker, where the module is imported. Anything else is a ``StaticError``
@@ -23,8 +23,8 @@ from typing import Any, Callable
 from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import label, load, metric, score
-from flux.task import TaskOptions
-from flux.workflow import WorkflowOptions, workflow_options
+from flux.model.task import TaskOptions
+from flux.model.workflow import WorkflowOptions, workflow_options
 
 #: The Flux constructors a decorator argument may call (``from flux import ...`` names).
 CONSTRUCTORS: dict[str, Callable[..., Any]] = {

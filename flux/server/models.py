@@ -2,7 +2,7 @@
 
 Times are Unix epoch seconds (float): portable across SQLite and PostgreSQL, and
 precise enough for the latency figures the benchmarks report. Schema changes go
-through Alembic (``flux/server/migrations``); ``tests/test_migrations.py`` keeps the two
+through Alembic (``flux/server/migrations``); ``tests/server/test_migrations.py`` keeps the two
 in step.
 """
 
@@ -61,7 +61,7 @@ class ExecutionModel(Base):
     __tablename__ = "executions"
     #: One index for each order and filter a list serves (newest first, ties by id:
     #: the keyset ``flux.server.executions.history`` pages on), checked with EXPLAIN
-    #: in tests/test_history.py on both databases. ``state`` serves dispatch's queue too.
+    #: in tests/server/test_history.py on both databases. ``state`` serves dispatch's queue too.
     __table_args__ = (
         Index("ix_executions_order", "scheduled_at", "id"),
         Index("ix_executions_state_order", "state", "scheduled_at", "id"),

@@ -26,7 +26,7 @@ from flux.scheduling.explain import infeasibility
 from flux.scheduling.snapshot import WorkerView
 from flux.server.errors import Invalid, NotFound
 from flux.server.schemas import BundleRegistration, WorkflowInfo, WorkflowRegistration
-from flux.workflow import validate_affinity, validate_routing
+from flux.model.workflow import validate_affinity, validate_routing
 
 
 def _check_source(registration: WorkflowRegistration) -> None:

@@ -6,7 +6,7 @@ to a temporary folder renamed into place (a half-unpacked bundle is never used; 
 stay on disk, so ``__file__``-relative data files work). The cache is bounded in bytes:
 past ``max_bytes`` the least recently used bundles not in use are removed. ``release``
 ends a use. One folder per bundle is what isolates versions: a child runs one bundle
-(``flux.runners.subprocess``), with that folder first on its import path.
+(``flux.worker.runners.subprocess``), with that folder first on its import path.
 """
 
 from __future__ import annotations

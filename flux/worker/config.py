@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from flux import cgroups
-from flux.runners.base import Runner
-from flux.runners.docker import DockerRunner, EngineUnreachable, engine_problem
-from flux.runners.limits import LimitPolicy
-from flux.runners.subprocess import SubprocessRunner
-from flux.runners.template import ChildTemplate
+from flux.worker import cgroups
+from flux.worker.runners.base import Runner
+from flux.worker.runners.docker import DockerRunner, EngineUnreachable, engine_problem
+from flux.worker.runners.limits import LimitPolicy
+from flux.worker.runners.subprocess import SubprocessRunner
+from flux.worker.runners.template import ChildTemplate
 
 log = logging.getLogger("flux.worker")
 
@@ -28,7 +28,7 @@ class WorkerConfig:
     gpu_source: str = "auto"
     #: Disk figures are this path's filesystem: the working directory, where executions run.
     disk_path: str = "."
-    #: Where the probe reads this process's cgroup limits (``flux.cgroups``).
+    #: Where the probe reads this process's cgroup limits (``flux.worker.cgroups``).
     cgroup_root: str = cgroups.DEFAULT_ROOT
     #: Seconds a stopping worker (SIGTERM, SIGINT) lets running executions finish
     #: before it hands the rest back to the server to resume elsewhere.
@@ -66,7 +66,7 @@ class WorkerConfig:
     warm_children: int = 1
     child_idle_timeout: float = 60.0
     #: Folder for this worker's identity (its session token, the lock on its name);
-    #: None keeps the token in memory only (``flux.worker_identity``).
+    #: None keeps the token in memory only (``flux.worker.identity``).
     home: str | None = None
     #: Bytes of unpacked workflow bundles kept on disk (``flux.worker.bundles``).
     bundle_cache_size: int = 2 * 1024**3
@@ -75,9 +75,9 @@ class WorkerConfig:
 
 
 def build_runner(config: WorkerConfig, template: ChildTemplate | None = None) -> Runner:
-    """``template``: forks the subprocess runner's children (``flux.runners.template``)."""
+    """``template``: forks the subprocess runner's children (``flux.worker.runners.template``)."""
     if config.runner == "inprocess":
-        from flux.runners.inprocess import InProcessRunner  # runs workflows here: the programming model with it
+        from flux.worker.runners.inprocess import InProcessRunner  # runs workflows here: the programming model with it
 
         if config.enforce_requests or config.subprocess_memory_limit:
             log.warning("the inprocess runner cannot enforce ceilings; enforce_requests/subprocess_memory_limit ignored")

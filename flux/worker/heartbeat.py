@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable
 
-from flux import probe
+from flux.worker import probe
 from flux.domain.samples import metrics_changed, resources_changed
 from flux.objects import import_object
 from flux.worker.config import WorkerConfig
@@ -48,7 +48,7 @@ class Publisher:
     def resources_info(self) -> dict[str, Any]:
         """The registration payload: resources, packages, runtime, labels, slots.
 
-        GPU detection (the spec's ``Worker._get_gpu_info``) lives in ``flux.probe.detect_gpus``.
+        GPU detection (the spec's ``Worker._get_gpu_info``) lives in ``flux.worker.probe.detect_gpus``.
         """
         info = probe.get_resources_info(
             labels=self.config.labels,

@@ -13,8 +13,8 @@ import logging
 
 from flux import tracing
 from flux.logformat import bind_process
-from flux.runners import Runner
-from flux.runners.template import ChildTemplate
+from flux.worker.runners import Runner
+from flux.worker.runners.template import ChildTemplate
 from flux.worker.bundles import BundleCache, cache_root
 from flux.worker.claims import claim_loop
 from flux.worker.config import WorkerConfig, build_runner
@@ -23,7 +23,7 @@ from flux.worker.heartbeat import Publisher
 from flux.worker.running import Executions
 from flux.worker.services import redact_worker_logs
 from flux.worker.session import Abandoned, ServerSession
-from flux.worker_identity import WorkerIdentity
+from flux.worker.identity import WorkerIdentity
 
 log = logging.getLogger("flux.worker")
 

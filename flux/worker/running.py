@@ -28,7 +28,7 @@ from flux import tracing
 from flux.bundles.archive import BundleError
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, MAX_CHECKPOINT_EVENTS, EventType, make_event
-from flux.runners import Job, Runner, Stop
+from flux.worker.runners import Job, Runner, Stop
 from flux.logformat import bind
 from flux.worker.bundles import BundleCache
 from flux.worker.logs import LogShipper

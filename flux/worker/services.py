@@ -1,4 +1,4 @@
-"""What a running attempt may ask its worker (``flux.runners.asking``): a cached task
+"""What a running attempt may ask its worker (``flux.worker.runners.asking``): a cached task
 result, and the secrets its tasks requested. The worker asks the server with its own
 session; the server answers only for an execution this worker holds under this attempt
 (fenced), so a child never holds a credential.

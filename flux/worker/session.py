@@ -20,7 +20,7 @@ import httpx
 from flux.client import tls_verify
 
 from flux.worker.config import WorkerConfig
-from flux.worker_identity import NameTaken, WorkerIdentity
+from flux.worker.identity import NameTaken, WorkerIdentity
 
 log = logging.getLogger("flux.worker")
 

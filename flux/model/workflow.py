@@ -1,0 +1,256 @@
+"""``@workflow``: an async function of ``ctx`` that the server schedules onto workers.
+
+Options are validated when the decorator runs, so a bad ``requests``, ``affinity`` or
+``routing`` fails at import time with a message naming the field, never later on a
+worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from flux.domain.affinity import Operator, normalise_affinity
+from flux.domain.attempts import check_max_attempts
+from flux.domain.events import ExecutionState
+from flux.domain.names import check_name
+from flux.domain.resource_request import ResourceRequest, request_or_none
+from flux.domain.secrets import Redactor
+from flux.domain.routing import LabelRef, RoutingPolicy, Term
+from flux.domain.waits import check_timeout
+from flux.model.runtime import ExecutionContext
+from flux.model.waits import run_local
+
+
+
+@dataclass
+class LocalExecution:
+    """The result of ``Workflow.run``: the same facts the server would record. A run
+    that reached ``pause()`` is PAUSED, its pause in ``wait``: ``resume(input)`` goes on."""
+
+    execution_id: str
+    state: ExecutionState
+    output: Any
+    events: list[dict] = field(default_factory=list)
+    #: The pending pause of a PAUSED run: ``{"kind": "pause", "id", "name", "payload"}``.
+    wait: dict | None = None
+    _resume: Callable[[Any], Any] | None = field(default=None, repr=False)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state is ExecutionState.COMPLETED
+
+    def resume(self, input: Any = None) -> "LocalExecution":
+        """Continue a PAUSED run: ``pause()`` returns ``input`` (``flux execution resume``)."""
+        if self._resume is None:
+            raise RuntimeError(f"execution {self.execution_id} is {self.state.value}, not PAUSED")
+        return asyncio.run(self._resume(input))
+
+
+def validate_affinity(affinity: Any, owner: str) -> dict[str, str | dict] | None:
+    """The affinity's JSON form, or ``None`` when empty; ``ValueError`` names owner, key and value.
+
+    Kept under this name for the server, which re-validates API payloads with it; it is
+    ``flux.domain.affinity.normalise_affinity``.
+    """
+    return normalise_affinity(affinity, owner)
+
+
+def validate_routing(routing: Any, owner: str) -> RoutingPolicy | None:
+    """A ``score(...)`` policy, or its JSON form (``{"terms": [...]}``), as a RoutingPolicy.
+
+    ``ValueError`` names ``owner`` and what is wrong.
+    """
+    if routing is None or isinstance(routing, RoutingPolicy):
+        return routing
+    if isinstance(routing, Mapping):
+        try:
+            return RoutingPolicy.from_dict(routing)
+        except ValueError as exc:
+            raise ValueError(f"{owner}: {exc}") from None
+    if isinstance(routing, (Term, LabelRef)):
+        raise ValueError(
+            f"{owner}: routing must be score(...), got a bare term {routing!r}; wrap it: score({routing!r})"
+        )
+    raise ValueError(f"{owner}: routing must be score(...), got {routing!r}")
+
+
+def _validate_requests(requests: Any, owner: str) -> ResourceRequest | None:
+    if requests is not None and not isinstance(requests, (Mapping, ResourceRequest)):
+        raise ValueError(f"{owner}: requests must be a ResourceRequest, got {requests!r}")
+    return request_or_none(requests)
+
+
+@dataclass(frozen=True)
+class WorkflowOptions:
+    """A workflow's validated options: what ``@workflow.with_options`` and static
+    registration (``flux.registration``) both build, through ``workflow_options``."""
+
+    name: str
+    requests: ResourceRequest | None = None
+    affinity: dict | None = None
+    routing: RoutingPolicy | None = None
+    pending_timeout: float | None = None
+    max_attempts: int | None = None
+    #: Seconds from submission, across attempts and waits, before it ends TIMED_OUT.
+    timeout: float | None = None
+
+    def metadata(self) -> dict:
+        """What the server stores beside the source: name, placement constraints and routing.
+
+        ``"routing"`` and ``"pending_timeout"`` are present only when set, so
+        workflows without them register exactly as before.
+        """
+        metadata = {
+            "name": self.name,
+            "requests": self.requests.to_dict() if self.requests else None,
+            "affinity": self.affinity,
+        }
+        if self.routing is not None:
+            metadata["routing"] = self.routing.to_dict()
+        if self.pending_timeout is not None:
+            metadata["pending_timeout"] = self.pending_timeout
+        if self.max_attempts is not None:
+            metadata["max_attempts"] = self.max_attempts
+        if self.timeout is not None:
+            metadata["timeout"] = self.timeout
+        return metadata
+
+
+def workflow_options(
+    name: str,
+    requests: Any = None,
+    affinity: Any = None,
+    routing: Any = None,
+    pending_timeout: Any = None,
+    max_attempts: Any = None,
+    timeout: Any = None,
+) -> WorkflowOptions:
+    """Validate a workflow's options; ``ValueError`` (or ``InvalidResourceRequest``) names the field.
+
+    The one implementation of the rules: the decorator calls it when it runs, static
+    registration when it reads the decorator's arguments from the source."""
+    name = check_name(name)
+    owner = f"workflow {name!r}"
+    request = _validate_requests(requests, owner)
+    affinity = validate_affinity(affinity, owner)
+    routing = validate_routing(routing, owner)
+    if pending_timeout is not None and (
+        not isinstance(pending_timeout, (int, float)) or isinstance(pending_timeout, bool) or pending_timeout <= 0
+    ):
+        raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
+    return WorkflowOptions(
+        name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner), check_timeout(timeout, owner)
+    )
+
+
+class Workflow:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        requests: ResourceRequest | Mapping | None = None,
+        affinity: Mapping[str, str | Operator | Mapping] | None = None,
+        routing: RoutingPolicy | Mapping | None = None,
+        pending_timeout: float | None = None,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+    ):
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
+        self.fn = fn
+        self.options = workflow_options(
+            fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts, timeout
+        )
+        self.name = self.options.name
+        self.requests = self.options.requests
+        self.affinity = self.options.affinity
+        self.routing = self.options.routing
+        self.pending_timeout = self.options.pending_timeout
+        self.max_attempts = self.options.max_attempts
+        self.timeout = self.options.timeout
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def metadata(self) -> dict:
+        """What the server stores beside the source (``WorkflowOptions.metadata``)."""
+        return self.options.metadata()
+
+    def run(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
+        """Run in this process, without a server (tests, notebooks). ``secrets``: what
+        tasks with ``secret_requests`` receive (masked in the events, as on a worker)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run_async(input, secrets))
+        raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
+
+    async def run_async(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
+        """Run in this process; durable waits are played as the server would
+        (``flux.model.waits.run_local``): a long sleep is slept, a call runs its child here.
+        ``secrets``: what tasks with ``secret_requests`` receive, redacted from the events."""
+        execution_id, events, completed = uuid.uuid4().hex, [], {}
+        redactor = Redactor()
+        redactor.add((secrets or {}).values())
+
+        def context(attempt: int) -> ExecutionContext:
+            return ExecutionContext(execution_id=execution_id, workflow_name=self.name, input=input, attempt=attempt,
+                                    completed_tasks=completed, emit=lambda event: events.append(redactor.redact(event)),
+                                    secrets=dict(secrets or {}))
+
+        deadline = None if self.timeout is None else time.time() + self.timeout  # from submission, as on a server
+
+        async def attempts(attempt: int = 1, done: tuple[dict, Any] | None = None) -> LocalExecution:
+            state, value, last = await run_local(self, context, attempt, deadline, done)
+            if state is ExecutionState.PAUSED:
+                return LocalExecution(execution_id, state, None, events, value, lambda given: attempts(last + 1, (value, given)))
+            return LocalExecution(execution_id, state, redactor.redact(value), events)
+
+        return await attempts()
+
+    def __repr__(self) -> str:
+        return f"<workflow {self.name}>"
+
+
+class _WorkflowDecorator:
+    """``@workflow`` and ``@workflow.with_options(...)``."""
+
+    def __call__(self, fn: Callable[..., Any]) -> Workflow:
+        return Workflow(fn)
+
+    def with_options(
+        self,
+        name: str | None = None,
+        requests: ResourceRequest | Mapping | None = None,
+        affinity: Mapping[str, str | Operator | Mapping] | None = None,
+        routing: RoutingPolicy | Mapping | None = None,
+        pending_timeout: float | None = None,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[Callable[..., Any]], Workflow]:
+        """Options for the decorated workflow, validated when the decorator runs.
+
+        ``affinity`` is hard (label equality or operators such as ``In``, ``Gt``);
+        ``routing=score(...)`` ranks the eligible workers (soft); ``pending_timeout``
+        fails an execution that waited that many seconds in SCHEDULED (default: wait
+        forever, as the spec says); ``max_attempts`` bounds the attempts that may end
+        in a crash (a child killed, a memory ceiling, a worker lost) before the
+        execution fails (default: the server's, 3; see docs/attempts.md); ``timeout``
+        ends the execution TIMED_OUT that many seconds after submission, across attempts
+        and waits (docs/waits.md).
+        """
+
+        def decorate(fn: Callable[..., Any]) -> Workflow:
+            return Workflow(
+                fn, name=name, requests=requests, affinity=affinity, routing=routing, pending_timeout=pending_timeout,
+                max_attempts=max_attempts, timeout=timeout,
+            )
+
+        return decorate
+
+
+workflow = _WorkflowDecorator()

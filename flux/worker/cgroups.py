@@ -1,0 +1,165 @@
+"""What a container may use: the CPU quota and memory limit of this process's cgroup.
+
+Inside a container psutil reports the host: a worker pod on a 512 GiB node would
+advertise 512 GiB while its cgroup allows 8 GiB, and be given work it cannot hold.
+The probe (``flux.worker.probe``) bounds its host figures by what this module reads, the
+smaller of the two winning, as the JVM's and Go's container support do.
+
+Read from the cgroup filesystem, ``FLUX_CGROUP_ROOT`` (``--cgroup-root``), default
+``/sys/fs/cgroup``; a root that does not exist means no cgroup limits.
+
+* cgroup v2 (a ``cgroup.controllers`` file at the root): ``cpu.max`` ("QUOTA PERIOD",
+  or "max PERIOD": unlimited), ``memory.max`` ("max": unlimited), ``memory.current``
+  and ``memory.stat``.
+* cgroup v1 (``memory/`` and ``cpu/`` or ``cpu,cpuacct/`` below the root):
+  ``cpu.cfs_quota_us`` (-1: unlimited) over ``cpu.cfs_period_us``,
+  ``memory.limit_in_bytes`` (a huge number: unlimited), ``memory.usage_in_bytes`` and
+  ``memory.stat``.
+
+Which group: the one ``/proc/self/cgroup`` names, when it is visible under the root,
+and every ancestor up to the root (a parent's limit binds its children too);
+otherwise the root itself, which is what a container sees of its own group. Memory
+in use is the working set, usage minus inactive file cache, the figure the kubelet
+evicts on: page cache the kernel can drop does not count against what is free.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT_VARIABLE = "FLUX_CGROUP_ROOT"
+DEFAULT_ROOT = "/sys/fs/cgroup"
+PROC_CGROUP = Path("/proc/self/cgroup")
+#: cgroup v1 writes "no limit" as the largest page-aligned counter (2**63 - 4096 on x86-64).
+V1_UNLIMITED = 2**62
+#: Where cgroup v1 mounts the CPU controller: alone, or joined with cpuacct.
+V1_CPU_MOUNTS = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
+
+
+@dataclass(frozen=True)
+class CgroupLimits:
+    """What the cgroup allows; ``None`` where it sets no limit (or cannot be read)."""
+
+    version: int
+    #: CPUs the quota allows (quota / period): 1.5 for Kubernetes' ``limits.cpu: 1500m``.
+    cpus: float | None = None
+    memory_limit: int | None = None
+    #: Working set: bytes in use minus inactive file cache.
+    memory_used: int | None = None
+
+
+def default_root() -> str:
+    return os.environ.get(ROOT_VARIABLE) or DEFAULT_ROOT
+
+
+def membership(text: str) -> dict[str, str]:
+    """``/proc/self/cgroup`` as {controller: path}; the v2 hierarchy is the key ``""``."""
+    groups: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(",") if parts[1] else [""]:
+                groups[controller] = parts[2].strip()
+    return groups
+
+
+def own_membership(proc_cgroup: Path = PROC_CGROUP) -> dict[str, str]:
+    try:
+        return membership(proc_cgroup.read_text())
+    except OSError:  # not Linux
+        return {}
+
+
+def _chain(mount: Path, relative: str | None) -> list[Path]:
+    """This process's group under ``mount`` and its ancestors, deepest first."""
+    relative = (relative or "").strip("/")
+    leaf = mount / relative
+    if not relative or not leaf.is_dir():
+        return [mount]
+    return [leaf, *[parent for parent in leaf.parents if parent.is_relative_to(mount)]]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _smallest(values: list[float | int | None]) -> float | int | None:
+    present = [value for value in values if value is not None]
+    return min(present) if present else None
+
+
+def _working_set(group: Path, usage_file: str, inactive_keys: tuple[str, ...]) -> int | None:
+    usage = _int(_read(group / usage_file))
+    if usage is None:
+        return None
+    stat = dict(line.split(None, 1) for line in (_read(group / "memory.stat") or "").splitlines() if " " in line)
+    inactive = next((_int(stat[key]) for key in inactive_keys if key in stat), None) or 0
+    return max(usage - inactive, 0)
+
+
+def _v2_cpus(group: Path) -> float | None:
+    fields = (_read(group / "cpu.max") or "").split()
+    if len(fields) != 2 or fields[0] == "max":
+        return None
+    quota, period = _int(fields[0]), _int(fields[1])
+    return quota / period if quota and period else None
+
+
+def _v2_memory(group: Path) -> int | None:
+    text = _read(group / "memory.max")
+    return None if text == "max" else _int(text)
+
+
+def _read_v2(root: Path, groups: dict[str, str]) -> CgroupLimits:
+    chain = _chain(root, groups.get(""))
+    return CgroupLimits(
+        version=2,
+        cpus=_smallest([_v2_cpus(group) for group in chain]),
+        memory_limit=_smallest([_v2_memory(group) for group in chain]),
+        memory_used=_working_set(chain[0], "memory.current", ("inactive_file",)),
+    )
+
+
+def _v1_cpus(group: Path) -> float | None:
+    quota, period = _int(_read(group / "cpu.cfs_quota_us")), _int(_read(group / "cpu.cfs_period_us"))
+    return quota / period if quota is not None and quota > 0 and period else None
+
+
+def _v1_memory(group: Path) -> int | None:
+    limit = _int(_read(group / "memory.limit_in_bytes"))
+    return limit if limit is not None and limit < V1_UNLIMITED else None
+
+
+def _read_v1(root: Path, groups: dict[str, str]) -> CgroupLimits:
+    cpu_mount = next((root / name for name in V1_CPU_MOUNTS if (root / name).is_dir()), None)
+    cpu_chain = _chain(cpu_mount, groups.get("cpu")) if cpu_mount else []
+    memory_chain = _chain(root / "memory", groups.get("memory")) if (root / "memory").is_dir() else []
+    return CgroupLimits(
+        version=1,
+        cpus=_smallest([_v1_cpus(group) for group in cpu_chain]),
+        memory_limit=_smallest([_v1_memory(group) for group in memory_chain]),
+        memory_used=_working_set(memory_chain[0], "memory.usage_in_bytes", ("total_inactive_file", "inactive_file"))
+        if memory_chain else None,
+    )
+
+
+def read_limits(root: str | os.PathLike | None = None, proc_cgroup: Path = PROC_CGROUP) -> CgroupLimits | None:
+    """This process's cgroup limits, or ``None`` when there is no cgroup filesystem at ``root``."""
+    base = Path(root if root is not None else default_root())
+    if (base / "cgroup.controllers").is_file():
+        return _read_v2(base, own_membership(proc_cgroup))
+    if (base / "memory").is_dir() or any((base / name).is_dir() for name in V1_CPU_MOUNTS):
+        return _read_v1(base, own_membership(proc_cgroup))
+    return None

@@ -1,0 +1,325 @@
+"""Worker resource probe: what a worker publishes at registration and on heartbeats.
+
+Pure data out, no HTTP. Nothing here raises because a GPU could not be found.
+
+GPU detection (NVIDIA only):
+
+* NVML first, through ``nvidia-ml-py`` (``import pynvml``). It talks to the
+  driver's own ``libnvidia-ml`` in-process: no subprocess, no ``nvidia-smi``
+  needed on PATH, only a loaded driver.
+* ``GPUtil`` is the documented fallback (optional extra ``flux-engine[gputil]``).
+  It shells out to ``nvidia-smi``, so it is only tried when ``nvidia-smi`` is on
+  PATH.
+* Otherwise no GPUs. Each reason is logged at DEBUG on the ``flux.worker.probe`` logger.
+
+Non-NVIDIA accelerators (ROCm, Intel, Apple Silicon, TPUs) are never detected;
+advertise them with labels (``--label accelerator=rocm``) and route by affinity.
+
+CPU model: ``cpu_total`` is the host's logical CPU count, bounded by the cgroup's CPU
+quota (``flux.worker.cgroups``: a pod's ``limits.cpu``). ``cpu_available`` is the number of
+logical CPUs this worker may schedule on -- its affinity mask
+(``os.sched_getaffinity``), which honours cgroup cpusets, ``taskset`` and similar
+pinning -- bounded by ``cpu_total``, so ``cpu=4`` matches a worker pinned to at
+least 4 cores under a quota of at least 4. It is not reduced by load; live
+utilisation is published separately as ``cpu_percent`` (the host's).
+
+Memory: the host's, bounded by the cgroup's memory limit; available memory is also
+bounded by the limit minus the cgroup's working set. Disk: the filesystem holding
+``disk_path`` (the worker's working directory unless told otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import platform
+import re
+import shutil
+import socket
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any
+
+import psutil
+
+from flux.worker import cgroups
+from flux.objects import import_object
+
+logger = logging.getLogger("flux.worker.probe")
+
+GPU_SOURCES = ("auto", "nvml", "gputil", "none")
+_MIB = 1024 * 1024
+#: PEP 503's name normalization, as ``packaging.utils.canonicalize_name`` does it: the
+#: worker would otherwise import packaging (with its wheel tags) for this line alone
+#: (~5 ms of its start; tests/worker/test_probe.py checks the two agree).
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonical_name(name: str) -> str:
+    return _SEPARATORS.sub("-", name).lower()
+
+
+def _text(value: Any) -> str:
+    """NVML returns bytes in old bindings and str in new ones."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _num(value: Any) -> float:
+    """Coerce to float; NaN/None/garbage (GPUtil's parse failures) become 0.0."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0 if math.isnan(f) else f
+
+
+def _util(percent: Any) -> float:
+    return min(max(_num(percent), 0.0), 100.0)
+
+
+def _detect_nvml(nvml: Any = None) -> list[dict] | None:
+    """GPUs via NVML, or None (with the reason logged) when NVML is unusable."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py
+        except ImportError:
+            logger.debug("no GPUs via NVML: nvidia-ml-py not installed")
+            return None
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # NVMLError: driver not loaded, library not found, ...
+        logger.debug("no GPUs via NVML: NVML init failed: %s (no driver?)", exc)
+        return None
+    try:
+        gpus = []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            mem = nvml.nvmlDeviceGetMemoryInfo(handle)
+            try:
+                utilization = _util(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            except Exception as exc:  # e.g. NOT_SUPPORTED on some devices
+                logger.debug("GPU %d: utilization unavailable: %s", i, exc)
+                utilization = 0.0
+            gpus.append({
+                "index": i,
+                "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+                "name": _text(nvml.nvmlDeviceGetName(handle)),
+                "memory_total": int(mem.total),
+                "memory_available": int(mem.free),
+                "utilization": utilization,
+            })
+    except Exception as exc:
+        logger.debug("no GPUs via NVML: NVML query failed: %s", exc)
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception as exc:
+            logger.debug("NVML shutdown failed: %s", exc)
+    if not gpus:
+        logger.debug("no GPUs: NVML initialised but reports 0 devices")
+    return gpus
+
+
+def visible(gpus: list[dict], cuda_visible_devices: str | None) -> list[dict]:
+    """The GPUs a worker started with ``CUDA_VISIBLE_DEVICES`` may use.
+
+    NVML sees every card on the host whatever that variable says; a worker pinned to
+    one card (the spec's one-worker-per-GPU layout) must advertise only that card.
+    Entries may be indexes or UUIDs (or UUID prefixes), as CUDA accepts.
+    """
+    if cuda_visible_devices is None:
+        return gpus
+    wanted = [entry.strip() for entry in cuda_visible_devices.split(",") if entry.strip()]
+    chosen = []
+    for entry in wanted:
+        if entry.startswith("-"):
+            break  # CUDA stops at the first invalid entry; "-1" hides every card
+        match = next((g for g in gpus if str(g["index"]) == entry or g["uuid"].startswith(entry)), None)
+        if match is None:
+            break
+        if match not in chosen:
+            chosen.append(match)
+    if len(chosen) < len(gpus):
+        logger.debug("CUDA_VISIBLE_DEVICES=%r: advertising %d of %d GPUs", cuda_visible_devices, len(chosen), len(gpus))
+    return chosen
+
+
+def _detect_gputil(gputil: Any = None) -> list[dict]:
+    """GPUs via GPUtil (which runs nvidia-smi); [] with the reason logged."""
+    if gputil is None:
+        try:
+            import GPUtil as gputil
+        except Exception as exc:  # ImportError, or GPUtil's own import breaking
+            logger.debug("no GPUs via GPUtil: GPUtil not installed (%s)", exc)
+            return []
+    if shutil.which("nvidia-smi") is None:
+        logger.debug("no GPUs via GPUtil: nvidia-smi not on PATH")
+        return []
+    try:
+        found = gputil.getGPUs()
+    except Exception as exc:
+        logger.debug("no GPUs via GPUtil: GPUtil.getGPUs() failed: %s", exc)
+        return []
+    gpus = [
+        {
+            "index": int(g.id),
+            "uuid": _text(g.uuid),
+            "name": _text(g.name),
+            "memory_total": int(_num(g.memoryTotal) * _MIB),
+            "memory_available": int(_num(g.memoryFree) * _MIB),
+            "utilization": _util(_num(g.load) * 100.0),
+        }
+        for g in found
+    ]
+    if not gpus:
+        logger.debug("no GPUs: GPUtil/nvidia-smi reports 0 devices")
+    return gpus
+
+
+def detect_gpus(source: str = "auto", *, nvml: Any = None, gputil: Any = None) -> list[dict]:
+    """NVIDIA GPUs visible to this worker. Never raises; failure means ``[]``.
+
+    ``source``: "auto" (NVML, then GPUtil), "nvml", "gputil", "none", or
+    "nvml:module:attribute" for another NVML-compatible binding (a vendor shim, or a
+    test's fake). ``nvml``/``gputil`` replace the real modules (tests). Either way,
+    an inherited ``CUDA_VISIBLE_DEVICES`` limits the result (see ``visible``).
+    """
+    return visible(_detect(source, nvml, gputil), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def _detect(source: str, nvml: Any, gputil: Any) -> list[dict]:
+    try:
+        if source.startswith("nvml:"):
+            return _detect_nvml(import_object(source[len("nvml:"):])) or []
+        if source == "none":
+            logger.debug("no GPUs: GPU detection disabled (source='none')")
+            return []
+        if source == "nvml":
+            return _detect_nvml(nvml) or []
+        if source == "gputil":
+            return _detect_gputil(gputil)
+        if source == "auto":
+            gpus = _detect_nvml(nvml)
+            if gpus is not None:
+                return gpus
+            return _detect_gputil(gputil)
+        logger.warning("no GPUs: unknown GPU source %r (expected one of %s)", source, GPU_SOURCES)
+        return []
+    except Exception as exc:  # belt and braces: a probe must never break registration
+        logger.debug("no GPUs: GPU probe failed unexpectedly: %r", exc)
+        return []
+
+
+def installed_packages() -> dict[str, str]:
+    """Installed distributions as {PEP 503 canonical name: version}.
+
+    Nameless distributions are skipped; when a name appears twice on sys.path
+    the first one (the one that would be imported) wins.
+    """
+    packages: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name, version = _name_and_version(dist)
+        if not name:
+            continue
+        packages.setdefault(canonical_name(name), version or "")
+    return packages
+
+
+def _name_and_version(dist: metadata.Distribution) -> tuple[str | None, str | None]:
+    """Name and Version from the metadata's header lines. ``dist.metadata`` would parse
+    the whole file as an e-mail message, twice per package with ``dist.version``: ~1 ms
+    each, a fifth of a second of every worker's start for 150 packages."""
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    name = version = None
+    for line in text.splitlines():
+        if not line:  # the headers end at the first blank line
+            break
+        key, _, value = line.partition(":")
+        if key == "Name":
+            name = value.strip()
+        elif key == "Version":
+            version = value.strip()
+    return name, version
+
+
+def runtime_info() -> dict:
+    return {
+        "python_version": platform.python_version(),
+        "os_name": platform.system(),
+        "os_version": platform.release(),
+        "hostname": socket.gethostname(),
+        "cpu_arch": platform.machine(),
+    }
+
+
+def _cpu_counts(limits: cgroups.CgroupLimits | None) -> tuple[float, float]:
+    total = float(psutil.cpu_count(logical=True) or os.cpu_count() or 1)
+    if limits is not None and limits.cpus is not None:
+        total = min(total, limits.cpus)
+    try:
+        available = float(len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        available = total
+    return total, min(available, total)
+
+
+def _memory(limits: cgroups.CgroupLimits | None) -> tuple[int, int]:
+    vm = psutil.virtual_memory()
+    total, available = int(vm.total), int(vm.available)
+    if limits is not None and limits.memory_limit is not None:
+        total = min(total, limits.memory_limit)
+        if limits.memory_used is not None:
+            available = min(available, max(limits.memory_limit - limits.memory_used, 0))
+    return total, min(available, total)
+
+
+def sample_resources(
+    disk_path: str = ".", gpu_source: str = "auto", *, nvml: Any = None, gputil: Any = None,
+    cgroup_root: str | None = None,
+) -> dict:
+    """One snapshot of this worker's capacity, bounded by its cgroup's limits.
+
+    ``cpu_available`` is the count of logical CPUs in this process's affinity
+    mask (cgroup cpusets, taskset, pinning), not load-adjusted; live load is
+    ``cpu_percent`` (psutil.cpu_percent(interval=None): since the previous
+    call, 0.0 on the very first). Memory and disk figures are bytes.
+    ``cgroup_root``: where to read cgroup limits (``flux.worker.cgroups``; None: the
+    ``FLUX_CGROUP_ROOT`` setting).
+    """
+    limits = cgroups.read_limits(cgroup_root)
+    cpu_total, cpu_available = _cpu_counts(limits)
+    memory_total, memory_available = _memory(limits)
+    disk = psutil.disk_usage(disk_path)
+    return {
+        "cpu_total": cpu_total,
+        "cpu_available": cpu_available,
+        "cpu_percent": float(psutil.cpu_percent(interval=None)),
+        "memory_total": memory_total,
+        "memory_available": memory_available,
+        "disk_total": int(disk.total),
+        "disk_free": int(disk.free),
+        "gpus": detect_gpus(gpu_source, nvml=nvml, gputil=gputil),
+        "sampled_at": datetime.now(timezone.utc).isoformat(),
+    }
+
+
+def get_resources_info(
+    labels: dict[str, str] | None = None,
+    max_concurrent_executions: int = 1,
+    disk_path: str = ".",
+    gpu_source: str = "auto",
+    cgroup_root: str | None = None,
+) -> dict:
+    """The full registration payload for POST /workers/register."""
+    packages = installed_packages()
+    return {
+        "resources": sample_resources(disk_path, gpu_source, cgroup_root=cgroup_root),
+        "packages": [{"name": n, "version": packages[n]} for n in sorted(packages)],
+        "runtime": runtime_info(),
+        "labels": dict(labels or {}),
+        "max_concurrent_executions": max_concurrent_executions,
+    }

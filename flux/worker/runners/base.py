@@ -1,0 +1,54 @@
+"""What every runner shares: the job it is given and the runner interface.
+
+The worker imports this and never the programming model: it runs no workflow code
+(``flux.worker.runners.execute`` does, in a child or, with the inprocess runner, here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from flux.worker.runners.protocol import LogSink
+
+if TYPE_CHECKING:
+    from flux.model.runtime import Ask
+
+#: A claimed execution as the server sends it (see ``flux.server.schemas.ClaimedExecution``).
+Job = dict[str, Any]
+
+
+@dataclass
+class Stop:
+    """The two ways a worker stops a running attempt.
+
+    ``cancel``: a user cancelled the execution; the workflow records
+    WORKFLOW_CANCELLED (a child gets SIGTERM, then SIGKILL after a grace period).
+    ``kill``: the attempt is no longer this worker's (fenced) or is being handed back
+    (a drain's deadline passed); it is killed at once and records nothing more.
+    """
+
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    kill: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Runner(ABC):
+    name: str
+
+    @abstractmethod
+    async def run(
+        self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None, ask: Ask | None = None
+    ) -> None:
+        """Run one attempt. ``emit`` takes its events; ``log``, when given, the log lines
+        the runner captured (docs/logs.md), in batches: a runner awaits it before it
+        reads more of the attempt's output (back-pressure), and hands it every line
+        written before the event that closes the attempt before that event. ``ask``:
+        the worker's services to the attempt (cache lookups, secrets: ``flux.worker.services``)."""
+
+    async def start(self) -> None:
+        """Prepare (e.g. warm a process pool). Called once before the first job."""
+
+    async def close(self) -> None:
+        """Release what ``start`` prepared."""

@@ -1,0 +1,127 @@
+"""Entry point of a subprocess-runner child: ``python -m flux.worker.runners.child``.
+
+Waits (pre-warmed, the engine already imported) for a job on stdin, runs it, writes
+its events and captured log lines to the protocol channel (``flux.worker.runners.protocol``):
+the fd named by ``FLUX_PROTOCOL_FD``, or, in a container, the original stdout, with
+fd 1 then pointed at fd 2 so that nothing else ever writes there. SIGTERM cancels the
+running workflow, which records WORKFLOW_CANCELLED.
+
+A child may serve several executions one after another, like a Celery prefork
+worker: after a job that set no ceilings and left nothing behind (no stray task, no
+thread still running past a timeout, no cancellation), it reports ``CHILD_IDLE`` and
+waits for the next job, keeping the loaded workflow modules warm. Otherwise it
+exits, and the worker starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from flux import tracing
+from flux.domain.attempts import AttemptEnd
+from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
+from flux.worker.runners.asking import ANSWER, Asker
+from flux.worker.runners.capture import Capture, Channel
+from flux.worker.runners.execute import execute_job
+from flux.worker.runners.lifetime import die_with_parent
+from flux.worker.runners.limits import Limits, apply_in_child
+from flux.worker.runners.protocol import IDLE, PARENT_ENV, PROTOCOL_FD_ENV, reusable
+
+
+async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
+    """Jobs go to ``jobs`` (None at EOF); answers to what the running attempt asked, to ``asker``."""
+    loop = asyncio.get_running_loop()
+    # A thread of its own reads stdin: works for a pipe, a file or /dev/null alike.
+    stdin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-stdin")
+    while line := await loop.run_in_executor(stdin, sys.stdin.buffer.readline):
+        message = json.loads(line)
+        if message.get("type") == ANSWER:
+            asker.answered(message)
+        else:
+            jobs.put_nowait(message)
+    jobs.put_nowait(None)
+
+
+async def serve(channel: Channel, capture: Capture) -> None:
+    loop = asyncio.get_running_loop()
+    jobs: asyncio.Queue = asyncio.Queue()
+    asker = Asker(channel.send)
+    reader = asyncio.create_task(read_stdin(jobs, asker))
+    while (job := await jobs.get()) is not None:
+        limits = job.get("limits") or {}
+        apply_in_child(limits)
+        memory_cause = Limits(**limits).describe_memory() if limits.get("memory") else None
+
+        def emit(event: dict) -> None:
+            if memory_cause and event["type"] == "WORKFLOW_FAILED" and event["value"].get("out_of_memory"):
+                # the ceiling, not the workflow: the attempt ends and another one replays it
+                value = {"end": AttemptEnd.MEMORY_LIMIT.value, "cause": f"{memory_cause}: {event['value']['error']}"}
+                event = {**event, "type": EventType.ATTEMPT_ENDED.value, "value": value}
+            if event["type"] in ATTEMPT_CLOSING_EVENTS:
+                capture.finish(job.get("output_mark"))  # every line of the attempt before its end
+                tracing.flush()  # its task spans are exported before the attempt is reported closed
+            channel.send(event)
+
+        capture.install()
+        threads_before = threading.active_count()
+        executor = ThreadPoolExecutor(thread_name_prefix="flux-task")  # this job's sync tasks
+        loop.set_default_executor(executor)
+        with tracing.parented(job.get("traceparent")):  # the task copies it: its spans hang under the worker's
+            work = asyncio.create_task(execute_job(job, emit, asker))
+        loop.add_signal_handler(signal.SIGTERM, work.cancel)
+        try:
+            await work
+            clean = not work.cancelled()
+        except asyncio.CancelledError:
+            clean = False
+        loop.remove_signal_handler(signal.SIGTERM)
+        capture.finish(None)  # what was written after the attempt closed
+        tracing.flush()
+        executor.shutdown(wait=False, cancel_futures=True)
+        if clean and reusable(limits) and await _settled(threads_before):
+            channel.send(IDLE)
+            continue
+        break
+    reader.cancel()
+    capture.finish(None)
+    # Leave at once: a thread that outlived its task's timeout must not hold the process.
+    os._exit(0)
+
+
+async def _settled(threads_before: int) -> bool:
+    """True when the job left no task and no busy thread behind (the stdin reader aside)."""
+    current = asyncio.current_task()
+    if any(task is not current and task.get_coro().__name__ != "read_stdin" for task in asyncio.all_tasks()):
+        return False
+    for _ in range(10):
+        if threading.active_count() <= threads_before:
+            return True
+        await asyncio.sleep(0.005)
+    return False
+
+
+def main() -> None:
+    parent = os.environ.get(PARENT_ENV)
+    die_with_parent(int(parent) if parent else None)
+    channel_fd = os.environ.pop(PROTOCOL_FD_ENV, None)  # not for the processes tasks start
+    if channel_fd is not None:
+        fd = int(channel_fd)
+        os.set_inheritable(fd, False)  # a shell a task runs must not hold (or write) it
+        marked: tuple[int, ...] = (1, 2)  # the runner reads both as pipes
+    else:  # in a container: the original stdout is the channel, fd 1 joins fd 2
+        fd = os.dup(1)
+        os.dup2(2, 1)
+        marked = (2,)
+    channel = Channel(os.fdopen(fd, "w", encoding="utf-8"))
+    tracing.setup("flux-child")  # a no-op unless tracing is configured (docs/tracing.md)
+    asyncio.run(serve(channel, Capture(channel, marked)))
+
+
+if __name__ == "__main__":
+    main()

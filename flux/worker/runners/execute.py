@@ -1,0 +1,40 @@
+"""Running a job's workflow: load it, give it its context, run it (in a child process,
+or in the worker itself with the inprocess runner)."""
+
+from __future__ import annotations
+
+from flux.domain.events import EventType, make_event
+from flux.domain.payloads import payload_levels
+from flux.model.loader import WorkflowLoadError, load_bundle_workflow, load_workflow
+from flux.worker.runners.base import Job
+from flux.model.runtime import Ask, EventSink, ExecutionContext, run_workflow
+
+
+def context_for(job: Job, emit: EventSink, ask: Ask | None = None) -> ExecutionContext:
+    return ExecutionContext(
+        execution_id=job["id"],
+        workflow_name=job["workflow_name"],
+        input=job.get("input"),
+        attempt=job.get("attempt", 1),
+        completed_tasks=dict(job.get("completed_tasks") or {}),
+        max_payload_size=job.get("max_payload_size"),
+        max_payload_levels=payload_levels(job.get("max_json_depth")),
+        emit=emit,
+        recorded=dict(job.get("recorded") or {}),
+        rolled_back=set(job.get("rolled_back") or ()),
+        ask=ask,
+        ends_on_memory_error=bool((job.get("limits") or {}).get("memory")),
+    )
+
+
+async def execute_job(job: Job, emit: EventSink, ask: Ask | None = None) -> None:
+    """Load the job's workflow and run it; a workflow that cannot load fails the execution."""
+    try:
+        if job.get("bundle_root"):  # unpacked by the worker's bundle cache
+            workflow = load_bundle_workflow(job["bundle_root"], job["module"], job["workflow_name"])
+        else:
+            workflow = load_workflow(job["source"], job["workflow_name"], job.get("filename", "<workflow>"))
+    except WorkflowLoadError as exc:
+        emit(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": str(exc)}))
+        return
+    await run_workflow(workflow, context_for(job, emit, ask))
