@@ -3,42 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-HELLO = """
-    from flux import task, workflow
-
-    @task
-    async def greet(name):
-        return f"Hello, {name}"
-
-    @workflow
-    async def hello(ctx):
-        return await greet(ctx.input)
-"""
-
-
-def flux(*args: str, server_url: str | None = None, home=None, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ}
-    if server_url:
-        env["FLUX_SERVER_URL"] = server_url
-    if home:
-        env["FLUX_HOME"] = str(home)
-    result = subprocess.run([sys.executable, "-m", "flux.cli", *args], capture_output=True, text=True, env=env, timeout=120)
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
-
-
-def error_line(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr  # one clear line, no traceback
-    return lines[0]
+from shared import HELLO, error_line, flux
 
 
 def test_cli_register_run_inspect(cluster, workflow_file):

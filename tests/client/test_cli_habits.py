@@ -20,7 +20,7 @@ import pytest
 
 from flux.client import FluxClient, FluxClientError, parse_sse
 from flux.local import LocalCluster
-from test_cli import HELLO
+from shared import HELLO
 
 WORKFLOWS = HELLO + """
     import asyncio

@@ -7,17 +7,7 @@ import httpx
 import pytest
 
 from flux.client import FluxClientError
-
-SOURCE = "from flux import workflow\n\n@workflow\nasync def x(ctx):\n    return 1\n"
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert isinstance(body["detail"], str) and body["detail"]
-    assert body["code"] == code
-    assert set(body) <= {"detail", "code", "errors"}
-    return body
+from shared import SOURCE, assert_error
 
 
 def test_every_error_has_one_shape(cluster):

@@ -16,7 +16,7 @@ import pytest
 
 from flux.client import FluxClient
 from flux.local import LocalCluster
-from test_cli import flux
+from shared import flux
 from waiting import eventually
 
 pytestmark = pytest.mark.integration

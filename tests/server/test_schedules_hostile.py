@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from flux.domain.attempts import AttemptPolicy
 from flux.server.models import Base, ScheduleModel
 from flux.server.schedules.firing import fire_due
-from test_cli import flux
-from test_error_contract import assert_error
+from shared import flux
+from shared import assert_error
 
 NAP = """
     from flux import workflow

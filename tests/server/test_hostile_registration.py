@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from test_error_contract import SOURCE, assert_error
+from shared import SOURCE, assert_error
 
 pytestmark = pytest.mark.integration
 
