@@ -117,8 +117,11 @@ def nests_within(text: str, max_depth: int) -> bool:
     Strings and everything but brackets are cut out, then each pass removes every
     innermost pair, so a text of ``k`` levels is empty after ``k`` passes. A text that
     is not JSON may get either answer: FastAPI refuses it anyway."""
-    if text.count("[") + text.count("{") <= max_depth:
+    brackets = text.count("[") + text.count("{")
+    if brackets <= max_depth:
         return True
+    if 2 * brackets > PROOF_BRACKETS:  # too many to cut out cheaply (strings may hold some): parse
+        return False
     skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
     if len(skeleton) > PROOF_BRACKETS:
         return False

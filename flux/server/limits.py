@@ -73,6 +73,8 @@ def _walk(value: Any, max_depth: int) -> Iterator[ErrorItem]:
 #: strings too): a run of 19 digits (an integer past 64 bits), a 3-digit exponent (a
 #: float that overflows), a non-finite constant, an escaped NUL.
 _MAYBE_REFUSED = re.compile(r"\d{19}|[eE][+-]?\d{3}|NaN|Infinity|\\u0000")
+
+
 def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
     """The first thing in a JSON body the server refuses, or None (also for a body that
     is not JSON at all: FastAPI reports that)."""
@@ -96,12 +98,13 @@ def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
         text = body.decode(json.detect_encoding(body))
     except UnicodeDecodeError:
         return ErrorItem(loc=["body"], msg="JSON must be UTF-8 (or UTF-16/32) text")
-    if not _MAYBE_REFUSED.search(text) and nests_within(text, max_depth):
+    only_depth = not _MAYBE_REFUSED.search(text)
+    if only_depth and nests_within(text, max_depth):
         return None  # nothing below could refuse it: no parse (the common case, on every worker call)
+    hooks = {} if only_depth else dict(  # only depth can refuse it: the parser's C speed, no hooks
+        parse_int=parse_int, parse_float=parse_float, parse_constant=lambda name: refuse(f"{name} is not a JSON number"))
     try:
-        value = json.loads(
-            text, parse_int=parse_int, parse_float=parse_float, parse_constant=lambda name: refuse(f"{name} is not a JSON number")
-        )
+        value = json.loads(text, **hooks)
     except RecursionError:
         return ErrorItem(loc=["body"], msg=f"nested deeper than {max_depth} levels")
     except ValueError:
