@@ -11,6 +11,7 @@ from flux.runners.docker import DockerRunner, EngineUnreachable, engine_problem
 from flux.runners.limits import LimitPolicy
 from flux.runners.subprocess import SubprocessRunner
 from flux.runners.template import ChildTemplate
+from flux.domain.workers import AllocationMode
 
 log = logging.getLogger("flux.worker")
 
@@ -43,7 +44,7 @@ class WorkerConfig:
     max_executions_per_child: int = 100
     #: "sample": match against the last sampled availability (the spec's model);
     #: "reserve": against capacity minus what running executions were allotted.
-    allocation: str = "sample"
+    allocation: str = AllocationMode.SAMPLE.value
     docker_image: str = "python:3.11-slim"
     docker_memory: int | None = None
     docker_cpus: float | None = None
