@@ -24,6 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from flux.bundles.archive import BundleError
+from flux.domain.workers import WorkerState
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
 TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
@@ -454,7 +455,7 @@ class FluxClient:
         or OFFLINE), or raise after that many seconds."""
         worker = self._request("POST", f"/workers/{_seg(name)}/drain")
         deadline = time.monotonic() + (wait or 0)
-        while wait is not None and worker["state"] not in ("DRAINED", "OFFLINE"):
+        while wait is not None and worker["state"] not in (WorkerState.DRAINED, WorkerState.OFFLINE):
             if time.monotonic() >= deadline:
                 raise FluxClientError(f"worker {name} still runs {worker['running']} execution(s) after {wait:g}s")
             time.sleep(poll)

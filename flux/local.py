@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from flux.domain.workers import WorkerState
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -100,7 +102,7 @@ class LocalCluster:
 
         def online() -> bool:
             response = httpx.get(f"{self.server_url}/workers/{name}", timeout=1, headers=headers)
-            return response.status_code == 200 and response.json()["state"] == "ONLINE"
+            return response.status_code == 200 and response.json()["state"] == WorkerState.ONLINE
 
         self._wait_until(online, timeout, f"worker {name}")
 

@@ -7,6 +7,7 @@ import click
 from flux.worker.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
 from flux.cli.core import DURATION, QUANTITY, QuantityType, console, parse_labels, parse_resources, token_from_file
 from flux.client import DEFAULT_SERVER_URL
+from flux.domain.workers import AllocationMode
 from flux.logformat import FORMATS, configure_logging
 from flux.worker.runners import RUNNER_NAMES
 from flux.server.settings import (
@@ -193,7 +194,7 @@ def _check_secrets_key(settings: ServerSettings) -> None:
               help="auto (NVML, then GPUtil), nvml, gputil, none, or nvml:module:attribute (an NVML-compatible binding)")
 @click.option("--metrics-provider", envvar="FLUX_METRICS_PROVIDER", default=None,
               help="module:function returning live metrics (dict of floats) for routing policies")
-@click.option("--allocation", envvar="FLUX_ALLOCATION", type=click.Choice(["sample", "reserve"]), default="sample", show_default=True,
+@click.option("--allocation", envvar="FLUX_ALLOCATION", type=click.Choice([mode.value for mode in AllocationMode]), default=AllocationMode.SAMPLE.value, show_default=True,
               help="Match against sampled availability (spec) or capacity minus what running executions were allotted")
 @click.option("--enforce-requests/--no-enforce-requests", envvar="FLUX_ENFORCE_REQUESTS", default=False, show_default=True,
               help="Derive CPU pinning and memory ceilings from each execution's request")

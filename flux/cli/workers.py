@@ -10,11 +10,12 @@ import click
 from flux.cli.core import Output, client_command, console, render_rows, renders
 from flux.client import FluxClient
 from flux.domain.numbers import human_size
+from flux.domain.workers import WorkerState
 
 if TYPE_CHECKING:
     from rich.text import Text  # rich is imported when something is drawn
 
-STATE_COLOURS = {"ONLINE": "green", "DRAINING": "yellow", "DRAINED": "yellow", "OFFLINE": "red"}
+STATE_COLOURS = {WorkerState.ONLINE: "green", WorkerState.DRAINING: "yellow", WorkerState.DRAINED: "yellow", WorkerState.OFFLINE: "red"}
 
 
 @click.group("worker")

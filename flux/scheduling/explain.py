@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.filters import PIPELINE, Reason, check
 from flux.scheduling.snapshot import WorkerView
+from flux.domain.workers import AllocationMode, WorkerState
 
 DRAINING = Reason("draining", "draining", "draining")
 STALE = Reason("stale", "stale (missed heartbeats)", "stale: missed heartbeats, takes no work until it is heard from")
@@ -46,9 +47,9 @@ class Verdict:
 
 def verdict(request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Verdict:
     """The first reason this worker cannot take the execution now, in dispatch's own order."""
-    if worker.state == "DRAINING":
+    if worker.state == WorkerState.DRAINING:
         return Verdict(worker.name, DRAINING)
-    if worker.state == "STALE":
+    if worker.state == WorkerState.STALE:
         return Verdict(worker.name, STALE)
     reason = check(request, affinity, worker)
     if reason is None and worker.free_slots == 0:
@@ -75,7 +76,7 @@ def capacity_view(worker: WorkerView) -> WorkerView:
     idle: dict[str, Any] = {}
     for f in PIPELINE:
         idle.update(f.idle(worker))
-    return worker.evolve(**idle, running=0, state="ONLINE", allocation="sample")
+    return worker.evolve(**idle, running=0, state=WorkerState.ONLINE, allocation=AllocationMode.SAMPLE)
 
 
 def infeasibility(

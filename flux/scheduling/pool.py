@@ -20,6 +20,7 @@ import heapq
 
 from flux.scheduling.ranking import candidate_key
 from flux.scheduling.snapshot import WorkerView
+from flux.domain.workers import WorkerState
 
 
 class FreePool:
@@ -37,7 +38,7 @@ class FreePool:
     def put(self, view: WorkerView) -> None:
         """``view`` is the worker's view now (new, or changed in place)."""
         old = self.views.get(view.name)
-        self.online_count += (view.state == "ONLINE") - (old is not None and old.state == "ONLINE")
+        self.online_count += (view.state == WorkerState.ONLINE) - (old is not None and old.state == WorkerState.ONLINE)
         self.views[view.name] = view
         self._stamp += 1
         self._stamps[view.name] = self._stamp
@@ -50,12 +51,12 @@ class FreePool:
         """The worker is gone (evicted, released, renamed)."""
         old = self.views.pop(name, None)
         if old is not None:
-            self.online_count -= old.state == "ONLINE"
+            self.online_count -= old.state == WorkerState.ONLINE
             del self._stamps[name]
 
     def online(self) -> list[WorkerView]:
         """Every ONLINE worker (a walk of the fleet: constrained and routed work only)."""
-        return [view for view in self.views.values() if view.state == "ONLINE"]
+        return [view for view in self.views.values() if view.state == WorkerState.ONLINE]
 
     def best(self) -> WorkerView | None:
         """The least-loaded ONLINE worker with a free slot, or None."""

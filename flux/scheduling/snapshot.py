@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 from packaging.utils import canonicalize_name
 
+from flux.domain.workers import AllocationMode, WorkerState
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -60,7 +62,7 @@ class WorkerView:
     metrics: dict[str, float] = field(default_factory=dict)
     #: "sample" (the spec: thresholds on the last sample) or "reserve" (availability is
     #: also reduced by what running executions were allotted; see ``allocation``).
-    allocation: str = "sample"
+    allocation: str = AllocationMode.SAMPLE
     #: GPU index -> executions currently allotted that GPU.
     gpu_allotted: dict[int, int] = field(default_factory=dict)
     #: Countable custom resources the worker advertises (``--resource fpga=2``)...
@@ -68,7 +70,7 @@ class WorkerView:
     #: ...and what is left of them (total minus running allotments, in either mode).
     custom_available: dict[str, float] | None = None
     #: ONLINE, or why it takes no new work: STALE (missed heartbeats) or DRAINING.
-    state: str = "ONLINE"
+    state: str = WorkerState.ONLINE
 
     def __post_init__(self) -> None:
         if self.custom_available is None:
@@ -88,7 +90,7 @@ class WorkerView:
     @property
     def free_slots(self) -> int:
         """Slots new work may take: none while the worker is STALE or DRAINING."""
-        return max(self.max_concurrent_executions - self.running, 0) if self.state == "ONLINE" else 0
+        return max(self.max_concurrent_executions - self.running, 0) if self.state == WorkerState.ONLINE else 0
 
     @property
     def load(self) -> float:
@@ -96,7 +98,7 @@ class WorkerView:
 
     @property
     def reserves(self) -> bool:
-        return self.allocation == "reserve"
+        return self.allocation == AllocationMode.RESERVE
 
 
 def _plain(data: Mapping[str, Any]) -> dict[str, Any]:

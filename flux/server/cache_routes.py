@@ -3,37 +3,36 @@ attempt it runs, and clearing (``flux cache clear``)."""
 
 from __future__ import annotations
 
-from typing import Callable
-
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 
 from flux.server import task_cache
+from flux.server.auth import CLIENT, worker
 from flux.server.errors import responses
 from flux.server.schemas import CacheClearReply, CacheLookup, CacheLookupReply
+from flux.server.services import Services, services
 
 WORKER = responses(401, 413, 422)
-CLIENT = responses(401, 413, 422)
+CLEAR = responses(401, 413, 422)
 
 
-def router(client: list, bearer: Callable, authenticate_worker: Callable) -> APIRouter:
-    api = APIRouter()
+router = APIRouter()
 
-    @api.post("/cache/lookup", response_model=CacheLookupReply, responses=WORKER)
-    async def lookup(body: CacheLookup, request: Request, token: str | None = Depends(bearer)):
-        """A worker asks for a cached task result (a live entry: ``hit`` true and its ``value``)."""
-        await authenticate_worker(request, token)
-        hit, value = await request.app.state.db.read(lambda s: task_cache.lookup(s, body.key))
-        request.app.state.metrics.cache_lookups.labels(result="hit" if hit else "miss").inc()
-        return CacheLookupReply(hit=hit, value=value)
 
-    @api.delete("/cache", response_model=CacheClearReply, dependencies=client, responses=CLIENT)
-    async def clear(
-        request: Request,
-        task: str | None = Query(default=None, max_length=128, description="Only this task's entries"),
-        expired: bool = Query(default=False, description="Only entries past their cache_ttl"),
-    ):
-        """Invalidate cached results: every entry, one task's, or the expired ones."""
-        deleted = await request.app.state.db.run(lambda s: task_cache.clear(s, task, expired))
-        return CacheClearReply(deleted=deleted)
+@router.post("/cache/lookup", response_model=CacheLookupReply, dependencies=[Depends(worker)], responses=WORKER)
+async def lookup(body: CacheLookup, svc: Services = Depends(services)):
+    """A worker asks for a cached task result (a live entry: ``hit`` true and its ``value``)."""
+    hit, value = await svc.db.read(lambda s: task_cache.lookup(s, body.key))
+    svc.metrics.cache_lookups.labels(result="hit" if hit else "miss").inc()
+    return CacheLookupReply(hit=hit, value=value)
 
-    return api
+
+@router.delete("/cache", response_model=CacheClearReply, dependencies=CLIENT, responses=CLEAR)
+async def clear(
+    task: str | None = Query(default=None, max_length=128, description="Only this task's entries"),
+    expired: bool = Query(default=False, description="Only entries past their cache_ttl"),
+    svc: Services = Depends(services),
+):
+    """Invalidate cached results: every entry, one task's, or the expired ones."""
+    deleted = await svc.db.run(lambda s: task_cache.clear(s, task, expired))
+    return CacheClearReply(deleted=deleted)
+

@@ -26,7 +26,7 @@ from flux.domain.events import ExecutionState
 from flux.server.models import ExecutionModel
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.placement import Placement, place
-from flux.server import executions
+from flux.server import executions, topics
 from flux.server.database import Database
 from flux.server.eventlog import INSERT_EVENT
 from flux.server.explain import record_waiting
@@ -80,7 +80,7 @@ class Dispatcher:
                 started = time.monotonic()
                 if self._backlog:
                     for execution_id in await self.db.run(lambda s: executions.expire_pending(s, time.time())):
-                        self.notifier.notify(f"execution:{execution_id}")
+                        self.notifier.notify(topics.execution(execution_id))
                 round_started = time.monotonic()
                 assigned, self._backlog = await self.db.run(self._round)
                 self.metrics.rounds.labels(part="total").observe(time.monotonic() - round_started)
@@ -95,7 +95,7 @@ class Dispatcher:
             for worker_name, waited in assigned:
                 self.metrics.observe_dispatch(worker_name, waited)
             for worker_name in {worker_name for worker_name, _ in assigned}:
-                self.notifier.notify(f"worker:{worker_name}")
+                self.notifier.notify(topics.worker(worker_name))
 
 
     def _pending(self, session: Session, after: tuple[float, str] | None) -> list:

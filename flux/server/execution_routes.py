@@ -5,15 +5,13 @@ one transaction in ``flux.server.executions``, wake whoever waits."""
 from __future__ import annotations
 
 import time
-from typing import Awaitable, Callable
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from flux.domain.attempts import AttemptPolicy
 from flux.domain.events import ExecutionState
-from flux.server import executions, explain, paging, payloads, retention
-from flux.server.database import Database
+from flux.server import executions, explain, paging, payloads, retention, topics
+from flux.server.auth import CLIENT, worker
 from flux.server.errors import CHANGE, READ, READ_ONE, WORKER
 from flux.server.registry import Member
 from flux.server.schemas import (
@@ -25,119 +23,103 @@ from flux.server.schemas import (
     PruneRequest,
     ResumeRequest,
 )
-from flux.server.settings import ServerSettings
+from flux.server.services import Services, services
 
 #: A client waiting for an execution re-reads it at least this often (safety net).
 WAIT_RECHECK = 30.0
+SVC = Depends(services)
+
+router = APIRouter()
 
 
-def db(request: Request) -> Database:
-    return request.app.state.db
+@router.get("/executions", response_model=list[ExecutionInfo], response_model_exclude_unset=True,
+         dependencies=CLIENT, responses=READ)
+async def list_executions(
+    request: Request,
+    response: Response,
+    state: str | None = Query(default=None, description="Only executions in this state (any case)",
+                              json_schema_extra={"enum": [state.value for state in ExecutionState]}),
+    workflow: str | None = None,
+    worker: str | None = Query(default=None, description="Only executions placed on this worker"),
+    since: float | None = Query(default=None, description="Submitted at or after this time (Unix seconds)"),
+    until: float | None = Query(default=None, description="Submitted before this time (Unix seconds)"),
+    limit: int = Query(default=50, ge=1, le=1000),
+    after: str | None = Query(default=None, max_length=200, description="The X-Next-Cursor of the previous page"),
+    include: str | None = Query(default=None, max_length=64, description="input,output: payloads to carry (left out by default)"),
+    id_prefix: str | None = Query(default=None, min_length=1, max_length=32, pattern="^[0-9a-fA-F]+$",
+                                  description="Executions whose id starts with this (unique-prefix lookup)"),
+    schedule: str | None = Query(default=None, max_length=128, description="Only the runs this schedule started"),
+    svc: Services = SVC,
+):
+    """Newest first, a page at a time: the next page's cursor is in the ``X-Next-Cursor``
+    header (and a ``Link: rel="next"``), absent on the last page (docs/history.md)."""
+    where = executions.ExecutionFilter(state=state, workflow=workflow, worker=worker, schedule=schedule,
+                                       id_prefix=id_prefix, since=since, until=until)
+    wanted = executions.parse_include(include)
+    page = await svc.db.read(lambda s: executions.page(s, where, limit, after, wanted))
+    paging.announce(request, response, page.next_cursor)
+    return page.items
 
 
-def wake_worker(request: Request, name: str | None) -> None:
-    if name:
-        request.app.state.notifier.notify(f"worker:{name}")
+@router.post("/executions/prune", response_model=PruneReply, dependencies=CLIENT, responses=CHANGE)
+async def prune_executions(body: PruneRequest, svc: Services = SVC):
+    """Delete executions that finished more than ``older_than`` seconds ago, with their
+    events and log lines, in batches that let other work in (docs/history.md)."""
+    return PruneReply(deleted=await retention.prune(svc.db, body.older_than))
 
 
-def execution_changed(request: Request, execution_id: str) -> None:
-    request.app.state.notifier.notify(f"execution:{execution_id}")
-    request.app.state.dispatcher.kick()
+@router.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
+async def show_execution(
+    execution_id: str,
+    wait: float = Query(default=0.0, ge=0, le=300, description="Seconds to wait for a terminal state"),
+    svc: Services = SVC,
+):
+    deadline = time.monotonic() + wait
+    notifier = svc.notifier
+    with notifier.subscribe(topics.execution(execution_id)) as woken:
+        while True:  # a waiter reads the state alone on each change; the row once, at the end
+            woken.clear()
+            state = await svc.db.read(lambda s: executions.state_of(s, execution_id))
+            remaining = deadline - time.monotonic()
+            if ExecutionState(state).is_terminal or remaining <= 0 or notifier.stopped:
+                return await svc.db.read(lambda s: executions.get(s, execution_id))
+            await notifier.wait(woken, min(remaining, WAIT_RECHECK))
 
 
-def router(
-    client: list,
-    bearer: Callable[..., Awaitable[str | None]],
-    authenticate_worker: Callable[[Request, str | None], Awaitable[Member]],
-    settings: ServerSettings,
-    policy: AttemptPolicy,
-) -> APIRouter:
-    api = APIRouter()
-    CLIENT = client
+@router.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
+async def execution_placement(execution_id: str, svc: Services = SVC):
+    """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
+    fleet_views = svc.dispatcher.snapshot.views
+    return await svc.db.run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
 
-    @api.get("/executions", response_model=list[ExecutionInfo], response_model_exclude_unset=True,
-             dependencies=CLIENT, responses=READ)
-    async def list_executions(
-        request: Request,
-        response: Response,
-        state: str | None = Query(default=None, description="Only executions in this state (any case)",
-                                  json_schema_extra={"enum": [state.value for state in ExecutionState]}),
-        workflow: str | None = None,
-        worker: str | None = Query(default=None, description="Only executions placed on this worker"),
-        since: float | None = Query(default=None, description="Submitted at or after this time (Unix seconds)"),
-        until: float | None = Query(default=None, description="Submitted before this time (Unix seconds)"),
-        limit: int = Query(default=50, ge=1, le=1000),
-        after: str | None = Query(default=None, max_length=200, description="The X-Next-Cursor of the previous page"),
-        include: str | None = Query(default=None, max_length=64, description="input,output: payloads to carry (left out by default)"),
-        id_prefix: str | None = Query(default=None, min_length=1, max_length=32, pattern="^[0-9a-fA-F]+$",
-                                      description="Executions whose id starts with this (unique-prefix lookup)"),
-        schedule: str | None = Query(default=None, max_length=128, description="Only the runs this schedule started"),
-    ):
-        """Newest first, a page at a time: the next page's cursor is in the ``X-Next-Cursor``
-        header (and a ``Link: rel="next"``), absent on the last page (docs/history.md)."""
-        where = executions.ExecutionFilter(state=state, workflow=workflow, worker=worker, schedule=schedule,
-                                           id_prefix=id_prefix, since=since, until=until)
-        wanted = executions.parse_include(include)
-        page = await db(request).read(lambda s: executions.page(s, where, limit, after, wanted))
-        paging.announce(request, response, page.next_cursor)
-        return page.items
 
-    @api.post("/executions/prune", response_model=PruneReply, dependencies=CLIENT, responses=CHANGE)
-    async def prune_executions(body: PruneRequest, request: Request):
-        """Delete executions that finished more than ``older_than`` seconds ago, with their
-        events and log lines, in batches that let other work in (docs/history.md)."""
-        return PruneReply(deleted=await retention.prune(db(request), body.older_than))
+@router.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
+async def cancel_execution(execution_id: str, svc: Services = SVC):
+    """At once when no worker holds it (queued, asleep, paused, awaiting a child);
+    otherwise its worker stops it. Its children are cancelled too."""
+    execution, workers = await svc.db.run(lambda s: executions.cancel(s, execution_id))
+    for worker_name in set(workers):
+        svc.wake_worker(worker_name)
+    svc.execution_changed(execution_id)
+    return execution
 
-    @api.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
-    async def show_execution(
-        execution_id: str,
-        request: Request,
-        wait: float = Query(default=0.0, ge=0, le=300, description="Seconds to wait for a terminal state"),
-    ):
-        deadline = time.monotonic() + wait
-        notifier = request.app.state.notifier
-        with notifier.subscribe(f"execution:{execution_id}") as woken:
-            while True:  # a waiter reads the state alone on each change; the row once, at the end
-                woken.clear()
-                state = await db(request).read(lambda s: executions.state_of(s, execution_id))
-                remaining = deadline - time.monotonic()
-                if ExecutionState(state).is_terminal or remaining <= 0 or notifier.stopped:
-                    return await db(request).read(lambda s: executions.get(s, execution_id))
-                await notifier.wait(woken, min(remaining, WAIT_RECHECK))
 
-    @api.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
-    async def execution_placement(execution_id: str, request: Request):
-        """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
-        fleet_views = request.app.state.dispatcher.snapshot.views
-        return await db(request).run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
+@router.post("/executions/{execution_id}/resume", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
+async def resume_execution(execution_id: str, body: ResumeRequest, svc: Services = SVC):
+    """Continue a PAUSED execution: its ``pause()`` returns ``input`` (409 unless PAUSED; docs/waits.md)."""
+    payloads.check_input(body.input, svc.settings.max_payload_size)
+    execution = await svc.db.run(lambda s: executions.resume(s, execution_id, body.input))
+    svc.execution_changed(execution_id)
+    return execution
 
-    @api.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
-    async def cancel_execution(execution_id: str, request: Request):
-        """At once when no worker holds it (queued, asleep, paused, awaiting a child);
-        otherwise its worker stops it. Its children are cancelled too."""
-        execution, workers = await db(request).run(lambda s: executions.cancel(s, execution_id))
-        for worker_name in set(workers):
-            wake_worker(request, worker_name)
-        execution_changed(request, execution_id)
-        return execution
 
-    @api.post("/executions/{execution_id}/resume", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
-    async def resume_execution(execution_id: str, body: ResumeRequest, request: Request):
-        """Continue a PAUSED execution: its ``pause()`` returns ``input`` (409 unless PAUSED; docs/waits.md)."""
-        payloads.check_input(body.input, settings.max_payload_size)
-        execution = await db(request).run(lambda s: executions.resume(s, execution_id, body.input))
-        execution_changed(request, execution_id)
-        return execution
+@router.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply, responses=WORKER)
+async def checkpoint(execution_id: str, body: Checkpoint, member: Member = Depends(worker), svc: Services = SVC):
+    reply, ended = await svc.db.run(lambda s: executions.checkpoint(s, member.name, execution_id, body, svc.policy))
+    svc.metrics.count_task_events(body.events)
+    if ended:
+        svc.execution_changed(execution_id)
+    else:
+        svc.notifier.notify(topics.events(execution_id))  # whoever follows its events (log_routes)
+    return reply
 
-    @api.post("/executions/{execution_id}/checkpoint", response_model=CheckpointReply, responses=WORKER)
-    async def checkpoint(execution_id: str, body: Checkpoint, request: Request, token: str | None = Depends(bearer)):
-        member = await authenticate_worker(request, token)
-        reply, ended = await db(request).run(lambda s: executions.checkpoint(s, member.name, execution_id, body, policy))
-        request.app.state.metrics.count_task_events(body.events)
-        if ended:
-            execution_changed(request, execution_id)
-        else:
-            request.app.state.notifier.notify(f"events:{execution_id}")  # whoever follows its events (log_routes)
-        return reply
-
-    return api

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.dml import Insert
 
 from flux.domain.events import HOLDING_STATES
+from flux.domain.workers import Liveness, WorkerState
 from flux.server.models import (
     ExecutionModel,
     PackageModel,
@@ -37,10 +38,9 @@ from flux.domain.attempts import AttemptEnd, AttemptPolicy
 from flux.server import executions
 from flux.server.errors import Conflict, NotFound
 from flux.scheduling.snapshot import GPU_FIELDS
-from flux.server.registry import OFFLINE, ONLINE, Held, Member
+from flux.server.registry import Held, Member
 from flux.server.schemas import PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
 
-DRAINING, DRAINED = "DRAINING", "DRAINED"
 #: A delivered execution the worker has not reported for this many heartbeats (plus
 #: slack for a slow claim response) is taken as lost in transit.
 LOST_AFTER_HEARTBEATS, LOST_SLACK = 3, 2.0
@@ -172,7 +172,7 @@ def register(
     now = time.time()
     digest = packages_digest(body.packages)
     values = dict(
-        state=ONLINE,
+        state=WorkerState.ONLINE,
         session_token_hash=hash_token(token),
         labels=body.labels,
         max_concurrent_executions=body.max_concurrent_executions,
@@ -187,7 +187,7 @@ def register(
     resources = {**_fields(body.resources, RESOURCE_FIELDS), "metrics": body.metrics, "sampled_at": _sampled_at(body.resources)}
     known = session.execute(_KNOWN, {"name": body.name}).first()
     proof = hash_token(held_token) if held_token else None
-    if known is not None and known.state != OFFLINE and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash)):
+    if known is not None and known.state != WorkerState.OFFLINE and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash)):
         raise Conflict(
             f"worker name {body.name!r} is held by another worker that is still online; stop it (it then releases "
             "the name), wait for its eviction, or choose another name"
@@ -246,7 +246,7 @@ def stored_sample(worker: WorkerModel) -> dict:
 def member_for_token(session: Session, token_hash: str) -> Member | None:
     """The registry member for a session token the registry does not know yet."""
     worker = session.scalars(select(WorkerModel).where(WorkerModel.session_token_hash == token_hash)).first()
-    if worker is None or worker.state == OFFLINE:
+    if worker is None or worker.state == WorkerState.OFFLINE:
         return None
     sample = stored_sample(worker) if worker.resources is not None else None
     return Member(
@@ -293,19 +293,19 @@ def reconcile(session: Session, member: Member, reported: set[str], policy: Atte
     return held_map(kept), draining, requeued
 
 
-def live_state(stored: str, liveness: tuple[str, float, bool] | None) -> str:
+def live_state(stored: str, liveness: Liveness | None) -> str:
     """OFFLINE as the database says; otherwise ONLINE or STALE as the registry knows it."""
-    return stored if stored == OFFLINE or liveness is None else liveness[0]
+    return stored if stored == WorkerState.OFFLINE or liveness is None else liveness.state
 
 
 def display_state(state: str, draining: bool, running: int) -> str:
     """A draining live worker shows DRAINING, then DRAINED once idle."""
-    if state == OFFLINE or not draining:
+    if state == WorkerState.OFFLINE or not draining:
         return state
-    return DRAINING if running else DRAINED
+    return WorkerState.DRAINING if running else WorkerState.DRAINED
 
 
-def set_draining(session: Session, name: str, draining: bool, liveness: tuple[str, float, bool] | None) -> WorkerInfo:
+def set_draining(session: Session, name: str, draining: bool, liveness: Liveness | None) -> WorkerInfo:
     worker = get(session, name)
     worker.draining = draining
     session.flush()
@@ -341,7 +341,7 @@ def release(session: Session, name: str, kind: AttemptEnd, cause: str, policy: A
     session.execute(
         update(WorkerModel)
         .where(WorkerModel.name == name)
-        .values(state=OFFLINE, session_token_hash=hash_token(secrets.token_urlsafe(32)))
+        .values(state=WorkerState.OFFLINE, session_token_hash=hash_token(secrets.token_urlsafe(32)))
     )
     held = executions.held_by(session, name)
     for execution in held:
@@ -364,7 +364,7 @@ def evict_if_silent(session: Session, name: str, heard_after: float, cause: str,
     row = session.execute(
         select(WorkerModel.state, WorkerModel.last_heartbeat_at).where(WorkerModel.name == name)
     ).first()
-    if row is None or row.state == OFFLINE or row.last_heartbeat_at > heard_after:
+    if row is None or row.state == WorkerState.OFFLINE or row.last_heartbeat_at > heard_after:
         return None
     return release(session, name, AttemptEnd.WORKER_LOST, cause, policy)
 
@@ -382,7 +382,7 @@ def running_counts(session: Session) -> dict[str, int]:
 
 
 def list_workers(
-    session: Session, liveness: Callable[[str], tuple[str, float, bool] | None], limit: int | None = None, after: str | None = None
+    session: Session, liveness: Callable[[str], Liveness | None], limit: int | None = None, after: str | None = None
 ) -> list[WorkerInfo]:
     """By name; ``limit`` of them after the name ``after``."""
     counts = running_counts(session)
@@ -395,7 +395,7 @@ def list_workers(
     return [info(w, counts.get(w.name, 0), liveness(w.name)) for w in workers]
 
 
-def show(session: Session, name: str, liveness: tuple[str, float, bool] | None) -> WorkerInfo:
+def show(session: Session, name: str, liveness: Liveness | None) -> WorkerInfo:
     worker = get(session, name)
     return info(worker, running_counts(session).get(name, 0), liveness, with_packages=True)
 
@@ -407,8 +407,8 @@ def get(session: Session, name: str) -> WorkerModel:
     return worker
 
 
-def info(worker: WorkerModel, running: int, liveness: tuple[str, float, bool] | None, with_packages: bool = False) -> WorkerInfo:
-    """``liveness``: (ONLINE or STALE, last heard, draining itself) from the registry, when it knows the worker."""
+def info(worker: WorkerModel, running: int, liveness: Liveness | None, with_packages: bool = False) -> WorkerInfo:
+    """``liveness``: from the registry, when it knows the worker."""
     resources = None
     if worker.resources is not None:
         resources = {
@@ -417,10 +417,10 @@ def info(worker: WorkerModel, running: int, liveness: tuple[str, float, bool] | 
             "sampled_at": worker.resources.sampled_at,
         }
     runtime = _fields(worker.runtime, RUNTIME_FIELDS) if worker.runtime is not None else None
-    last_heard = worker.last_heartbeat_at if liveness is None else max(worker.last_heartbeat_at, liveness[1])
+    last_heard = worker.last_heartbeat_at if liveness is None else max(worker.last_heartbeat_at, liveness.last_heard)
     return WorkerInfo(
         name=worker.name,
-        state=display_state(live_state(worker.state, liveness), worker.draining or bool(liveness and liveness[2]), running),
+        state=display_state(live_state(worker.state, liveness), worker.draining or bool(liveness and liveness.leaving), running),
         labels=worker.labels or {},
         max_concurrent_executions=worker.max_concurrent_executions,
         allocation=worker.allocation,

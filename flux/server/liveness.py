@@ -28,7 +28,7 @@ import time
 from typing import Callable
 
 from flux.domain.attempts import AttemptPolicy
-from flux.server import fleet
+from flux.server import fleet, topics
 from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
@@ -122,9 +122,8 @@ class LivenessKeeper:
             if silence <= self.registry.stale_after(member):
                 continue
             if member.stale_since is None:
-                member.stale_since = now
+                self.registry.mark_stale(member, now)
                 log.info("worker %s is stale (silent %.1fs)", member.name, silence)
-                self.registry.fleet_changed()
                 self.kick()  # placement must stop counting on it
             elif silence > self.grace and now - member.stale_since >= self.tick:
                 await self.evict(member, silence)
@@ -133,12 +132,12 @@ class LivenessKeeper:
         reason = f"worker {member.name} lost (no heartbeat for {silence:.0f} s)"
         requeued = await self.db.run(lambda s: fleet.evict_if_silent(s, member.name, member.last_seen, reason, self.policy))
         if requeued is None:  # gone already, or heard by another replica: the next sync says which
-            member.stale_since = None
+            self.registry.unmark_stale(member)
             return
         log.warning("%s; %d execution(s) requeued", reason, len(requeued))
         self.registry.forget(member.name)
-        self.notifier.notify(f"auth:{member.name}:-")
+        self.notifier.notify(topics.auth(member.name, None))
         self.metrics.evictions.inc()
         for execution_id in requeued:
-            self.notifier.notify(f"execution:{execution_id}")
+            self.notifier.notify(topics.execution(execution_id))
         self.kick()

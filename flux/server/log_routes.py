@@ -24,11 +24,12 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from flux.domain.events import TASK_ID_MAX, ExecutionState
 from flux.domain.numbers import INT64_MAX
-from flux.server import executions, logs
-from flux.server.database import Database
+from flux.server import executions, logs, topics
+from flux.server.auth import CLIENT, worker
 from flux.server.errors import NotFound, responses
 from flux.server.logs import LogFilter
 from flux.server.notify import Notifier
+from flux.server.registry import Member
 from flux.server.schemas import (
     MAX_LOG_LINES,
     EventOut,
@@ -39,6 +40,7 @@ from flux.server.schemas import (
     LogPage,
     LogStream,
 )
+from flux.server.services import Services, services
 
 #: A follower re-reads at least this often without a wake-up (the safety net).
 FOLLOW_RECHECK = 5.0
@@ -94,68 +96,65 @@ class Step:
     ended: ExecutionInfo | None = None
 
 
-def router(client: list, bearer: Callable, authenticate_worker: Callable) -> APIRouter:
-    """The app's ``client`` dependencies, ``bearer`` (so the edge's credential gate knows
-    the worker route) and ``authenticate_worker`` come from ``create_app``."""
-    api = APIRouter()
+router = APIRouter()
 
-    def db(request: Request) -> Database:
-        return request.app.state.db
 
-    @api.post("/executions/{execution_id}/logs", response_model=LogBatchReply, responses=WORKER)
-    async def post_logs(execution_id: str, body: LogBatch, request: Request, token: str | None = Depends(bearer)):
-        """A worker's batch of captured lines, fenced like a checkpoint."""
-        member = await authenticate_worker(request, token)
-        accepted = await db(request).run(lambda s: logs.store(s, member.name, execution_id, body))
-        if accepted:
-            request.app.state.notifier.notify(f"logs:{execution_id}")
-        return LogBatchReply(accepted=accepted)
+@router.post("/executions/{execution_id}/logs", response_model=LogBatchReply, responses=WORKER)
+async def post_logs(execution_id: str, body: LogBatch, member: Member = Depends(worker), svc: Services = Depends(services)):
+    """A worker's batch of captured lines, fenced like a checkpoint."""
+    accepted = await svc.db.run(lambda s: logs.store(s, member.name, execution_id, body))
+    if accepted:
+        svc.notifier.notify(topics.logs(execution_id))
+    return LogBatchReply(accepted=accepted)
 
-    @api.get("/executions/{execution_id}/logs", response_model=LogPage, dependencies=client, responses=followable("log", "LogLineOut"))
-    async def execution_logs(
-        execution_id: str,
-        request: Request,
-        task: str | None = Query(default=None, max_length=TASK_ID_MAX, description="A task name (each of its calls) or a call id ('fetch:2')"),
-        attempt: int | None = Query(default=None, ge=1, le=INT64_MAX),
-        stream: LogStream | None = None,
-        level: LogLevel | None = Query(default=None, description="Minimum level; only 'log' lines have one"),
-        after: int = Query(default=0, ge=0, le=INT64_MAX, description="Lines with a greater seq"),
-        limit: int = Query(default=1000, ge=1, le=MAX_LOG_LINES),
-        follow: bool = FOLLOW,
-        last_event_id: int | None = LAST_EVENT_ID,
-    ):
-        filters = LogFilter(task=task, attempt=attempt, stream=stream, level=level)
-        after = max(after, last_event_id or 0)
-        if not wants_stream(request, follow):
-            return (await db(request).read(lambda s: logs.read(s, execution_id, filters, after, limit))).page
 
-        async def read(cursor: int) -> Step:
-            chunk = await db(request).read(lambda s: logs.read(s, execution_id, filters, cursor, limit))
-            entries = [(line.seq, line.model_dump_json()) for line in chunk.page.lines]
-            return Step(entries, chunk.page.next_after, chunk.full, chunk.execution if chunk.ended else None)
+@router.get("/executions/{execution_id}/logs", response_model=LogPage, dependencies=CLIENT, responses=followable("log", "LogLineOut"))
+async def execution_logs(
+    execution_id: str,
+    request: Request,
+    task: str | None = Query(default=None, max_length=TASK_ID_MAX, description="A task name (each of its calls) or a call id ('fetch:2')"),
+    attempt: int | None = Query(default=None, ge=1, le=INT64_MAX),
+    stream: LogStream | None = None,
+    level: LogLevel | None = Query(default=None, description="Minimum level; only 'log' lines have one"),
+    after: int = Query(default=0, ge=0, le=INT64_MAX, description="Lines with a greater seq"),
+    limit: int = Query(default=1000, ge=1, le=MAX_LOG_LINES),
+    follow: bool = FOLLOW,
+    last_event_id: int | None = LAST_EVENT_ID,
+    svc: Services = Depends(services),
+):
+    filters = LogFilter(task=task, attempt=attempt, stream=stream, level=level)
+    after = max(after, last_event_id or 0)
+    if not wants_stream(request, follow):
+        return (await svc.db.read(lambda s: logs.read(s, execution_id, filters, after, limit))).page
 
-        return await follow_stream(request, execution_id, ("logs", "execution"), "log", read, after)
+    async def read(cursor: int) -> Step:
+        chunk = await svc.db.read(lambda s: logs.read(s, execution_id, filters, cursor, limit))
+        entries = [(line.seq, line.model_dump_json()) for line in chunk.page.lines]
+        return Step(entries, chunk.page.next_after, chunk.full, chunk.execution if chunk.ended else None)
 
-    @api.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=client, responses=followable("event", "EventOut"))
-    async def execution_events(
-        execution_id: str,
-        request: Request,
-        after: int = Query(default=0, ge=0, le=INT64_MAX),
-        follow: bool = FOLLOW,
-        last_event_id: int | None = LAST_EVENT_ID,
-    ):
-        after = max(after, last_event_id or 0)
-        if not wants_stream(request, follow):
-            return await db(request).read(lambda s: executions.events(s, execution_id, after))
+    return await follow_stream(svc, execution_id, (topics.Kind.LOGS, topics.Kind.EXECUTION), "log", read, after)
 
-        async def read(cursor: int) -> Step:
-            execution, events = await db(request).read(lambda s: _events_after(s, execution_id, cursor))
-            ended = execution if ExecutionState(execution.state).is_terminal else None
-            return Step([(e.seq, e.model_dump_json()) for e in events], events[-1].seq if events else cursor, ended=ended)
 
-        return await follow_stream(request, execution_id, ("events", "execution"), "event", read, after)
+@router.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT, responses=followable("event", "EventOut"))
+async def execution_events(
+    execution_id: str,
+    request: Request,
+    after: int = Query(default=0, ge=0, le=INT64_MAX),
+    follow: bool = FOLLOW,
+    last_event_id: int | None = LAST_EVENT_ID,
+    svc: Services = Depends(services),
+):
+    after = max(after, last_event_id or 0)
+    if not wants_stream(request, follow):
+        return await svc.db.read(lambda s: executions.events(s, execution_id, after))
 
-    return api
+    async def read(cursor: int) -> Step:
+        execution, events = await svc.db.read(lambda s: _events_after(s, execution_id, cursor))
+        ended = execution if ExecutionState(execution.state).is_terminal else None
+        return Step([(e.seq, e.model_dump_json()) for e in events], events[-1].seq if events else cursor, ended=ended)
+
+    return await follow_stream(svc, execution_id, (topics.Kind.EVENTS, topics.Kind.EXECUTION), "event", read, after)
+
 
 
 def _events_after(session, execution_id: str, after: int) -> tuple[ExecutionInfo, list[EventOut]]:  # noqa: ANN001
@@ -169,13 +168,13 @@ def wants_stream(request: Request, follow: bool) -> bool:
 
 
 async def follow_stream(
-    request: Request, execution_id: str, topics: tuple[str, ...], kind: str, read: Callable[[int], Awaitable[Step]], after: int
+    svc: Services, execution_id: str, kinds: tuple[topics.Kind, ...], kind: str, read: Callable[[int], Awaitable[Step]], after: int
 ) -> EventSourceResponse:
     """An SSE response of ``kind`` events (``id:`` the seq), then ``end``. An unknown
     execution is a 404 here, before the stream starts."""
-    await request.app.state.db.read(lambda s: executions.get_row(s, execution_id))
-    keys = tuple(f"{topic}:{execution_id}" for topic in topics)
-    content = _entries(request.app.state.notifier, keys, kind, read, after)
+    await svc.db.read(lambda s: executions.get_row(s, execution_id))
+    keys = tuple(topics.of(topic, execution_id) for topic in kinds)
+    content = _entries(svc.notifier, keys, kind, read, after)
     return EventSourceResponse(content, ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)
 
 

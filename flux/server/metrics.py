@@ -22,12 +22,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType, ExecutionState
+from flux.domain.workers import Liveness, WorkerState
 from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 from flux.server import fleet
 from flux.server.database import StatementCounter
-from flux.server.registry import OFFLINE, ONLINE, STALE
 
-WORKER_STATES = (ONLINE, STALE, OFFLINE, fleet.DRAINING, fleet.DRAINED)
+WORKER_STATES = tuple(WorkerState)
 ACTIVE_STATES = [state.value for state in ExecutionState if not state.is_terminal]
 #: The events ``flux_task_events`` counts.
 COUNTED_EVENTS = frozenset(
@@ -122,7 +122,7 @@ class ServerMetrics:
         self.claim_latency.observe(max(waited, 0.0))
 
     @staticmethod
-    def snapshot(session: Session, liveness: Callable[[str], tuple[str, float] | None]) -> dict:
+    def snapshot(session: Session, liveness: Callable[[str], Liveness | None]) -> dict:
         counts = fleet.running_counts(session)
         rows = session.execute(select(WorkerModel.name, WorkerModel.state, WorkerModel.draining))
         workers = Tally(

@@ -15,6 +15,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from flux.domain.workers import AllocationMode
+
 
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, Any: JSON}
@@ -272,7 +274,7 @@ class WorkerModel(Base):
     labels: Mapped[Any] = mapped_column(JSON, default=dict)
     max_concurrent_executions: Mapped[int] = mapped_column(Integer, default=1)
     #: "sample" (the spec's threshold on sampled availability) or "reserve".
-    allocation: Mapped[str] = mapped_column(String(16), default="sample")
+    allocation: Mapped[str] = mapped_column(String(16), default=AllocationMode.SAMPLE.value)
     #: Countable custom resources it advertises ({"fpga": 2}).
     custom_resources: Mapped[Any] = mapped_column(JSON, default=dict)
     heartbeat_interval: Mapped[float] = mapped_column(Float)

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import Callable, Sequence, TypeVar
 
-from fastapi import Request, Response
+from fastapi import Query, Request, Response
 
 T = TypeVar("T")
+#: Lists ordered by name (workers, workflows): a page, and the name to start after.
+PAGE_LIMIT = Query(default=1000, ge=1, le=5000, description="Items in the page")
+AFTER_NAME = Query(default=None, max_length=255, description="The X-Next-Cursor of the previous page")
 
 
 def split(rows: Sequence[T], limit: int, cursor_of: Callable[[T], str]) -> tuple[list[T], str | None]:
@@ -24,3 +27,10 @@ def announce(request: Request, response: Response, cursor: str | None) -> None:
     if cursor:
         response.headers["X-Next-Cursor"] = cursor
         response.headers["Link"] = f'<{request.url.include_query_params(after=cursor)}>; rel="next"'
+
+
+def by_name(request: Request, response: Response, rows: Sequence[T], limit: int) -> list[T]:
+    """A page of a list ordered by name, its next cursor announced."""
+    page, cursor = split(rows, limit, lambda row: row.name)
+    announce(request, response, cursor)
+    return page

@@ -27,8 +27,9 @@ import time
 from dataclasses import dataclass, field
 
 from flux.domain.events import ExecutionState
+from flux.domain.workers import Liveness, WorkerState
+from flux.server import topics
 
-ONLINE, STALE, OFFLINE = "ONLINE", "STALE", "OFFLINE"
 #: Heartbeats a worker may miss before dispatch stops choosing it.
 STALE_AFTER_MISSED = 3
 #: A waiting claim re-reads the database at least this often, even with no hint:
@@ -87,6 +88,27 @@ class Member:
     def cancelling(self) -> list[str]:
         return sorted(eid for eid, held in (self.held or {}).items() if held.state == ExecutionState.CANCELLING.value)
 
+    def hold(self, held: dict[str, Held] | None) -> None:
+        """What it holds as just read; None: unknown, its next heartbeat or claim reads it."""
+        self.held = held
+
+    def reconciled(self, held: dict[str, Held], draining: bool) -> None:
+        """What the database says it holds, and whether an operator drains it."""
+        self.held, self.draining = held, draining
+
+    def record_status(self, sample: dict | None, metrics: dict | None) -> None:
+        """The sample and metrics just stored (None: that one was not)."""
+        self.sample = sample if sample is not None else self.sample
+        self.metrics = dict(metrics) if metrics is not None else self.metrics
+
+    def hint(self, work: bool) -> None:
+        """Something may (or cannot) be waiting for its claim."""
+        self.work_hint = work
+
+    def claim_checked(self, now: float) -> None:
+        """Its claim read the database now: no hint is left."""
+        self.work_hint, self.last_claim_check = False, now
+
 
 @dataclass
 class FleetRegistry:
@@ -119,6 +141,20 @@ class FleetRegistry:
         self._bad_tokens.pop(member.token_hash, None)
         self.fleet_changed()
         return member
+
+    def is_current(self, member: Member) -> bool:
+        """Still the member of its name (not re-registered, evicted or gone meanwhile)."""
+        return self.members.get(member.name) is member
+
+    def leave(self, member: Member) -> None:
+        """It drains itself to stop: dispatch places nothing more on it."""
+        member.leaving = True
+        self.fleet_changed()
+
+    def set_draining(self, name: str, draining: bool) -> None:
+        member = self.members.get(name)
+        if member is not None:
+            member.draining = draining
 
     def forget(self, name: str) -> None:
         member = self.members.pop(name, None)
@@ -167,10 +203,26 @@ class FleetRegistry:
             return max(own, 3 * self.lease_interval + 2 * member.heartbeat_interval)
         return own
 
-    def liveness(self, member: Member | None, now: float) -> str:
+    def liveness(self, member: Member | None, now: float) -> WorkerState:
         if member is None:
-            return ONLINE
-        return STALE if self.silence(member, now) > self.stale_after(member) else ONLINE
+            return WorkerState.ONLINE
+        return WorkerState.STALE if self.silence(member, now) > self.stale_after(member) else WorkerState.ONLINE
+
+    def liveness_of(self, name: str, now: float) -> Liveness | None:
+        """What this process knows of a worker's liveness; None when it knows nothing."""
+        member = self.members.get(name)
+        if member is None:
+            return None
+        return Liveness(self.liveness(member, now), member.last_seen, member.leaving)
+
+    def mark_stale(self, member: Member, now: float) -> None:
+        """A sweep found it silent: dispatch stops counting on it."""
+        member.stale_since = now
+        self.fleet_changed()
+
+    def unmark_stale(self, member: Member) -> None:
+        """Not evicted after all (gone already, or heard by another replica)."""
+        member.stale_since = None
 
     def forgive(self, now: float) -> None:
         """The server was too busy to hear anyone: nobody's silence counts until now."""
@@ -190,7 +242,7 @@ class FleetRegistry:
         released by another replica, and the leases other replicas flushed."""
         for row in rows:
             member = self.members.get(row.name)
-            if row.state == OFFLINE:
+            if row.state == WorkerState.OFFLINE:
                 if member is not None:
                     self.forget(row.name)
             elif member is None or member.token_hash != row.session_token_hash:
@@ -213,19 +265,20 @@ class FleetRegistry:
 
     def on_notify(self, key: str) -> None:
         """A hook for ``Notifier``: learn from every wake-up, local or remote."""
-        kind, _, rest = key.partition(":")
-        if kind == "worker":
-            member = self.members.get(rest)
+        topic = topics.parse(key)
+        if topic is None:
+            return
+        if topic.kind == topics.Kind.WORKER:
+            member = self.members.get(topic.subject)
             if member is not None:
-                member.work_hint = True
-                member.held = None
-        elif kind == "auth":
-            name, _, token_prefix = rest.rpartition(":")
-            member = self.members.get(name)
-            if member is not None and not member.token_hash.startswith(token_prefix or "-"):
-                self.forget(name)  # another replica re-registered or released it
+                member.hint(True)
+                member.hold(None)
+        elif topic.kind == topics.Kind.AUTH:
+            member = self.members.get(topic.subject)
+            if member is not None and not member.token_hash.startswith(topic.token_prefix):
+                self.forget(topic.subject)  # another replica re-registered or released it
             self.fleet_changed()
-        elif kind == "status":  # a sample stored or a drain, here or on another replica
+        elif topic.kind == topics.Kind.STATUS:  # a sample stored or a drain, here or on another replica
             self.fleet_changed()
 
     def claim_should_check(self, member: Member, now: float) -> bool:

@@ -10,6 +10,7 @@ from flux.domain.events import EVENT_TYPE_MAX, MAX_CHECKPOINT_EVENTS, TASK_ID_MA
 from flux.domain.names import NAME_MAX, NAME_PATTERN, check_name
 from flux.domain.secrets import MAX_SECRET_LENGTH
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
+from flux.domain.workers import AllocationMode
 
 
 class Strict(BaseModel):
@@ -305,7 +306,7 @@ class WorkerRegistration(Strict):
     labels: dict[str, str] = {}
     max_concurrent_executions: int = Field(default=1, ge=1, le=10_000)
     heartbeat_interval: float = Field(default=5.0, gt=0, le=3600)
-    allocation: Literal["sample", "reserve"] = "sample"
+    allocation: Literal[AllocationMode.SAMPLE.value, AllocationMode.RESERVE.value] = AllocationMode.SAMPLE.value
     custom_resources: dict[str, float] = Field(default={}, description="Countable custom resources, e.g. {'fpga': 2}")
     resources: ResourcesInfo
     packages: list[PackageInfo] = []

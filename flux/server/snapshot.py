@@ -22,11 +22,12 @@ from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.events import HOLDING_STATES
 from flux.server.models import ExecutionModel, PackageModel, WorkerModel
+from flux.domain.workers import WorkerState
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import SAMPLE_FIELDS, WorkerView, resampled, worker_view
 from flux.server.fleet import stored_sample
-from flux.server.registry import OFFLINE, ONLINE, STALE, FleetRegistry
+from flux.server.registry import FleetRegistry
 
 #: The workers table is re-read at least this often even if nothing said it changed.
 FLEET_RESCAN = 10.0
@@ -140,9 +141,9 @@ class FleetSnapshot:
             base = self._views[row.name][2]
             member = registry.members.get(row.name)
             if row.draining or (member is not None and member.leaving):
-                state = "DRAINING"
+                state = WorkerState.DRAINING
             else:
-                state = STALE if member is not None and member.stale_since else ONLINE
+                state = WorkerState.STALE if member is not None and member.stale_since else WorkerState.ONLINE
             allotments = held.get(row.name, ())
             key = (id(base), state, _signature(allotments))  # the cache entry keeps base alive: ids stay unique
             cached = self._round_views.get(row.name)
@@ -164,7 +165,7 @@ class FleetSnapshot:
                 WorkerModel.resources_version,
                 WorkerModel.registered_at,
                 WorkerModel.draining,
-            ).where(WorkerModel.state != OFFLINE)
+            ).where(WorkerModel.state != WorkerState.OFFLINE)
         ).all()
         changed = [row.id for row in rows if self._views.get(row.name, (None, None))[:2] != (row.resources_version, row.registered_at)]
         if changed:

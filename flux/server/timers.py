@@ -18,7 +18,7 @@ import logging
 import time
 from typing import Callable
 
-from flux.server import executions
+from flux.server import executions, topics
 from flux.server.database import Database
 from flux.server.notify import Notifier
 
@@ -40,7 +40,8 @@ class Timers:
         notifier.hooks.append(self._on_notify)
 
     def _on_notify(self, key: str) -> None:
-        if key.startswith(("execution:", "events:")):  # a new run, a checkpoint, an end
+        topic = topics.parse(key)
+        if topic is not None and topic.kind in (topics.Kind.EXECUTION, topics.Kind.EVENTS):  # a new run, a checkpoint, an end
             self._changed.set()
 
     async def run(self) -> None:
@@ -68,7 +69,7 @@ class Timers:
             ids, workers = await self.db.run(act)
             changed += ids
             for worker in set(workers):
-                self.notifier.notify(f"worker:{worker}")  # its claim refreshes what it holds
+                self.notifier.notify(topics.worker(worker))  # its claim refreshes what it holds
             if len(ids) < BATCH:
                 return changed
             await asyncio.sleep(0)
@@ -85,6 +86,6 @@ class Timers:
         if deadline is not None and deadline < now:
             changed += await self._batches(lambda s: executions.expire_deadlines(s, now, BATCH))
         for execution_id in changed:
-            self.notifier.notify(f"execution:{execution_id}")
+            self.notifier.notify(topics.execution(execution_id))
         if changed:
             self.kick()

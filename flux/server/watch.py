@@ -24,23 +24,24 @@ import asyncio
 import time
 from typing import AsyncIterator, Callable
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from flux.domain.numbers import INT64_MAX
+from flux.server import topics
+from flux.server.auth import CLIENT
 from flux.server.database import Database
 from flux.server.errors import responses
 from flux.server.log_routes import FOLLOW_RECHECK, LAST_EVENT_ID, PING, SEND_TIMEOUT, SEP, SSE, wants_stream
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server.notify import Notifier
 from flux.server.schemas import ExecutionChange, ExecutionChanges
+from flux.server.services import Services, services
 
 #: The notifier key every follower waits on.
-KEY = "executions"
-#: Notified keys that may mean an execution changed: its state, its events, a worker's new claims.
-PREFIXES = ("execution:", "events:", "worker:")
+KEY = topics.EXECUTIONS
 #: Seconds a stream lets wake-ups accumulate after a read (one read per burst).
 COALESCE = 0.25
 #: Event rows one read looks at; more are read at once after.
@@ -71,36 +72,37 @@ def relay(notifier: Notifier) -> Callable[[str], None]:
     """A notifier hook: raise ``executions`` after any key about an execution or new work."""
 
     def hook(key: str) -> None:
-        if key.startswith(PREFIXES):
+        topic = topics.parse(key)
+        if topic is not None and topic.kind in topics.ABOUT_EXECUTIONS:
             notifier.notify_local(KEY)
 
     return hook
 
 
-def router(client: list) -> APIRouter:
-    api = APIRouter()
+router = APIRouter()
 
-    @api.get("/watch/executions", dependencies=client, responses=STREAM, response_model=ExecutionChanges)
-    async def watch_executions(
-        request: Request,
-        workflow: str | None = Query(default=None, max_length=128),
-        state: str | None = Query(default=None, max_length=32),
-        after: int | None = Query(default=None, ge=0, le=INT64_MAX, description="Changes after this cursor; default: from now"),
-        follow: bool = Query(default=False, description="Stream changes as Server-Sent Events"),
-        last_event_id: int | None = LAST_EVENT_ID,
-    ):
-        """Execution state changes, as JSON or Server-Sent Events (docs/console.md)."""
-        db: Database = request.app.state.db
-        if after is None and last_event_id is None:
-            after = await db.read(newest_event_id)
-        watch = Watch(max(after or 0, last_event_id or 0), workflow, state.upper() if state else None)
-        if not wants_stream(request, follow):
-            changed, _ = await db.read(watch.read)
-            return ExecutionChanges(changes=[change for _, change in changed], cursor=watch.cursor)
-        content = _changes(db, request.app.state.notifier, watch)
-        return EventSourceResponse(content, ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)
 
-    return api
+@router.get("/watch/executions", dependencies=CLIENT, responses=STREAM, response_model=ExecutionChanges)
+async def watch_executions(
+    request: Request,
+    workflow: str | None = Query(default=None, max_length=128),
+    state: str | None = Query(default=None, max_length=32),
+    after: int | None = Query(default=None, ge=0, le=INT64_MAX, description="Changes after this cursor; default: from now"),
+    follow: bool = Query(default=False, description="Stream changes as Server-Sent Events"),
+    last_event_id: int | None = LAST_EVENT_ID,
+    svc: Services = Depends(services),
+):
+    """Execution state changes, as JSON or Server-Sent Events (docs/console.md)."""
+    db = svc.db
+    if after is None and last_event_id is None:
+        after = await db.read(newest_event_id)
+    watch = Watch(max(after or 0, last_event_id or 0), workflow, state.upper() if state else None)
+    if not wants_stream(request, follow):
+        changed, _ = await db.read(watch.read)
+        return ExecutionChanges(changes=[change for _, change in changed], cursor=watch.cursor)
+    content = _changes(db, svc.notifier, watch)
+    return EventSourceResponse(content, ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)
+
 
 
 def newest_event_id(session: Session) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from flux.domain.workers import AllocationMode
 from flux.worker import cgroups
 from flux.worker.runners.base import Runner
 from flux.worker.runners.docker import DockerRunner, EngineUnreachable, engine_problem
@@ -43,7 +44,7 @@ class WorkerConfig:
     max_executions_per_child: int = 100
     #: "sample": match against the last sampled availability (the spec's model);
     #: "reserve": against capacity minus what running executions were allotted.
-    allocation: str = "sample"
+    allocation: str = AllocationMode.SAMPLE.value
     docker_image: str = "python:3.11-slim"
     docker_memory: int | None = None
     docker_cpus: float | None = None

@@ -15,6 +15,7 @@ import time
 from typing import Callable
 
 from flux.domain.attempts import AttemptPolicy
+from flux.server import topics
 from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
@@ -24,7 +25,7 @@ from flux.server.schedules.store import pause_all_broken
 log = logging.getLogger("flux.server.schedules")
 
 #: The notifier key that wakes the loop.
-WAKE = "schedules"
+WAKE = topics.SCHEDULES
 #: How often a due time held for overlap=queue_one checks whether the active run ended.
 QUEUED_RECHECK = 1.0
 #: With replicas: the longest the loop sleeps without reading the schedules.
@@ -83,6 +84,6 @@ class ScheduleLoop:
             if count:
                 self.metrics.schedule_skips.labels(reason=reason).inc(count)
         for execution_id in done.cancelled:
-            self.notifier.notify(f"execution:{execution_id}")
+            self.notifier.notify(topics.execution(execution_id))
         for worker in done.wake:
-            self.notifier.notify(f"worker:{worker}")
+            self.notifier.notify(topics.worker(worker))

@@ -14,6 +14,11 @@ depends_on = None
 
 
 def upgrade() -> None:
+    _workers_workflows_executions()
+    _worker_details_and_events()
+
+
+def _workers_workflows_executions() -> None:
     op.create_table('workers',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('name', sa.String(length=128), nullable=False),
@@ -83,6 +88,8 @@ def upgrade() -> None:
         batch_op.create_index('ix_executions_state_scheduled', ['state', 'scheduled_at'], unique=False)
         batch_op.create_index('ix_executions_worker_state', ['worker_name', 'state'], unique=False)
 
+
+def _worker_details_and_events() -> None:
     op.create_table('worker_packages',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('worker_id', sa.Integer(), nullable=False),

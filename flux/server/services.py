@@ -1,0 +1,62 @@
+"""What routes need, in one typed object: the database, the notifier, dispatch, the
+fleet in memory, metrics and settings. Routes reach it as a FastAPI dependency
+(``svc: Services = Depends(services)``); this module alone knows it lives on
+``app.state``, so no route reaches into the app for an untyped attribute."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cryptography.fernet import MultiFernet
+from fastapi import FastAPI, Request
+
+from flux.domain.attempts import AttemptPolicy
+from flux.server import topics
+from flux.server.database import Database
+from flux.server.dispatch import Dispatcher
+from flux.server.metrics import ServerMetrics
+from flux.server.notify import Notifier
+from flux.server.registry import FleetRegistry
+from flux.server.settings import ServerSettings
+
+
+@dataclass
+class Services:
+    """Built with the app; what needs a running event loop is set when it starts (``flux.server.startup``)."""
+
+    settings: ServerSettings
+    policy: AttemptPolicy
+    #: The secrets store's keys; None: no secrets key (docs/tasks.md#secrets).
+    secrets_keys: MultiFernet | None
+    bootstrap_token: bytes
+    #: With --api-token, every client call must carry it.
+    api_token: bytes | None
+    db: Database = field(init=False)
+    registry: FleetRegistry = field(init=False)
+    notifier: Notifier = field(init=False)
+    metrics: ServerMetrics = field(init=False)
+    dispatcher: Dispatcher = field(init=False)
+
+    def wake_worker(self, name: str | None) -> None:
+        """Its claim (here or on another replica) re-reads what it holds."""
+        if name:
+            self.notifier.notify(topics.worker(name))
+
+    def execution_changed(self, execution_id: str) -> None:
+        """Whoever waits on it learns of the change; dispatch looks for room."""
+        self.notifier.notify(topics.execution(execution_id))
+        self.dispatcher.kick()
+
+    def executions_changed(self, execution_ids: list[str]) -> None:
+        for execution_id in execution_ids:
+            self.notifier.notify(topics.execution(execution_id))
+        self.dispatcher.kick()
+
+
+def install(app: FastAPI, svc: Services) -> None:
+    app.state.services = svc
+
+
+async def services(request: Request) -> Services:
+    """The dependency. ``async``: FastAPI runs a plain ``def`` one on a thread pool."""
+    return request.app.state.services

@@ -1,0 +1,51 @@
+"""A worker's heartbeat: liveness in memory; the database only for a sample that
+moved, a change in what it holds, or a worker starting to drain itself."""
+
+from __future__ import annotations
+
+import time
+
+from flux.domain.samples import metrics_changed, resources_changed
+from flux.server import fleet, topics
+from flux.server.registry import Member
+from flux.server.schemas import Heartbeat, HeartbeatReply
+from flux.server.services import Services
+from flux.server.workers.leaving import leave
+
+
+async def heartbeat(svc: Services, member: Member, body: Heartbeat) -> HeartbeatReply:
+    """What it should cancel and abandon, and the state it shows."""
+    now = time.time()
+    svc.registry.beat(member, now)
+    svc.metrics.heartbeats.inc()
+    await _store_status(svc, member, body)
+    if body.draining and not member.leaving:
+        await leave(svc, member)
+    await _reconcile(svc, member, set(body.running), now)
+    running = len(member.held or ())
+    shown = fleet.display_state(svc.registry.liveness(member, now), member.draining or member.leaving, running)
+    return HeartbeatReply(state=shown, cancel=member.cancelling(), abandon=member.foreign(body.running))
+
+
+async def _store_status(svc: Services, member: Member, body: Heartbeat) -> None:
+    """Only a sample or metrics that moved materially are written (dispatch re-reads them)."""
+    sample = body.resources.model_dump() if body.resources is not None else None
+    resources = body.resources if sample is not None and resources_changed(member.sample, sample) else None
+    published = body.metrics if body.metrics is not None and metrics_changed(member.metrics, body.metrics) else None
+    if resources is None and published is None:
+        return
+    await svc.db.run(lambda s: fleet.store_status(s, member.id, resources, published))
+    member.record_status(sample if resources is not None else None, published)
+    svc.metrics.status_writes.inc()
+    svc.notifier.notify(topics.status(member.name))  # every replica's dispatcher re-reads it
+    svc.dispatcher.kick()  # more room, or less, for what waits
+
+
+async def _reconcile(svc: Services, member: Member, reported: set[str], now: float) -> None:
+    """What it reports running against what it holds, when memory cannot tell."""
+    if not svc.registry.needs_reconcile(member, reported, now, fleet.settle_time(member.heartbeat_interval)):
+        return
+    held, draining, requeued = await svc.db.run(lambda s: fleet.reconcile(s, member, reported, svc.policy))
+    member.reconciled(held, draining)
+    if requeued:
+        svc.dispatcher.kick()
