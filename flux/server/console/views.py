@@ -13,6 +13,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from flux.domain.numbers import human_size
+from flux.domain.workers import WorkerState
 
 #: Input or output longer than this (as indented JSON) is cut on the page.
 MAX_SHOWN = 64 * 1024
@@ -109,6 +110,13 @@ def usage(worker: dict) -> list[dict]:
     return bars
 
 
+def drain_action(state: str) -> str | None:
+    """The fleet row's button: ``drain`` a live worker, ``undrain`` a draining one, none for one gone."""
+    if state == WorkerState.OFFLINE:
+        return None
+    return "undrain" if state in (WorkerState.DRAINING, WorkerState.DRAINED) else "drain"
+
+
 def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(Path(__file__).parent / "templates"),
@@ -116,5 +124,6 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(ago=ago, absolute=absolute, iso=iso, duration=duration, size=size, shown=shown, short=short, usage=usage)
+    env.filters.update(ago=ago, absolute=absolute, iso=iso, duration=duration, size=size, shown=shown, short=short, usage=usage,
+                       drain_action=drain_action)
     return env

@@ -1,111 +1,33 @@
-"""The client SDK: a thin, typed-by-convention wrapper over the HTTP API.
+"""The client SDK: a thin wrapper over the HTTP API.
 
 Every failure surfaces as ``FluxClientError`` carrying the server's one-line reason,
 which is what the CLI prints; ``FluxConnectionError`` (a subclass) when the server
-cannot be reached at all.
-
-Following an execution (``follow_events``, ``follow_logs``) reads the server's
-Server-Sent Events stream (docs/logs.md) and resumes after the last item it saw
-when the stream breaks; against a server without the stream (404, 405, 406, or an
-answer that is not ``text/event-stream``) it falls back to polling with ``after=``.
+cannot be reached at all (``flux.client.errors``). Following an execution's events
+and lines is ``flux.client.streams``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
-from urllib.parse import quote
+from typing import Any, Iterable, Iterator
 
 import httpx
 
 from flux.bundles.archive import BundleError
+from flux.client.errors import FluxClientError, FluxConnectionError, error_from
+from flux.client.streams import Following
+from flux.client.urls import given, segment
+from flux.domain.events import HOLDING_STATES, TERMINAL_STATES
 from flux.domain.workers import WorkerState
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
-TERMINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
-HOLDING_STATES = ("CLAIMED", "RUNNING", "CANCELLING")
 #: Executions an ambiguous id prefix lists at most.
 MAX_CANDIDATES = 10
 _FULL_ID = re.compile(r"[0-9a-fA-F]{32}")
 _HEX = re.compile(r"[0-9a-fA-F]{1,32}")
-
-
-class FluxClientError(Exception):
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
-
-class FluxConnectionError(FluxClientError):
-    """The server could not be reached (refused, unknown host, timed out)."""
-
-
-def _reason(response: httpx.Response) -> str:
-    """The server's ``detail`` (every error body has one; see docs/security.md)."""
-    try:
-        detail = response.json()["detail"]
-    except (ValueError, TypeError, KeyError):
-        return f"HTTP {response.status_code}: {response.text[:200]}"
-    return f"HTTP {response.status_code}: {detail}"
-
-
-def _error(response: httpx.Response) -> FluxClientError:
-    return FluxClientError(_reason(response), response.status_code)
-
-
-@dataclass
-class SSEMessage:
-    event: str
-    data: str
-    id: str | None
-
-
-def parse_sse(lines: Iterable[str]) -> Iterator[SSEMessage]:
-    """Server-Sent Events from a stream's lines (the WHATWG event-stream format):
-    ``field: value`` lines, a blank line ends a message, ``:`` starts a comment
-    (a keep-alive), several ``data`` lines join with newlines, ``id`` persists."""
-    event, data, last_id = "", [], None
-    for line in lines:
-        if not line:
-            if data:
-                yield SSEMessage(event or "message", "\n".join(data), last_id)
-            event, data = "", []
-            continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if field == "event":
-            event = value
-        elif field == "data":
-            data.append(value)
-        elif field == "id" and "\0" not in value:
-            last_id = value
-    if data:  # a stream cut off after a message without its blank line: still worth having
-        yield SSEMessage(event or "message", "\n".join(data), last_id)
-
-
-def _is_event_stream(response: httpx.Response) -> bool:
-    return response.headers.get("content-type", "").split(";")[0].strip() == "text/event-stream"
-
-
-class _NoStream(Exception):
-    """The server does not stream this (yet): poll instead."""
-
-
-def _set(params: dict[str, Any]) -> dict[str, Any]:
-    """Query parameters that were given (None and empty are left out)."""
-    return {k: v for k, v in params.items() if v is not None and v != ""}
-
-
-def _seg(value: str) -> str:
-    """One URL path segment: a name with '?', '#' or '/' must not become another URL."""
-    return quote(str(value), safe="")
 
 
 def split_version(name: str) -> tuple[str, int | None]:
@@ -125,15 +47,8 @@ def tls_verify(*urls: str) -> bool:
     return any(url.lower().startswith("https:") for url in urls)
 
 
-class FluxClient:
-    #: Seconds a follow stream may stay silent before it is reopened (resuming after
-    #: the last item), which also notices a server that vanished without closing it.
-    stream_idle_timeout = 60.0
-    #: Seconds between polls when the server has no stream to offer.
-    poll_interval = 0.5
-    #: Times in a row a broken stream is reopened before giving up.
-    stream_retries = 5
 
+class FluxClient(Following):
     def __init__(self, server_url: str | None = None, timeout: float = 30.0, api_token: str | None = None):
         self.server_url = server_url or os.environ.get("FLUX_SERVER_URL", DEFAULT_SERVER_URL)
         self.timeout = timeout
@@ -166,7 +81,7 @@ class FluxClient:
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         if response.status_code >= 400:
-            raise _error(response)
+            raise error_from(response)
         return response
 
     def _unreachable(self, exc: httpx.TransportError) -> FluxConnectionError:
@@ -196,7 +111,7 @@ class FluxClient:
         return self._request("POST", "/bundles", content=data, headers={"Content-Type": "application/zip"})
 
     def workflow_versions(self, name: str) -> list[dict]:
-        return self._request("GET", f"/workflows/{_seg(name)}/versions")
+        return self._request("GET", f"/workflows/{segment(name)}/versions")
 
     def list_workflows(self) -> list[dict]:
         """The newest version of every workflow (all pages)."""
@@ -207,7 +122,7 @@ class FluxClient:
         name, pinned = split_version(name)
         version = version or pinned
         params = {"version": version} if version else None
-        return self._request("GET", f"/workflows/{_seg(name)}", params=params)
+        return self._request("GET", f"/workflows/{segment(name)}", params=params)
 
     def run(self, name: str, input: Any = None, wait: float | None = None, version: int | None = None) -> dict:
         """Start workflow ``name`` (or ``name@3``); a version pins one (default: the newest
@@ -215,14 +130,14 @@ class FluxClient:
         name, pinned = split_version(name)
         version = version or pinned
         body = {"input": input} if version is None else {"input": input, "version": version}
-        execution = self._request("POST", f"/workflows/{_seg(name)}/run", json=body)
+        execution = self._request("POST", f"/workflows/{segment(name)}/run", json=body)
         if wait:
             execution = self.wait(execution["id"], wait)
         return execution
 
     # executions
     def execution(self, execution_id: str) -> dict:
-        return self._request("GET", f"/executions/{_seg(execution_id)}")
+        return self._request("GET", f"/executions/{segment(execution_id)}")
 
     def resolve_execution(self, prefix: str) -> str:
         """The full id of the one execution whose id starts with ``prefix`` (like git's
@@ -253,124 +168,23 @@ class FluxClient:
             remaining = deadline - time.monotonic()
             step = max(0.0, min(remaining, 60.0))
             execution = self._request(
-                "GET", f"/executions/{_seg(execution_id)}", params={"wait": step}, timeout=step + 30
+                "GET", f"/executions/{segment(execution_id)}", params={"wait": step}, timeout=step + 30
             )
             if execution["state"] in TERMINAL_STATES or remaining <= 0:
                 return execution
 
     def placement(self, execution_id: str) -> dict:
-        return self._request("GET", f"/executions/{_seg(execution_id)}/placement")
+        return self._request("GET", f"/executions/{segment(execution_id)}/placement")
 
     def events(self, execution_id: str, after: int = 0) -> list[dict]:
         params = {"after": after} if after else None
-        return self._request("GET", f"/executions/{_seg(execution_id)}/events", params=params)
+        return self._request("GET", f"/executions/{segment(execution_id)}/events", params=params)
 
     def logs_page(self, execution_id: str, after: int = 0, limit: int = 1000, **filters: Any) -> dict:
         """One page of captured lines: ``{"lines", "next_after", "truncated"}`` (docs/logs.md).
         ``filters``: task, attempt, stream, level."""
-        params = {**_set(filters), "after": after, "limit": limit}
-        return self._request("GET", f"/executions/{_seg(execution_id)}/logs", params=params)
-
-    def logs(self, execution_id: str, after: int = 0, **filters: Any) -> Iterator[dict]:
-        """Every captured line so far, page after page."""
-        while True:
-            lines, after = self._logs_after(execution_id, after, filters)
-            if not lines:
-                return
-            yield from lines
-
-    def follow_events(self, execution_id: str, after: int = 0) -> Iterator[dict]:
-        """The execution's events as they are recorded, until it has ended and every
-        event was sent (``GET /executions/{id}/events?follow=true``)."""
-        yield from self._follow(
-            execution_id, "events", "event", {}, after, lambda seq: self._events_after(execution_id, seq)
-        )
-
-    def follow_logs(self, execution_id: str, after: int = 0, **filters: Any) -> Iterator[dict]:
-        """The execution's captured lines as they arrive, until it has ended and every
-        line was sent (``GET /executions/{id}/logs?follow=true``); ``filters`` as ``logs``."""
-        yield from self._follow(
-            execution_id, "logs", "log", _set(filters), after, lambda seq: self._logs_after(execution_id, seq, filters)
-        )
-
-    def _events_after(self, execution_id: str, after: int) -> tuple[list[dict], int]:
-        events = self.events(execution_id, after)
-        return events, (events[-1]["seq"] if events else after)
-
-    def _logs_after(self, execution_id: str, after: int, filters: dict) -> tuple[list[dict], int]:
-        page = self.logs_page(execution_id, after, **filters)
-        lines = page.get("lines") or []
-        return lines, page.get("next_after") or (lines[-1]["seq"] if lines else after)
-
-    def _follow(
-        self, execution_id: str, what: str, event: str, params: dict, after: int,
-        page: Callable[[int], tuple[list[dict], int]],
-    ) -> Iterator[dict]:
-        seen = [after]  # the last seq yielded, kept by _stream as it goes
-        try:
-            yield from self._stream(f"/executions/{_seg(execution_id)}/{what}", event, params, seen)
-            return
-        except _NoStream:
-            pass
-        yield from self._poll(execution_id, page, seen[0])
-
-    def _stream(self, path: str, event: str, params: dict, seen: list[int]) -> Iterator[dict]:
-        """One SSE stream, reopened after the last item when it breaks; returns at ``end``."""
-        broken, streamed = 0, False
-        while True:
-            headers = {"Accept": "text/event-stream"}
-            if seen[0]:
-                headers["Last-Event-ID"] = str(seen[0])
-            timeout = httpx.Timeout(self.timeout, read=self.stream_idle_timeout)
-            query = {**params, "follow": "true", "after": seen[0]}
-            try:
-                with self._http.stream("GET", path, params=query, headers=headers, timeout=timeout) as response:
-                    if response.status_code in (404, 405, 406) or (
-                        response.status_code < 400 and not _is_event_stream(response)
-                    ):
-                        raise _NoStream()
-                    if response.status_code >= 400:
-                        response.read()
-                        raise _error(response)
-                    streamed = True
-                    for message in parse_sse(response.iter_lines()):
-                        if message.event == "end":
-                            return
-                        if message.event == event:
-                            item = json.loads(message.data)
-                            seen[0] = item.get("seq") or int(message.id or seen[0])
-                            broken = 0
-                            yield item
-            except (httpx.ReadTimeout, httpx.RemoteProtocolError, httpx.ReadError) as exc:
-                failure: Exception = exc
-            except httpx.TransportError as exc:
-                if not streamed:  # never reached it: say so at once
-                    raise self._unreachable(exc) from None
-                failure = exc  # a server restarting, or a replica going away: try again
-            else:
-                failure = EOFError("the stream ended before its end event")
-            broken += 1
-            if broken > self.stream_retries:
-                raise FluxConnectionError(f"the stream from {self.server_url}{path} keeps breaking: {failure}")
-            time.sleep(min(0.2 * 2**broken, 5.0))
-
-    def _poll(self, execution_id: str, page: Callable[[int], tuple[list[dict], int]], after: int) -> Iterator[dict]:
-        """Page with ``after=`` until the execution has ended. Its state is read before
-        the pages, so that a terminal state is only believed once its events are in."""
-        execution = self.execution(execution_id)
-        while True:
-            while True:
-                items, after = page(after)
-                if not items:
-                    break
-                yield from items
-            if execution["state"] in TERMINAL_STATES:
-                return
-            # a long poll: returns at once when the execution ends, else after poll_interval
-            execution = self._request(
-                "GET", f"/executions/{_seg(execution_id)}", params={"wait": self.poll_interval},
-                timeout=self.poll_interval + self.timeout,
-            )
+        params = {**given(filters), "after": after, "limit": limit}
+        return self._request("GET", f"/executions/{segment(execution_id)}/logs", params=params)
 
     def list_executions(self, state: str | None = None, workflow: str | None = None, limit: int = 50,
                         id_prefix: str | None = None, **filters: Any) -> list[dict]:
@@ -390,7 +204,7 @@ class FluxClient:
         include: Iterable[str] = (),
     ) -> tuple[list[dict], str | None]:
         """One page, newest first, and the cursor of the next (None on the last page)."""
-        params = _set({"state": state, "workflow": workflow, "worker": worker, "schedule": schedule, "limit": limit,
+        params = given({"state": state, "workflow": workflow, "worker": worker, "schedule": schedule, "limit": limit,
                        "id_prefix": id_prefix, "after": after, "include": ",".join(include)})
         response = self._response("GET", "/executions", params=params)
         return response.json(), response.headers.get("X-Next-Cursor")
@@ -404,7 +218,7 @@ class FluxClient:
     def _pages(self, path: str, params: dict[str, Any], after: str | None = None) -> Iterator[dict]:
         """The items of a list endpoint, following ``X-Next-Cursor`` to the last page."""
         while True:
-            response = self._response("GET", path, params=_set({**params, "after": after}))
+            response = self._response("GET", path, params=given({**params, "after": after}))
             yield from response.json()
             after = response.headers.get("X-Next-Cursor")
             if after is None:
@@ -415,27 +229,27 @@ class FluxClient:
         return self._request("POST", "/executions/prune", json={"older_than": older_than})
 
     def cancel(self, execution_id: str) -> dict:
-        return self._request("POST", f"/executions/{_seg(execution_id)}/cancel")
+        return self._request("POST", f"/executions/{segment(execution_id)}/cancel")
 
     def resume(self, execution_id: str, input: Any = None) -> dict:
         """Continue a PAUSED execution: its ``pause()`` returns ``input`` (docs/waits.md)."""
-        return self._request("POST", f"/executions/{_seg(execution_id)}/resume", json={"input": input})
+        return self._request("POST", f"/executions/{segment(execution_id)}/resume", json={"input": input})
 
     # the task cache and secrets (docs/tasks.md)
     def clear_cache(self, task: str | None = None, expired: bool = False) -> dict:
         """Delete cached task results: all, one task's, or only the expired ones; ``{"deleted": N}``."""
-        return self._request("DELETE", "/cache", params=_set({"task": task, "expired": "true" if expired else None}))
+        return self._request("DELETE", "/cache", params=given({"task": task, "expired": "true" if expired else None}))
 
     def set_secret(self, name: str, value: str) -> dict:
         """Create or replace a secret (encrypted at rest); returns its name and times, never the value."""
-        return self._request("PUT", f"/secrets/{_seg(name)}", json={"value": value})
+        return self._request("PUT", f"/secrets/{segment(name)}", json={"value": value})
 
     def list_secrets(self) -> list[dict]:
         """Secret names and times (values are never returned)."""
         return self._request("GET", "/secrets")
 
     def delete_secret(self, name: str) -> None:
-        self._response("DELETE", f"/secrets/{_seg(name)}")
+        self._response("DELETE", f"/secrets/{segment(name)}")
 
     # workers
     def list_workers(self) -> list[dict]:
@@ -443,7 +257,7 @@ class FluxClient:
         return list(self._pages("/workers", {}))
 
     def show_worker(self, name: str) -> dict:
-        return self._request("GET", f"/workers/{_seg(name)}")
+        return self._request("GET", f"/workers/{segment(name)}")
 
     def executions_on(self, worker_name: str) -> list[dict]:
         """The executions a worker holds (claimed, running or being cancelled), newest first."""
@@ -453,7 +267,7 @@ class FluxClient:
     def drain_worker(self, name: str, wait: float | None = None, poll: float = 0.5) -> dict:
         """Stop giving NAME new work; with ``wait``, return once it runs nothing (DRAINED
         or OFFLINE), or raise after that many seconds."""
-        worker = self._request("POST", f"/workers/{_seg(name)}/drain")
+        worker = self._request("POST", f"/workers/{segment(name)}/drain")
         deadline = time.monotonic() + (wait or 0)
         while wait is not None and worker["state"] not in (WorkerState.DRAINED, WorkerState.OFFLINE):
             if time.monotonic() >= deadline:
@@ -463,7 +277,7 @@ class FluxClient:
         return worker
 
     def undrain_worker(self, name: str) -> dict:
-        return self._request("POST", f"/workers/{_seg(name)}/undrain")
+        return self._request("POST", f"/workers/{segment(name)}/undrain")
 
     # --- schedules (docs/schedules.md) -----------------------------------------------------
 
@@ -473,7 +287,7 @@ class FluxClient:
         anchor, timezone, input, overlap, catch_up, catch_up_limit, jitter, paused (checked here first)."""
         from flux.domain.schedules import InvalidSchedule, Schedule  # cronsim, zoneinfo: only here
 
-        body = {"name": name, "workflow": workflow, **_set({"cron": cron, "every": every, "at": at}), **options}
+        body = {"name": name, "workflow": workflow, **given({"cron": cron, "every": every, "at": at}), **options}
         try:
             Schedule.parse(cron=cron, every=every, at=at, anchor=options.get("anchor"), timezone=options.get("timezone", "UTC"))
         except InvalidSchedule as exc:
@@ -484,21 +298,21 @@ class FluxClient:
         return self._request("GET", "/schedules")
 
     def show_schedule(self, name: str) -> dict:
-        return self._request("GET", f"/schedules/{_seg(name)}")
+        return self._request("GET", f"/schedules/{segment(name)}")
 
     def update_schedule(self, name: str, **changes: Any) -> dict:
         """Only the fields given change (as for ``create_schedule``)."""
-        return self._request("PATCH", f"/schedules/{_seg(name)}", json=changes)
+        return self._request("PATCH", f"/schedules/{segment(name)}", json=changes)
 
     def delete_schedule(self, name: str) -> None:
-        self._request("DELETE", f"/schedules/{_seg(name)}")
+        self._request("DELETE", f"/schedules/{segment(name)}")
 
     def pause_schedule(self, name: str) -> dict:
-        return self._request("POST", f"/schedules/{_seg(name)}/pause")
+        return self._request("POST", f"/schedules/{segment(name)}/pause")
 
     def resume_schedule(self, name: str) -> dict:
-        return self._request("POST", f"/schedules/{_seg(name)}/resume")
+        return self._request("POST", f"/schedules/{segment(name)}/resume")
 
     def trigger_schedule(self, name: str) -> dict:
         """Run it now; returns the execution."""
-        return self._request("POST", f"/schedules/{_seg(name)}/trigger")
+        return self._request("POST", f"/schedules/{segment(name)}/trigger")
