@@ -10,8 +10,8 @@ import os
 from fastapi import FastAPI
 
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
-from flux.server import auth, bundle_routes, cache_routes, console, errors, execution_routes, log_routes, schedules
-from flux.server import secret_routes, watch, workflow_routes
+from flux.server import auth, bundle_routes, cache_routes, console, errors, execution_routes, log_routes, namespace_routes
+from flux.server import schedules, scope, secret_routes, watch, workflow_routes
 from flux.server import secrets as secret_store
 from flux.server.limits import EdgeLimits, credential_gate
 from flux.server.services import Services, install
@@ -22,9 +22,11 @@ from flux.server.workers import routes as worker_routes
 
 #: In the order they match: workflows (and /health, /metrics), workers, executions and
 #: their output, the watch stream, the console (docs/console.md), bundles
-#: (docs/bundles.md), schedules (docs/schedules.md), the task cache and secrets (docs/tasks.md).
+#: (docs/bundles.md), schedules (docs/schedules.md), the task cache and secrets
+#: (docs/tasks.md), namespaces (docs/namespaces.md). Routes that take a namespace are
+#: mounted under /namespaces/{namespace} and at their old path for 'default' (``scope``).
 ROUTERS = (workflow_routes.router, worker_routes.router, execution_routes.router, log_routes.router, watch.router)
-LATER_ROUTERS = (bundle_routes.router, schedules.router, cache_routes.router, secret_routes.router)
+LATER_ROUTERS = (bundle_routes.router, schedules.router, cache_routes.router, secret_routes.router, namespace_routes.router)
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
@@ -42,10 +44,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(shedding.middleware)
     errors.install(app)
     for router in ROUTERS:
-        app.include_router(router)
+        scope.include(app, router)
     app.include_router(console.router(login=svc.api_token is not None, key=svc.bootstrap_token))
     for router in LATER_ROUTERS:
-        app.include_router(router)
+        scope.include(app, router)
     # Anonymous calls to routes behind these gates are refused before their body is read.
     app.add_middleware(
         EdgeLimits,

@@ -35,22 +35,31 @@ _OLDEST = (
 )
 
 
-def prune_batch(session: Session, cutoff: float) -> int:
-    """Delete up to ``BATCH`` executions that finished before ``cutoff``, oldest first;
-    their log lines go with them (``ON DELETE CASCADE``). Returns how many."""
-    ids = list(session.scalars(_OLDEST.where(ExecutionModel.finished_at < cutoff)))
+def delete_executions(session: Session, ids: list[str]) -> int:
+    """Delete these executions with their events; their log lines go with them (``ON
+    DELETE CASCADE``). Returns how many."""
     if ids:
         session.execute(delete(ExecutionEventModel).where(ExecutionEventModel.execution_id.in_(ids)))
         session.execute(delete(ExecutionModel).where(ExecutionModel.id.in_(ids)))
     return len(ids)
 
 
-async def prune(db: Database, older_than: float) -> int:
-    """Delete every execution that finished more than ``older_than`` seconds ago."""
+def prune_batch(session: Session, cutoff: float, namespace: str | None = None) -> int:
+    """Delete up to ``BATCH`` executions that finished before ``cutoff``, oldest first
+    (of ``namespace``; None: of all). Returns how many."""
+    query = _OLDEST.where(ExecutionModel.finished_at < cutoff)
+    if namespace is not None:
+        query = query.where(ExecutionModel.namespace == namespace)
+    return delete_executions(session, list(session.scalars(query)))
+
+
+async def prune(db: Database, older_than: float, namespace: str | None = None) -> int:
+    """Delete every execution (of ``namespace``; None: of all) that finished more than
+    ``older_than`` seconds ago."""
     cutoff = time.time() - older_than
     deleted = 0
     while True:
-        count = await db.run(lambda s: prune_batch(s, cutoff))
+        count = await db.run(lambda s: prune_batch(s, cutoff, namespace))
         deleted += count
         if count < BATCH:
             return deleted

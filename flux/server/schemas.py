@@ -179,6 +179,7 @@ class WaitInfo(BaseModel):
 
 class ExecutionInfo(BaseModel):
     id: str
+    namespace: str = Field(default="default", description="The namespace it belongs to (docs/namespaces.md)")
     workflow_name: str
     workflow_version: int
     state: ExecutionState
@@ -476,6 +477,7 @@ class ExecutionChanges(BaseModel):
 
 class CacheLookup(Strict):
     key: str = Field(pattern=r"^[0-9a-f]{64}$", description="The cache key the child computed (sha256, hex)")
+    execution: str | None = Field(default=None, max_length=32, description="The execution whose attempt asks (held by this worker): its namespace's entries; none: default's")
 
 
 class CacheLookupReply(BaseModel):

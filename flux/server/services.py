@@ -1,5 +1,5 @@
 """What routes need, in one typed object: the database, the notifier, dispatch, the
-fleet in memory, metrics and settings. Routes reach it as a FastAPI dependency
+fleet in memory, metrics, settings and the namespaces. Routes reach it as a FastAPI dependency
 (``svc: Services = Depends(services)``); this module alone knows it lives on
 ``app.state``, so no route reaches into the app for an untyped attribute."""
 
@@ -15,6 +15,7 @@ from flux.server import topics
 from flux.server.database import Database
 from flux.server.dispatch import Dispatcher
 from flux.server.metrics import ServerMetrics
+from flux.server.namespaces import NamespaceCache
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry
 from flux.server.settings import ServerSettings
@@ -36,6 +37,8 @@ class Services:
     notifier: Notifier = field(init=False)
     metrics: ServerMetrics = field(init=False)
     dispatcher: Dispatcher = field(init=False)
+    #: Every namespace's state, so that a request's namespace costs no query.
+    namespaces: NamespaceCache = field(default_factory=NamespaceCache)
 
     def wake_worker(self, name: str | None) -> None:
         """Its claim (here or on another replica) re-reads what it holds."""

@@ -46,7 +46,12 @@ class Api:
 
     def prepare(self, case) -> dict[str, str]:
         """The credential each operation takes; long polls made short; heartbeats and
-        claims sent as the registered worker."""
+        claims sent as the registered worker; namespaced calls mostly into 'default'
+        (where the workflow is), so that they reach past the 404 of an unknown namespace."""
+        if isinstance(case.path_parameters, dict) and "namespace" in case.path_parameters:
+            generated = str(case.path_parameters["namespace"])
+            if sum(map(ord, generated)) % 4:  # decided by the case alone: hypothesis replays it alike
+                case.path_parameters["namespace"] = "default"
         if case.operation.path == "/workers/{name}/claim" and isinstance(case.body, dict):
             case.body["wait"] = 0  # its default is 20 s
         if isinstance(case.query, dict) and "wait" in case.query:
@@ -130,7 +135,11 @@ def fuzz_operation(api: Api, operation) -> None:
 
 @pytest.mark.timeout(120 * SCALE)
 def test_stateful_sequences(api: Api, api_schema):
-    machine = api_schema.as_state_machine()
+    # Creating and deleting namespaces changes what every later sequence may draw from
+    # (GET /namespaces links to each namespaced operation): hypothesis would find its
+    # replays inconsistent. Both are fuzzed one call at a time above.
+    stable = api_schema.exclude(path="/namespaces", method="POST").exclude(path="/namespaces/{name}", method="DELETE")
+    machine = stable.as_state_machine()
 
     class Sequences(machine):  # type: ignore[misc, valid-type]
         def get_call_kwargs(self, case):

@@ -12,7 +12,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.responses import Response
 from urllib.parse import quote
 
-from flux.server.console.api import BRIDGE, Api, ApiError
+from flux.server.console.api import BRIDGE, Api, ApiError, namespace_prefix
 from flux.server.console.session import CSRF_FIELD, CsrfRefused, Session
 from flux.server.console.views import environment
 
@@ -29,7 +29,8 @@ class Console:
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = self.templates.get_template(template).render(
-            request=request, csrf=self.session.csrf(request), csrf_field=CSRF_FIELD, nav=self.nav(), bridge=BRIDGE,
+            request=request, csrf=self.session.csrf(request), csrf_field=CSRF_FIELD, nav=self.nav(),
+            bridge=BRIDGE + namespace_prefix(request),
             signed_in=bool(self.session.token(request)), login=self.session.login, **context,
         )
         response = HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
