@@ -4,7 +4,7 @@ inspect executions and workers.
 Rooms: ``core`` (the group, failures as one line and an exit code, client options,
 output helpers), ``start`` (server, worker, demo), ``workflows``, ``executions``,
 ``workers``, ``schedules``, ``watch`` (following an execution live), ``cache`` (the task cache),
-``secrets`` (the secret store). ``flux.cli:main`` is the
+``secrets`` (the secret store), ``namespaces``. ``flux.cli:main`` is the
 console script; ``python -m flux`` and ``python -m flux.cli`` run it too.
 """
 
@@ -50,6 +50,7 @@ COMMANDS = {
     "worker": "flux.cli.workers:worker_group",
     "cache": "flux.cli.cache:cache_group",
     "secret": "flux.cli.secrets:secret_group",
+    "namespace": "flux.cli.namespaces:namespace_group",
     "demo": "flux.cli.start:demo",
 }
 

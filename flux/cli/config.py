@@ -9,6 +9,7 @@ a file that holds it)::
 
     [client]
     server_url = "http://flux:8000"
+    namespace = "team-a"
     api_token_file = "/run/secrets/flux-api-token"
     format = "json"
 
@@ -34,7 +35,7 @@ import click
 
 DEFAULT_PATH = Path("flux.toml")
 #: [client] keys and the parameter of every client command each one sets.
-CLIENT_KEYS = {"server_url": "server_url", "api_token_file": "api_token_file", "format": "fmt"}
+CLIENT_KEYS = {"server_url": "server_url", "namespace": "namespace", "api_token_file": "api_token_file", "format": "fmt"}
 
 
 def _worker_section(section: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from click.core import ParameterSource
 
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError, FluxConnectionError
 from flux.domain.durations import InvalidDuration, parse_duration
+from flux.domain.namespaces import DEFAULT, NAMESPACE_ENV
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
 from flux.objects import import_object
 from flux.server.settings import read_token_file
@@ -247,12 +248,14 @@ def _api_token(api_token: str | None, api_token_file: str | None) -> str | None:
 
 
 def client_command(fn: Callable) -> Callable:
-    """Adds --server-url, --api-token, --api-token-file and --format; the command
-    gets an open FluxClient and returns what to print (or an ``Output``)."""
+    """Adds --server-url, --namespace, --api-token, --api-token-file and --format; the
+    command gets an open FluxClient (in that namespace) and returns what to print (or an ``Output``)."""
     wants_format = "fmt" in inspect.signature(fn).parameters
 
     @click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True,
                   help="The Flux server's URL")
+    @click.option("--namespace", "-n", envvar=NAMESPACE_ENV, default=DEFAULT, show_default=True,
+                  help="The namespace the command acts in (docs/namespaces.md)")
     @click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
                   help="Bearer token the server requires of clients; prefer the environment or "
                        "--api-token-file: the command line is visible to every user")
@@ -261,10 +264,10 @@ def client_command(fn: Callable) -> Callable:
     @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
                   help="table: for people; json: the full record, for scripts")
     @functools.wraps(fn)
-    def wrapper(server_url: str, api_token: str | None, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
+    def wrapper(server_url: str, namespace: str, api_token: str | None, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
         if wants_format:
             kwargs["fmt"] = fmt
-        with FluxClient(server_url, api_token=_api_token(api_token, api_token_file)) as client:
+        with FluxClient(server_url, api_token=_api_token(api_token, api_token_file), namespace=namespace) as client:
             result = fn(client, **kwargs)
             output = result if isinstance(result, Output) else Output(result, getattr(fn, "render", None))
             if output.data is not None:
