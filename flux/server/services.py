@@ -1,5 +1,5 @@
 """What routes need, in one typed object: the database, the notifier, dispatch, the
-fleet in memory, metrics and settings. Routes reach it as a FastAPI dependency
+fleet in memory, client tokens, the audit trail, metrics and settings. Routes reach it as a FastAPI dependency
 (``svc: Services = Depends(services)``); this module alone knows it lives on
 ``app.state``, so no route reaches into the app for an untyped attribute."""
 
@@ -12,12 +12,14 @@ from fastapi import FastAPI, Request
 
 from flux.domain.attempts import AttemptPolicy
 from flux.server import topics
+from flux.server.audit import AuditTrail
 from flux.server.database import Database
 from flux.server.dispatch import Dispatcher
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry
 from flux.server.settings import ServerSettings
+from flux.server.tokens import TokenCache
 
 
 @dataclass
@@ -29,13 +31,17 @@ class Services:
     #: The secrets store's keys; None: no secrets key (docs/tasks.md#secrets).
     secrets_keys: MultiFernet | None
     bootstrap_token: bytes
-    #: With --api-token, every client call must carry it.
+    #: With --api-token, every client call must carry it or another token (``tokens``).
     api_token: bytes | None
+    #: Mutating client calls, waiting to be written (``flux.server.audit``).
+    audit: AuditTrail = field(default_factory=AuditTrail)
     db: Database = field(init=False)
     registry: FleetRegistry = field(init=False)
     notifier: Notifier = field(init=False)
     metrics: ServerMetrics = field(init=False)
     dispatcher: Dispatcher = field(init=False)
+    #: Client tokens by hash, this replica's copy (``flux.server.tokens``).
+    tokens: TokenCache = field(init=False)
 
     def wake_worker(self, name: str | None) -> None:
         """Its claim (here or on another replica) re-reads what it holds."""
