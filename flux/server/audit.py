@@ -116,9 +116,11 @@ class AuditMiddleware:
             self._record(scope, slot.get("call"), started, status)
 
     def _record(self, scope: Scope, call: access.Call | None, started: float, status: int) -> None:
-        if call is None:  # refused before its route's check, or not a client route at all
-            call = access.match(self.source.routes(), scope)
-            if call is None:
+        if call is None:
+            # A client route that answered below 400 went through its check, which filled
+            # the slot: so this is a worker's call (not recorded, and not worth a search:
+            # heartbeats), or a call refused before its route's check ran.
+            if status < 400 or (call := access.match(self.source.routes(), scope)) is None:
                 return
         principal = call.principal or self.source.known(Headers(scope=scope))
         client = scope.get("client")
