@@ -58,11 +58,12 @@ def _client_defaults(section: dict[str, Any], commands: dict[tuple[str, ...], cl
     """[client] settings as the defaults of every client command, nested by its path."""
     defaults = {CLIENT_KEYS[key]: value for key, value in section.items()}
     tree: dict[str, Any] = {}
-    for path in commands:
+    for path, command in commands.items():
         node = tree
         for name in path[:-1]:
             node = node.setdefault(name, {})
-        node[path[-1]] = dict(defaults)
+        namespaced = getattr(command.callback, "flux_namespaced", True)  # tokens, audit: --namespace is theirs
+        node[path[-1]] = {k: v for k, v in defaults.items() if namespaced or k != "namespace"}
     return tree
 
 

@@ -247,15 +247,17 @@ def _api_token(api_token: str | None, api_token_file: str | None) -> str | None:
     return token_from_file(api_token_file, "API")
 
 
-def client_command(fn: Callable) -> Callable:
+def client_command(fn: Callable | None = None, *, namespaced: bool = True) -> Callable:
     """Adds --server-url, --namespace, --api-token, --api-token-file and --format; the
-    command gets an open FluxClient (in that namespace) and returns what to print (or an ``Output``)."""
+    command gets an open FluxClient (in that namespace) and returns what to print (or an
+    ``Output``). ``namespaced=False``: a command on what belongs to no namespace (tokens,
+    the audit log), which has no -n of its own, so its options may say --namespace."""
+    if fn is None:
+        return functools.partial(client_command, namespaced=namespaced)
     wants_format = "fmt" in inspect.signature(fn).parameters
 
     @click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True,
                   help="The Flux server's URL")
-    @click.option("--namespace", "-n", envvar=NAMESPACE_ENV, default=DEFAULT, show_default=True,
-                  help="The namespace the command acts in (docs/namespaces.md)")
     @click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
                   help="Bearer token the server requires of clients; prefer the environment or "
                        "--api-token-file: the command line is visible to every user")
@@ -264,9 +266,10 @@ def client_command(fn: Callable) -> Callable:
     @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
                   help="table: for people; json: the full record, for scripts")
     @functools.wraps(fn)
-    def wrapper(server_url: str, namespace: str, api_token: str | None, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
+    def wrapper(server_url: str, api_token: str | None, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
         if wants_format:
             kwargs["fmt"] = fmt
+        namespace = kwargs.pop("namespace") if namespaced else DEFAULT
         with FluxClient(server_url, api_token=_api_token(api_token, api_token_file), namespace=namespace) as client:
             result = fn(client, **kwargs)
             output = result if isinstance(result, Output) else Output(result, getattr(fn, "render", None))
@@ -278,7 +281,11 @@ def client_command(fn: Callable) -> Callable:
         if output.exit_code:
             click.get_current_context().exit(output.exit_code)
 
+    if namespaced:
+        wrapper = click.option("--namespace", "-n", envvar=NAMESPACE_ENV, default=DEFAULT, show_default=True,
+                               help="The namespace the command acts in (docs/namespaces.md)")(wrapper)
     wrapper.flux_client = True
+    wrapper.flux_namespaced = namespaced
     return wrapper
 
 

@@ -265,6 +265,30 @@ class FluxClient(Following):
     def delete_secret(self, name: str) -> None:
         self._response("DELETE", self.scoped(f"/secrets/{segment(name)}"))
 
+    # tokens and the audit log (docs/security.md#roles)
+    def create_token(self, name: str, role: str, namespaces: Iterable[str] | None = None,
+                     expires_in: float | None = None) -> dict:
+        """A token with ``role`` in ``namespaces`` (None: all); its secret is in ``["token"]``, this once."""
+        body = {"name": name, "role": role, "namespaces": list(namespaces) if namespaces else None, "expires_in": expires_in}
+        return self._request("POST", "/tokens", json=body)
+
+    def list_tokens(self) -> list[dict]:
+        """Every token's name, role, namespaces and times (never a secret)."""
+        return self._request("GET", "/tokens")
+
+    def revoke_token(self, name: str) -> dict:
+        return self._request("DELETE", f"/tokens/{segment(name)}")
+
+    def whoami(self) -> dict:
+        """The name, role and namespaces of this client's token."""
+        return self._request("GET", "/whoami")
+
+    def iter_audit(self, *, namespace: str | None = None, token: str | None = None, action: str | None = None,
+                   since: float | None = None, page_size: int = 1000) -> Iterator[dict]:
+        """Audit rows, newest first, a page at a time; ``since``: Unix seconds."""
+        params = {"namespace": namespace, "token": token, "action": action, "since": since, "limit": page_size}
+        return self._pages("/audit", params)
+
     # workers
     def list_workers(self) -> list[dict]:
         """Every registered worker (all pages)."""

@@ -91,3 +91,39 @@ class Principal:
 
 def role_allows(role: Role, action: Action) -> bool:
     return action in ALLOWED[role]
+
+
+#: The roles, lowest first.
+ORDER = (Role.VIEWER, Role.DEVELOPER, Role.OPERATOR, Role.ADMIN)
+
+#: What each action does, as a refusal names it ("role viewer may not run executions").
+PHRASES: dict[Action, str] = {
+    Action.READ: "read",
+    Action.REGISTER: "register workflows",
+    Action.RUN: "run executions",
+    Action.CANCEL: "cancel executions",
+    Action.RESUME: "resume executions",
+    Action.OPERATE_SCHEDULE: "pause, resume or trigger schedules",
+    Action.MANAGE_SCHEDULES: "create, change or delete schedules",
+    Action.MANAGE_SECRETS: "manage secrets",
+    Action.CLEAR_CACHE: "clear the task cache",
+    Action.PRUNE: "prune the history",
+    Action.READ_AUDIT: "read the audit log",
+    Action.READ_FLEET: "read the fleet",
+    Action.DRAIN: "drain or undrain workers",
+    Action.MANAGE_TOKENS: "manage tokens",
+    Action.MANAGE_NAMESPACES: "manage namespaces",
+}
+
+
+def lowest_role(action: Action) -> Role:
+    """The least role that allows ``action``."""
+    return next(role for role in ORDER if action in ALLOWED[role])
+
+
+def refusal(principal: Principal, action: Action) -> str:
+    """Why ``principal`` may not take ``action``: its role, and the role it would need."""
+    needed = f"{lowest_role(action)} or above"
+    if action == Action.READ_FLEET:
+        needed += ", or a token for every namespace"
+    return f"role {principal.role} may not {PHRASES[action]} ({needed})"

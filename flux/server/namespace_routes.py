@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path, Query
 
+from flux.domain.access import Principal
 from flux.domain.names import NAME_MAX, NAME_PATTERN
 from flux.server import namespace_deletion, namespaces
-from flux.server.auth import CLIENT
+from flux.server.auth import CLIENT, client
 from flux.server.errors import responses
 from flux.server.namespace_schemas import NamespaceCreate, NamespaceDeletion, NamespaceDetail, NamespaceInfo
 from flux.server.services import Services, services
@@ -28,8 +29,9 @@ async def create_namespace(body: NamespaceCreate, svc: Services = SVC):
 
 
 @router.get("", response_model=list[NamespaceInfo], responses=responses(401, 413, 422))
-async def list_namespaces(svc: Services = SVC):
-    return await svc.db.read(namespaces.listed)
+async def list_namespaces(svc: Services = SVC, principal: Principal = Depends(client)):
+    """The namespaces the caller's token may see."""
+    return [info for info in await svc.db.read(namespaces.listed) if principal.sees(info.name)]
 
 
 @router.get("/{name}", response_model=NamespaceDetail, responses=responses(401, 404, 413, 422))

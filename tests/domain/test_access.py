@@ -5,9 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flux.domain.access import ADMIN_ACTIONS, ALLOWED, FLEET_ACTIONS, Action, Principal, Role
+from flux.domain.access import ADMIN_ACTIONS, ALLOWED, FLEET_ACTIONS, ORDER, Action, Principal, Role
 
-ORDER = [Role.VIEWER, Role.DEVELOPER, Role.OPERATOR, Role.ADMIN]
 namespaces = st.sampled_from(["default", "ml", "data", "ci"])
 principals = st.builds(
     Principal, st.just("t"), st.sampled_from(ORDER), st.none() | st.frozensets(namespaces, max_size=3)
@@ -36,3 +35,15 @@ def test_the_fleet_is_seen_by_operators_and_by_tokens_of_every_namespace(princip
     expected = principal.role in (Role.OPERATOR, Role.ADMIN) or principal.namespaces is None
     assert principal.may(Action.READ_FLEET) == expected
     assert principal.may(Action.DRAIN) == (principal.role in (Role.OPERATOR, Role.ADMIN))
+
+
+def test_every_action_has_a_phrase_and_a_refusal_names_the_role_it_needs():
+    from flux.domain.access import PHRASES, lowest_role, refusal
+
+    assert set(PHRASES) == set(Action)
+    viewer = Principal("t", Role.VIEWER)
+    assert refusal(viewer, Action.RUN) == "role viewer may not run executions (developer or above)"
+    assert lowest_role(Action.MANAGE_TOKENS) == Role.ADMIN
+    for action in Action:
+        assert action in ALLOWED[lowest_role(action)]
+        assert all(action not in ALLOWED[role] for role in ORDER[: ORDER.index(lowest_role(action))])

@@ -1,27 +1,44 @@
-"""The Alembic migrations build exactly the schema the models describe, and what an
-older schema held stays readable after them."""
+"""The Alembic migrations build exactly the schema the models describe, on SQLite and
+PostgreSQL; the newest ones can be undone, and what an older schema held stays
+readable after them."""
 
 import time
+from types import SimpleNamespace
 
 import httpx
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine
+from sqlalchemy import MetaData, create_engine, inspect
 
+import flux.server.access_models  # noqa: F401 - its tables are part of Base.metadata
+from flux.server.database import MIGRATIONS, migrate, normalise_url
 from flux.server.models import Base
-from flux.server.database import migrate
 from shared import SOURCE
+
+
+def alembic(url: str) -> SimpleNamespace:
+    """``upgrade(revision)`` and ``downgrade(revision)`` of this database."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", normalise_url(url))
+    return SimpleNamespace(upgrade=lambda rev: command.upgrade(config, rev), downgrade=lambda rev: command.downgrade(config, rev))
+
+
+def schema_diff(url: str) -> list:
+    engine = create_engine(normalise_url(url))
+    with engine.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    engine.dispose()
+    return diff
 
 
 def test_migrations_match_models(tmp_path):
     url = f"sqlite:///{tmp_path / 'schema.db'}"
     migrate(url)
-    engine = create_engine(url)
-    with engine.connect() as connection:
-        diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
-    engine.dispose()
-    assert diff == []
+    assert schema_diff(url) == []
 
 
 def test_migrating_twice_is_a_no_op(tmp_path):
@@ -30,28 +47,31 @@ def test_migrating_twice_is_a_no_op(tmp_path):
     migrate(url)
 
 
+def tables(url: str) -> set[str]:
+    engine = create_engine(normalise_url(url))
+    names = set(inspect(engine).get_table_names())
+    engine.dispose()
+    return names
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_tokens_and_audit_migration_goes_up_and_down(backend, tmp_path, request):
+    url = f"sqlite:///{tmp_path / 'down.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    migrate(url)
+    assert schema_diff(url) == []
+    assert {"api_tokens", "audit_log"} <= tables(url)
+    alembic(url).downgrade("0016")
+    assert not {"api_tokens", "audit_log"} & tables(url)
+    migrate(url)
+    assert schema_diff(url) == []
+
+
 # --- 0016: namespaces (docs/namespaces.md) -----------------------------------------------
-
-
-def _upgrade(url: str, revision: str) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from flux.server.database import MIGRATIONS, normalise_url
-
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    config.set_main_option("sqlalchemy.url", normalise_url(url))
-    command.upgrade(config, revision)
 
 
 def _fill_before_namespaces(url: str, now: float) -> list[str]:
     """A database at 0014 (the head before namespaces) with a workflow, finished and
     queued executions with their events, a schedule and a cache entry."""
-    from sqlalchemy import MetaData
-
-    from flux.server.database import normalise_url
-
     engine = create_engine(normalise_url(url))
     tables = MetaData()
     tables.reflect(engine)
@@ -81,7 +101,7 @@ def _fill_before_namespaces(url: str, now: float) -> list[str]:
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_every_execution_stored_before_namespaces_is_readable_in_default(backend, make_cluster, tmp_path, request):
     url = request.getfixturevalue("pg_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'before.db'}"
-    _upgrade(url, "0014")
+    alembic(url).upgrade("0014")
     ids = _fill_before_namespaces(url, time.time() - 100)
     migrate(url)
     cluster = make_cluster(database_url=url)
