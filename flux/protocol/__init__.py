@@ -7,7 +7,7 @@ definition of each message for both sides. Pure: it imports only ``flux.domain``
 and pydantic (an import-linter contract).
 
 Rooms: ``base`` (``Strict`` request bodies), ``registration``, ``heartbeat``,
-``claims`` (the claimed job), ``checkpoints``, ``logs``,
+``claims`` (the claimed job, its ``allotment``), ``checkpoints``, ``logs``,
 ``services`` (cache lookups and secrets asked on an attempt's behalf). Each name is
 imported on first use: a runner child decodes its job and loads nothing else.
 """
@@ -20,7 +20,7 @@ _EXPORTS = {
     "GPUInfo": "registration", "ResourcesInfo": "registration", "PackageInfo": "registration",
     "RuntimeInfo": "registration", "WorkerRegistration": "registration", "RegistrationReply": "registration",
     "Heartbeat": "heartbeat", "HeartbeatReply": "heartbeat",
-    "RequestsJSON": "claims",
+    "RequestsJSON": "claims", "AllotmentJSON": "claims", "AllotmentField": "claims",
     "ClaimRequest": "claims", "ClaimedExecution": "claims", "ClaimReply": "claims",
     "EventIn": "checkpoints", "Checkpoint": "checkpoints", "CheckpointReply": "checkpoints",
     "LogStream": "logs", "MAX_LOG_LINES": "logs", "LogLineIn": "logs", "LogBatch": "logs", "LogBatchReply": "logs",

@@ -1,11 +1,17 @@
-"""A worker's claim: the long poll, and the job of each attempt placed on it."""
+"""A worker's claim: the long poll, and the job of each attempt placed on it.
+
+The job carries what the placement set aside (``allotment``, a
+``flux.domain.allotment.Allotment``): the runner's ceilings (cpu, memory) and device
+pinning (GPU indexes) read it and nothing else. ``requests`` and ``gpus`` stay for
+older workers."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, model_serializer
+from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, model_serializer
 
+from flux.domain.allotment import EMPTY, Allotment
 from flux.protocol.base import Number, Strict
 
 
@@ -28,6 +34,30 @@ class RequestsJSON(_SetFieldsOnly):
     resources: dict[str, Number] | None = Field(default=None, description="Countable custom resources, e.g. {'fpga': 1}")
 
 
+class AllotmentJSON(_SetFieldsOnly):
+    """An allotment's JSON form (``Allotment.to_json``): only what was set aside."""
+
+    cpu: Number | None = Field(default=None, description="Cores")
+    memory: int | None = Field(default=None, description="Bytes")
+    disk: int | None = Field(default=None, description="Bytes")
+    gpus: list[int] | None = Field(default=None, description="GPU indexes: the execution sees only these cards")
+    resources: dict[str, Number] | None = Field(default=None, description="Custom resources, e.g. {'fpga': 1}")
+
+
+def _allotment(value: Any) -> Allotment:
+    if isinstance(value, Allotment):
+        return value
+    return Allotment.from_json(AllotmentJSON.model_validate(value).model_dump())
+
+
+#: An ``Allotment`` in a message: its JSON form on the wire, the domain value in Python.
+AllotmentField = Annotated[
+    Allotment,
+    PlainValidator(_allotment, json_schema_input_type=AllotmentJSON),
+    PlainSerializer(lambda value: AllotmentJSON.model_validate(value.to_json()), return_type=AllotmentJSON),
+]
+
+
 class ClaimRequest(Strict):
     wait: float = Field(default=20.0, ge=0, le=60)
 
@@ -45,6 +75,9 @@ class ClaimedExecution(BaseModel):
     completed_tasks: dict[str, Any]
     requests: RequestsJSON | None = None
     gpus: list[int] | None = Field(default=None, description="GPU indexes allotted to this execution")
+    allotment: AllotmentField = Field(
+        default=EMPTY, description="What its placement set aside (cpu, memory, disk, gpus, resources): what the runner enforces"
+    )
     traceparent: str | None = Field(default=None, description="W3C trace context of this attempt's spans (tracing on)")
     max_payload_size: int | None = Field(default=None, description="A task result or the output larger than this (JSON bytes) fails")
     max_json_depth: int | None = Field(default=None, description="The server's nesting limit: a task result or the output nested past it in a checkpoint fails")

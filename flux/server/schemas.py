@@ -16,7 +16,7 @@ from flux.domain.secrets import MAX_SECRET_LENGTH
 # The worker protocol's messages, re-exported for the routes (and whoever imported them from here).
 from flux.protocol.base import Number, Strict
 from flux.protocol.checkpoints import Checkpoint, CheckpointReply, EventIn  # noqa: F401
-from flux.protocol.claims import ClaimedExecution, ClaimReply, ClaimRequest, RequestsJSON  # noqa: F401
+from flux.protocol.claims import AllotmentJSON, ClaimedExecution, ClaimReply, ClaimRequest, RequestsJSON  # noqa: F401
 from flux.protocol.heartbeat import Heartbeat, HeartbeatReply  # noqa: F401
 from flux.protocol.logs import MAX_LOG_LINES, LogBatch, LogBatchReply, LogLineIn, LogStream  # noqa: F401
 from flux.protocol.registration import (  # noqa: F401
