@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from flux.domain.workers import WorkerState
 from flux.protocol.base import Strict
 from flux.protocol.registration import ResourcesInfo
 
@@ -19,6 +20,6 @@ class Heartbeat(Strict):
 
 
 class HeartbeatReply(BaseModel):
-    state: str
+    state: WorkerState
     cancel: list[str]
     abandon: list[str] = Field(default=[], description="Executions it reports running that are no longer its own: kill them")

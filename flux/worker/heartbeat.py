@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from flux.worker import probe
 from flux.domain.samples import metrics_changed, resources_changed
+from flux.domain.workers import WorkerState
 from flux.objects import import_object
 from flux.protocol.heartbeat import Heartbeat, HeartbeatReply
 from flux.protocol.registration import PackageInfo, RegistrationReply, ResourcesInfo, RuntimeInfo, WorkerRegistration
@@ -41,7 +42,7 @@ class Publisher:
         self._provider = import_object(config.metrics_provider) if config.metrics_provider else None
         #: The resources sample and metrics the server last accepted from us.
         self.published: tuple[dict | None, dict | None] = (None, None)
-        self._state: str | None = None
+        self._state: WorkerState | None = None
 
     def metrics(self, resources: dict[str, Any]) -> dict[str, float]:
         """Built-in live metrics plus the user's provider's, published for routing policies."""
