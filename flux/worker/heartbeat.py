@@ -107,7 +107,9 @@ class Publisher:
             except Exception:  # noqa: BLE001 - a failed sample must not stop the heartbeat itself
                 log.exception("resource sample failed; heartbeat sent without it")
         reply = await self.call(f"/workers/{self.config.name}/heartbeat", beat, reply=HeartbeatReply)
-        self.published = (self.published[0] if resources is None else resources, self.published[1] if metrics is None else metrics)
+        self.published = (
+            self.published[0] if resources is None else resources, self.published[1] if metrics is None else metrics
+        )
         self.executions.cancel(reply.cancel)
         self.executions.abandon(reply.abandon)
         if reply.state != self._state:

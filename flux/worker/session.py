@@ -128,7 +128,8 @@ class ServerSession:
         assert self.http is not None
         headers = {"Authorization": f"Bearer {token or self.token}", **(headers or {})}
         if isinstance(json, BaseModel):  # a default left out is the server's default: the same model
-            body = {"content": json.model_dump_json(exclude_defaults=True), "headers": {**headers, "Content-Type": "application/json"}}
+            content = json.model_dump_json(exclude_defaults=True)
+            body = {"content": content, "headers": {**headers, "Content-Type": "application/json"}}
         else:
             body = {"json": json, "headers": headers}
         response = await self.http.request(method, path, timeout=timeout or 30.0, **body)

@@ -218,9 +218,13 @@ def test_a_killed_attempt_reports_nothing_more_but_keeps_what_it_printed():
         stop, collected = Stop(), Collected()
         runner = SubprocessRunner(warm_processes=1)
         await runner.start()
+        while not runner._pool:  # the warm child is up (imports done): the job starts at once
+            await asyncio.sleep(0.01)
         try:
             asyncio.get_running_loop().call_later(0.5, stop.kill.set)
             await asyncio.wait_for(runner.run(job("chatty"), collected.emit, stop, log=collected.log), 10)
+            while runner._refills:  # the killed child's replacement is up: close() stops it
+                await asyncio.sleep(0.01)
         finally:
             await runner.close()
         return collected

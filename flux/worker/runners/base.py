@@ -40,7 +40,8 @@ class Job(ClaimedExecution):
     @classmethod
     def claimed(cls, execution: ClaimedExecution) -> Job:
         """The job of a claimed execution (already validated: not validated again)."""
-        return cls.model_construct(execution.model_fields_set, **{name: getattr(execution, name) for name in type(execution).model_fields})
+        fields = {name: getattr(execution, name) for name in type(execution).model_fields}
+        return cls.model_construct(execution.model_fields_set, **fields)
 
 
 @dataclass
