@@ -16,7 +16,8 @@ from __future__ import annotations
 import heapq
 from typing import Iterable, NamedTuple
 
-from flux.scheduling.allocation import allotment_for, take
+from flux.domain.allotment import EMPTY, Allotment
+from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Consumption, Filter, active, first_failure
 from flux.scheduling.pool import FreePool
@@ -28,7 +29,7 @@ class Placement(NamedTuple):
     execution_id: str
     worker_name: str
     #: What was set aside for it (``flux.scheduling.allocation``).
-    allotment: dict
+    allotment: Allotment
     #: Why this worker won, for the claim event and ``flux execution explain``.
     reason: str
 
@@ -47,6 +48,8 @@ class _Candidates:
         self.workers = workers
         #: The filters active for these constraints: they allot and take for each placement.
         self.filters = filters
+        #: What each placement sets aside.
+        self.allot = Allotter(filters)
         #: What placements within the round can use up, so is checked again before a
         #: worker is chosen: on any worker, and on a reserving one.
         self.counted = tuple(f for f in filters if f.consumed is Consumption.ALWAYS)
@@ -78,6 +81,10 @@ class _Unconstrained:
     """Every ONLINE worker is eligible: the pool's own heap, kept across rounds."""
 
     filters: tuple[Filter, ...] = ()
+
+    @staticmethod
+    def allot(request: object, worker: WorkerView) -> Allotment:
+        return EMPTY
 
     def __init__(self, pool: FreePool):
         self.pool = pool
@@ -117,7 +124,7 @@ def place(demands: Iterable[Demand], workers: list[WorkerView] | FreePool) -> li
         if chosen is None:
             continue
         reason = why_chosen(chosen, demand.routing, candidates.eligible)
-        allotment = allotment_for(candidates.filters, demand.request, chosen)
+        allotment = candidates.allot(demand.request, chosen)
         take(candidates.filters, chosen, allotment)
         chosen.running += 1
         pool.put(chosen)

@@ -21,6 +21,7 @@ from flux.scheduling import placement
 from flux.scheduling.demand import Demand, demand_from_row
 from flux.scheduling.filters import check
 from flux.scheduling.ranking import best, candidate_key, score_value, score_worker
+from flux.domain.resources import Resources
 from flux.scheduling.snapshot import WorkerView
 
 
@@ -29,11 +30,10 @@ def place(demands, workers) -> list[tuple[str, str]]:
     return [(p.execution_id, p.worker_name) for p in placement.place(demands, workers)]
 
 
-def worker(name: str = "w", labels=None, **overrides) -> WorkerView:
-    fields = dict(
-        cpu_total=8.0, cpu_available=8.0, memory_total=2**35, memory_available=2**35, disk_total=2**40, disk_free=2**40
-    )
-    return WorkerView(name=name, labels=labels or {}, **{**fields, **overrides})
+def worker(name: str = "w", labels=None, available=None, **overrides) -> WorkerView:
+    """cpu 8, memory 32 GiB, disk 1 TiB, all available but what ``available`` says."""
+    total = Resources(cpu=8.0, memory=2**35, disk=2**40)
+    return WorkerView(name=name, labels=labels or {}, total=total, available=total.updated(available or {}), **overrides)
 
 
 POLICY = score((label("zone") == "a") * 10, metric("queue_depth") * -1, load() * -5)
@@ -213,8 +213,8 @@ def test_load_term_spreads_a_burst_across_workers():
 
 
 def test_a_policy_never_overrides_eligibility():
-    rich = worker("rich", {"zone": "a"}, cpu_available=2.0, registered_seq=0)
-    poor_fit = worker("fits", {"zone": "b"}, cpu_available=16.0, registered_seq=1)
+    rich = worker("rich", {"zone": "a"}, available={"cpu": 2.0}, registered_seq=0)
+    poor_fit = worker("fits", {"zone": "b"}, available={"cpu": 16.0}, registered_seq=1)
     policy = score((label("zone") == "a") * 1000)
     assert place([Demand("e1", ResourceRequest(cpu=8), None, policy)], [rich, poor_fit]) == [("e1", "fits")]
     assert place([Demand("e2", ResourceRequest(cpu=32), None, policy)], [rich, poor_fit]) == []
@@ -317,7 +317,7 @@ def fleets(draw, max_size=6):
             worker(
                 f"w{i}",
                 labels=draw(st.dictionaries(st.sampled_from(["zone", "cuda", "tier"]), st.sampled_from(LABEL_VALUES))),
-                cpu_available=draw(st.sampled_from([0.5, 2.0, 8.0, 32.0])),
+                available={"cpu": draw(st.sampled_from([0.5, 2.0, 8.0, 32.0]))},
                 max_concurrent_executions=slots,
                 running=draw(st.integers(0, slots + 1)),
                 registered_seq=draw(st.integers(0, 3)),

@@ -2,12 +2,13 @@
 
 Like a Kubernetes scheduler Filter plugin, a filter answers one question about one
 dimension - may this worker take this execution? - and when the answer is no it
-says why with a typed ``Reason``. It also owns its dimension's bookkeeping: what a
-placement sets aside (``allot``), how that is counted against the worker's view
-within a round (``take``), how the allotments of running executions are applied to
-a fresh view (``apply``), and what the view looks like idle (``idle``, for
-feasibility). The defaults here allot and count nothing, for dimensions such as
-labels and packages that placements never use up.
+says why with a typed ``Reason``. It also owns its dimension's bookkeeping, over the
+typed ``Allotment`` (``flux.domain.allotment``): what a placement sets aside
+(``allot``), how that is counted against the worker's view within a round
+(``take``), how the allotments of running executions are applied to a fresh view
+(``apply``), and what the view looks like idle (``idle``, for feasibility). The
+defaults here allot and count nothing, for dimensions such as labels and packages
+that placements never use up.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Mapping
 
+from flux.domain.allotment import EMPTY, Allotment
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.snapshot import WorkerView
 
@@ -51,6 +53,12 @@ class Filter:
     name: str
     phrase: str
     consumed = Consumption.NEVER
+    #: The quantity dimension whose check and booking this filter owns (``"cpu"``,
+    #: a probed ``"scratch"``); the custom filter leaves it alone. ``None``: none.
+    dimension: str | None = None
+    #: Whether what ``allot`` sets aside depends on the worker (GPU indexes do; a
+    #: quantity is what the request asks, wherever it goes).
+    allots_per_worker = False
 
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         """Whether the execution constrains this dimension at all (if not, ``check`` is never called)."""
@@ -62,18 +70,18 @@ class Filter:
         """Why ``worker`` fails this dimension, or ``None`` when it passes (only called if ``applies``)."""
         raise NotImplementedError
 
-    def allot(self, request: ResourceRequest, worker: WorkerView, allotment: dict) -> None:
-        """Add what a placement on ``worker`` sets aside for this dimension to ``allotment``."""
+    def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:
+        """What a placement on ``worker`` sets aside for this dimension."""
+        return EMPTY
 
-    def take(self, worker: WorkerView, allotment: dict) -> None:
+    def take(self, worker: WorkerView, allotment: Allotment) -> None:
         """Count a new allotment against the worker's view (within one placement round)."""
 
-    def apply(self, worker: WorkerView, allotments: list[dict]) -> None:
+    def apply(self, worker: WorkerView, allotments: list[Allotment]) -> None:
         """Apply the allotments of the executions the worker runs to a fresh view of it."""
 
-    def idle(self, worker: WorkerView) -> dict[str, Any]:
-        """The view's fields for this dimension as if nothing ran on the worker."""
-        return {}
+    def idle(self, worker: WorkerView) -> None:
+        """Set this dimension of ``worker`` (a copy) as if nothing ran on the worker."""
 
     def reason(self, message: str, phrase: str | None = None) -> Reason:
         return Reason(self.name, phrase or self.phrase, message)
