@@ -10,6 +10,7 @@ from flux.domain.events import EVENT_TYPE_MAX, MAX_CHECKPOINT_EVENTS, TASK_ID_MA
 from flux.domain.names import NAME_MAX, NAME_PATTERN, check_name
 from flux.domain.secrets import MAX_SECRET_LENGTH
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
+from flux.domain.samples import probed_problem
 from flux.domain.workers import AllocationMode
 
 
@@ -284,8 +285,18 @@ class ResourcesInfo(Strict):
     memory_available: int = Field(ge=0)
     disk_total: int = Field(ge=0)
     disk_free: int = Field(ge=0)
+    capacity: dict[str, Number] = Field(default={}, description="Probed dimensions beyond cpu, memory and disk: name -> total")
+    available: dict[str, Number] = Field(default={}, description="The same dimensions: name -> available now")
     gpus: list[GPUInfo] = []
     sampled_at: str | None = None
+
+    @field_validator("capacity", "available")
+    @classmethod
+    def _valid_dimensions(cls, value: dict[str, Number]) -> dict[str, Number]:
+        problem = probed_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class PackageInfo(Strict):
@@ -382,6 +393,8 @@ class WorkerResourcesInfo(BaseModel):
     memory_available: int
     disk_total: int
     disk_free: int
+    capacity: dict[str, Number] = Field(default={}, description="Probed dimensions beyond cpu, memory and disk: name -> total")
+    available: dict[str, Number] = Field(default={}, description="The same dimensions: name -> available at the last sample")
     metrics: dict[str, Number]
     sampled_at: float | None
     gpus: list[GPUInfo]

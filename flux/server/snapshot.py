@@ -22,14 +22,12 @@ from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES
-from flux.domain.resources import Resources
-from flux.domain.samples import from_wire
 from flux.server.models import ExecutionModel, PackageModel, WorkerModel
 from flux.domain.workers import WorkerState
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import WorkerView, resampled, worker_view
-from flux.server.fleet import stored_sample
+from flux.server.resources import gpus, quantities
 from flux.server.registry import FleetRegistry
 
 #: The workers table is re-read at least this often even if nothing said it changed.
@@ -45,15 +43,8 @@ def _signature(allotments: list[dict] | tuple) -> tuple:
 def _sample(worker: WorkerModel) -> dict:
     """The worker's last sample as plain data, by field name (what a view takes of it):
     its custom resources in the same namespace as the probed quantities."""
-    sample = stored_sample(worker)
-    total, available = from_wire(sample)
-    custom = worker.custom_resources or {}
-    return dict(
-        total=Resources({**custom, **total}),
-        available=Resources({**custom, **available}),
-        gpus=sample["gpus"],
-        metrics=worker.resources.metrics,
-    )
+    total, available = quantities(worker)
+    return dict(total=total, available=available, gpus=gpus(worker), metrics=worker.resources.metrics)
 
 
 def _view(worker: WorkerModel, packages: dict[str, str]) -> WorkerView:
