@@ -27,12 +27,15 @@ from flux.scheduling.snapshot import WorkerView
 
 def combined(parts: Iterable[Allotment]) -> Allotment:
     """One allotment of the parts (each dimension's filter writes its own)."""
+    found = [part for part in parts if part]
+    if len(found) <= 1:
+        return found[0] if found else EMPTY
     quantities: dict = {}
     gpus: tuple[int, ...] = ()
-    for part in parts:
+    for part in found:
         quantities.update(part.resources)
         gpus += part.gpus
-    return Allotment(Resources(quantities), gpus) if quantities or gpus else EMPTY
+    return Allotment(Resources(quantities), gpus)
 
 
 def allotment_for(filters: Iterable[Filter], request: ResourceRequest | None, worker: WorkerView) -> Allotment:
@@ -50,11 +53,15 @@ class Allotter:
         self._shared: Allotment | None = None
 
     def __call__(self, request: ResourceRequest | None, worker: WorkerView) -> Allotment:
-        if self._shared is None:
-            self._shared = allotment_for(self.steady, request, worker)
+        shared = self._shared
+        if shared is None:
+            shared = self._shared = allotment_for(self.steady, request, worker)
         if not self.per_worker:
-            return self._shared
-        return combined((self._shared, *(f.allot(request, worker) for f in self.per_worker)))
+            return shared
+        parts = [f.allot(request, worker) for f in self.per_worker]
+        if shared is EMPTY and len(parts) == 1:
+            return parts[0]
+        return combined([shared, *parts])
 
 
 def take(filters: Iterable[Filter], worker: WorkerView, allotment: Allotment) -> None:

@@ -79,6 +79,7 @@ def test_property_a_capacity_passes_exactly_when_available_covers_the_request(ca
             continue
         reason = f.check(request, None, w)
         assert (reason is None) == (w.available.get(f.name, 0) >= request.quantities[f.name])
+        assert f.bind(request, None)(w) == reason  # what placement scans with
         if reason is not None:
             assert (reason.filter, reason.phrase) == (f.name, f"Insufficient {f.name}")
             assert reason.message.startswith(f"{f.field} ")

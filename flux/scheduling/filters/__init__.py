@@ -21,14 +21,17 @@ from typing import Any, Iterable, Mapping
 
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.filters.affinity import AFFINITY
-from flux.scheduling.filters.base import Consumption, Filter, Reason
+from flux.scheduling.filters.base import Check, Consumption, Filter, Reason
 from flux.scheduling.filters.capacity import PROBED
 from flux.scheduling.filters.custom import CUSTOM
 from flux.scheduling.filters.gpu import GPUS
 from flux.scheduling.filters.packages import PACKAGES
 from flux.scheduling.snapshot import WorkerView
 
-__all__ = ["PIPELINE", "Consumption", "Filter", "Reason", "active", "check", "first_failure", "register", "unregister"]
+__all__ = [
+    "PIPELINE", "Check", "Consumption", "Filter", "Reason", "active", "bound", "check", "first_bound_failure", "first_failure",
+    "register", "unregister",
+]
 
 #: Every filter, in checking order. Changed only through ``register`` and ``unregister``.
 PIPELINE: list[Filter] = [AFFINITY, *PROBED, GPUS, PACKAGES, CUSTOM]
@@ -70,6 +73,20 @@ def first_failure(
     """The first of ``filters`` that ``worker`` fails, or ``None`` when it passes them all."""
     for f in filters:
         reason = f.check(request, affinity, worker)
+        if reason is not None:
+            return reason
+    return None
+
+
+def bound(filters: Iterable[Filter], request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> tuple[Check, ...]:
+    """``filters`` bound to one set of constraints (``Filter.bind``), in order."""
+    return tuple(f.bind(request, affinity) for f in filters)
+
+
+def first_bound_failure(checks: Iterable[Check], worker: WorkerView) -> Reason | None:
+    """``first_failure`` with bound filters: what placement scans the fleet with."""
+    for check in checks:
+        reason = check(worker)
         if reason is not None:
             return reason
     return None

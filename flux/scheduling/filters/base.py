@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping
+from functools import partial
+from typing import Any, Callable, Mapping
 
 from flux.domain.allotment import EMPTY, Allotment
 from flux.domain.resource_request import ResourceRequest
@@ -32,6 +33,10 @@ class Reason:
     phrase: str
     #: The human line, with the numbers: "cpu_available 2.0 < requested 4".
     message: str
+
+
+#: A filter bound to one set of constraints (``Filter.bind``): the worker's ``Reason``, or ``None``.
+Check = Callable[[WorkerView], "Reason | None"]
 
 
 class Consumption(Enum):
@@ -69,6 +74,11 @@ class Filter:
     ) -> Reason | None:
         """Why ``worker`` fails this dimension, or ``None`` when it passes (only called if ``applies``)."""
         raise NotImplementedError
+
+    def bind(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> Check:
+        """``check`` for one set of constraints, as a function of the worker: placement scans
+        the fleet with it, so a filter may read what it needs of the request once."""
+        return partial(self.check, request, affinity)
 
     def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:
         """What a placement on ``worker`` sets aside for this dimension."""

@@ -21,7 +21,7 @@ from flux.domain.allotment import Allotment
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import Quantity, Resources
 from flux.domain.samples import available_field
-from flux.scheduling.filters.base import Consumption, Filter, Reason, after_reservations
+from flux.scheduling.filters.base import Check, Consumption, Filter, Reason, after_reservations
 from flux.scheduling.snapshot import WorkerView
 
 _BINARY_UNITS = (("Ei", 1024**6), ("Pi", 1024**5), ("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
@@ -67,10 +67,19 @@ class Capacity(Filter):
         return request is not None and self.name in request.quantities
 
     def check(self, request: ResourceRequest, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Reason | None:
-        name = self.name
-        available, wanted = worker.available.get(name, 0), request.quantities[name]
-        if available >= wanted:
-            return None
+        available, wanted = worker.available.get(self.name, 0), request.quantities[self.name]
+        return None if available >= wanted else self._short(worker, available, wanted)
+
+    def bind(self, request: ResourceRequest, affinity: Mapping[str, Any] | None) -> Check:
+        name, wanted, short = self.name, request.quantities[self.name], self._short
+
+        def check(worker: WorkerView) -> Reason | None:
+            available = worker.available.get(name, 0)
+            return None if available >= wanted else short(worker, available, wanted)
+
+        return check
+
+    def _short(self, worker: WorkerView, available: Quantity, wanted: Quantity) -> Reason:
         have, want = self.show(available, wanted)
         return self.reason(f"{self.field} {have}{after_reservations(worker)} < requested {want}")
 

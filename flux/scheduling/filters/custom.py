@@ -54,8 +54,12 @@ class CustomResources(Filter):
         return Allotment(Resources(asked)) if asked else EMPTY
 
     def take(self, worker: WorkerView, allotment: Allotment) -> None:
-        available = worker.available
-        taken = {name: available[name] - allotment.resources[name] for name in self._counted(allotment.resources) if name in available}
+        available, owned = worker.available, self.owned
+        taken = {
+            name: available[name] - amount
+            for name, amount in allotment.resources.items()
+            if name in available and name not in WELL_KNOWN and name not in owned
+        }
         if taken:
             worker.available = available.updated(taken)
 

@@ -11,6 +11,7 @@ another; under the default ``"sample"`` GPUs may be shared once every card is al
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 from flux.domain.allotment import Allotment
@@ -32,6 +33,12 @@ def choose_gpus(worker: WorkerView, count: int) -> list[int]:
     usable = [gpu for gpu in worker.gpus if gpu_is_usable(worker, gpu)]
     usable.sort(key=lambda gpu: (worker.gpu_allotted.get(gpu.index, 0), gpu.index))
     return sorted(gpu.index for gpu in usable[:count])
+
+
+@lru_cache(maxsize=1024)
+def _allotted(indexes: tuple[int, ...]) -> Allotment:
+    """The allotment of these GPU indexes (values, so one each: placements share them)."""
+    return Allotment(gpus=indexes)
 
 
 def _count(worker: WorkerView, indexes: Iterable[int]) -> None:
@@ -56,7 +63,7 @@ class GPUs(Filter):
         return self.reason(f"{what} {usable} < requested {request.gpu}")
 
     def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:
-        return Allotment(gpus=tuple(choose_gpus(worker, request.gpu)))
+        return _allotted(tuple(choose_gpus(worker, request.gpu)))
 
     def take(self, worker: WorkerView, allotment: Allotment) -> None:
         _count(worker, allotment.gpus)
