@@ -53,7 +53,7 @@ class Consumption(Enum):
 
 class Filter:
     """One dimension of eligibility; subclasses set ``name`` and ``phrase`` and define
-    ``applies`` and ``check``."""
+    ``applies`` and one of ``check`` and ``bind`` (each is written in terms of the other)."""
 
     name: str
     phrase: str
@@ -73,11 +73,11 @@ class Filter:
         self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView
     ) -> Reason | None:
         """Why ``worker`` fails this dimension, or ``None`` when it passes (only called if ``applies``)."""
-        raise NotImplementedError
+        return self.bind(request, affinity)(worker)
 
     def bind(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> Check:
         """``check`` for one set of constraints, as a function of the worker: placement scans
-        the fleet with it, so a filter may read what it needs of the request once."""
+        the fleet with it, so a filter reads what it needs of the request once."""
         return partial(self.check, request, affinity)
 
     def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:

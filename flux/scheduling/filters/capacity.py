@@ -66,10 +66,6 @@ class Capacity(Filter):
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         return request is not None and self.name in request.quantities
 
-    def check(self, request: ResourceRequest, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Reason | None:
-        available, wanted = worker.available.get(self.name, 0), request.quantities[self.name]
-        return None if available >= wanted else self._short(worker, available, wanted)
-
     def bind(self, request: ResourceRequest, affinity: Mapping[str, Any] | None) -> Check:
         name, wanted, short = self.name, request.quantities[self.name], self._short
 
@@ -97,8 +93,9 @@ class Capacity(Filter):
                 worker.available = worker.available.updated({self.name: left})
 
     def idle(self, worker: WorkerView) -> None:
-        if self.name in worker.total:
-            worker.available = worker.available.updated({self.name: worker.total[self.name]})
+        total = worker.total.get(self.name)
+        if total is not None and worker.available.get(self.name) != total:
+            worker.available = worker.available.updated({self.name: total})
 
 
 CPU = Capacity(dimensions.CPU, _cores)

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping
 from flux.domain.allotment import EMPTY, Allotment
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import WELL_KNOWN, Quantity, Resources
-from flux.scheduling.filters.base import Consumption, Filter, Reason, after_reservations
+from flux.scheduling.filters.base import Check, Consumption, Filter, Reason, after_reservations
 from flux.scheduling.snapshot import WorkerView
 
 
@@ -40,14 +40,19 @@ class CustomResources(Filter):
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         return request is not None and any(True for _ in self._asked(request))
 
-    def check(self, request: ResourceRequest, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Reason | None:
-        available, owned = worker.available, self.owned
-        for name, amount in request.resources:
-            have = available.get(name, 0)
-            if have < amount and name not in owned:
-                message = f"resource {name} {have:g}{after_reservations(worker)} < requested {amount:g}"
-                return self.reason(message, phrase=f"Insufficient {name}")
-        return None
+    def bind(self, request: ResourceRequest, affinity: Mapping[str, Any] | None) -> Check:
+        asked = list(self._asked(request))
+
+        def check(worker: WorkerView) -> Reason | None:
+            available = worker.available
+            for name, amount in asked:
+                have = available.get(name, 0)
+                if have < amount:
+                    message = f"resource {name} {have:g}{after_reservations(worker)} < requested {amount:g}"
+                    return self.reason(message, phrase=f"Insufficient {name}")
+            return None
+
+        return check
 
     def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:
         asked = dict(self._asked(request))

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from flux.domain.allotment import Allotment
 from flux.domain.resource_request import ResourceRequest
-from flux.scheduling.filters.base import Consumption, Filter, Reason
+from flux.scheduling.filters.base import Check, Consumption, Filter, Reason
 from flux.scheduling.snapshot import GPU, WorkerView
 
 
@@ -55,12 +55,17 @@ class GPUs(Filter):
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         return request is not None and request.gpu is not None
 
-    def check(self, request: ResourceRequest, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Reason | None:
-        usable = usable_gpus(worker)
-        if usable >= request.gpu:
-            return None
-        what = "unallotted gpus with free memory" if worker.reserves else "gpus with free memory"
-        return self.reason(f"{what} {usable} < requested {request.gpu}")
+    def bind(self, request: ResourceRequest, affinity: Mapping[str, Any] | None) -> Check:
+        wanted = request.gpu
+
+        def check(worker: WorkerView) -> Reason | None:
+            usable = usable_gpus(worker)
+            if usable >= wanted:
+                return None
+            what = "unallotted gpus with free memory" if worker.reserves else "gpus with free memory"
+            return self.reason(f"{what} {usable} < requested {wanted}")
+
+        return check
 
     def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:
         return _allotted(tuple(choose_gpus(worker, request.gpu)))
