@@ -9,8 +9,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
+from flux.domain.samples import probed_problem
 from flux.domain.workers import AllocationMode
-from flux.protocol.base import Strict
+from flux.protocol.base import Number, Strict
 
 
 class GPUInfo(Strict):
@@ -31,8 +32,18 @@ class ResourcesInfo(Strict):
     memory_available: int = Field(ge=0)
     disk_total: int = Field(ge=0)
     disk_free: int = Field(ge=0)
+    capacity: dict[str, Number] = Field(default={}, description="Probed dimensions beyond cpu, memory and disk: name -> total")
+    available: dict[str, Number] = Field(default={}, description="The same dimensions: name -> available now")
     gpus: list[GPUInfo] = []
     sampled_at: str | None = None
+
+    @field_validator("capacity", "available")
+    @classmethod
+    def _valid_dimensions(cls, value: dict[str, Number]) -> dict[str, Number]:
+        problem = probed_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class PackageInfo(Strict):

@@ -221,6 +221,8 @@ class WorkerResourcesInfo(BaseModel):
     memory_available: int
     disk_total: int
     disk_free: int
+    capacity: dict[str, Number] = Field(default={}, description="Probed dimensions beyond cpu, memory and disk: name -> total")
+    available: dict[str, Number] = Field(default={}, description="The same dimensions: name -> available at the last sample")
     metrics: dict[str, Number]
     sampled_at: float | None
     gpus: list[GPUInfo]
