@@ -57,7 +57,7 @@ async def _handover(count: int, gap: float) -> list[float]:
     import time
 
     from bench.workflows import SOURCE
-    from flux.worker.runners.base import Stop
+    from flux.worker.runners.base import Job, Stop
     from flux.worker.runners.subprocess import SubprocessRunner
 
     runner = SubprocessRunner()
@@ -72,8 +72,8 @@ async def _handover(count: int, gap: float) -> list[float]:
                 if not first:
                     first.append(time.perf_counter())
 
-            job = {"id": f"h{i}", "workflow_name": TRIVIAL, "workflow_version": 1, "source": source,
-                   "filename": "bench_workflows.py", "input": i, "attempt": 1, "completed_tasks": {}}
+            job = Job(id=f"h{i}", workflow_name=TRIVIAL, workflow_version=1, source=source,
+                      filename="bench_workflows.py", input=i, attempt=1, completed_tasks={})
             t0 = time.perf_counter()
             await runner.run(job, emit, Stop())
             if i >= 2 and first:

@@ -75,15 +75,15 @@ async def _measure(rounds: int) -> tuple[dict[int, list[float]], list[float], li
 
 
 def _job_roundtrip(rounds: int) -> list[float]:
-    """Worker side: json.dumps of the job (SubprocessRunner.run) + json.loads in the child."""
-    job = {
-        "id": "x" * 32, "workflow_name": "replay_chain", "workflow_version": 1, "source": "x" * 400,
-        "filename": "wf.py", "input": 1000, "attempt": 2, "completed_tasks": _history(1000),
-    }
+    """Worker side: the job encoded (SubprocessRunner.run), then decoded in the child (``Job``)."""
+    from flux.worker.runners.base import Job
+
+    job = Job(id="x" * 32, workflow_name="replay_chain", workflow_version=1, source="x" * 400,
+              filename="wf.py", input=1000, attempt=2, completed_tasks=_history(1000))
     samples = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        json.loads(json.dumps(job).encode() + b"\n")
+        Job.model_validate(json.loads(job.model_dump_json().encode() + b"\n"))
         samples.append(time.perf_counter() - t0)
     return samples
 

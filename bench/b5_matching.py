@@ -19,6 +19,7 @@ import time
 
 from bench.common import Figure
 from flux.domain.resource_request import ResourceRequest
+from flux.domain.resources import Resources
 from flux.scheduling.demand import Demand
 from flux.scheduling.placement import place
 from flux.scheduling.snapshot import GPU, WorkerView
@@ -79,12 +80,12 @@ def make_fleet(n: int, demands: int, rng: random.Random) -> list[WorkerView]:
             WorkerView(
                 name=f"w{i:04d}",
                 labels={"region": REGIONS[i % 3], "zone": ZONES[(i // 3) % 3], "tier": tier},
-                cpu_total=cpu_total,
-                cpu_available=cpu_total * rng.uniform(0.3, 1.0),
-                memory_total=memory_total,
-                memory_available=int(memory_total * rng.uniform(0.3, 1.0)),
-                disk_total=disk_total,
-                disk_free=int(disk_total * rng.uniform(0.2, 1.0)),
+                total=Resources(cpu=cpu_total, memory=memory_total, disk=disk_total),
+                available=Resources(
+                    cpu=cpu_total * rng.uniform(0.3, 1.0),
+                    memory=int(memory_total * rng.uniform(0.3, 1.0)),
+                    disk=int(disk_total * rng.uniform(0.2, 1.0)),
+                ),
                 gpus=gpus,
                 packages=dict(PACKAGE_SETS[i % len(PACKAGE_SETS)]),
                 max_concurrent_executions=slots,

@@ -263,6 +263,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
         token = path.read_text().strip()
     template = None
     if fork_children and runner == "subprocess":
+        import flux.worker.runners.base  # noqa: F401 - the job both sides decode (pydantic): its pages shared
         from flux.worker.runners.template import ChildTemplate
 
         # While this process has one thread, and before it imports the worker's own

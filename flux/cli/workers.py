@@ -61,6 +61,8 @@ def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tupl
             ("memory", f"{size(res['memory_available'])} of {size(res['memory_total'])} available"),
             ("disk", f"{size(res['disk_free'])} of {size(res['disk_total'])} free"),
         ]
+        available = res.get("available") or {}
+        rows += [(name, f"{available.get(name, 0):g} of {total:g} available") for name, total in sorted((res.get("capacity") or {}).items())]
     for name, capacity in sorted(worker.get("custom_resources", {}).items()):
         used = sum(((e.get("requests") or {}).get("resources") or {}).get(name, 0) for e in running)
         rows.append((name, f"{used:g} of {capacity:g} in use"))

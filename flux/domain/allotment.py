@@ -12,11 +12,13 @@ under ``resources``; a dimension nothing was set aside for is absent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from flux.domain.resources import CPU, DISK, GPU, MEMORY, Quantity, Resources
 
+#: No quantities (a value, so shared: ``Resources`` is immutable).
+NOTHING = Resources()
 #: The quantities shown at the top of the JSON form (the GPU count is ``len(gpus)``).
 _TOP = (CPU, MEMORY, DISK)
 
@@ -24,7 +26,7 @@ _TOP = (CPU, MEMORY, DISK)
 @dataclass(frozen=True)
 class Allotment:
     #: Quantities set aside, by dimension: cpu, memory, disk and custom resources.
-    resources: Resources = field(default_factory=Resources)
+    resources: Resources = NOTHING
     #: The GPU indexes allotted (the execution sees only these cards).
     gpus: tuple[int, ...] = ()
 

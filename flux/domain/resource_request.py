@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 from decimal import ROUND_CEILING, Decimal
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 
 from flux.domain.numbers import INT64_MAX, is_number
+from flux.domain.resources import WELL_KNOWN, Resources
 
 FIELDS = ("cpu", "memory", "disk", "gpu", "packages", "resources")
 
@@ -154,6 +155,8 @@ def parse_custom_resources(value: Any, field: str = "ResourceRequest.resources")
             raise InvalidResourceRequest(
                 f"{field}: resource name {name!r} must be lowercase letters, digits, '.', '_', '-' or '/'"
             )
+        if name in WELL_KNOWN:  # one namespace: resources={"cpu": 2} would be a second cpu
+            raise InvalidResourceRequest(f"{field}: {name!r} is not a custom resource; ask for it as {name}=...")
         if not is_number(amount) or not 0 < amount <= INT64_MAX:  # also NaN and infinity
             raise InvalidResourceRequest(f"{field}[{name!r}]: must be a positive number, got {amount!r}")
         parsed.append((name, float(amount)))
@@ -215,6 +218,12 @@ class ResourceRequest:
     @property
     def custom(self) -> dict[str, float]:
         return dict(self.resources)
+
+    @cached_property
+    def quantities(self) -> Resources:
+        """Every quantity asked for, by dimension: cpu, memory, disk, gpu and the ``resources`` map."""
+        asked = {name: getattr(self, name) for name in ("cpu", "memory", "disk", "gpu") if getattr(self, name) is not None}
+        return Resources({**asked, **dict(self.resources)})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ResourceRequest:

@@ -13,7 +13,7 @@ arithmetic is element-wise over the union of names.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping, Union
+from typing import Iterable, Mapping, Union
 
 Quantity = Union[int, float]
 
@@ -23,72 +23,100 @@ DISK = "disk"
 GPU = "gpu"
 #: The dimensions with a fixed meaning; every other name is a custom resource.
 WELL_KNOWN = (CPU, MEMORY, DISK, GPU)
+#: The well-known dimensions counted in bytes.
+BYTES = frozenset((MEMORY, DISK))
 
 
-class Resources(Mapping[str, Quantity]):
-    """An immutable mapping of dimension name to quantity (``Resources(cpu=2, memory=2**30)``)."""
+_new, _init, _update = dict.__new__, dict.__init__, dict.update
 
-    __slots__ = ("_values", "_hash")
+
+def _immutable(self: "Resources", *args: object, **kwargs: object) -> None:
+    raise TypeError("Resources is immutable: build a new value (+, -, updated, only, without)")
+
+
+class Resources(dict[str, Quantity]):
+    """An immutable mapping of dimension name to quantity (``Resources(cpu=2, memory=2**30)``).
+
+    A ``dict`` whose changing methods refuse: reading it (``[name]``, ``get``, ``in``,
+    iteration) costs what a dict's does, which dispatch's per-worker checks need, and
+    it is JSON as it is."""
+
+    __slots__ = ()
 
     def __init__(self, values: Mapping[str, Quantity] | Iterable[tuple[str, Quantity]] = (), /, **more: Quantity):
         merged = dict(values)
         merged.update(more)
-        self._values = {name: amount for name, amount in merged.items() if amount is not None}
-        self._hash: int | None = None
+        _init(self, {name: amount for name, amount in merged.items() if amount is not None})
 
-    def __getitem__(self, name: str) -> Quantity:
-        return self._values[name]
+    @classmethod
+    def _of(cls, values: Mapping[str, Quantity]) -> "Resources":
+        """``values`` as they are (no None to drop): for the arithmetic here."""
+        made = _new(cls)
+        _init(made, values)
+        return made
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _immutable  # type: ignore[assignment]
 
-    def __len__(self) -> int:
-        return len(self._values)
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
 
-    def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(frozenset(self._values.items()))
-        return self._hash
+    def __reduce__(self) -> tuple:
+        return (Resources, (dict(self),))
+
+    def __copy__(self) -> "Resources":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "Resources":
+        return self
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{name}={amount!r}" for name, amount in sorted(self._values.items()))
+        inner = ", ".join(f"{name}={amount!r}" for name, amount in sorted(self.items()))
         return f"Resources({inner})"
 
     def amount(self, name: str) -> Quantity:
-        """The quantity of ``name``: zero when absent."""
-        return self._values.get(name, 0)
+        """The quantity of ``name``: zero when absent (``get(name, 0)``)."""
+        return self.get(name, 0)
 
-    def __add__(self, other: Mapping[str, Quantity]) -> "Resources":
-        return Resources({name: self.amount(name) + other.get(name, 0) for name in self._values.keys() | other.keys()})
+    def __add__(self, other: Mapping[str, Quantity]) -> "Resources":  # type: ignore[override]
+        return Resources._of({name: self.get(name, 0) + other.get(name, 0) for name in self.keys() | other.keys()})
 
     def __sub__(self, other: Mapping[str, Quantity]) -> "Resources":
-        return Resources({name: self.amount(name) - other.get(name, 0) for name in self._values.keys() | other.keys()})
+        return Resources._of({name: self.get(name, 0) - other.get(name, 0) for name in self.keys() | other.keys()})
 
     def minimum(self, other: Mapping[str, Quantity]) -> "Resources":
         """Element-wise least of the two, over the names both hold."""
-        return Resources({name: min(amount, other[name]) for name, amount in self._values.items() if name in other})
+        return Resources._of({name: min(amount, other[name]) for name, amount in self.items() if name in other})
+
+    def updated(self, changes: Mapping[str, Quantity]) -> "Resources":
+        """This value with the dimensions of ``changes`` set to their quantities there."""
+        if not changes:
+            return self
+        made = _new(Resources)
+        _init(made, self)
+        _update(made, changes)
+        return made
 
     def covers(self, request: Mapping[str, Quantity]) -> bool:
         """Whether every asked dimension is available in at least the asked quantity."""
-        return all(self.amount(name) >= wanted for name, wanted in request.items())
+        return all(self.get(name, 0) >= wanted for name, wanted in request.items())
 
     def short_of(self, request: Mapping[str, Quantity]) -> list[str]:
         """The asked dimensions this value holds less of than asked, in the request's order."""
-        return [name for name, wanted in request.items() if self.amount(name) < wanted]
+        return [name for name, wanted in request.items() if self.get(name, 0) < wanted]
 
     def only(self, names: Iterable[str]) -> "Resources":
         """The part of this value in ``names``."""
-        return Resources({name: self._values[name] for name in names if name in self._values})
+        return Resources._of({name: self[name] for name in names if name in self})
 
     def without(self, names: Iterable[str]) -> "Resources":
         """The part of this value outside ``names``."""
         left = set(names)
-        return Resources({name: amount for name, amount in self._values.items() if name not in left})
+        return Resources._of({name: amount for name, amount in self.items() if name not in left})
 
     @property
     def custom(self) -> dict[str, Quantity]:
         """The custom resources: every dimension that is not well known."""
-        return {name: amount for name, amount in self._values.items() if name not in WELL_KNOWN}
+        return {name: amount for name, amount in self.items() if name not in WELL_KNOWN}
 
     def to_dict(self) -> dict[str, Quantity]:
-        return dict(self._values)
+        return dict(self)

@@ -1,8 +1,9 @@
 """Allotment: what dispatch sets aside on a worker for each execution (pure, no I/O).
 
-Every placement records an allotment, one entry per dimension the execution asks
-for, each written by that dimension's filter: the request's cpu, memory and disk,
-specific GPU indexes, and custom resources (``flux.scheduling.filters``).
+Every placement records an ``Allotment`` (``flux.domain.allotment``), each dimension's
+part written by that dimension's filter: the request's quantities (cpu, memory, disk,
+any other probed dimension, custom resources) and specific GPU indexes
+(``flux.scheduling.filters``).
 
 Under ``allocation = "reserve"`` a worker's availability for matching becomes
 ``min(last sample, capacity - sum of running allotments)`` - the Kubernetes
@@ -17,26 +18,59 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from flux.domain.allotment import EMPTY, Allotment
 from flux.domain.resource_request import ResourceRequest
+from flux.domain.resources import Resources
 from flux.scheduling.filters import PIPELINE, Filter
 from flux.scheduling.snapshot import WorkerView
 
 
-def allotment_for(filters: Iterable[Filter], request: ResourceRequest | None, worker: WorkerView) -> dict:
+def combined(parts: Iterable[Allotment]) -> Allotment:
+    """One allotment of the parts (each dimension's filter writes its own)."""
+    found = [part for part in parts if part]
+    if len(found) <= 1:
+        return found[0] if found else EMPTY
+    quantities: dict = {}
+    gpus: tuple[int, ...] = ()
+    for part in found:
+        quantities.update(part.resources)
+        gpus += part.gpus
+    return Allotment(Resources(quantities), gpus)
+
+
+def allotment_for(filters: Iterable[Filter], request: ResourceRequest | None, worker: WorkerView) -> Allotment:
     """What placing an execution on ``worker`` sets aside; ``filters`` are the ones active for it."""
-    allotment: dict = {}
-    for f in filters:
-        f.allot(request, worker, allotment)
-    return allotment
+    return combined(f.allot(request, worker) for f in filters)
 
 
-def take(filters: Iterable[Filter], worker: WorkerView, allotment: dict) -> None:
+class Allotter:
+    """What placements under one set of constraints set aside: the part that does not
+    depend on the worker (the quantities asked) built once, the GPU indexes per placement."""
+
+    def __init__(self, filters: tuple[Filter, ...]):
+        self.steady = tuple(f for f in filters if not f.allots_per_worker)
+        self.per_worker = tuple(f for f in filters if f.allots_per_worker)
+        self._shared: Allotment | None = None
+
+    def __call__(self, request: ResourceRequest | None, worker: WorkerView) -> Allotment:
+        shared = self._shared
+        if shared is None:
+            shared = self._shared = allotment_for(self.steady, request, worker)
+        if not self.per_worker:
+            return shared
+        parts = [f.allot(request, worker) for f in self.per_worker]
+        if shared is EMPTY and len(parts) == 1:
+            return parts[0]
+        return combined([shared, *parts])
+
+
+def take(filters: Iterable[Filter], worker: WorkerView, allotment: Allotment) -> None:
     """Count a new allotment against the worker's view (within one placement round)."""
     for f in filters:
         f.take(worker, allotment)
 
 
-def with_allotments(worker: WorkerView, allotments: Iterable[dict]) -> WorkerView:
+def with_allotments(worker: WorkerView, allotments: Iterable[Allotment]) -> WorkerView:
     """Apply the allotments of the executions a worker runs to a fresh view of it."""
     allotments = [a for a in allotments if a]
     for f in PIPELINE:

@@ -73,10 +73,10 @@ def summarize(verdicts: list[Verdict]) -> str:
 
 def capacity_view(worker: WorkerView) -> WorkerView:
     """The worker as if idle: every dimension as its filter sees it with nothing running."""
-    idle: dict[str, Any] = {}
+    view = worker.evolve(running=0, state=WorkerState.ONLINE, allocation=AllocationMode.SAMPLE)
     for f in PIPELINE:
-        idle.update(f.idle(worker))
-    return worker.evolve(**idle, running=0, state=WorkerState.ONLINE, allocation=AllocationMode.SAMPLE)
+        f.idle(view)
+    return view
 
 
 def infeasibility(

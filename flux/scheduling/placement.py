@@ -16,9 +16,10 @@ from __future__ import annotations
 import heapq
 from typing import Iterable, NamedTuple
 
-from flux.scheduling.allocation import allotment_for, take
+from flux.domain.allotment import EMPTY, Allotment
+from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.demand import Demand
-from flux.scheduling.filters import Consumption, Filter, active, first_failure
+from flux.scheduling.filters import Consumption, Filter, active, bound, first_bound_failure
 from flux.scheduling.pool import FreePool
 from flux.scheduling.ranking import best, candidate_key, why_chosen
 from flux.scheduling.snapshot import WorkerView
@@ -28,7 +29,7 @@ class Placement(NamedTuple):
     execution_id: str
     worker_name: str
     #: What was set aside for it (``flux.scheduling.allocation``).
-    allotment: dict
+    allotment: Allotment
     #: Why this worker won, for the claim event and ``flux execution explain``.
     reason: str
 
@@ -43,29 +44,31 @@ class _Candidates:
     which keeps per-claim cost nearly flat as the fleet grows.
     """
 
-    def __init__(self, workers: list[WorkerView], filters: tuple[Filter, ...]):
+    def __init__(self, workers: list[WorkerView], filters: tuple[Filter, ...], demand: Demand):
         self.workers = workers
         #: The filters active for these constraints: they allot and take for each placement.
         self.filters = filters
+        #: What each placement sets aside.
+        self.allot = Allotter(filters)
         #: What placements within the round can use up, so is checked again before a
         #: worker is chosen: on any worker, and on a reserving one.
-        self.counted = tuple(f for f in filters if f.consumed is Consumption.ALWAYS)
-        self.reserved = tuple(f for f in filters if f.consumed is not Consumption.NEVER)
+        self.counted = bound((f for f in filters if f.consumed is Consumption.ALWAYS), demand.request, demand.affinity)
+        self.reserved = bound((f for f in filters if f.consumed is not Consumption.NEVER), demand.request, demand.affinity)
         self.eligible = len(workers)
         self.heap = [(candidate_key(w), i, w) for i, w in enumerate(workers) if w.free_slots > 0]
         heapq.heapify(self.heap)
 
-    def _still_fits(self, demand: Demand, worker: WorkerView) -> bool:
+    def _still_fits(self, worker: WorkerView) -> bool:
         recheck = self.reserved if worker.reserves else self.counted
-        return not recheck or first_failure(recheck, demand.request, demand.affinity, worker) is None
+        return not recheck or first_bound_failure(recheck, worker) is None
 
     def best(self, demand: Demand) -> WorkerView | None:
         if demand.routing is not None:  # a policy scores every candidate (scores move with load)
-            pool = [w for w in self.workers if w.free_slots > 0 and self._still_fits(demand, w)]
+            pool = [w for w in self.workers if w.free_slots > 0 and self._still_fits(w)]
             return best(pool, demand.routing)
         while self.heap:
             key, i, worker = self.heap[0]
-            if worker.free_slots == 0 or not self._still_fits(demand, worker):
+            if worker.free_slots == 0 or not self._still_fits(worker):
                 heapq.heappop(self.heap)
             elif key != candidate_key(worker):
                 heapq.heapreplace(self.heap, (candidate_key(worker), i, worker))
@@ -78,6 +81,10 @@ class _Unconstrained:
     """Every ONLINE worker is eligible: the pool's own heap, kept across rounds."""
 
     filters: tuple[Filter, ...] = ()
+
+    @staticmethod
+    def allot(request: object, worker: WorkerView) -> Allotment:
+        return EMPTY
 
     def __init__(self, pool: FreePool):
         self.pool = pool
@@ -111,13 +118,14 @@ def place(demands: Iterable[Demand], workers: list[WorkerView] | FreePool) -> li
             candidates = constrained.get(key)
             if candidates is None:
                 filters = active(demand.request, demand.affinity)
-                eligible = [w for w in unconstrained.online() if first_failure(filters, demand.request, demand.affinity, w) is None]
-                candidates = constrained[key] = _Candidates(eligible, filters)
+                checks = bound(filters, demand.request, demand.affinity)
+                eligible = [w for w in unconstrained.online() if first_bound_failure(checks, w) is None]
+                candidates = constrained[key] = _Candidates(eligible, filters, demand)
         chosen = candidates.best(demand)
         if chosen is None:
             continue
         reason = why_chosen(chosen, demand.routing, candidates.eligible)
-        allotment = allotment_for(candidates.filters, demand.request, chosen)
+        allotment = candidates.allot(demand.request, chosen)
         take(candidates.filters, chosen, allotment)
         chosen.running += 1
         pool.put(chosen)

@@ -1,9 +1,12 @@
 """What dispatch knows about a worker at the moment of a claim: ``WorkerView`` snapshots.
 
 No I/O: callers build views from whatever storage they use, as plain data by field
-name (``worker_view``), and refresh a view's live sample with ``resampled``. What
-each resource dimension means for a view (GPU usability, reserve accounting) lives
-with that dimension's filter in ``flux.scheduling.filters``.
+name (``worker_view``), and refresh a view's live sample with ``resampled``. A view's
+quantities are data: ``total`` and ``available`` map each dimension's name (cpu,
+memory, disk, any other probed one, and the custom resources the worker advertises)
+to a quantity, so a new dimension needs no field here. What each dimension means for
+a view (GPU usability, reserve accounting) lives with that dimension's filter in
+``flux.scheduling.filters``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Mapping
 
 from packaging.utils import canonicalize_name
 
+from flux.domain.resources import Resources
 from flux.domain.workers import AllocationMode, WorkerState
 
 
@@ -30,8 +34,7 @@ class GPU:
 
 #: A GPU's fields, by name: what ``worker_view`` reads from each GPU mapping.
 GPU_FIELDS = tuple(f.name for f in fields(GPU))
-#: The sampled quantities of a view, by name (besides its GPUs and metrics).
-SAMPLE_FIELDS = ("cpu_total", "cpu_available", "memory_total", "memory_available", "disk_total", "disk_free")
+NOTHING = Resources()
 
 
 @dataclass
@@ -40,12 +43,13 @@ class WorkerView:
 
     name: str
     labels: dict[str, str]
-    cpu_total: float
-    cpu_available: float
-    memory_total: int
-    memory_available: int
-    disk_total: int
-    disk_free: int
+    #: What it has, by dimension: the probed quantities (cpu, memory, disk...) and the
+    #: countable custom resources it advertises (``--resource fpga=2``).
+    total: Resources = NOTHING
+    #: What is left of it: the last sample of each probed quantity (under reserve also
+    #: less what running executions were allotted) and each custom resource's total
+    #: less what running executions hold. ``None``: all of ``total``.
+    available: Resources | None = None
     gpus: tuple[GPU, ...] = ()
     #: Installed distributions: canonical name -> version string.
     packages: dict[str, str] = field(default_factory=dict)
@@ -65,16 +69,12 @@ class WorkerView:
     allocation: str = AllocationMode.SAMPLE
     #: GPU index -> executions currently allotted that GPU.
     gpu_allotted: dict[int, int] = field(default_factory=dict)
-    #: Countable custom resources the worker advertises (``--resource fpga=2``)...
-    custom_total: dict[str, float] = field(default_factory=dict)
-    #: ...and what is left of them (total minus running allotments, in either mode).
-    custom_available: dict[str, float] | None = None
     #: ONLINE, or why it takes no new work: STALE (missed heartbeats) or DRAINING.
     state: str = WorkerState.ONLINE
 
     def __post_init__(self) -> None:
-        if self.custom_available is None:
-            self.custom_available = dict(self.custom_total)
+        self.total = _resources(self.total)
+        self.available = self.total if self.available is None else _resources(self.available)
         self.gpus = tuple(self.gpus)
         self.packages = {canonicalize_name(name): version for name, version in self.packages.items()}
 
@@ -101,26 +101,34 @@ class WorkerView:
         return self.allocation == AllocationMode.RESERVE
 
 
+def _resources(value: Mapping[str, Any]) -> Resources:
+    return value if isinstance(value, Resources) else Resources(value)
+
+
 def _plain(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Fields from plain data: GPUs may be mappings, non-finite metrics are dropped, and
-    no dict is shared with the caller's data."""
+    """Fields from plain data: quantities and GPUs may be mappings, non-finite metrics are
+    dropped, and no dict is shared with the caller's data."""
     values = dict(data)
+    for name in ("total", "available"):
+        if values.get(name) is not None:
+            values[name] = _resources(values[name])
     if "gpus" in values:
         values["gpus"] = tuple(gpu if isinstance(gpu, GPU) else GPU(**gpu) for gpu in values["gpus"])
     if "metrics" in values:
         values["metrics"] = {name: value for name, value in (values["metrics"] or {}).items() if math.isfinite(value)}
-    for name in ("labels", "packages", "custom_total"):
+    for name in ("labels", "packages"):
         if name in values:
             values[name] = dict(values[name] or {})
     return values
 
 
 def worker_view(**data: Any) -> WorkerView:
-    """A view from plain data, by ``WorkerView`` field name (GPUs as mappings of ``GPU_FIELDS``)."""
+    """A view from plain data, by ``WorkerView`` field name (quantities as mappings of
+    dimension to quantity, GPUs as mappings of ``GPU_FIELDS``)."""
     return WorkerView(**_plain(data))
 
 
 def resampled(view: WorkerView, **sample: Any) -> WorkerView:
-    """``view`` with a new live sample (``SAMPLE_FIELDS``, ``gpus``, ``metrics``) and nothing
-    else redone: its packages are not canonicalised again."""
+    """``view`` with a new live sample (``total``, ``available``, ``gpus``, ``metrics``) and
+    nothing else redone: its packages are not canonicalised again."""
     return view.evolve(**_plain(sample))

@@ -16,10 +16,9 @@ import functools
 import hashlib
 import secrets
 import time
-from datetime import datetime
 from typing import Callable
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.dml import Insert
 
@@ -30,22 +29,20 @@ from flux.server.models import (
     PackageModel,
     PackageSetModel,
     WorkerModel,
-    WorkerResourcesGPUModel,
     WorkerResourcesModel,
     WorkerRuntimeModel,
 )
 from flux.domain.attempts import AttemptEnd, AttemptPolicy
 from flux.server import executions
 from flux.server.errors import Conflict, NotFound
-from flux.scheduling.snapshot import GPU_FIELDS
 from flux.server.registry import Held, Member
-from flux.server.schemas import PackageInfo, ResourcesInfo, WorkerInfo, WorkerRegistration
+from flux.server.resources import row_values, store_gpus, stored_sample
+from flux.server.schemas import PackageInfo, WorkerInfo, WorkerRegistration
 
 #: A delivered execution the worker has not reported for this many heartbeats (plus
 #: slack for a slow claim response) is taken as lost in transit.
 LOST_AFTER_HEARTBEATS, LOST_SLACK = 3, 2.0
 
-RESOURCE_FIELDS = ("cpu_total", "cpu_available", "cpu_percent", "memory_total", "memory_available", "disk_total", "disk_free")
 RUNTIME_FIELDS = ("python_version", "os_name", "os_version", "hostname", "cpu_arch")
 
 
@@ -62,56 +59,12 @@ def settle_time(heartbeat_interval: float) -> float:
     return LOST_AFTER_HEARTBEATS * heartbeat_interval + LOST_SLACK
 
 
-def _sampled_at(resources: ResourcesInfo) -> float:
-    if resources.sampled_at:
-        try:
-            return datetime.fromisoformat(resources.sampled_at).timestamp()
-        except ValueError:
-            pass
-    return time.time()
-
-
 def packages_digest(packages: list[PackageInfo]) -> str:
     text = "\n".join(sorted(f"{p.name}=={p.version}" for p in packages))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 # --- status ----------------------------------------------------------------------------
-
-
-def store_status(session: Session, worker_id: int, resources: ResourcesInfo | None, metrics: dict | None) -> None:
-    """Write a sample that moved materially: one UPDATE of the resources row (GPU rows
-    only when the GPUs changed), and the version bump dispatch reloads views by."""
-    values: dict = {}
-    if resources is not None:
-        values.update(_fields(resources, RESOURCE_FIELDS), sampled_at=_sampled_at(resources))
-    if metrics is not None:
-        values["metrics"] = metrics
-    if values:
-        session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**values))
-    if resources is not None:
-        _store_gpus(session, worker_id, resources)
-    session.execute(
-        update(WorkerModel).where(WorkerModel.id == worker_id).values(resources_version=WorkerModel.resources_version + 1)
-    )
-
-
-def _store_gpus(session: Session, worker_id: int, resources: ResourcesInfo) -> None:
-    rows = session.execute(
-        select(WorkerResourcesGPUModel.id, WorkerResourcesGPUModel.uuid)
-        .where(WorkerResourcesGPUModel.worker_id == worker_id)
-        .order_by(WorkerResourcesGPUModel.index)
-    ).all()
-    if [row.uuid for row in rows] == [gpu.uuid for gpu in resources.gpus]:
-        if rows:
-            session.execute(
-                update(WorkerResourcesGPUModel),
-                [{"id": row.id, **gpu.model_dump()} for row, gpu in zip(rows, resources.gpus)],
-            )
-        return
-    session.execute(delete(WorkerResourcesGPUModel).where(WorkerResourcesGPUModel.worker_id == worker_id))
-    if resources.gpus:
-        session.execute(insert(WorkerResourcesGPUModel), [{"worker_id": worker_id, **g.model_dump()} for g in resources.gpus])
 
 
 # --- registration ----------------------------------------------------------------------
@@ -184,7 +137,7 @@ def register(
         packages_digest=digest,
     )
     runtime = body.runtime.model_dump()
-    resources = {**_fields(body.resources, RESOURCE_FIELDS), "metrics": body.metrics, "sampled_at": _sampled_at(body.resources)}
+    resources = {**row_values(body.resources), "metrics": body.metrics}
     known = session.execute(_KNOWN, {"name": body.name}).first()
     proof = hash_token(held_token) if held_token else None
     if known is not None and known.state != WorkerState.OFFLINE and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash)):
@@ -198,7 +151,7 @@ def register(
         session.execute(_NEW_RUNTIME, {"worker_id": worker_id, **runtime})
         session.execute(_NEW_RESOURCES, {"worker_id": worker_id, **resources})
         if body.resources.gpus:
-            _store_gpus(session, worker_id, body.resources)
+            store_gpus(session, worker_id, body.resources)
         draining = False
     else:
         worker_id, draining = known.id, known.draining
@@ -209,7 +162,7 @@ def register(
         )
         session.execute(update(WorkerRuntimeModel).where(WorkerRuntimeModel.worker_id == worker_id).values(**runtime))
         session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**resources))
-        _store_gpus(session, worker_id, body.resources)
+        store_gpus(session, worker_id, body.resources)
         still_running = set(body.running)
         kept = []
         for execution in executions.held_by(session, body.name):
@@ -236,11 +189,6 @@ def register(
         last_claim_check=now,  # so its first claim waits for a wake-up instead of reading what it holds
     )
     return member, sorted(set(body.running) - set(held))
-
-
-def stored_sample(worker: WorkerModel) -> dict:
-    """A worker's stored resources sample as plain data, by field name (GPUs included)."""
-    return {**_fields(worker.resources, RESOURCE_FIELDS), "gpus": [_fields(g, GPU_FIELDS) for g in worker.gpus]}
 
 
 def member_for_token(session: Session, token_hash: str) -> Member | None:

@@ -349,12 +349,11 @@ class WorkerResourcesModel(Base):
     __tablename__ = "worker_resources"
 
     worker_id: Mapped[int] = mapped_column(ForeignKey("workers.id"), primary_key=True)
-    cpu_total: Mapped[float] = mapped_column(Float)
-    cpu_available: Mapped[float] = mapped_column(Float)
-    memory_total: Mapped[int] = mapped_column(BigInteger)
-    memory_available: Mapped[int] = mapped_column(BigInteger)
-    disk_total: Mapped[int] = mapped_column(BigInteger)
-    disk_free: Mapped[int] = mapped_column(BigInteger)
+    #: The probed quantities by dimension ({"cpu": 8.0, "memory": ..., "disk": ...}, and any
+    #: other the probe samples): what the worker has (``flux.server.resources``)...
+    capacity: Mapped[Any] = mapped_column(JSON, default=dict)
+    #: ...and what of it was available at the last material sample.
+    available: Mapped[Any] = mapped_column(JSON, default=dict)
     cpu_percent: Mapped[float] = mapped_column(Float, default=0.0)
     #: Live metrics the worker publishes with each heartbeat (for routing policies).
     metrics: Mapped[Any] = mapped_column(JSON, default=dict)

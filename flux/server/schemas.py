@@ -1,4 +1,8 @@
-"""Pydantic models of the HTTP API: what FastAPI validates and what /docs shows."""
+"""Pydantic models of the HTTP API: what FastAPI validates and what /docs shows.
+
+The worker protocol's messages live in ``flux.protocol`` (one definition for the server
+and its workers); they are re-exported here with the client-facing models, so the
+routes and the OpenAPI document name them as before."""
 
 from __future__ import annotations
 
@@ -6,19 +10,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
-from flux.domain.events import EVENT_TYPE_MAX, MAX_CHECKPOINT_EVENTS, TASK_ID_MAX, EventType, ExecutionState
-from flux.domain.names import NAME_MAX, NAME_PATTERN, check_name
+from flux.domain.events import EventType, ExecutionState
+from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.secrets import MAX_SECRET_LENGTH
-from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
-from flux.domain.workers import AllocationMode
-
-
-class Strict(BaseModel):
-    """Request bodies: unknown fields are refused, and so are coercions such as
-    ``true`` or ``"4"`` for a number (an integer is still a valid float)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
+# The worker protocol's messages, re-exported for the routes (and whoever imported them from here).
+from flux.protocol.base import Number, Strict
+from flux.protocol.checkpoints import Checkpoint, CheckpointReply, EventIn  # noqa: F401
+from flux.protocol.claims import AllotmentJSON, ClaimedExecution, ClaimReply, ClaimRequest, RequestsJSON  # noqa: F401
+from flux.protocol.heartbeat import Heartbeat, HeartbeatReply  # noqa: F401
+from flux.protocol.logs import MAX_LOG_LINES, LogBatch, LogBatchReply, LogLineIn, LogStream  # noqa: F401
+from flux.protocol.registration import (  # noqa: F401
+    GPUInfo, PackageInfo, RegistrationReply, ResourcesInfo, RuntimeInfo, WorkerRegistration,
+)
+from flux.protocol.services import CacheLookup, CacheLookupReply, SecretRequest, SecretValues  # noqa: F401
 
 # --- errors ----------------------------------------------------------------------------
 
@@ -41,23 +45,6 @@ class ErrorBody(BaseModel):
 
 #: A label value (equality) or an operator such as {"op": "In", "values": [...]}.
 AffinityJSON = dict[str, str | dict[str, Any]]
-#: A number as it was given: 4 stays 4, 0.5 stays 0.5 (never 4.0 in the JSON).
-Number = int | float
-
-
-class RequestsJSON(BaseModel):
-    """A stored ResourceRequest (``ResourceRequest.to_dict``): only the fields that are set."""
-
-    cpu: Number | None = None
-    memory: int | None = Field(default=None, description="Bytes")
-    disk: int | None = Field(default=None, description="Bytes")
-    gpu: int | None = None
-    packages: list[str] | None = Field(default=None, description="PEP 508 requirements, e.g. 'torch>=2.0'")
-    resources: dict[str, Number] | None = Field(default=None, description="Countable custom resources, e.g. {'fpga': 1}")
-
-    @model_serializer(mode="wrap")
-    def _set_fields_only(self, handler):  # noqa: ANN001, ANN202
-        return {name: value for name, value in handler(self).items() if value is not None}
 
 
 class RoutingJSON(BaseModel):
@@ -141,14 +128,6 @@ class PruneReply(BaseModel):
 # --- executions ------------------------------------------------------------------------
 
 
-class EventIn(Strict):
-    type: str = Field(max_length=EVENT_TYPE_MAX)
-    name: str | None = Field(default=None, max_length=NAME_MAX, description="The workflow's or the task's name")
-    task_id: str | None = Field(default=None, max_length=TASK_ID_MAX, description="The task call ('fetch:2') or wait ('pause:approval:1')")
-    value: Any = None
-    time: float
-
-
 class EventOut(BaseModel):
     seq: int
     type: EventType
@@ -207,45 +186,10 @@ class ExecutionInfo(BaseModel):
     deadline: float | None = Field(default=None, description="When it ends TIMED_OUT (its workflow's timeout)")
 
 
-class Checkpoint(Strict):
-    attempt: int = Field(ge=1)
-    batch: int = Field(ge=1, description="1, 2, 3... within the attempt: a re-sent batch is acknowledged, not appended twice")
-    events: list[EventIn] = Field(min_length=1, max_length=MAX_CHECKPOINT_EVENTS, description="At most 1,000 (the worker splits larger batches)")
-
-
-class CheckpointReply(BaseModel):
-    state: str
-    cancel: bool
-
-
 # --- execution logs (docs/logs.md) ------------------------------------------------------
 
-#: Where a line came from: the child's stdout or stderr, a ``logging`` record, or Flux's own note.
-LogStream = Literal["stdout", "stderr", "log", "flux"]
 #: The ``level`` filter: a minimum, over the standard ``logging`` level names.
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
-#: Lines in one batch a worker may post; more is 422 (the worker sends 1,000 at most).
-MAX_LOG_LINES = 5000
-
-
-class LogLineIn(Strict):
-    time: float = Field(description="Epoch seconds, taken where the line was written")
-    stream: LogStream
-    task_id: str | None = Field(default=None, max_length=TASK_ID_MAX, description="The task call ('fetch:2'); null: the workflow body or unknown")
-    level: str | None = Field(default=None, description="For 'log' lines: INFO, WARNING, ...; cut to 16 characters")
-    logger: str | None = Field(default=None, description="For 'log' lines: the logger's name; cut to 128 characters")
-    message: str = Field(description="Longer than 64 KiB (UTF-8): cut, with a note of how much was cut")
-
-
-class LogBatch(Strict):
-    attempt: int = Field(ge=1, description="The attempt that wrote the lines: must be the current one (fencing)")
-    batch: int = Field(ge=1, description="1, 2, 3... within the attempt: a re-sent batch is acknowledged, not stored twice")
-    lines: list[LogLineIn] = Field(default=[], max_length=MAX_LOG_LINES)
-    truncated: bool = Field(default=False, description="The worker dropped lines of this attempt (--max-log-bytes)")
-
-
-class LogBatchReply(BaseModel):
-    accepted: int = Field(description="Lines stored; 0 for a batch already accepted")
 
 
 class LogLineOut(BaseModel):
@@ -268,111 +212,6 @@ class LogPage(BaseModel):
 # --- workers ---------------------------------------------------------------------------
 
 
-class GPUInfo(Strict):
-    index: int = Field(ge=0)
-    uuid: str
-    name: str
-    memory_total: int = Field(ge=0)
-    memory_available: int = Field(ge=0)
-    utilization: float = 0.0
-
-
-class ResourcesInfo(Strict):
-    cpu_total: float = Field(ge=0)
-    cpu_available: float = Field(ge=0)
-    cpu_percent: float = 0.0
-    memory_total: int = Field(ge=0)
-    memory_available: int = Field(ge=0)
-    disk_total: int = Field(ge=0)
-    disk_free: int = Field(ge=0)
-    gpus: list[GPUInfo] = []
-    sampled_at: str | None = None
-
-
-class PackageInfo(Strict):
-    name: str
-    version: str
-
-
-class RuntimeInfo(Strict):
-    python_version: str
-    os_name: str
-    os_version: str
-    hostname: str
-    cpu_arch: str = ""
-
-
-class WorkerRegistration(Strict):
-    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.\-]+$")
-    labels: dict[str, str] = {}
-    max_concurrent_executions: int = Field(default=1, ge=1, le=10_000)
-    heartbeat_interval: float = Field(default=5.0, gt=0, le=3600)
-    allocation: Literal[AllocationMode.SAMPLE.value, AllocationMode.RESERVE.value] = AllocationMode.SAMPLE.value
-    custom_resources: dict[str, float] = Field(default={}, description="Countable custom resources, e.g. {'fpga': 2}")
-    resources: ResourcesInfo
-    packages: list[PackageInfo] = []
-    runtime: RuntimeInfo
-    running: list[str] = Field(default=[], description="Executions this worker process still runs")
-    metrics: dict[str, float] = {}
-
-    @field_validator("custom_resources")
-    @classmethod
-    def _valid_custom_resources(cls, value: dict[str, float]) -> dict[str, float]:
-        try:
-            return dict(parse_custom_resources(value, "custom_resources"))
-        except InvalidResourceRequest as exc:
-            raise ValueError(str(exc)) from None
-
-
-class RegistrationReply(BaseModel):
-    session_token: str
-    abandon: list[str] = Field(description="Executions the worker must stop: they are no longer its own")
-
-
-class Heartbeat(Strict):
-    running: list[str] = []
-    resources: ResourcesInfo | None = Field(
-        default=None, description="A fresh sample, sent when it moved materially (flux.domain.samples); omitted: unchanged"
-    )
-    metrics: dict[str, float] | None = Field(default=None, description="Live metrics for routing policies; omitted: unchanged")
-    draining: bool = Field(default=False, description="The worker is stopping (SIGTERM): place nothing more on it")
-
-
-class HeartbeatReply(BaseModel):
-    state: str
-    cancel: list[str]
-    abandon: list[str] = Field(default=[], description="Executions it reports running that are no longer its own: kill them")
-
-
-class ClaimRequest(Strict):
-    wait: float = Field(default=20.0, ge=0, le=60)
-
-
-class ClaimedExecution(BaseModel):
-    id: str
-    workflow_name: str
-    workflow_version: int
-    source: str
-    filename: str
-    bundle: str | None = Field(default=None, description="The sha256 of the bundle to fetch (GET /bundles/SHA256) and import")
-    module: str | None = Field(default=None, description="The bundle's module that defines the workflow")
-    input: Any
-    attempt: int
-    completed_tasks: dict[str, Any]
-    requests: RequestsJSON | None = None
-    gpus: list[int] | None = Field(default=None, description="GPU indexes allotted to this execution")
-    traceparent: str | None = Field(default=None, description="W3C trace context of this attempt's spans (tracing on)")
-    max_payload_size: int | None = Field(default=None, description="A task result or the output larger than this (JSON bytes) fails")
-    max_json_depth: int | None = Field(default=None, description="The server's nesting limit: a task result or the output nested past it in a checkpoint fails")
-    recorded: dict[str, Any] = Field(default_factory=dict, description="Values of deterministic builtins (now, uuid4, ...) by call id, for a replay")
-    rolled_back: list[str] = Field(default_factory=list, description="Task ids whose rollback ended in an earlier attempt (not run again)")
-
-
-class ClaimReply(BaseModel):
-    executions: list[ClaimedExecution]
-    cancel: list[str]
-
-
 class WorkerResourcesInfo(BaseModel):
     """A worker's last stored sample, as ``GET /workers`` shows it."""
 
@@ -383,6 +222,8 @@ class WorkerResourcesInfo(BaseModel):
     memory_available: int
     disk_total: int
     disk_free: int
+    capacity: dict[str, Number] = Field(default={}, description="Probed dimensions beyond cpu, memory and disk: name -> total")
+    available: dict[str, Number] = Field(default={}, description="The same dimensions: name -> available at the last sample")
     metrics: dict[str, Number]
     sampled_at: float | None
     gpus: list[GPUInfo]
@@ -475,16 +316,6 @@ class ExecutionChanges(BaseModel):
 # --- task cache and secrets (docs/tasks.md) ---------------------------------------------
 
 
-class CacheLookup(Strict):
-    key: str = Field(pattern=r"^[0-9a-f]{64}$", description="The cache key the child computed (sha256, hex)")
-    execution: str | None = Field(default=None, max_length=32, description="The execution whose attempt asks (held by this worker): its namespace's entries; none: default's")
-
-
-class CacheLookupReply(BaseModel):
-    hit: bool
-    value: Any = Field(default=None, description="The cached result (when hit)")
-
-
 class CacheClearReply(BaseModel):
     deleted: int = Field(description="Cache entries deleted")
 
@@ -497,19 +328,3 @@ class SecretInfo(BaseModel):
     name: str
     created_at: float
     updated_at: float
-
-
-class SecretRequest(Strict):
-    attempt: int = Field(ge=1, le=2**31 - 1)
-    names: list[str] = Field(min_length=1, max_length=100)
-
-    @field_validator("names")
-    @classmethod
-    def _names(cls, names: list[str]) -> list[str]:
-        for name in names:
-            check_name(name, "secret")
-        return names
-
-
-class SecretValues(BaseModel):
-    values: dict[str, str]

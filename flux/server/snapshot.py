@@ -20,13 +20,14 @@ import time
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
+from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES
 from flux.server.models import ExecutionModel, PackageModel, WorkerModel
 from flux.domain.workers import WorkerState
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.pool import FreePool
-from flux.scheduling.snapshot import SAMPLE_FIELDS, WorkerView, resampled, worker_view
-from flux.server.fleet import stored_sample
+from flux.scheduling.snapshot import WorkerView, resampled, worker_view
+from flux.server.resources import gpus, quantities
 from flux.server.registry import FleetRegistry
 
 #: The workers table is re-read at least this often even if nothing said it changed.
@@ -40,9 +41,10 @@ def _signature(allotments: list[dict] | tuple) -> tuple:
 
 
 def _sample(worker: WorkerModel) -> dict:
-    """The worker's last sample as plain data, by field name (what a view takes of it)."""
-    sample = stored_sample(worker)
-    return dict({name: sample[name] for name in SAMPLE_FIELDS}, gpus=sample["gpus"], metrics=worker.resources.metrics)
+    """The worker's last sample as plain data, by field name (what a view takes of it):
+    its custom resources in the same namespace as the probed quantities."""
+    total, available = quantities(worker)
+    return dict(total=total, available=available, gpus=gpus(worker), metrics=worker.resources.metrics)
 
 
 def _view(worker: WorkerModel, packages: dict[str, str]) -> WorkerView:
@@ -52,7 +54,6 @@ def _view(worker: WorkerModel, packages: dict[str, str]) -> WorkerView:
         packages=packages,
         max_concurrent_executions=worker.max_concurrent_executions,
         allocation=worker.allocation,
-        custom_total=worker.custom_resources,
         registered_seq=worker.id,
         **_sample(worker),
     )
@@ -148,7 +149,7 @@ class FleetSnapshot:
             key = (id(base), state, _signature(allotments))  # the cache entry keeps base alive: ids stay unique
             cached = self._round_views.get(row.name)
             if cached is None or cached[0] != key or row.name in self._touched:
-                view = with_allotments(base.evolve(running=len(allotments), state=state), allotments)
+                view = with_allotments(base.evolve(running=len(allotments), state=state), map(Allotment.from_json, allotments))
                 cached = self._round_views[row.name] = (key, view, base)
             self._views_now[self._position[row.name]] = cached[1]
             if self.pool.views.get(row.name) is not cached[1]:

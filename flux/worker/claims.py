@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
+from flux.protocol.claims import ClaimReply, ClaimRequest
 from flux.worker.config import WorkerConfig
+from flux.worker.runners.base import Job
 from flux.worker.running import Executions
 
 
@@ -18,7 +20,8 @@ async def claim_loop(config: WorkerConfig, executions: Executions, call: Callabl
             executions.slot_freed.clear()
             await executions.slot_freed.wait()
             continue
-        reply = await call(f"/workers/{config.name}/claim", {"wait": config.claim_wait}, timeout=config.claim_wait + 10)
-        executions.cancel(reply["cancel"])
-        for job in reply["executions"]:
-            executions.start(job)
+        body = ClaimRequest(wait=config.claim_wait)
+        reply = await call(f"/workers/{config.name}/claim", body, timeout=config.claim_wait + 10, reply=ClaimReply)
+        executions.cancel(reply.cancel)
+        for claimed in reply.executions:
+            executions.start(Job.claimed(claimed))

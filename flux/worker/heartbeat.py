@@ -5,21 +5,33 @@ A heartbeat is liveness, plus a fresh resource sample only when it moved materia
 beat, and an idle worker's beat is a few bytes that cost the server no database
 write. The reply names executions to cancel (a user asked) and to abandon (their
 attempt went elsewhere: fenced).
+
+Both go out as ``flux.protocol`` messages; the probe's sample (a dict, which
+``flux.domain.samples`` compares) becomes one in ``resources_message`` alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from flux.worker import probe
 from flux.domain.samples import metrics_changed, resources_changed
+from flux.domain.workers import WorkerState
 from flux.objects import import_object
+from flux.protocol.heartbeat import Heartbeat, HeartbeatReply
+from flux.protocol.registration import PackageInfo, RegistrationReply, ResourcesInfo, RuntimeInfo, WorkerRegistration
 from flux.worker.config import WorkerConfig
 from flux.worker.running import Executions
 
 log = logging.getLogger("flux.worker")
+
+
+def resources_message(sample: Mapping[str, Any]) -> ResourcesInfo:
+    """A sample of the probe (``flux.worker.probe.sample_resources``) as the protocol's
+    message: the one place where its shape meets the wire's."""
+    return ResourcesInfo.model_validate(sample)
 
 
 class Publisher:
@@ -30,7 +42,7 @@ class Publisher:
         self._provider = import_object(config.metrics_provider) if config.metrics_provider else None
         #: The resources sample and metrics the server last accepted from us.
         self.published: tuple[dict | None, dict | None] = (None, None)
-        self._state: str | None = None
+        self._state: WorkerState | None = None
 
     def metrics(self, resources: dict[str, Any]) -> dict[str, float]:
         """Built-in live metrics plus the user's provider's, published for routing policies."""
@@ -45,7 +57,7 @@ class Publisher:
                 log.exception("metrics provider %s failed", self.config.metrics_provider)
         return metrics
 
-    def resources_info(self) -> dict[str, Any]:
+    def resources_info(self, running: list[str] | None = None) -> WorkerRegistration:
         """The registration payload: resources, packages, runtime, labels, slots.
 
         GPU detection (the spec's ``Worker._get_gpu_info``) lives in ``flux.worker.probe.detect_gpus``.
@@ -57,47 +69,51 @@ class Publisher:
             gpu_source=self.config.gpu_source,
             cgroup_root=self.config.cgroup_root,
         )
-        return {
-            "name": self.config.name,
-            "heartbeat_interval": self.config.heartbeat_interval,
-            "allocation": self.config.allocation,
-            "custom_resources": self.config.custom_resources,
-            "metrics": self.metrics(info["resources"]),
-            **info,
-        }
+        return WorkerRegistration(
+            name=self.config.name,
+            labels=info["labels"],
+            max_concurrent_executions=info["max_concurrent_executions"],
+            heartbeat_interval=self.config.heartbeat_interval,
+            allocation=self.config.allocation,
+            custom_resources=self.config.custom_resources,
+            resources=resources_message(info["resources"]),
+            packages=[PackageInfo.model_validate(package) for package in info["packages"]],
+            runtime=RuntimeInfo.model_validate(info["runtime"]),
+            running=running or [],
+            metrics=self.metrics(info["resources"]),
+        )
 
-    async def registration(self) -> dict[str, Any]:
-        payload = await asyncio.to_thread(self.resources_info)  # package scan, NVML: off the loop
-        payload["running"] = self.executions.ids()
-        return payload
+    async def registration(self) -> WorkerRegistration:
+        # package scan, NVML: off the loop
+        return await asyncio.to_thread(self.resources_info, self.executions.ids())
 
-    def registered(self, reply: dict) -> None:
-        sent = reply["sent"]
-        self.published = (sent["resources"], sent["metrics"])
-        self.executions.abandon(reply["abandon"])
+    def registered(self, sent: WorkerRegistration, reply: RegistrationReply) -> None:
+        self.published = (sent.resources.model_dump(), sent.metrics)
+        self.executions.abandon(reply.abandon)
 
     async def beat(self, draining: bool = False, sample: bool = True) -> None:
-        beat: dict[str, Any] = {"running": self.executions.ids()}
-        if draining:
-            beat["draining"] = True
+        beat = Heartbeat(running=self.executions.ids(), draining=draining)
+        resources = metrics = None  # the sample and metrics this beat publishes: those that moved
         if sample:
             try:
-                resources = await asyncio.to_thread(
+                current = await asyncio.to_thread(
                     probe.sample_resources, self.config.disk_path, self.config.gpu_source, cgroup_root=self.config.cgroup_root
                 )
-                metrics = self.metrics(resources)
-                if resources_changed(self.published[0], resources):
-                    beat["resources"] = resources
-                if metrics_changed(self.published[1], metrics):
-                    beat["metrics"] = metrics
+                measured = self.metrics(current)
+                if resources_changed(self.published[0], current):
+                    beat.resources, resources = resources_message(current), current
+                if metrics_changed(self.published[1], measured):
+                    beat.metrics = metrics = measured
             except Exception:  # noqa: BLE001 - a failed sample must not stop the heartbeat itself
                 log.exception("resource sample failed; heartbeat sent without it")
-        reply = await self.call(f"/workers/{self.config.name}/heartbeat", beat)
-        self.published = (beat.get("resources", self.published[0]), beat.get("metrics", self.published[1]))
-        self.executions.cancel(reply["cancel"])
-        self.executions.abandon(reply.get("abandon", []))
-        if reply["state"] != self._state:
-            self._state = reply["state"]
+        reply = await self.call(f"/workers/{self.config.name}/heartbeat", beat, reply=HeartbeatReply)
+        self.published = (
+            self.published[0] if resources is None else resources, self.published[1] if metrics is None else metrics
+        )
+        self.executions.cancel(reply.cancel)
+        self.executions.abandon(reply.abandon)
+        if reply.state != self._state:
+            self._state = reply.state
             log.info("worker %s is %s", self.config.name, self._state)
 
     async def run(self, draining: asyncio.Event) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 from flux import tracing
 from flux.logformat import bind_process
@@ -22,7 +23,8 @@ from flux.worker.drain import StopSignals, drain
 from flux.worker.heartbeat import Publisher
 from flux.worker.running import Executions
 from flux.worker.services import redact_worker_logs
-from flux.worker.session import Abandoned, ServerSession
+from flux.protocol.registration import WorkerRegistration
+from flux.worker.session import Abandoned, Body, Reply, ServerSession
 from flux.worker.identity import WorkerIdentity
 
 log = logging.getLogger("flux.worker")
@@ -49,21 +51,22 @@ class Worker:
     def running(self) -> dict:
         return self.executions.running
 
-    def _get_resources_info(self) -> dict:
+    def _get_resources_info(self) -> WorkerRegistration:
         """The registration payload (the spec's ``flux/worker.py::_get_resources_info``)."""
         return self.publisher.resources_info()
 
-    async def call(self, path: str, json: object, timeout: float | None = None) -> object:
-        return await self.session.call(path, json, self.register, timeout)
+    async def call(self, path: str, json: Body, timeout: float | None = None, reply: type[Reply] | None = None) -> Any:
+        """A call to the server (``ServerSession.call``); its reply decoded into ``reply`` when given."""
+        return await self.session.call(path, json, self.register, timeout, reply=reply)
 
     async def fetch(self, path: str) -> bytes:
         """A GET of bytes (a bundle), as resilient as ``call``."""
         return await self.session.call(path, None, self.register, timeout=120.0, method="GET")
 
     async def register(self, stale_token: str | None = None) -> None:
-        reply = await self.session.register(self.publisher.registration, stale_token)
-        if reply is not None:
-            self.publisher.registered(reply)
+        registered = await self.session.register(self.publisher.registration, stale_token)
+        if registered is not None:
+            self.publisher.registered(*registered)
 
     async def run(self) -> None:
         bind_process(worker=self.config.name)  # every line this process logs names its worker

@@ -43,6 +43,8 @@ from typing import Any
 
 import psutil
 
+from flux.domain.resources import Resources
+from flux.domain.samples import to_wire
 from flux.worker import cgroups
 from flux.objects import import_object
 
@@ -281,7 +283,8 @@ def sample_resources(
     disk_path: str = ".", gpu_source: str = "auto", *, nvml: Any = None, gputil: Any = None,
     cgroup_root: str | None = None,
 ) -> dict:
-    """One snapshot of this worker's capacity, bounded by its cgroup's limits.
+    """One snapshot of this worker's capacity, bounded by its cgroup's limits, in its wire
+    form (``flux.domain.samples.to_wire``).
 
     ``cpu_available`` is the count of logical CPUs in this process's affinity
     mask (cgroup cpusets, taskset, pinning), not load-adjusted; live load is
@@ -294,14 +297,13 @@ def sample_resources(
     cpu_total, cpu_available = _cpu_counts(limits)
     memory_total, memory_available = _memory(limits)
     disk = psutil.disk_usage(disk_path)
+    # Each probed dimension: what the worker has and what is available now, by name. A
+    # new one is a pair of entries here (and its filter, flux/scheduling/filters/capacity.py).
+    total = Resources(cpu=cpu_total, memory=memory_total, disk=int(disk.total))
+    available = Resources(cpu=cpu_available, memory=memory_available, disk=int(disk.free))
     return {
-        "cpu_total": cpu_total,
-        "cpu_available": cpu_available,
+        **to_wire(total, available),
         "cpu_percent": float(psutil.cpu_percent(interval=None)),
-        "memory_total": memory_total,
-        "memory_available": memory_available,
-        "disk_total": int(disk.total),
-        "disk_free": int(disk.free),
         "gpus": detect_gpus(gpu_source, nvml=nvml, gputil=gputil),
         "sampled_at": datetime.now(timezone.utc).isoformat(),
     }

@@ -28,6 +28,7 @@ from flux import tracing
 from flux.bundles.archive import BundleError
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, MAX_CHECKPOINT_EVENTS, EventType, make_event
+from flux.protocol.checkpoints import CheckpointReply
 from flux.worker.runners import Job, Runner, Stop
 from flux.logformat import bind
 from flux.worker.bundles import BundleCache
@@ -107,13 +108,13 @@ class Executions:
         return sorted(self.running)
 
     def start(self, job: Job) -> None:
-        logs = LogShipper(self.call, job["id"], job.get("attempt", 1), self.log_buffer_lines, self.max_log_bytes)
+        logs = LogShipper(self.call, job.id, job.attempt, self.log_buffer_lines, self.max_log_bytes)
         execution = RunningExecution(job, logs)
-        previous = self.running.get(job["id"])
+        previous = self.running.get(job.id)
         if previous is not None:  # an older attempt still stopping: it is no longer ours
             self._abandon(previous)
-        self.running[job["id"]] = execution
-        with bind(execution_id=job["id"]):  # the worker's own log lines about it name it (--log-format json)
+        self.running[job.id] = execution
+        with bind(execution_id=job.id):  # the worker's own log lines about it name it (--log-format json)
             self._spawn(self._execute(execution))
 
     def cancel(self, execution_ids: list[str]) -> None:
@@ -181,26 +182,26 @@ class Executions:
         """Run one attempt and report it; whatever breaks, the server hears how it ended."""
         flusher = self._spawn(self._flush(execution))
         job = execution.job
-        bundle = job.get("bundle")
+        bundle = job.bundle
         services = AttemptServices(self.call, job)  # cache lookups, secrets; masks what it handed out
         try:
             sink = services.redacted(execution.logs.put) if self.capture_output else None
             with self._span(job) as span:
                 if span is not None:  # the child's spans hang under this attempt's
-                    job = {**job, "traceparent": tracing.current_traceparent()}
+                    job = job.model_copy(update={"traceparent": tracing.current_traceparent()})
                 if bundle:
-                    job = {**job, "bundle_root": str(await self._bundle(execution, bundle))}
+                    job = job.model_copy(update={"bundle_root": str(await self._bundle(execution, bundle))})
                 await self.runner.run(job, services.redacted(execution.outbox.put), execution.stop, log=sink, ask=services)
         except BundleError as exc:
-            execution.outbox.put(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": str(exc)}))
+            execution.outbox.put(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc)}))
         except Exception as exc:  # noqa: BLE001 - a runner failure must not kill the worker
-            log.exception("execution %s failed in the runner", job["id"])
+            log.exception("execution %s failed in the runner", job.id)
             execution.outbox.put(
-                make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": f"worker runner error: {exc!r}"})
+                make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": f"worker runner error: {exc!r}"})
             )
         if execution.handed_back and not execution.abandoned:
             value = {"end": AttemptEnd.DRAINED.value, "cause": execution.handed_back}
-            execution.outbox.put(make_event(EventType.ATTEMPT_ENDED, job["workflow_name"], value=value))
+            execution.outbox.put(make_event(EventType.ATTEMPT_ENDED, job.workflow_name, value=value))
         if execution.abandoned:
             flusher.cancel()
         try:
@@ -209,14 +210,14 @@ class Executions:
         except asyncio.CancelledError:
             pass
         except Exception:  # noqa: BLE001 - eviction will requeue it; the worker goes on
-            log.exception("could not report execution %s", job["id"])
+            log.exception("could not report execution %s", job.id)
         finally:
             services.forget()
             if bundle and self.bundles is not None and execution.bundle_held:
                 self.bundles.release(bundle)
             execution.logs.stop()
-            if self.running.get(job["id"]) is execution:
-                del self.running[job["id"]]
+            if self.running.get(job.id) is execution:
+                del self.running[job.id]
             self.slot_freed.set()
 
     async def _bundle(self, execution: RunningExecution, sha256: str):  # noqa: ANN202 - a Path
@@ -228,10 +229,10 @@ class Executions:
         return folder
 
     @staticmethod
-    def _span(job: dict):  # noqa: ANN205 - a context manager
+    def _span(job: Job):  # noqa: ANN205 - a context manager
         """The ``flux.execution`` span of an attempt, under the server's claim (tracing on)."""
-        attributes = {"flux.execution_id": job["id"], "flux.workflow": job["workflow_name"], "flux.attempt": job.get("attempt")}
-        return tracing.span("flux.execution", attributes, parent=job.get("traceparent"))
+        attributes = {"flux.execution_id": job.id, "flux.workflow": job.workflow_name, "flux.attempt": job.attempt}
+        return tracing.span("flux.execution", attributes, parent=job.traceparent)
 
     @staticmethod
     def _refused(execution: RunningExecution, response: httpx.Response) -> None:
@@ -239,13 +240,13 @@ class Executions:
         answer, so the child is killed and the attempt fails with the server's reason."""
         job = execution.job
         execution.refused = f"the server refused this attempt's checkpoint ({response.status_code}): {_reason(response)}"
-        log.error("execution %s attempt %s: %s", job["id"], job["attempt"], execution.refused)
+        log.error("execution %s attempt %s: %s", job.id, job.attempt, execution.refused)
         execution.stop.kill.set()
-        execution.outbox.replace(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": execution.refused}))
+        execution.outbox.replace(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": execution.refused}))
 
     async def _flush(self, execution: RunningExecution) -> None:
         """Checkpoint batches until the attempt's closing event is on the server."""
-        path = f"/executions/{execution.job['id']}/checkpoint"
+        path = f"/executions/{execution.job.id}/checkpoint"
         while True:
             await execution.outbox.ready.wait()
             batch = execution.outbox.take()
@@ -255,12 +256,13 @@ class Executions:
             if execution.abandoned:
                 return
             execution.batches += 1  # a retry inside call re-sends the same number: the server keeps it once
-            body = {"attempt": execution.job["attempt"], "batch": execution.batches, "events": batch}
+            # the events as the child emitted them (plain JSON): the server validates each one
+            body = {"attempt": execution.job.attempt, "batch": execution.batches, "events": batch}
             try:
-                reply = await self.call(path, body)
+                reply = await self.call(path, body, reply=CheckpointReply)
             except httpx.HTTPStatusError as exc:
                 if exc.response.status_code in (403, 404, 409):  # fenced: this attempt is no longer ours
-                    log.warning("execution %s attempt %s fenced: %s", execution.job["id"], execution.job["attempt"], exc.response.text)
+                    log.warning("execution %s attempt %s fenced: %s", execution.job.id, execution.job.attempt, exc.response.text)
                     self._abandon(execution)
                     return
                 if not 400 <= exc.response.status_code < 500 or execution.refused:
@@ -268,7 +270,7 @@ class Executions:
                 self._refused(execution, exc.response)
                 execution.batches -= 1  # not appended: the failure takes its number
                 continue
-            if reply["cancel"]:
+            if reply.cancel:
                 execution.stop.cancel.set()
             if closing:
                 return

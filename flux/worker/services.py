@@ -15,8 +15,11 @@ import logging
 from typing import Any, Awaitable, Callable
 
 import httpx
+from pydantic import ValidationError
 
 from flux.domain.secrets import Redactor, RedactingFilter
+from flux.protocol.services import CacheLookup, CacheLookupReply, SecretRequest, SecretValues
+from flux.worker.runners.base import Job
 
 #: Every secret value some running attempt of this worker holds.
 WORKER_SECRETS = Redactor()
@@ -34,27 +37,31 @@ def redact_worker_logs() -> None:
 class AttemptServices:
     """``await services(kind, body)`` for one attempt of one execution."""
 
-    def __init__(self, call: Call, job: dict):
+    def __init__(self, call: Call, job: Job):
         self.call = call
         self.job = job
         self.redactor = Redactor()
         self._given: list[str] = []
 
     async def __call__(self, kind: str, body: dict) -> Any:
+        """What the attempt asked, answered as JSON (the programming model's side reads it)."""
         try:
             if kind == "cache.lookup":
-                # naming the execution: the server answers from its namespace's entries
-                return await self.call("/cache/lookup", {"key": body["key"], "execution": self.job["id"]})
+                asked = CacheLookup(key=body["key"], execution=self.job.id)  # its namespace's entries answer
+                reply = await self.call("/cache/lookup", asked, reply=CacheLookupReply)
+                return reply.model_dump()
             if kind == "secrets":
-                return await self._secrets(list(body["names"]))
+                return (await self._secrets(list(body["names"]))).model_dump()
         except httpx.HTTPStatusError as exc:
             raise RuntimeError(_detail(exc.response)) from None
+        except ValidationError as exc:  # what the child asked is not a request the server takes
+            raise RuntimeError(f"invalid {kind} request: {exc.errors()[0]['msg']}") from None
         raise RuntimeError(f"unknown service {kind!r}")
 
-    async def _secrets(self, names: list[str]) -> dict:
-        path = f"/executions/{self.job['id']}/secrets"
-        reply = await self.call(path, {"attempt": self.job.get("attempt", 1), "names": names})
-        values = list(reply["values"].values())
+    async def _secrets(self, names: list[str]) -> SecretValues:
+        path = f"/executions/{self.job.id}/secrets"
+        reply = await self.call(path, SecretRequest(attempt=self.job.attempt, names=names), reply=SecretValues)
+        values = list(reply.values.values())
         self.redactor.add(values)
         WORKER_SECRETS.add(values)
         self._given.extend(values)

@@ -5,6 +5,10 @@ When the server is unreachable the worker retries with exponential backoff and
 jitter; when its session is refused (401: it was evicted, or the server forgot it)
 it registers again, reporting what it still runs. A worker asked to stop while the
 server is unreachable does not wait for it: every retry wait races the stop.
+
+The session is the worker's edge: requests go out as ``flux.protocol`` models (or, for
+the batches of events and log lines, the dicts they already are), and a reply is
+decoded into its model here, once (``reply=``).
 """
 
 from __future__ import annotations
@@ -13,16 +17,21 @@ import asyncio
 import logging
 import random
 import sys
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 import httpx
+from pydantic import BaseModel
 
 from flux.client import tls_verify
-
+from flux.protocol.registration import RegistrationReply, WorkerRegistration
 from flux.worker.config import WorkerConfig
 from flux.worker.identity import NameTaken, WorkerIdentity
 
 log = logging.getLogger("flux.worker")
+
+Reply = TypeVar("Reply", bound=BaseModel)
+#: A request body: a protocol message, or plain JSON (batches the worker holds as dicts).
+Body = BaseModel | dict | None
 
 
 def is_transient(exc: httpx.HTTPError) -> bool:
@@ -108,17 +117,22 @@ class ServerSession:
             await self.http.aclose()
 
     async def post(
-        self, path: str, json: Any, token: str | None = None, timeout: float | None = None, headers: dict | None = None
+        self, path: str, json: Body, token: str | None = None, timeout: float | None = None, headers: dict | None = None
     ) -> Any:
         return (await self._send("POST", path, json, token, timeout, headers)).json()
 
     async def _send(
-        self, method: str, path: str, json: Any = None, token: str | None = None, timeout: float | None = None,
+        self, method: str, path: str, json: Body = None, token: str | None = None, timeout: float | None = None,
         headers: dict | None = None,
     ) -> httpx.Response:
         assert self.http is not None
         headers = {"Authorization": f"Bearer {token or self.token}", **(headers or {})}
-        response = await self.http.request(method, path, json=json, headers=headers, timeout=timeout or 30.0)
+        if isinstance(json, BaseModel):  # a default left out is the server's default: the same model
+            content = json.model_dump_json(exclude_defaults=True)
+            body = {"content": content, "headers": {**headers, "Content-Type": "application/json"}}
+        else:
+            body = {"json": json, "headers": headers}
+        response = await self.http.request(method, path, timeout=timeout or 30.0, **body)
         if response.status_code == 401 and token is None:
             raise SessionLost(response.text)
         response.raise_for_status()
@@ -141,10 +155,12 @@ class ServerSession:
             self.http.base_url = self.urls[0]
             log.warning("switching to server %s", self.urls[0])
 
-    async def register(self, payload: Callable[[], Awaitable[dict]], stale_token: str | None = None) -> dict | None:
+    async def register(
+        self, payload: Callable[[], Awaitable[WorkerRegistration]], stale_token: str | None = None
+    ) -> tuple[WorkerRegistration, RegistrationReply] | None:
         """Register (again) with what ``payload`` builds. Calls that lost the same session
-        share one re-registration. Returns the server's reply, or None when another
-        call registered again meanwhile."""
+        share one re-registration. Returns what was sent and the server's reply, or None
+        when another call registered again meanwhile."""
         async with self._register_lock:
             if stale_token is not None and self.token != stale_token:
                 return None
@@ -156,7 +172,8 @@ class ServerSession:
                 if self.abandon.is_set():
                     raise Abandoned()
                 try:
-                    reply = await self.post("/workers/register", body, token=self.config.bootstrap_token, headers=held)
+                    response = await self._send("POST", "/workers/register", body, self.config.bootstrap_token, headers=held)
+                    reply = RegistrationReply.model_validate_json(response.content)
                     break
                 except httpx.HTTPError as exc:
                     if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 409:
@@ -166,23 +183,22 @@ class ServerSession:
                     log.warning("server unreachable (%s); retrying", exc.__class__.__name__)
                     await self._wait(backoff, exc)
             self.reachable = True
-            self.token = reply["session_token"]
+            self.token = reply.session_token
             if self.identity is not None:
                 self.identity.save_token(self.token)
-            reply["sent"] = body
             log.info("worker %s registered with %s", self.config.name, self.config.server_url)
-            return reply
+            return body, reply
 
     async def call(
-        self, path: str, json: Any, on_lost: Callable[[str | None], Awaitable[None]], timeout: float | None = None,
-        method: str = "POST",
+        self, path: str, json: Body, on_lost: Callable[[str | None], Awaitable[None]], timeout: float | None = None,
+        method: str = "POST", reply: type[Reply] | None = None,
     ) -> Any:
         """A session call that survives server restarts, overload and evictions.
 
         Transport errors and 5xx answers are retried with backoff (until the worker
         stops waiting: Abandoned); on 401 ``on_lost`` registers again; other 4xx
         answers are the caller's to handle. A ``GET`` returns the body's bytes, a
-        ``POST`` its JSON.
+        ``POST`` its JSON, decoded into ``reply`` (a ``flux.protocol`` model) when given.
         """
         backoff = Backoff()
         while True:
@@ -192,7 +208,9 @@ class ServerSession:
             try:
                 response = await self._send(method, path, json if method == "POST" else None, timeout=timeout)
                 self.reachable = True
-                return response.json() if method == "POST" else response.content
+                if method != "POST":
+                    return response.content
+                return response.json() if reply is None else reply.model_validate_json(response.content)
             except SessionLost:
                 await on_lost(token)
             except httpx.HTTPError as exc:

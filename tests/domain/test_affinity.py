@@ -18,6 +18,7 @@ from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Reason, check
 from flux.scheduling.filters.affinity import check_affinity
 from flux.scheduling.placement import place
+from flux.domain.resources import Resources
 from flux.scheduling.snapshot import WorkerView
 from flux.model.workflow import validate_affinity
 
@@ -30,11 +31,10 @@ def mismatch(affinity, labels) -> str | None:
     return None if result is None else result.message
 
 
-def worker(name: str = "w", labels=None, **overrides) -> WorkerView:
-    fields = dict(
-        cpu_total=8.0, cpu_available=8.0, memory_total=2**35, memory_available=2**35, disk_total=2**40, disk_free=2**40
-    )
-    return WorkerView(name=name, labels=labels or {}, **{**fields, **overrides})
+def worker(name: str = "w", labels=None, available=None, **overrides) -> WorkerView:
+    """cpu 8, memory 32 GiB, disk 1 TiB, all available but what ``available`` says."""
+    total = Resources(cpu=8.0, memory=2**35, disk=2**40)
+    return WorkerView(name=name, labels=labels or {}, total=total, available=total.updated(available or {}), **overrides)
 
 
 # --- each operator: matching, mismatching, messages -------------------------------------
@@ -135,7 +135,7 @@ def test_malformed_stored_operator_never_matches_and_does_not_raise():
 def test_operators_are_checked_before_resources_and_route_placement():
     from flux.domain.resource_request import ResourceRequest
 
-    spot = worker("spot", {"tier": "spot"}, cpu_available=1.0)
+    spot = worker("spot", {"tier": "spot"}, available={"cpu": 1.0})
     assert check(ResourceRequest(cpu=4), {"tier": {"op": "NotIn", "values": ["spot"]}}, spot).filter == "affinity"
     on_demand = worker("on-demand", {"tier": "on-demand", "cuda": "12.2"}, registered_seq=1)
     affinity = normalise_affinity({"tier": NotIn("spot"), "cuda": Gt(12)}, OWNER)

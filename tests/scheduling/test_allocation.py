@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from flux.domain.allotment import Allotment
 from flux.domain.resource_request import ResourceRequest
+from flux.domain.resources import Resources
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters.gpu import usable_gpus
@@ -20,10 +22,9 @@ GiB = 1024**3
 TESTS = Path(__file__).parents[1]
 
 
-def worker(allocation="sample", max_concurrent_executions=4, gpus=2, cpu=2.0) -> WorkerView:
+def worker(allocation="sample", max_concurrent_executions=4, gpus=2, cpu=2.0, custom=None) -> WorkerView:
     return WorkerView(
-        name="w", labels={}, cpu_total=cpu, cpu_available=cpu, memory_total=8 * GiB, memory_available=8 * GiB,
-        disk_total=100 * GiB, disk_free=100 * GiB,
+        name="w", labels={}, total=Resources(cpu=cpu, memory=8 * GiB, disk=100 * GiB, **(custom or {})),
         gpus=tuple(GPU(i, f"GPU-{i}", "Fake", 80 * GiB, 80 * GiB) for i in range(gpus)),
         max_concurrent_executions=max_concurrent_executions, allocation=allocation,
     )
@@ -36,12 +37,12 @@ def demand(i, **request) -> Demand:
 @pytest.mark.parametrize("allocation", ["sample", "reserve"])
 def test_gpu_executions_get_distinct_indexes_while_cards_are_free(allocation):
     placed = place([demand(1, gpu=1), demand(2, gpu=1)], [worker(allocation)])
-    assert [p.allotment["gpus"] for p in placed] == [[0], [1]]
+    assert [p.allotment.to_json()["gpus"] for p in placed] == [[0], [1]]
 
 
 def test_sample_mode_shares_gpus_once_all_are_allotted_as_the_spec_says():
     placed = place([demand(i, gpu=1) for i in range(3)], [worker("sample")])
-    assert [p.allotment["gpus"] for p in placed] == [[0], [1], [0]]
+    assert [p.allotment.to_json()["gpus"] for p in placed] == [[0], [1], [0]]
 
 
 def test_reserve_mode_never_double_books_a_gpu():
@@ -55,10 +56,10 @@ def test_reserve_mode_refuses_the_third_cpu1_on_a_2cpu_worker_within_one_round()
 
 
 def test_running_allotments_reduce_reserve_availability_and_mark_gpus():
-    view = with_allotments(worker("reserve"), [{"cpu": 1, "memory": 6 * GiB, "gpus": [1]}, {}])
-    assert (view.cpu_available, view.memory_available, view.gpu_allotted, usable_gpus(view)) == (1, 2 * GiB, {1: 1}, 1)
-    sampled = with_allotments(worker("sample"), [{"cpu": 1, "gpus": [1]}])
-    assert (sampled.cpu_available, usable_gpus(sampled)) == (2, 2)  # sample mode: only the live sample counts
+    view = with_allotments(worker("reserve"), map(Allotment.from_json, [{"cpu": 1, "memory": 6 * GiB, "gpus": [1]}, {}]))
+    assert (view.available["cpu"], view.available["memory"], view.gpu_allotted, usable_gpus(view)) == (1, 2 * GiB, {1: 1}, 1)
+    sampled = with_allotments(worker("sample"), [Allotment.from_json({"cpu": 1, "gpus": [1]})])
+    assert (sampled.available["cpu"], usable_gpus(sampled)) == (2, 2)  # sample mode: only the live sample counts
 
 
 def _wait_running(client, ids, count, timeout=30):
@@ -115,9 +116,7 @@ def test_reserve_mode_holds_the_extra_cpu1_execution_until_one_ends(cluster, cli
 
 def test_custom_resources_are_counted_within_a_round_in_sample_mode_too():
     """They have no live sample: an fpga=2 worker takes two fpga=1 executions, never three."""
-    fpga_box = worker("sample", max_concurrent_executions=4)
-    fpga_box.custom_total = {"fpga": 2.0}
-    fpga_box.custom_available = {"fpga": 2.0}
+    fpga_box = worker("sample", max_concurrent_executions=4, custom={"fpga": 2.0})
     placed = place([demand(i, resources={"fpga": 1}) for i in range(3)], [fpga_box])
     assert [p.execution_id for p in placed] == ["e0", "e1"]
-    assert with_allotments(worker("sample"), [{"resources": {"fpga": 1}}]).custom_available == {}
+    assert with_allotments(worker("sample"), [Allotment.from_json({"resources": {"fpga": 1}})]).available.custom == {}

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from flux.domain.resource_request import ResourceRequest
+from flux.domain.resources import Resources
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.snapshot import GPU, WorkerView
 from waiting import eventually
@@ -16,18 +17,17 @@ TESTS = Path(__file__).parents[1]
 GiB = 1024**3
 
 
-def view(name, **kw) -> WorkerView:
-    base = dict(
-        name=name, labels={}, cpu_total=2.0, cpu_available=2.0, memory_total=8 * GiB, memory_available=8 * GiB,
-        disk_total=100 * GiB, disk_free=100 * GiB, max_concurrent_executions=1,
-    )
+def view(name, available=None, **kw) -> WorkerView:
+    """cpu 2, memory 8 GiB, disk 100 GiB, all available but what ``available`` says."""
+    total = Resources(cpu=2.0, memory=8 * GiB, disk=100 * GiB)
+    base = dict(name=name, labels={}, total=total, available=total.updated(available or {}), max_concurrent_executions=1)
     return WorkerView(**{**base, **kw})
 
 
 def test_summary_in_the_kubernetes_style():
     workers = [
         view("a", labels={"region": "us-east-1"}),
-        view("b", labels={"region": "us-east-1"}, cpu_available=0.5),
+        view("b", labels={"region": "us-east-1"}, available={"cpu": 0.5}),
         view("c", labels={"region": "eu-west-1"}),
         view("d", labels={"region": "us-east-1"}, state="DRAINING"),
         view("e", labels={"region": "us-east-1"}, running=1),
@@ -46,7 +46,7 @@ def test_summary_in_the_kubernetes_style():
 
 
 def test_feasibility_uses_totals_not_availability():
-    busy = view("busy", cpu_available=0.0, running=1, gpus=(GPU(0, "g", "x", 40 * GiB, 0),))
+    busy = view("busy", available={"cpu": 0.0}, running=1, gpus=(GPU(0, "g", "x", 40 * GiB, 0),))
     assert infeasibility(ResourceRequest(cpu=2, gpu=1), None, [busy]) is None  # it would fit when idle
     reason = infeasibility(ResourceRequest(gpu=8), None, [busy, view("cpu-only")])
     assert reason == "no registered worker could ever satisfy it, even idle: 2 Insufficient gpu (of 2)"

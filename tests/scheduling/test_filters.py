@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from flux.domain.resource_request import ResourceRequest
+from flux.domain.resources import Resources
 from flux.scheduling import filters
 from flux.scheduling.demand import Demand
 from flux.scheduling.explain import infeasibility, summarize, verdict
@@ -29,7 +30,7 @@ class Shm(Filter):
         return request is not None and "shm" in request.custom
 
     def check(self, request, affinity, worker) -> Reason | None:
-        wanted, free = request.custom["shm"], worker.custom_available.get("shm", 0.0)
+        wanted, free = request.custom["shm"], worker.available.get("shm", 0.0)
         if free >= wanted:
             return None
         return self.reason(f"shm {free / GiB:g}Gi free < requested {wanted / GiB:g}Gi")
@@ -43,11 +44,10 @@ def shm():
     unregister(filter)
 
 
-def worker(name="w", shm_gib=2, **overrides) -> WorkerView:
-    fields = dict(
-        labels={}, cpu_total=4.0, cpu_available=4.0, memory_total=8 * GiB, memory_available=8 * GiB,
-        disk_total=100 * GiB, disk_free=100 * GiB, max_concurrent_executions=4, custom_total={"shm": shm_gib * GiB},
-    )
+def worker(name="w", shm_gib=2, available=None, **overrides) -> WorkerView:
+    """cpu 4, memory 8 GiB, disk 100 GiB and ``shm_gib`` of shm, all available but what ``available`` says."""
+    total = Resources(cpu=4.0, memory=8 * GiB, disk=100 * GiB, shm=shm_gib * GiB)
+    fields = dict(labels={}, total=total, available=total.updated(available or {}), max_concurrent_executions=4)
     return WorkerView(name=name, **{**fields, **overrides})
 
 
@@ -63,7 +63,7 @@ def test_a_registered_filter_places_and_explains_its_own_dimension(shm):
     assert [f.name for f in filters.PIPELINE][-3:] == ["packages", "shm", "custom"]
     box = worker()
     placed = place([needs_shm(i) for i in range(3)], [box])
-    assert [(p.execution_id, p.allotment) for p in placed] == [(f"e{i}", {"resources": {"shm": GiB}}) for i in range(2)]
+    assert [(p.execution_id, p.allotment.to_json()) for p in placed] == [(f"e{i}", {"resources": {"shm": GiB}}) for i in range(2)]
 
     third = verdict(ResourceRequest(resources={"shm": GiB}), None, box)
     assert third.reason == Reason("shm", "Insufficient shm", "shm 0Gi free < requested 1Gi")
@@ -75,7 +75,7 @@ def test_a_registered_filter_places_and_explains_its_own_dimension(shm):
 
 
 def test_a_registered_filter_keeps_its_place_in_the_order(shm):
-    short_of_both = worker(shm_gib=0, cpu_available=1.0)
+    short_of_both = worker(shm_gib=0, available={"cpu": 1.0})
     request = ResourceRequest(cpu=2, resources={"shm": GiB, "fpga": 1})
     assert verdict(request, None, short_of_both).reason.filter == "cpu"
     assert verdict(request, None, worker(shm_gib=0)).reason.filter == "shm"
@@ -105,7 +105,7 @@ def test_register_refuses_a_taken_name_and_an_unknown_position(shm):
 
 def test_every_reason_names_its_filter_and_phrase():
     poor = worker(
-        labels={"zone": "b"}, cpu_available=0.5, memory_available=1, disk_free=1, shm_gib=0,
+        labels={"zone": "b"}, available={"cpu": 0.5, "memory": 1, "disk": 1}, shm_gib=0,
         packages={"torch": "1.0"},
     )
     request = ResourceRequest(cpu=1, memory="1Gi", disk="1Gi", gpu=1, packages=["torch>=2"], resources={"fpga": 1})

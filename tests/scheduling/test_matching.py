@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flux.domain.resource_request import ResourceRequest, request_or_none
+from flux.domain.resources import Resources
 from flux.scheduling import filters
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Reason, check
@@ -29,16 +30,10 @@ def gpu(index: int = 0, free: int = 8 * Gi) -> GPU:
     return GPU(index=index, uuid=f"GPU-{index}", name="NVIDIA H100", memory_total=80 * Gi, memory_available=free)
 
 
-def worker(name: str = "w", **overrides) -> WorkerView:
-    fields = dict(
-        labels={},
-        cpu_total=8.0,
-        cpu_available=8.0,
-        memory_total=32 * Gi,
-        memory_available=32 * Gi,
-        disk_total=500 * Gi,
-        disk_free=500 * Gi,
-    )
+def worker(name: str = "w", available=None, **overrides) -> WorkerView:
+    """cpu 8, memory 32 GiB, disk 500 GiB, all available but what ``available`` says."""
+    total = Resources(cpu=8.0, memory=32 * Gi, disk=500 * Gi)
+    fields = dict(labels={}, total=total, available=total.updated(available or {}))
     return WorkerView(name=name, **{**fields, **overrides})
 
 
@@ -70,7 +65,7 @@ def reason(kind: str, message: str) -> Reason:
 
 @pytest.mark.parametrize(("available", "ok"), [(4.0, True), (3.999, False), (4.001, True)])
 def test_spec_cpu_threshold_is_greater_or_equal(available, ok):
-    mismatch = check_resources(ResourceRequest(cpu=4), worker(cpu_available=available))
+    mismatch = check_resources(ResourceRequest(cpu=4), worker(available={"cpu": available}))
     assert (mismatch is None) == ok
     if not ok:
         assert mismatch == reason("cpu", f"cpu_available {available} < requested 4")
@@ -78,7 +73,7 @@ def test_spec_cpu_threshold_is_greater_or_equal(available, ok):
 
 @pytest.mark.parametrize(("available", "ok"), [(8 * Gi, True), (8 * Gi - 1, False), (8 * Gi + 1, True)])
 def test_spec_memory_threshold_is_greater_or_equal_in_bytes(available, ok):
-    mismatch = check_resources(ResourceRequest(memory="8Gi"), worker(memory_available=available))
+    mismatch = check_resources(ResourceRequest(memory="8Gi"), worker(available={"memory": available}))
     assert (mismatch is None) == ok
     if not ok:
         assert mismatch.filter == "memory"
@@ -86,13 +81,13 @@ def test_spec_memory_threshold_is_greater_or_equal_in_bytes(available, ok):
 
 
 def test_memory_mismatch_is_readable():
-    mismatch = check_resources(ResourceRequest(memory="8Gi"), worker(memory_available=4 * Gi))
+    mismatch = check_resources(ResourceRequest(memory="8Gi"), worker(available={"memory": 4 * Gi}))
     assert mismatch == reason("memory", "memory_available 4.0Gi < requested 8.0Gi")
 
 
 @pytest.mark.parametrize(("free", "ok"), [(10**10, True), (10**10 - 1, False), (10**10 + 1, True)])
 def test_spec_disk_threshold_is_greater_or_equal(free, ok):
-    mismatch = check_resources(ResourceRequest(disk=10_000_000_000), worker(disk_free=free))
+    mismatch = check_resources(ResourceRequest(disk=10_000_000_000), worker(available={"disk": free}))
     assert (mismatch is None) == ok
     if not ok:
         assert mismatch.filter == "disk"
@@ -191,24 +186,26 @@ def test_spec_every_package_must_be_satisfied():
 
 
 def test_resources_report_the_first_failing_dimension_in_spec_order():
-    poor = worker(cpu_available=1.0, memory_available=1, disk_free=1)
+    poor = worker(available={"cpu": 1.0, "memory": 1, "disk": 1})
     request = ResourceRequest(cpu=2, memory="1Gi", disk="1Gi", gpu=1, packages=["torch"])
     kinds = []
     for fix in (
-        {"cpu_available": 2.0},
-        {"memory_available": Gi},
-        {"disk_free": Gi},
+        {"available": {"cpu": 2.0}},
+        {"available": {"memory": Gi}},
+        {"available": {"disk": Gi}},
         {"gpus": (gpu(),)},
         {"packages": {"torch": "2.0"}},
     ):
         kinds.append(check_resources(request, poor).filter)
+        if "available" in fix:
+            fix = {"available": poor.available.updated(fix["available"])}
         poor = replace(poor, **fix)
     assert kinds == ["cpu", "memory", "disk", "gpu", "packages"]
     assert check_resources(request, poor) is None
 
 
 def test_no_request_or_empty_request_matches_any_worker():
-    empty = worker(cpu_available=0.0, memory_available=0, disk_free=0)
+    empty = worker(available={"cpu": 0.0, "memory": 0, "disk": 0})
     assert check_resources(None, empty) is None
     assert check_resources(ResourceRequest(), empty) is None
 
@@ -245,7 +242,7 @@ def test_affinity_compares_labels_as_strings():
 
 
 def test_spec_affinity_is_checked_before_resources():
-    poor_and_elsewhere = worker(labels={"region": "eu-west-1"}, cpu_available=0.5)
+    poor_and_elsewhere = worker(labels={"region": "eu-west-1"}, available={"cpu": 0.5})
     mismatch = check(ResourceRequest(cpu=4), {"region": "us-east-1"}, poor_and_elsewhere)
     assert mismatch.filter == "affinity"
     assert check(ResourceRequest(cpu=4), {"region": "eu-west-1"}, poor_and_elsewhere).filter == "cpu"
@@ -285,9 +282,9 @@ def test_equal_load_breaks_ties_by_fewer_running_then_registration_order():
 
 
 def test_spec_first_satisfying_worker_in_order_wins():
-    idle_small = worker("idle-small", cpu_available=2.0, max_concurrent_executions=4, running=0, registered_seq=0)
-    busier_big = worker("busier-big", cpu_available=16.0, max_concurrent_executions=4, running=1, registered_seq=1)
-    busiest_big = worker("busiest-big", cpu_available=16.0, max_concurrent_executions=4, running=2, registered_seq=2)
+    idle_small = worker("idle-small", available={"cpu": 2.0}, max_concurrent_executions=4, running=0, registered_seq=0)
+    busier_big = worker("busier-big", available={"cpu": 16.0}, max_concurrent_executions=4, running=1, registered_seq=1)
+    busiest_big = worker("busiest-big", available={"cpu": 16.0}, max_concurrent_executions=4, running=2, registered_seq=2)
     workers = [busiest_big, idle_small, busier_big]
     assert chosen(ResourceRequest(cpu=8), None, workers) is busier_big
     assert chosen(ResourceRequest(cpu=1), None, workers) is idle_small
@@ -330,8 +327,8 @@ def test_an_empty_request_is_no_request():
 
 def test_a_view_is_built_from_plain_data_by_field_name():
     sample = dict(
-        cpu_total=8.0, cpu_available=6.0, memory_total=32 * Gi, memory_available=16 * Gi, disk_total=500 * Gi,
-        disk_free=100 * Gi, metrics={"q": 3.0, "bad": float("nan")},
+        total={"cpu": 8.0, "memory": 32 * Gi, "disk": 500 * Gi}, available={"cpu": 6.0, "memory": 16 * Gi, "disk": 100 * Gi},
+        metrics={"q": 3.0, "bad": float("nan")},
         gpus=[dict(index=0, uuid="GPU-0", name="H100", memory_total=80 * Gi, memory_available=8 * Gi, utilization=0.5)],
     )
     labels = {"zone": "a"}
@@ -339,9 +336,9 @@ def test_a_view_is_built_from_plain_data_by_field_name():
     assert view.gpus == (GPU(0, "GPU-0", "H100", 80 * Gi, 8 * Gi, 0.5),)
     assert (view.metrics, view.packages, view.free_slots) == ({"q": 3.0}, {"typing-extensions": "4.12"}, 2)
     assert view.labels == labels and view.labels is not labels
-    moved = resampled(view, **{**sample, "cpu_available": 1.0, "gpus": []})
-    assert (moved.cpu_available, moved.gpus, moved.packages) == (1.0, (), view.packages)
-    assert view.cpu_available == 6.0
+    moved = resampled(view, **{**sample, "available": {**sample["available"], "cpu": 1.0}, "gpus": []})
+    assert (moved.available["cpu"], moved.gpus, moved.packages) == (1.0, (), view.packages)
+    assert view.available["cpu"] == 6.0 and isinstance(view.total, Resources)
 
 
 def test_worker_view_derived_properties():
@@ -361,18 +358,16 @@ def matching_pairs(draw):
     """A worker and a request it satisfies (request values drawn at or below the worker's)."""
     installed = draw(st.dictionaries(package_names, versions))
     w = worker(
-        cpu_available=draw(st.floats(0.1, 128)),
-        memory_available=draw(st.integers(1, 2**40)),
-        disk_free=draw(st.integers(1, 2**42)),
+        available={"cpu": draw(st.floats(0.1, 128)), "memory": draw(st.integers(1, 2**40)), "disk": draw(st.integers(1, 2**42))},
         gpus=[gpu(i, free=draw(st.integers(0, 80 * Gi))) for i in range(draw(st.integers(0, 4)))],
         packages=installed,
     )
 
     packages = [f"{name}>={version}" for name, version in installed.items() if draw(st.booleans())]
     request = ResourceRequest(
-        cpu=draw(st.none() | st.floats(0.001, w.cpu_available)),
-        memory=draw(st.none() | st.integers(1, w.memory_available)),
-        disk=draw(st.none() | st.integers(1, w.disk_free)),
+        cpu=draw(st.none() | st.floats(0.001, w.available["cpu"])),
+        memory=draw(st.none() | st.integers(1, w.available["memory"])),
+        disk=draw(st.none() | st.integers(1, w.available["disk"])),
         gpu=draw(st.none() | st.integers(1, usable_gpus(w))) if usable_gpus(w) else None,
         packages=packages,
     )
@@ -384,12 +379,9 @@ def matching_pairs(draw):
 def grown(draw, w: WorkerView) -> WorkerView:
     """``w`` with one resource increased."""
     growth = draw(st.sampled_from(["cpu", "memory", "disk", "gpu", "package", "new package"]))
-    if growth == "cpu":
-        return replace(w, cpu_available=w.cpu_available + draw(st.floats(0.001, 64)))
-    if growth == "memory":
-        return replace(w, memory_available=w.memory_available + draw(st.integers(1, 2**40)))
-    if growth == "disk":
-        return replace(w, disk_free=w.disk_free + draw(st.integers(1, 2**40)))
+    if growth in ("cpu", "memory", "disk"):
+        more = draw(st.floats(0.001, 64)) if growth == "cpu" else draw(st.integers(1, 2**40))
+        return replace(w, available=w.available.updated({growth: w.available[growth] + more}))
     if growth == "gpu":
         return replace(w, gpus=(*w.gpus, gpu(len(w.gpus), free=draw(st.integers(1, 80 * Gi)))))
     if growth == "package" and w.packages:
@@ -415,7 +407,7 @@ def fleets(draw):
             max_concurrent_executions=(slots := draw(st.integers(0, 4))),
             running=draw(st.integers(0, slots + 1)),
             registered_seq=draw(st.integers(0, 3)),
-            cpu_available=draw(st.floats(0, 16)),
+            available={"cpu": draw(st.floats(0, 16))},
         )
         for i in range(draw(st.integers(0, 6)))
     ]

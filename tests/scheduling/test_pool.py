@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.routing import LoadTerm, RoutingPolicy
+from flux.domain.resources import Resources
 from flux.scheduling.demand import Demand
 from flux.scheduling.placement import place
 from flux.scheduling.pool import FreePool
@@ -23,14 +24,14 @@ DEMANDS = (
 
 def view(i: int, running: int, state: str, slots: int) -> WorkerView:
     return WorkerView(
-        name=f"w{i}", labels={"zone": "ab"[i % 2]}, cpu_total=8.0, cpu_available=float(i % 9),
-        memory_total=1, memory_available=1, disk_total=1, disk_free=1,
+        name=f"w{i}", labels={"zone": "ab"[i % 2]}, total=Resources(cpu=8.0, memory=1, disk=1),
+        available=Resources(cpu=float(i % 9), memory=1, disk=1),
         max_concurrent_executions=slots, running=running, registered_seq=i % 3, state=state,
     )
 
 
 def copy_of(w: WorkerView) -> WorkerView:
-    return w.evolve(gpu_allotted=dict(w.gpu_allotted), custom_available=dict(w.custom_available))
+    return w.evolve(gpu_allotted=dict(w.gpu_allotted))
 
 
 changes = st.lists(

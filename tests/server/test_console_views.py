@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flux.server.console.gantt import gantt
 from flux.server.console.paging import Filters
-from flux.server.console.views import MASK, MAX_SHOWN, ago, shown, size
+from flux.server.console.views import MASK, MAX_SHOWN, ago, shown, size, usage
 
 
 def event(type_, at, task_id=None, value=None):  # noqa: ANN001
@@ -49,3 +49,11 @@ def test_filters_are_urls():
     assert filters.state == "RUNNING" and filters.since == "1h"
     assert filters.url(after="25") == "/ui/executions?state=RUNNING&workflow=etl&since=1h&after=25"
     assert Filters.of({"since": "forever", "state": "nope"}) == Filters()
+
+
+def test_a_fleet_row_has_a_bar_for_each_probed_dimension_the_worker_publishes():
+    res = {"cpu_total": 8.0, "cpu_available": 6.0, "memory_total": 100, "memory_available": 50, "disk_total": 10,
+           "disk_free": 10, "capacity": {"scratch": 200}, "available": {"scratch": 50}, "gpus": []}
+    bars = usage({"resources": res})
+    assert [(b["label"], b["pct"]) for b in bars] == [("cpu", 25), ("memory", 50), ("disk", 0), ("scratch", 75)]
+    assert bars[-1]["text"] == "150 / 200"

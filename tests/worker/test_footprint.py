@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from flux.client import FluxClient
-from flux.worker.runners.base import Stop
+from flux.worker.runners.base import Job, Stop
 from flux.worker.runners.subprocess import SubprocessRunner
 from waiting import eventually
 
@@ -34,9 +34,9 @@ SOURCE = textwrap.dedent(
 )
 
 
-def job(n: int, seconds: float) -> dict:
-    return {"id": f"nap{n}", "workflow_name": "nap", "workflow_version": 1, "source": SOURCE, "filename": "nap.py",
-            "input": seconds, "attempt": 1, "completed_tasks": {}}
+def job(n: int, seconds: float) -> Job:
+    return Job(id=f"nap{n}", workflow_name="nap", workflow_version=1, source=SOURCE, filename="nap.py",
+               input=seconds, attempt=1, completed_tasks={})
 
 
 async def _burst_then_idle() -> tuple[int, int, list[int], int]:

@@ -12,7 +12,7 @@ import asyncio
 import sys
 import textwrap
 
-from flux.worker.runners.base import Stop
+from flux.worker.runners.base import Job, Stop
 from flux.worker.runners.docker import DockerRunner
 from flux.worker.runners.subprocess import SubprocessRunner
 from flux.worker.logs import LogShipper
@@ -99,9 +99,9 @@ SOURCE = textwrap.dedent(
 )
 
 
-def job(name: str, value=None, n: int = 0) -> dict:
-    return {"id": f"{name}{n}", "workflow_name": name, "workflow_version": 1, "source": SOURCE,
-            "filename": "capture_test.py", "input": value, "attempt": 1, "completed_tasks": {}}
+def job(name: str, value=None, n: int = 0) -> Job:
+    return Job(id=f"{name}{n}", workflow_name=name, workflow_version=1, source=SOURCE,
+               filename="capture_test.py", input=value, attempt=1, completed_tasks={})
 
 
 class Collected:
@@ -130,7 +130,7 @@ class Collected:
         return self.events[-1]["value"]
 
 
-async def run_jobs(*jobs: dict, sink=None, runner: SubprocessRunner | None = None) -> list[Collected]:
+async def run_jobs(*jobs: Job, sink=None, runner: SubprocessRunner | None = None) -> list[Collected]:
     runner = runner or SubprocessRunner(warm_processes=1)
     await runner.start()
     while runner.warm_processes and not runner._pool:  # the warm child is up: every job goes to it
@@ -218,9 +218,13 @@ def test_a_killed_attempt_reports_nothing_more_but_keeps_what_it_printed():
         stop, collected = Stop(), Collected()
         runner = SubprocessRunner(warm_processes=1)
         await runner.start()
+        while not runner._pool:  # the warm child is up (imports done): the job starts at once
+            await asyncio.sleep(0.01)
         try:
             asyncio.get_running_loop().call_later(0.5, stop.kill.set)
             await asyncio.wait_for(runner.run(job("chatty"), collected.emit, stop, log=collected.log), 10)
+            while runner._refills:  # the killed child's replacement is up: close() stops it
+                await asyncio.sleep(0.01)
         finally:
             await runner.close()
         return collected

@@ -10,7 +10,7 @@ import logging
 import httpx
 import pytest
 
-from flux.worker.runners.base import Runner, Stop
+from flux.worker.runners.base import Job, Runner, Stop
 from flux.model.runtime import make_event
 from flux.domain.events import EventType
 from flux.worker import logs as logs_module
@@ -37,15 +37,17 @@ class FakeServer:
         self.gate = asyncio.Event()
         self.gate.set()
 
-    async def call(self, path: str, body: dict, timeout: float | None = None) -> dict:
+    async def call(self, path: str, body: dict, timeout: float | None = None, reply: type | None = None):  # noqa: ANN201
         await self.gate.wait()
         await asyncio.sleep(self.delay)
         self.requests.append((path, body))
         if path.endswith("/logs"):
             if self.logs_answer is not None:
                 raise self.logs_answer
-            return {"accepted": len(body["lines"])}
-        return {"cancel": False}
+            answer = {"accepted": len(body["lines"])}
+        else:
+            answer = {"state": "RUNNING", "cancel": False}
+        return answer if reply is None else reply.model_validate(answer)
 
     def batches(self) -> list[dict]:
         return [body for path, body in self.requests if path.endswith("/logs")]
@@ -157,19 +159,20 @@ class ScriptedRunner(Runner):
         self.closing = closing
 
     async def run(self, job, emit, stop: Stop, log=None, ask=None) -> None:  # noqa: ANN001
-        emit(make_event(EventType.WORKFLOW_STARTED, job["workflow_name"]))
+        emit(make_event(EventType.WORKFLOW_STARTED, job.workflow_name))
         await log([line(f"line {i}") for i in range(1500)])
         if self.closing is None:
             await stop.kill.wait()
             await log([line("killed")])
             return
-        emit(make_event(self.closing, job["workflow_name"], value="done"))
+        emit(make_event(self.closing, job.workflow_name, value="done"))
 
 
 def run_one(server: FakeServer, runner: Runner, hand_back: bool = False) -> None:
     async def scenario() -> None:
         executions = Executions(runner, server.call, log_buffer_lines=100)
-        executions.start({"id": "e1", "workflow_name": "w", "attempt": 3})
+        executions.start(Job(id="e1", workflow_name="w", workflow_version=1, source="", filename="w.py", input=None,
+                             attempt=3, completed_tasks={}))
         if hand_back:
             await asyncio.sleep(0.1)
             executions.hand_back("worker w1 drained past its deadline")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from flux.domain.allotment import Allotment
+from flux.worker.runners.base import Job
 from flux.worker.runners.docker import DockerRunner
 from flux.worker.runners.limits import CgroupMemory, CoreAllotter, LimitPolicy
 
@@ -90,13 +92,13 @@ def test_core_allotter_spreads_children_over_least_used_cores():
     assert cores.take(1) in ([0], [1], [2], [3]) and cores.take(8) == [0, 1, 2, 3]
 
 
-def test_limit_policy_plans_from_request_and_worker_ceiling():
+def test_limit_policy_plans_from_the_allotment_and_worker_ceiling():
     policy = LimitPolicy(subprocess_memory_limit=GiB, cores=CoreAllotter([0, 1]))
-    plain = policy.plan({"id": "e", "requests": {"memory": 2 * GiB, "cpu": 1}, "gpus": [1]})
+    plain = policy.plan(Allotment.from_json({"memory": 2 * GiB, "cpu": 1, "gpus": [1]}))
     assert (plain.memory, plain.memory_source, plain.cpus) == (GiB, "subprocess_memory_limit", None)
     assert plain.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
     enforcing = LimitPolicy(subprocess_memory_limit=GiB, enforce_requests=True, cores=CoreAllotter([0, 1]))
-    shaped = enforcing.plan({"id": "e", "requests": {"memory": 2 * GiB, "cpu": 1.5}})
+    shaped = enforcing.plan(Allotment.from_json({"memory": 2 * GiB, "cpu": 1.5}))
     assert (shaped.memory, shaped.memory_source, shaped.cpus) == (2 * GiB, "memory request", [0, 1])
     assert shaped.env["OMP_NUM_THREADS"] == "2"
 
@@ -115,7 +117,8 @@ def test_cgroup_memory_on_a_fake_cgroupfs(tmp_path: Path):
 
 def test_docker_runner_builds_the_documented_command_line():
     runner = DockerRunner("flux:latest", memory=GiB, cpus=2, extra_args=("--network", "host"))
-    job = {"id": "abc", "attempt": 2, "requests": {"cpu": 4, "memory": 8 * GiB}, "gpus": [0, 2]}
+    job = Job(id="abc", workflow_name="w", workflow_version=1, source="", filename="w.py", input=None, attempt=2,
+              completed_tasks={}, allotment=Allotment.from_json({"cpu": 4, "memory": 8 * GiB, "gpus": [0, 2]}))
     assert runner.command(job) == [
         "docker", "run", "--rm", "-i", "--init", "--name", "flux-abc-2",
         "--memory", str(GiB), "--cpus", "2",

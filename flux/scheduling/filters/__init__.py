@@ -2,8 +2,9 @@
 
 Affinity comes first (a dict lookup, the cheapest way to rule a worker out), then
 the resource request as a threshold model where every declared dimension must satisfy
-``worker >= request``: cpu, memory, disk, gpu, packages, and last the countable
-custom resources. The first filter that fails gives the worker's ``Reason``.
+``worker >= request``: the probed quantities (cpu, memory, disk: ``capacity.PROBED``),
+gpu, packages, and last the countable custom resources. The first filter that fails
+gives the worker's ``Reason``.
 
 An execution is checked only by the filters that ``apply`` to it (``active``), so
 unconstrained work - no request, no affinity - has no filter at all and takes the
@@ -20,17 +21,28 @@ from typing import Any, Iterable, Mapping
 
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.filters.affinity import AFFINITY
-from flux.scheduling.filters.base import Consumption, Filter, Reason
-from flux.scheduling.filters.capacity import CPU, DISK, MEMORY
+from flux.scheduling.filters.base import Check, Consumption, Filter, Reason
+from flux.scheduling.filters.capacity import PROBED
 from flux.scheduling.filters.custom import CUSTOM
 from flux.scheduling.filters.gpu import GPUS
 from flux.scheduling.filters.packages import PACKAGES
 from flux.scheduling.snapshot import WorkerView
 
-__all__ = ["PIPELINE", "Consumption", "Filter", "Reason", "active", "check", "first_failure", "register", "unregister"]
+__all__ = [
+    "PIPELINE", "Check", "Consumption", "Filter", "Reason", "active", "bound", "check", "first_bound_failure", "first_failure",
+    "register", "unregister",
+]
 
 #: Every filter, in checking order. Changed only through ``register`` and ``unregister``.
-PIPELINE: list[Filter] = [AFFINITY, CPU, MEMORY, DISK, GPUS, PACKAGES, CUSTOM]
+PIPELINE: list[Filter] = [AFFINITY, *PROBED, GPUS, PACKAGES, CUSTOM]
+
+
+def _owned() -> None:
+    """The custom filter leaves alone the dimensions other filters own."""
+    CUSTOM.owned = frozenset(f.dimension for f in PIPELINE if f.dimension is not None and f is not CUSTOM)
+
+
+_owned()
 
 
 def register(new: Filter, *, before: str = CUSTOM.name) -> None:
@@ -42,10 +54,12 @@ def register(new: Filter, *, before: str = CUSTOM.name) -> None:
     if before not in names:
         raise ValueError(f"no filter named {before!r} to register {new.name!r} before")
     PIPELINE.insert(names.index(before), new)
+    _owned()
 
 
 def unregister(old: Filter) -> None:
     PIPELINE.remove(old)
+    _owned()
 
 
 def active(request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> tuple[Filter, ...]:
@@ -59,6 +73,20 @@ def first_failure(
     """The first of ``filters`` that ``worker`` fails, or ``None`` when it passes them all."""
     for f in filters:
         reason = f.check(request, affinity, worker)
+        if reason is not None:
+            return reason
+    return None
+
+
+def bound(filters: Iterable[Filter], request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> tuple[Check, ...]:
+    """``filters`` bound to one set of constraints (``Filter.bind``), in order."""
+    return tuple(f.bind(request, affinity) for f in filters)
+
+
+def first_bound_failure(checks: Iterable[Check], worker: WorkerView) -> Reason | None:
+    """``first_failure`` with bound filters: what placement scans the fleet with."""
+    for check in checks:
+        reason = check(worker)
         if reason is not None:
             return reason
     return None

@@ -6,8 +6,7 @@ from typing import Any, Mapping
 
 from flux.domain.affinity import label_mismatch
 from flux.domain.resource_request import ResourceRequest
-from flux.scheduling.filters.base import Filter, Reason
-from flux.scheduling.snapshot import WorkerView
+from flux.scheduling.filters.base import Check, Filter, Reason
 
 
 class Affinity(Filter):
@@ -17,10 +16,8 @@ class Affinity(Filter):
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         return bool(affinity)
 
-    def check(
-        self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView
-    ) -> Reason | None:
-        return check_affinity(affinity, worker.labels)
+    def bind(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> Check:
+        return lambda worker: check_affinity(affinity, worker.labels)
 
 
 AFFINITY = Affinity()

@@ -2,20 +2,23 @@
 
 Like a Kubernetes scheduler Filter plugin, a filter answers one question about one
 dimension - may this worker take this execution? - and when the answer is no it
-says why with a typed ``Reason``. It also owns its dimension's bookkeeping: what a
-placement sets aside (``allot``), how that is counted against the worker's view
-within a round (``take``), how the allotments of running executions are applied to
-a fresh view (``apply``), and what the view looks like idle (``idle``, for
-feasibility). The defaults here allot and count nothing, for dimensions such as
-labels and packages that placements never use up.
+says why with a typed ``Reason``. It also owns its dimension's bookkeeping, over the
+typed ``Allotment`` (``flux.domain.allotment``): what a placement sets aside
+(``allot``), how that is counted against the worker's view within a round
+(``take``), how the allotments of running executions are applied to a fresh view
+(``apply``), and what the view looks like idle (``idle``, for feasibility). The
+defaults here allot and count nothing, for dimensions such as labels and packages
+that placements never use up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping
+from functools import partial
+from typing import Any, Callable, Mapping
 
+from flux.domain.allotment import EMPTY, Allotment
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.snapshot import WorkerView
 
@@ -32,6 +35,10 @@ class Reason:
     message: str
 
 
+#: A filter bound to one set of constraints (``Filter.bind``): the worker's ``Reason``, or ``None``.
+Check = Callable[[WorkerView], "Reason | None"]
+
+
 class Consumption(Enum):
     """Whether placements within one round can use a dimension up, so a worker that
     was eligible when the round began must be checked again before it is chosen."""
@@ -46,11 +53,17 @@ class Consumption(Enum):
 
 class Filter:
     """One dimension of eligibility; subclasses set ``name`` and ``phrase`` and define
-    ``applies`` and ``check``."""
+    ``applies`` and one of ``check`` and ``bind`` (each is written in terms of the other)."""
 
     name: str
     phrase: str
     consumed = Consumption.NEVER
+    #: The quantity dimension whose check and booking this filter owns (``"cpu"``,
+    #: a probed ``"scratch"``); the custom filter leaves it alone. ``None``: none.
+    dimension: str | None = None
+    #: Whether what ``allot`` sets aside depends on the worker (GPU indexes do; a
+    #: quantity is what the request asks, wherever it goes).
+    allots_per_worker = False
 
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         """Whether the execution constrains this dimension at all (if not, ``check`` is never called)."""
@@ -60,20 +73,25 @@ class Filter:
         self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView
     ) -> Reason | None:
         """Why ``worker`` fails this dimension, or ``None`` when it passes (only called if ``applies``)."""
-        raise NotImplementedError
+        return self.bind(request, affinity)(worker)
 
-    def allot(self, request: ResourceRequest, worker: WorkerView, allotment: dict) -> None:
-        """Add what a placement on ``worker`` sets aside for this dimension to ``allotment``."""
+    def bind(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> Check:
+        """``check`` for one set of constraints, as a function of the worker: placement scans
+        the fleet with it, so a filter reads what it needs of the request once."""
+        return partial(self.check, request, affinity)
 
-    def take(self, worker: WorkerView, allotment: dict) -> None:
+    def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:
+        """What a placement on ``worker`` sets aside for this dimension."""
+        return EMPTY
+
+    def take(self, worker: WorkerView, allotment: Allotment) -> None:
         """Count a new allotment against the worker's view (within one placement round)."""
 
-    def apply(self, worker: WorkerView, allotments: list[dict]) -> None:
+    def apply(self, worker: WorkerView, allotments: list[Allotment]) -> None:
         """Apply the allotments of the executions the worker runs to a fresh view of it."""
 
-    def idle(self, worker: WorkerView) -> dict[str, Any]:
-        """The view's fields for this dimension as if nothing ran on the worker."""
-        return {}
+    def idle(self, worker: WorkerView) -> None:
+        """Set this dimension of ``worker`` (a copy) as if nothing ran on the worker."""
 
     def reason(self, message: str, phrase: str | None = None) -> Reason:
         return Reason(self.name, phrase or self.phrase, message)

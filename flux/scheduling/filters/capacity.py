@@ -1,20 +1,33 @@
-"""Sampled capacity: cpu, memory and disk, each a ``worker >= request`` threshold on
-the worker's last sample (the spec's threshold model).
+"""Probed quantities: one ``Capacity`` filter per dimension the worker's probe samples
+(cpu, memory, disk), each a ``worker >= request`` threshold on the worker's last sample
+(the spec's threshold model), by the dimension's name in ``worker.available``.
 
 Under ``allocation = "reserve"`` availability is also reduced by what running
 executions were allotted: ``min(last sample, capacity - sum of running allotments)``,
 the Kubernetes scheduler's "allocatable minus requests", tempered by the live sample.
+
+``PROBED`` is the list of them. Adding a probed dimension is a line there and its
+probe in ``flux/worker/probe.py`` (docs/architecture-scheduling.md): the request asks
+for it in ``resources={...}``, the wire, the database and the view carry it as data,
+and the custom filter leaves a dimension that has a filter of its own alone.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from flux.domain import resources as dimensions
+from flux.domain.allotment import Allotment
 from flux.domain.resource_request import ResourceRequest
-from flux.scheduling.filters.base import Consumption, Filter, Reason, after_reservations
+from flux.domain.resources import Quantity, Resources
+from flux.domain.samples import available_field
+from flux.scheduling.filters.base import Check, Consumption, Filter, Reason, after_reservations
 from flux.scheduling.snapshot import WorkerView
 
 _BINARY_UNITS = (("Ei", 1024**6), ("Pi", 1024**5), ("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
+
+#: How a filter shows (available, requested) in its reason.
+Show = Callable[[Quantity, Quantity], tuple[str, str]]
 
 
 def _cores(available: float, requested: float) -> tuple[str, str]:
@@ -32,42 +45,61 @@ def _bytes(available: int, requested: int) -> tuple[str, str]:
     return str(available), str(requested)
 
 
+def _amounts(available: Quantity, requested: Quantity) -> tuple[str, str]:
+    return f"{available:g}", f"{requested:g}"
+
+
 class Capacity(Filter):
-    """One sampled quantity: the request field ``name`` against the view's ``available``
-    (reported as such: "memory_available 4.0Gi < requested 8.0Gi") and ``total``."""
+    """One probed quantity, by its dimension's name: what the request asks of it against
+    ``worker.available`` (reported by the field that shows it: "memory_available 4.0Gi
+    < requested 8.0Gi", "disk_free ...") and, for reserve and feasibility, ``worker.total``."""
 
     consumed = Consumption.UNDER_RESERVE
 
-    def __init__(self, name: str, available: str, total: str, show: Callable[[Any, Any], tuple[str, str]]):
-        self.name, self.available, self.total, self.show = name, available, total, show
-        self.phrase = f"Insufficient {name}"
+    def __init__(self, dimension: str, show: Show | None = None):
+        self.name = self.dimension = dimension
+        self.phrase = f"Insufficient {dimension}"
+        #: The field its reasons name: the one ``GET /workers`` shows its availability by.
+        self.field = available_field(dimension)
+        self.show = show or (_bytes if dimension in dimensions.BYTES else _amounts)
 
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
-        return request is not None and getattr(request, self.name) is not None
+        return request is not None and self.name in request.quantities
 
-    def check(self, request: ResourceRequest, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Reason | None:
-        wanted, available = getattr(request, self.name), getattr(worker, self.available)
-        if available >= wanted:
-            return None
+    def bind(self, request: ResourceRequest, affinity: Mapping[str, Any] | None) -> Check:
+        name, wanted, short = self.name, request.quantities[self.name], self._short
+
+        def check(worker: WorkerView) -> Reason | None:
+            available = worker.available.get(name, 0)
+            return None if available >= wanted else short(worker, available, wanted)
+
+        return check
+
+    def _short(self, worker: WorkerView, available: Quantity, wanted: Quantity) -> Reason:
         have, want = self.show(available, wanted)
-        return self.reason(f"{self.available} {have}{after_reservations(worker)} < requested {want}")
+        return self.reason(f"{self.field} {have}{after_reservations(worker)} < requested {want}")
 
-    def allot(self, request: ResourceRequest, worker: WorkerView, allotment: dict) -> None:
-        allotment[self.name] = getattr(request, self.name)
+    def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:
+        return Allotment(Resources({self.name: request.quantities[self.name]}))
 
-    def take(self, worker: WorkerView, allotment: dict) -> None:
-        if worker.reserves:
-            setattr(worker, self.available, getattr(worker, self.available) - allotment.get(self.name, 0))
+    def take(self, worker: WorkerView, allotment: Allotment) -> None:
+        if worker.reserves and (taken := allotment.resources.get(self.name)):
+            worker.available = worker.available.updated({self.name: worker.available.get(self.name, 0) - taken})
 
-    def apply(self, worker: WorkerView, allotments: list[dict]) -> None:
-        if worker.reserves:
-            left = getattr(worker, self.total) - sum(a.get(self.name, 0) for a in allotments)
-            setattr(worker, self.available, min(getattr(worker, self.available), left))
+    def apply(self, worker: WorkerView, allotments: list[Allotment]) -> None:
+        if worker.reserves and self.name in worker.total:
+            left = worker.total[self.name] - sum(a.resources.get(self.name, 0) for a in allotments)
+            if left < worker.available.get(self.name, 0):
+                worker.available = worker.available.updated({self.name: left})
 
-    def idle(self, worker: WorkerView) -> dict[str, Any]:
-        return {self.available: getattr(worker, self.total)}
+    def idle(self, worker: WorkerView) -> None:
+        total = worker.total.get(self.name)
+        if total is not None and worker.available.get(self.name) != total:
+            worker.available = worker.available.updated({self.name: total})
 
 
-CPU = Capacity("cpu", "cpu_available", "cpu_total", _cores)
-MEMORY = Capacity("memory", "memory_available", "memory_total", _bytes)
-DISK = Capacity("disk", "disk_free", "disk_total", _bytes)
+CPU = Capacity(dimensions.CPU, _cores)
+MEMORY = Capacity(dimensions.MEMORY)
+DISK = Capacity(dimensions.DISK)
+#: One filter per probed quantity, in checking order (after affinity, before the GPUs).
+PROBED: tuple[Capacity, ...] = (CPU, MEMORY, DISK)

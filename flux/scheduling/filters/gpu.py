@@ -11,10 +11,12 @@ another; under the default ``"sample"`` GPUs may be shared once every card is al
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
 
+from flux.domain.allotment import Allotment
 from flux.domain.resource_request import ResourceRequest
-from flux.scheduling.filters.base import Consumption, Filter, Reason
+from flux.scheduling.filters.base import Check, Consumption, Filter, Reason
 from flux.scheduling.snapshot import GPU, WorkerView
 
 
@@ -33,8 +35,14 @@ def choose_gpus(worker: WorkerView, count: int) -> list[int]:
     return sorted(gpu.index for gpu in usable[:count])
 
 
-def _count(worker: WorkerView, allotment: dict) -> None:
-    for index in allotment.get("gpus", ()):
+@lru_cache(maxsize=1024)
+def _allotted(indexes: tuple[int, ...]) -> Allotment:
+    """The allotment of these GPU indexes (values, so one each: placements share them)."""
+    return Allotment(gpus=indexes)
+
+
+def _count(worker: WorkerView, indexes: Iterable[int]) -> None:
+    for index in indexes:
         worker.gpu_allotted[index] = worker.gpu_allotted.get(index, 0) + 1
 
 
@@ -42,34 +50,38 @@ class GPUs(Filter):
     name = "gpu"
     phrase = "Insufficient gpu"
     consumed = Consumption.UNDER_RESERVE
+    allots_per_worker = True
 
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         return request is not None and request.gpu is not None
 
-    def check(self, request: ResourceRequest, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Reason | None:
-        usable = usable_gpus(worker)
-        if usable >= request.gpu:
-            return None
-        what = "unallotted gpus with free memory" if worker.reserves else "gpus with free memory"
-        return self.reason(f"{what} {usable} < requested {request.gpu}")
+    def bind(self, request: ResourceRequest, affinity: Mapping[str, Any] | None) -> Check:
+        wanted = request.gpu
 
-    def allot(self, request: ResourceRequest, worker: WorkerView, allotment: dict) -> None:
-        allotment["gpus"] = choose_gpus(worker, request.gpu)
+        def check(worker: WorkerView) -> Reason | None:
+            usable = usable_gpus(worker)
+            if usable >= wanted:
+                return None
+            what = "unallotted gpus with free memory" if worker.reserves else "gpus with free memory"
+            return self.reason(f"{what} {usable} < requested {wanted}")
 
-    def take(self, worker: WorkerView, allotment: dict) -> None:
-        _count(worker, allotment)
+        return check
 
-    def apply(self, worker: WorkerView, allotments: list[dict]) -> None:
+    def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:
+        return _allotted(tuple(choose_gpus(worker, request.gpu)))
+
+    def take(self, worker: WorkerView, allotment: Allotment) -> None:
+        _count(worker, allotment.gpus)
+
+    def apply(self, worker: WorkerView, allotments: list[Allotment]) -> None:
         worker.gpu_allotted = {}
         for allotment in allotments:
-            _count(worker, allotment)
+            _count(worker, allotment.gpus)
 
-    def idle(self, worker: WorkerView) -> dict[str, Any]:
+    def idle(self, worker: WorkerView) -> None:
         """Every GPU free and unallotted."""
-        return {
-            "gpus": tuple(replace(gpu, memory_available=max(gpu.memory_total, 1)) for gpu in worker.gpus),
-            "gpu_allotted": {},
-        }
+        worker.gpus = tuple(replace(gpu, memory_available=max(gpu.memory_total, 1)) for gpu in worker.gpus)
+        worker.gpu_allotted = {}
 
 
 GPUS = GPUs()

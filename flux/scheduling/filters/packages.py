@@ -10,7 +10,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from flux.domain.resource_request import ResourceRequest
-from flux.scheduling.filters.base import Filter, Reason
+from flux.scheduling.filters.base import Check, Filter, Reason
 from flux.scheduling.snapshot import WorkerView
 
 
@@ -21,11 +21,16 @@ class Packages(Filter):
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         return request is not None and bool(request.packages)
 
-    def check(self, request: ResourceRequest, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Reason | None:
-        for requirement in request.requirements:
-            if message := self._unmet(requirement, worker.packages):
-                return self.reason(message)
-        return None
+    def bind(self, request: ResourceRequest, affinity: Mapping[str, Any] | None) -> Check:
+        requirements = request.requirements
+
+        def check(worker: WorkerView) -> Reason | None:
+            for requirement in requirements:
+                if message := self._unmet(requirement, worker.packages):
+                    return self.reason(message)
+            return None
+
+        return check
 
     @staticmethod
     def _unmet(requirement: Requirement, installed: Mapping[str, str]) -> str | None:

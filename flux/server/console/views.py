@@ -89,7 +89,7 @@ def short(value: Any, limit: int = 160) -> str:
 
 
 def usage(worker: dict) -> list[dict]:
-    """The bars of a worker's fleet row: cpu, memory, disk, each GPU's memory."""
+    """The bars of a worker's fleet row: cpu, memory, disk, any other probed dimension, each GPU's memory."""
     res = worker.get("resources")
     if not res:
         return []
@@ -103,6 +103,9 @@ def usage(worker: dict) -> list[dict]:
         bar("memory", res["memory_total"], res["memory_available"], lambda u, t: f"{size(u)} / {size(t)}"),
         bar("disk", res["disk_total"], res["disk_free"], lambda u, t: f"{size(u)} / {size(t)}"),
     ]
+    available = res.get("available") or {}
+    for name, total in sorted((res.get("capacity") or {}).items()):  # other probed dimensions
+        bars.append(bar(name, total, available.get(name, 0), lambda u, t: f"{u:g} / {t:g}"))
     for gpu in res.get("gpus") or []:
         label = f"gpu{gpu['index']}"
         bars.append(bar(label, gpu["memory_total"], gpu["memory_available"],

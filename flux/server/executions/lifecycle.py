@@ -25,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux import tracing
+from flux.domain.allotment import Allotment
 from flux.domain.attempts import WORKER_REPORTED, AttemptEnd, AttemptPolicy
 from flux.domain.events import STATE_AFTER, WAITING_STATES, WORKER_EVENTS, EventType, ExecutionState
 from flux.server.models import ExecutionModel
@@ -37,9 +38,10 @@ from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, E
 
 S = ExecutionState
 
-def claim(execution: ExecutionModel, worker_name: str, allotment: dict | None, reason: str, now: float) -> list[dict]:
-    """The CLAIMED transition: a new attempt on ``worker_name``. Returns its log rows
-    (the caller inserts the rows of a whole round in one statement)."""
+def claim(execution: ExecutionModel, worker_name: str, allotment: Allotment, reason: str, now: float) -> list[dict]:
+    """The CLAIMED transition: a new attempt on ``worker_name``, with what was set aside
+    for it (stored and shown in its JSON form). Returns its log rows (the caller inserts
+    the rows of a whole round in one statement)."""
     execution.state = S.CLAIMED.value
     execution.worker_name = worker_name
     execution.attempt += 1
@@ -47,12 +49,13 @@ def claim(execution: ExecutionModel, worker_name: str, allotment: dict | None, r
     execution.log_batch = 0  # log batches are numbered per attempt too
     execution.delivered = False
     execution.claimed_at = now
-    execution.allotment = allotment or None
+    shown = allotment.to_json()
+    execution.allotment = shown or None
     execution.ready_at = None
     if tracing.enabled():  # what the worker's claim hangs under (the same UPDATE)
         with tracing.span("flux.dispatch", {**_span_attributes(execution), "flux.reason": reason}, parent=execution.traceparent):
             execution.traceparent = tracing.current_traceparent()
-    claimed = {"worker": worker_name, "attempt": execution.attempt, "reason": reason, "allotment": allotment}
+    claimed = {"worker": worker_name, "attempt": execution.attempt, "reason": reason, "allotment": shown}
     return event_rows(
         execution,
         [

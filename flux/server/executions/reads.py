@@ -8,6 +8,7 @@ from typing import Any, Collection
 from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
+from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES, REPLAYED_EVENTS
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server import payloads, workflows
@@ -97,7 +98,8 @@ def job_for(session: Session, execution: ExecutionModel, traceparent: str | None
         # a first attempt has nothing to replay: spare the query
         completed_tasks=_completed_tasks(session, execution.id) if execution.attempt > 1 else {},
         requests=execution.requests,
-        gpus=(execution.allotment or {}).get("gpus"),
+        gpus=(execution.allotment or {}).get("gpus"),  # for older workers: they pin from this
+        allotment=Allotment.from_json(execution.allotment),  # what the runner enforces
         traceparent=traceparent,
         **(replay.recorded(session, execution.id) if execution.attempt > 1 else {}),
     )

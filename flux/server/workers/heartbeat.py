@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import fleet, topics
+from flux.server import fleet, resources, topics
 from flux.server.registry import Member
 from flux.server.schemas import Heartbeat, HeartbeatReply
 from flux.server.services import Services
@@ -30,12 +30,12 @@ async def heartbeat(svc: Services, member: Member, body: Heartbeat) -> Heartbeat
 async def _store_status(svc: Services, member: Member, body: Heartbeat) -> None:
     """Only a sample or metrics that moved materially are written (dispatch re-reads them)."""
     sample = body.resources.model_dump() if body.resources is not None else None
-    resources = body.resources if sample is not None and resources_changed(member.sample, sample) else None
+    moved = body.resources if sample is not None and resources_changed(member.sample, sample) else None
     published = body.metrics if body.metrics is not None and metrics_changed(member.metrics, body.metrics) else None
-    if resources is None and published is None:
+    if moved is None and published is None:
         return
-    await svc.db.run(lambda s: fleet.store_status(s, member.id, resources, published))
-    member.record_status(sample if resources is not None else None, published)
+    await svc.db.run(lambda s: resources.store_status(s, member.id, moved, published))
+    member.record_status(sample if moved is not None else None, published)
     svc.metrics.status_writes.inc()
     svc.notifier.notify(topics.status(member.name))  # every replica's dispatcher re-reads it
     svc.dispatcher.kick()  # more room, or less, for what waits

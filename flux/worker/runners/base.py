@@ -9,15 +9,39 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
+from pydantic import ConfigDict
+
+from flux.protocol.claims import ClaimedExecution
+from flux.worker.runners.limits import Limits
 from flux.worker.runners.protocol import LogSink
 
 if TYPE_CHECKING:
     from flux.model.runtime import Ask
 
-#: A claimed execution as the server sends it (see ``flux.server.schemas.ClaimedExecution``).
-Job = dict[str, Any]
+
+class Job(ClaimedExecution):
+    """One attempt to run: the claimed execution as the worker decoded it from its claim
+    (``flux.protocol.ClaimedExecution``), plus what the worker adds before it runs it.
+
+    Immutable: the worker adds its fields with ``model_copy(update=...)``. A subprocess
+    child gets it as one JSON line and decodes it back (``flux.worker.runners.child``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: The unpacked bundle the workflow is imported from (the worker's bundle cache).
+    bundle_root: str | None = None
+    #: The ceilings the runner planned from the allotment: the child applies them to itself.
+    limits: Limits | None = None
+    #: What the child writes to its fds 1 and 2 when its attempt closes (``flux.worker.runners.pipes``).
+    output_mark: str | None = None
+
+    @classmethod
+    def claimed(cls, execution: ClaimedExecution) -> Job:
+        """The job of a claimed execution (already validated: not validated again)."""
+        fields = {name: getattr(execution, name) for name in type(execution).model_fields}
+        return cls.model_construct(execution.model_fields_set, **fields)
 
 
 @dataclass

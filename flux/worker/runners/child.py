@@ -27,15 +27,16 @@ from flux import tracing
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
 from flux.worker.runners.asking import ANSWER, Asker
+from flux.worker.runners.base import Job
 from flux.worker.runners.capture import Capture, Channel
 from flux.worker.runners.execute import execute_job
 from flux.worker.runners.lifetime import die_with_parent
 from flux.worker.runners.limits import Limits, apply_in_child
-from flux.worker.runners.protocol import IDLE, PARENT_ENV, PROTOCOL_FD_ENV, reusable
+from flux.worker.runners.protocol import IDLE, PARENT_ENV, PROTOCOL_FD_ENV
 
 
 async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
-    """Jobs go to ``jobs`` (None at EOF); answers to what the running attempt asked, to ``asker``."""
+    """Jobs go to ``jobs``, decoded (None at EOF); answers to what the running attempt asked, to ``asker``."""
     loop = asyncio.get_running_loop()
     # A thread of its own reads stdin: works for a pipe, a file or /dev/null alike.
     stdin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-stdin")
@@ -44,7 +45,7 @@ async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
         if message.get("type") == ANSWER:
             asker.answered(message)
         else:
-            jobs.put_nowait(message)
+            jobs.put_nowait(Job.model_validate(message))
     jobs.put_nowait(None)
 
 
@@ -54,9 +55,9 @@ async def serve(channel: Channel, capture: Capture) -> None:
     asker = Asker(channel.send)
     reader = asyncio.create_task(read_stdin(jobs, asker))
     while (job := await jobs.get()) is not None:
-        limits = job.get("limits") or {}
+        limits = job.limits or Limits()
         apply_in_child(limits)
-        memory_cause = Limits(**limits).describe_memory() if limits.get("memory") else None
+        memory_cause = limits.describe_memory() if limits.memory else None
 
         def emit(event: dict) -> None:
             if memory_cause and event["type"] == "WORKFLOW_FAILED" and event["value"].get("out_of_memory"):
@@ -64,7 +65,7 @@ async def serve(channel: Channel, capture: Capture) -> None:
                 value = {"end": AttemptEnd.MEMORY_LIMIT.value, "cause": f"{memory_cause}: {event['value']['error']}"}
                 event = {**event, "type": EventType.ATTEMPT_ENDED.value, "value": value}
             if event["type"] in ATTEMPT_CLOSING_EVENTS:
-                capture.finish(job.get("output_mark"))  # every line of the attempt before its end
+                capture.finish(job.output_mark)  # every line of the attempt before its end
                 tracing.flush()  # its task spans are exported before the attempt is reported closed
             channel.send(event)
 
@@ -72,7 +73,7 @@ async def serve(channel: Channel, capture: Capture) -> None:
         threads_before = threading.active_count()
         executor = ThreadPoolExecutor(thread_name_prefix="flux-task")  # this job's sync tasks
         loop.set_default_executor(executor)
-        with tracing.parented(job.get("traceparent")):  # the task copies it: its spans hang under the worker's
+        with tracing.parented(job.traceparent):  # the task copies it: its spans hang under the worker's
             work = asyncio.create_task(execute_job(job, emit, asker))
         loop.add_signal_handler(signal.SIGTERM, work.cancel)
         try:
@@ -84,7 +85,7 @@ async def serve(channel: Channel, capture: Capture) -> None:
         capture.finish(None)  # what was written after the attempt closed
         tracing.flush()
         executor.shutdown(wait=False, cancel_futures=True)
-        if clean and reusable(limits) and await _settled(threads_before):
+        if clean and limits.reusable() and await _settled(threads_before):
             channel.send(IDLE)
             continue
         break

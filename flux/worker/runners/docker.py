@@ -3,9 +3,9 @@
 The container runs the same child entry point as the subprocess runner and speaks the
 same stdin/stdout protocol, so everything but process start-up is shared. Worker
 settings ``docker_memory`` / ``docker_cpus`` cap every container (the spec's
-runner-level ceilings); with ``enforce_requests`` the execution's own request sets
-``--memory``/``--cpus`` instead, and allotted GPUs are passed with ``--gpus device=...``
-and ``NVIDIA_VISIBLE_DEVICES``. The image must have this engine installed.
+runner-level ceilings); with ``enforce_requests`` what the execution was allotted (its
+request's cpu and memory) sets ``--memory``/``--cpus`` instead, and allotted GPUs are
+passed with ``--gpus device=...`` and ``NVIDIA_VISIBLE_DEVICES``. The image must have this engine installed.
 
 Engine check: a worker started with this runner first asks the engine for its version
 (``engine_problem``), so a missing socket, a wrong ``DOCKER_HOST`` or a stopped daemon
@@ -27,10 +27,10 @@ import shutil
 import subprocess
 
 from flux.worker.runners.base import Job, Stop
-from flux.worker.runners.limits import THREAD_VARIABLES, Limits
+from flux.worker.runners.limits import THREAD_VARIABLES, Limits, gpu_list
 from flux.worker.runners.pipes import Child
 from flux.worker.runners.protocol import LogSink
-from flux.worker.runners.subprocess import SubprocessRunner
+from flux.worker.runners.subprocess import SubprocessRunner, attempt_name
 
 #: Seconds the engine check waits for ``docker version``.
 ENGINE_CHECK_TIMEOUT = 15.0
@@ -80,25 +80,26 @@ class DockerRunner(SubprocessRunner):
 
     def plan(self, job: Job) -> Limits:
         """Inside the container only thread-pool sizes remain; docker enforces the rest."""
-        cpu = (job.get("requests") or {}).get("cpu") if self.enforce_requests else None
+        cpu = job.allotment.cpu if self.enforce_requests else None
         env = {name: str(math.ceil(cpu)) for name in THREAD_VARIABLES} if cpu else {}
         return Limits(env=env)
 
     def command(self, job: Job) -> list[str]:
-        request = (job.get("requests") or {}) if self.enforce_requests else {}
-        memory = request.get("memory") or self.memory
-        cpus = request.get("cpu") or self.cpus
+        """``docker run`` for one attempt: its ceilings and GPUs from its allotment (with
+        ``enforce_requests``; else the worker's own ceilings), its bundle mounted."""
+        allotment = job.allotment
+        memory = (allotment.memory if self.enforce_requests else None) or self.memory
+        cpus = (allotment.cpu if self.enforce_requests else None) or self.cpus
         args = [self.docker, "run", "--rm", "-i", "--init", "--name", self.container_name(job)]
         if memory:
             args += ["--memory", str(memory)]  # bytes
         if cpus:
             args += ["--cpus", f"{cpus:g}"]
-        gpus = job.get("gpus")
-        if gpus:
-            devices = ",".join(str(i) for i in gpus)
+        if allotment.gpus:
+            devices = gpu_list(allotment)
             # docker parses --gpus as CSV: the quotes keep "device=0,1" one field
             args += ["--gpus", f'"device={devices}"', "-e", f"NVIDIA_VISIBLE_DEVICES={devices}"]
-        root = job.get("bundle_root")
+        root = job.bundle_root
         if root:  # the unpacked bundle, at the same path inside (read-only)
             args += ["-v", f"{root}:{root}:ro"]
         return [*args, *self.extra_args, self.image, "python", "-m", "flux.worker.runners.child"]
@@ -108,7 +109,7 @@ class DockerRunner(SubprocessRunner):
 
     @staticmethod
     def container_name(job: Job) -> str:
-        return f"flux-{job['id']}-{job.get('attempt', 1)}"
+        return attempt_name(job)
 
     async def run(self, job: Job, emit, stop: Stop, log: LogSink | None = None, ask=None) -> None:  # noqa: ANN001
         try:

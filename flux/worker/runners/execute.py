@@ -12,29 +12,30 @@ from flux.model.runtime import Ask, EventSink, ExecutionContext, run_workflow
 
 def context_for(job: Job, emit: EventSink, ask: Ask | None = None) -> ExecutionContext:
     return ExecutionContext(
-        execution_id=job["id"],
-        workflow_name=job["workflow_name"],
-        input=job.get("input"),
-        attempt=job.get("attempt", 1),
-        completed_tasks=dict(job.get("completed_tasks") or {}),
-        max_payload_size=job.get("max_payload_size"),
-        max_payload_levels=payload_levels(job.get("max_json_depth")),
+        execution_id=job.id,
+        workflow_name=job.workflow_name,
+        input=job.input,
+        attempt=job.attempt,
+        completed_tasks=dict(job.completed_tasks),
+        max_payload_size=job.max_payload_size,
+        max_payload_levels=payload_levels(job.max_json_depth),
         emit=emit,
-        recorded=dict(job.get("recorded") or {}),
-        rolled_back=set(job.get("rolled_back") or ()),
+        recorded=dict(job.recorded),
+        rolled_back=set(job.rolled_back),
         ask=ask,
-        ends_on_memory_error=bool((job.get("limits") or {}).get("memory")),
+        # a memory ceiling (planned from the allotment, or the worker's own): hitting it ends the attempt
+        ends_on_memory_error=bool(job.limits and job.limits.memory),
     )
 
 
 async def execute_job(job: Job, emit: EventSink, ask: Ask | None = None) -> None:
     """Load the job's workflow and run it; a workflow that cannot load fails the execution."""
     try:
-        if job.get("bundle_root"):  # unpacked by the worker's bundle cache
-            workflow = load_bundle_workflow(job["bundle_root"], job["module"], job["workflow_name"])
+        if job.bundle_root:  # unpacked by the worker's bundle cache
+            workflow = load_bundle_workflow(job.bundle_root, job.module, job.workflow_name)
         else:
-            workflow = load_workflow(job["source"], job["workflow_name"], job.get("filename", "<workflow>"))
+            workflow = load_workflow(job.source, job.workflow_name, job.filename)
     except WorkflowLoadError as exc:
-        emit(make_event(EventType.WORKFLOW_FAILED, job["workflow_name"], value={"error": str(exc)}))
+        emit(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc)}))
         return
     await run_workflow(workflow, context_for(job, emit, ask))

@@ -5,11 +5,15 @@ Two sources, both configured on the worker:
 
 * ``subprocess_memory_limit`` (the spec's runner-level ceiling): the same address-space
   limit (RLIMIT_AS) for every child, whatever it requested.
-* ``enforce_requests``: ceilings shaped by the execution's own ResourceRequest. CPU:
-  the child is pinned to ``ceil(cpu)`` cores (``sched_setaffinity``), chosen as the
-  worker's least-used cores, and OMP/MKL/OpenBLAS/numexpr thread pools are sized to
-  match. Memory: a cgroup v2 ``memory.max`` when the worker can create cgroups (the
+* ``enforce_requests``: ceilings shaped by what the execution's placement set aside
+  (its ``Allotment``, in the claimed job: the cpu and memory its request asked for).
+  CPU: the child is pinned to ``ceil(cpu)`` cores (``sched_setaffinity``), chosen as
+  the worker's least-used cores, and OMP/MKL/OpenBLAS/numexpr thread pools are sized
+  to match. Memory: a cgroup v2 ``memory.max`` when the worker can create cgroups (the
   kernel then OOM-kills only that child), otherwise RLIMIT_AS; the worker logs which.
+
+The allotted GPU indexes are always exported (``CUDA_VISIBLE_DEVICES``): the
+allotment is the only thing the ceilings and the device pinning read.
 
 RLIMIT_AS bounds virtual address space, not resident memory: it is a coarse but
 portable ceiling (allocation fails with MemoryError instead of the host swapping).
@@ -22,9 +26,10 @@ import math
 import os
 import resource
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from flux.domain.allotment import Allotment
 from flux.worker import cgroups
 
 log = logging.getLogger("flux.worker.runners.limits")
@@ -45,12 +50,18 @@ class Limits:
     cpus: list[int] | None = None
     env: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def reusable(self) -> bool:
+        """Ceilings and device settings cannot be undone in a live process: such children retire."""
+        return not (self.memory or self.cpus or self.env)
 
     def describe_memory(self) -> str:
         """The cause an attempt ends with when it hits this ceiling."""
         return f"memory limit {human_bytes(self.memory)} exceeded ({self.memory_source})"
+
+
+def gpu_list(allotment: Allotment) -> str:
+    """The allotted GPU indexes as ``CUDA_VISIBLE_DEVICES`` and docker's ``--gpus`` spell them: "0,2"."""
+    return ",".join(str(index) for index in allotment.gpus)
 
 
 def human_bytes(n: int) -> str:
@@ -61,13 +72,13 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def apply_in_child(limits: dict) -> None:
+def apply_in_child(limits: Limits) -> None:
     """Called by the child process on itself, before it imports any user code."""
-    os.environ.update(limits.get("env") or {})
-    if limits.get("cpus"):
-        os.sched_setaffinity(0, limits["cpus"])
-    if limits.get("memory") and not limits.get("memory_by_cgroup"):
-        resource.setrlimit(resource.RLIMIT_AS, (limits["memory"], limits["memory"]))
+    os.environ.update(limits.env)
+    if limits.cpus:
+        os.sched_setaffinity(0, limits.cpus)
+    if limits.memory and not limits.memory_by_cgroup:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
 
 
 class CoreAllotter:
@@ -150,34 +161,34 @@ class LimitPolicy:
             how = f"cgroup v2 memory.max under {self._cgroup_parent}" if self._cgroup_parent else "RLIMIT_AS (no writable cgroup v2 memory controller)"
             log.info("enforcing requests: CPU by sched_setaffinity, memory by %s", how)
 
-    def plan(self, job: dict) -> Limits:
+    def plan(self, allotment: Allotment) -> Limits:
+        """The ceilings of one attempt, from what its placement set aside (and the worker's own)."""
         limits = Limits()
-        request = job.get("requests") or {}
-        gpus = job.get("gpus")
-        if gpus is not None:
+        if allotment.gpus:
             # NVML indexes follow PCI bus order; make CUDA number the cards the same way.
             limits.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-            limits.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
-        if self.enforce_requests and request.get("memory"):
-            limits.memory, limits.memory_source = request["memory"], "memory request"
+            limits.env["CUDA_VISIBLE_DEVICES"] = gpu_list(allotment)
+        if self.enforce_requests and allotment.memory:
+            limits.memory, limits.memory_source = allotment.memory, "memory request"
             limits.memory_by_cgroup = self._cgroup_parent is not None
         elif self.subprocess_memory_limit:
             limits.memory, limits.memory_source = self.subprocess_memory_limit, "subprocess_memory_limit"
-        if self.enforce_requests and request.get("cpu"):
-            limits.cpus = self.cores.take(math.ceil(request["cpu"]))
+        if self.enforce_requests and allotment.cpu:
+            limits.cpus = self.cores.take(math.ceil(allotment.cpu))
             limits.env.update({name: str(len(limits.cpus)) for name in THREAD_VARIABLES})
         return limits
 
-    def cgroup_for(self, job: dict, limits: Limits, pid: int) -> Path | None:
-        """Put the child in its own memory cgroup; if the kernel refuses, RLIMIT_AS instead."""
+    def cgroup_for(self, name: str, limits: Limits, pid: int) -> Path | None:
+        """Put the child in a memory cgroup of its own (``name``: one per attempt); if the
+        kernel refuses, RLIMIT_AS instead."""
         if not limits.memory_by_cgroup or self._cgroup_parent is None:
             return None
         try:
-            group = self.cgroups.create(self._cgroup_parent, f"flux-{job['id']}-{job.get('attempt', 1)}", limits.memory)
+            group = self.cgroups.create(self._cgroup_parent, name, limits.memory)
             self.cgroups.add(group, pid)
             return group
         except OSError as exc:
-            log.warning("cgroup memory limit unavailable (%s); using RLIMIT_AS for execution %s", exc, job["id"])
+            log.warning("cgroup memory limit unavailable (%s); using RLIMIT_AS for %s", exc, name)
             limits.memory_by_cgroup = False
             return None
 

@@ -1,6 +1,7 @@
 """What the worker and its subprocess children say to each other besides events.
 
-Jobs go down as one JSON line each on the child's stdin. Everything the child says
+Jobs go down as one JSON line each on the child's stdin (a ``flux.worker.runners.base.Job``,
+which the child decodes back). Everything the child says
 comes back as JSON lines on the protocol channel: a pipe of its own, passed as the
 file descriptor named by ``PROTOCOL_FD_ENV`` (a ``docker run`` client cannot pass one:
 there the channel is the child's original stdout). Messages on it:
@@ -55,8 +56,3 @@ def log_line(
 def split_long(text: AnyStr) -> list[AnyStr]:
     """A line longer than ``MAX_LINE`` as several, so no message can swell a protocol line."""
     return [text[i : i + MAX_LINE] for i in range(0, len(text), MAX_LINE)] or [text[:0]]
-
-
-def reusable(limits: dict) -> bool:
-    """Ceilings and device settings cannot be undone in a live process: such children retire."""
-    return not (limits.get("memory") or limits.get("cpus") or limits.get("env"))

@@ -43,7 +43,7 @@ from flux.worker.runners.asking import ASK, answer
 from flux.worker.runners.base import Job, Runner, Stop
 from flux.worker.runners.limits import CgroupMemory, LimitPolicy, Limits
 from flux.worker.runners.pipes import MAX_EVENT_BYTES, Child, spawn
-from flux.worker.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, LogSink, reusable
+from flux.worker.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, LogSink
 from flux.worker.runners.template import ChildTemplate
 
 if TYPE_CHECKING:
@@ -71,6 +71,11 @@ def release_free_heap() -> None:
     """glibc keeps freed heap memory for reuse; after a burst, give it back (``malloc_trim``)."""
     with contextlib.suppress(Exception):  # not glibc: nothing to do
         ctypes.CDLL(None).malloc_trim(0)
+
+
+def attempt_name(job: Job) -> str:
+    """One attempt's name on this host: its cgroup's, its container's."""
+    return f"flux-{job.id}-{job.attempt}"
 
 
 def describe_exit(returncode: int) -> str:
@@ -173,15 +178,15 @@ class SubprocessRunner(Runner):
             self._schedule_refill()
 
     def plan(self, job: Job) -> Limits:
-        return self.limits.plan(job)
+        return self.limits.plan(job.allotment)
 
     async def _take(self, job: Job, limits: Limits) -> Child:
-        child = self._idle_for(job.get("bundle"))
+        child = self._idle_for(job.bundle)
         if self._will_return(limits):
             self._returning += 1
         self._top_up()
         child = child or await self._spawn()
-        child.bundle = child.bundle or job.get("bundle")
+        child.bundle = child.bundle or job.bundle
         return child
 
     def _idle_for(self, bundle: str | None) -> Child | None:
@@ -203,7 +208,7 @@ class SubprocessRunner(Runner):
         return None
 
     def _will_return(self, limits: Limits) -> bool:
-        return self.max_executions_per_child > 1 and reusable(limits.to_dict())
+        return self.max_executions_per_child > 1 and limits.reusable()
 
     def _give_back(self, child: Child) -> None:
         """A child that reported CHILD_IDLE: back to the pool, or retired once it has served enough."""
@@ -231,9 +236,10 @@ class SubprocessRunner(Runner):
             child = await self._take(job, limits)
             child.sink = log
             process = child.process
-            cgroup = self.limits.cgroup_for(job, limits, process.pid)
+            cgroup = self.limits.cgroup_for(attempt_name(job), limits, process.pid)
             assert process.stdin is not None
-            process.stdin.write(json.dumps({**job, "limits": limits.to_dict(), "output_mark": mark}).encode() + b"\n")
+            sent = job.model_copy(update={"limits": limits, "output_mark": mark})
+            process.stdin.write(sent.model_dump_json().encode() + b"\n")
             with contextlib.suppress(ConnectionError):
                 await process.stdin.drain()
             watcher = asyncio.create_task(self._stop_when_asked(process, stop))
@@ -324,12 +330,12 @@ class SubprocessRunner(Runner):
         not of the workflow (its cancellation, if one was under way)."""
         reason = f"child process {describe_exit(returncode)}"
         if cancelled:
-            return make_event(EventType.WORKFLOW_CANCELLED, job["workflow_name"], value={"reason": reason})
+            return make_event(EventType.WORKFLOW_CANCELLED, job.workflow_name, value={"reason": reason})
         if memory_cause:
             value = {"end": AttemptEnd.MEMORY_LIMIT.value, "cause": f"{memory_cause}; {reason}"}
         else:
             value = {"end": AttemptEnd.CHILD_DIED.value, "cause": reason}
-        return make_event(EventType.ATTEMPT_ENDED, job["workflow_name"], value=value)
+        return make_event(EventType.ATTEMPT_ENDED, job.workflow_name, value=value)
 
     async def _stop_when_asked(self, process: asyncio.subprocess.Process, stop: Stop) -> None:
         """Kill: the whole group at once. Cancel: SIGTERM lets the workflow record its

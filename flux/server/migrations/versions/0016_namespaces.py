@@ -10,7 +10,7 @@ four tables change a unique constraint or their primary key: SQLite recreates th
 convention on SQLite.
 
 Revision ID: 0016
-Revises: 0014 (the branch that adds 0015 re-points this when both merge)
+Revises: 0015
 """
 import time
 
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 
 revision = '0016'
-down_revision = '0014'
+down_revision = '0015'
 branch_labels = None
 depends_on = None
 

@@ -2,7 +2,7 @@
 their hash stored) and the audit_log table (every mutating client call; issue 33)
 
 Revision ID: 0017
-Revises: 0014
+Revises: 0016
 """
 from alembic import op
 import sqlalchemy as sa
