@@ -57,3 +57,16 @@ def test_every_client_command_acts_in_the_namespace_it_is_given(cluster, workflo
     assert refused == "Error: HTTP 409: namespace 'default' cannot be deleted"
     deleted = flux("namespace", "delete", "team-a", server_url=url)
     assert "deleted namespace team-a" in deleted.stderr
+
+
+def test_the_client_sections_namespace_leaves_the_token_and_audit_commands_their_own(tmp_path):
+    """``[client] namespace`` is every namespaced command's default; ``flux token create
+    --namespace`` (a scope) and ``flux audit list --namespace`` (a filter) are not it."""
+    from flux.cli import main
+    from flux.cli.config import load_default_map
+    from flux.cli.core import client_commands
+
+    (tmp_path / "flux.toml").write_text('[client]\nnamespace = "team-a"\n')
+    defaults = load_default_map(str(tmp_path / "flux.toml"), lambda: {}, lambda: client_commands(main))
+    assert defaults["workflow"]["list"] == {"namespace": "team-a"}
+    assert defaults["token"]["create"] == {} and defaults["audit"]["list"] == {}
