@@ -86,3 +86,17 @@ def pg_url():
     yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
     with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, pg_url):
+    """Two server replicas on one PostgreSQL database, sharing the bootstrap token (same home)."""
+    home = tmp_path / "home"
+    servers = [LocalCluster(home, database_url=pg_url, eviction_grace_period=5, log_dir=tmp_path / f"logs{i}") for i in range(2)]
+    try:
+        for server in servers:
+            server.start_server()
+        yield servers
+    finally:
+        for server in servers:
+            server.close()

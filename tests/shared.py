@@ -22,8 +22,8 @@ HELLO = """
 """
 
 
-def flux(*args: str, server_url: str | None = None, home=None, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ}
+def flux(*args: str, server_url: str | None = None, home=None, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env or {})}
     if server_url:
         env["FLUX_SERVER_URL"] = server_url
     if home:

@@ -4,7 +4,8 @@ inspect executions and workers.
 Rooms: ``core`` (the group, failures as one line and an exit code, client options,
 output helpers), ``start`` (server, worker, demo), ``workflows``, ``executions``,
 ``workers``, ``schedules``, ``watch`` (following an execution live), ``cache`` (the task cache),
-``secrets`` (the secret store). ``flux.cli:main`` is the
+``secrets`` (the secret store), ``namespaces``, ``tokens`` (client tokens and their
+roles), ``audit`` (the audit log). ``flux.cli:main`` is the
 console script; ``python -m flux`` and ``python -m flux.cli`` run it too.
 """
 
@@ -50,6 +51,9 @@ COMMANDS = {
     "worker": "flux.cli.workers:worker_group",
     "cache": "flux.cli.cache:cache_group",
     "secret": "flux.cli.secrets:secret_group",
+    "namespace": "flux.cli.namespaces:namespace_group",
+    "token": "flux.cli.tokens:token_group",
+    "audit": "flux.cli.audit:audit_group",
     "demo": "flux.cli.start:demo",
 }
 

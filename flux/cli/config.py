@@ -9,6 +9,7 @@ a file that holds it)::
 
     [client]
     server_url = "http://flux:8000"
+    namespace = "team-a"
     api_token_file = "/run/secrets/flux-api-token"
     format = "json"
 
@@ -34,7 +35,7 @@ import click
 
 DEFAULT_PATH = Path("flux.toml")
 #: [client] keys and the parameter of every client command each one sets.
-CLIENT_KEYS = {"server_url": "server_url", "api_token_file": "api_token_file", "format": "fmt"}
+CLIENT_KEYS = {"server_url": "server_url", "namespace": "namespace", "api_token_file": "api_token_file", "format": "fmt"}
 
 
 def _worker_section(section: dict[str, Any]) -> dict[str, Any]:
@@ -57,11 +58,12 @@ def _client_defaults(section: dict[str, Any], commands: dict[tuple[str, ...], cl
     """[client] settings as the defaults of every client command, nested by its path."""
     defaults = {CLIENT_KEYS[key]: value for key, value in section.items()}
     tree: dict[str, Any] = {}
-    for path in commands:
+    for path, command in commands.items():
         node = tree
         for name in path[:-1]:
             node = node.setdefault(name, {})
-        node[path[-1]] = dict(defaults)
+        namespaced = getattr(command.callback, "flux_namespaced", True)  # tokens, audit: --namespace is theirs
+        node[path[-1]] = {k: v for k, v in defaults.items() if namespaced or k != "namespace"}
     return tree
 
 

@@ -20,6 +20,7 @@ from click.core import ParameterSource
 
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError, FluxConnectionError
 from flux.domain.durations import InvalidDuration, parse_duration
+from flux.domain.namespaces import DEFAULT, NAMESPACE_ENV
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
 from flux.objects import import_object
 from flux.server.settings import read_token_file
@@ -246,9 +247,13 @@ def _api_token(api_token: str | None, api_token_file: str | None) -> str | None:
     return token_from_file(api_token_file, "API")
 
 
-def client_command(fn: Callable) -> Callable:
-    """Adds --server-url, --api-token, --api-token-file and --format; the command
-    gets an open FluxClient and returns what to print (or an ``Output``)."""
+def client_command(fn: Callable | None = None, *, namespaced: bool = True) -> Callable:
+    """Adds --server-url, --namespace, --api-token, --api-token-file and --format; the
+    command gets an open FluxClient (in that namespace) and returns what to print (or an
+    ``Output``). ``namespaced=False``: a command on what belongs to no namespace (tokens,
+    the audit log), which has no -n of its own, so its options may say --namespace."""
+    if fn is None:
+        return functools.partial(client_command, namespaced=namespaced)
     wants_format = "fmt" in inspect.signature(fn).parameters
 
     @click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True,
@@ -264,7 +269,8 @@ def client_command(fn: Callable) -> Callable:
     def wrapper(server_url: str, api_token: str | None, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
         if wants_format:
             kwargs["fmt"] = fmt
-        with FluxClient(server_url, api_token=_api_token(api_token, api_token_file)) as client:
+        namespace = kwargs.pop("namespace") if namespaced else DEFAULT
+        with FluxClient(server_url, api_token=_api_token(api_token, api_token_file), namespace=namespace) as client:
             result = fn(client, **kwargs)
             output = result if isinstance(result, Output) else Output(result, getattr(fn, "render", None))
             if output.data is not None:
@@ -275,7 +281,11 @@ def client_command(fn: Callable) -> Callable:
         if output.exit_code:
             click.get_current_context().exit(output.exit_code)
 
+    if namespaced:
+        wrapper = click.option("--namespace", "-n", envvar=NAMESPACE_ENV, default=DEFAULT, show_default=True,
+                               help="The namespace the command acts in (docs/namespaces.md)")(wrapper)
     wrapper.flux_client = True
+    wrapper.flux_namespaced = namespaced
     return wrapper
 
 

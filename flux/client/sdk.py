@@ -21,6 +21,7 @@ from flux.client.errors import FluxClientError, FluxConnectionError, error_from
 from flux.client.streams import Following
 from flux.client.urls import given, segment
 from flux.domain.events import HOLDING_STATES, TERMINAL_STATES
+from flux.domain.namespaces import DEFAULT, NAMESPACE_ENV, check_namespace
 from flux.domain.workers import WorkerState
 
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
@@ -49,9 +50,18 @@ def tls_verify(*urls: str) -> bool:
 
 
 class FluxClient(Following):
-    def __init__(self, server_url: str | None = None, timeout: float = 30.0, api_token: str | None = None):
+    """A client of one server, acting in one namespace (``namespace``, else
+    ``FLUX_NAMESPACE``, else ``default``): every call on namespaced things goes to
+    ``/namespaces/NAME/...`` (docs/namespaces.md)."""
+
+    def __init__(self, server_url: str | None = None, timeout: float = 30.0, api_token: str | None = None,
+                 namespace: str | None = None):
         self.server_url = server_url or os.environ.get("FLUX_SERVER_URL", DEFAULT_SERVER_URL)
         self.timeout = timeout
+        try:
+            self.namespace = check_namespace(namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT)
+        except ValueError as exc:
+            raise FluxClientError(str(exc)) from None
         self._token = api_token or os.environ.get("FLUX_API_TOKEN")
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
         self._http = httpx.Client(
@@ -59,8 +69,12 @@ class FluxClient(Following):
         )
 
     def copy(self) -> "FluxClient":
-        """Another client to the same server with the same token (one per thread)."""
-        return FluxClient(self.server_url, self.timeout, self._token)
+        """Another client to the same server with the same token and namespace (one per thread)."""
+        return FluxClient(self.server_url, self.timeout, self._token, self.namespace)
+
+    def scoped(self, path: str) -> str:
+        """The path of a namespaced thing, in this client's namespace."""
+        return f"/namespaces/{segment(self.namespace)}{path}"
 
     def close(self) -> None:
         self._http.close()
@@ -101,7 +115,7 @@ class FluxClient(Following):
         except OSError as exc:
             raise FluxClientError(f"cannot read {exc.filename or path}: {exc.strerror}") from None
         bundle = self.upload_bundle(data)
-        return self._request("POST", "/workflows/bundle", json={"bundle": bundle["sha256"], "requirements": requirements})
+        return self._request("POST", self.scoped("/workflows/bundle"), json={"bundle": bundle["sha256"], "requirements": requirements})
 
     #: The older name, for any path ``register`` takes.
     register_file = register
@@ -111,18 +125,18 @@ class FluxClient(Following):
         return self._request("POST", "/bundles", content=data, headers={"Content-Type": "application/zip"})
 
     def workflow_versions(self, name: str) -> list[dict]:
-        return self._request("GET", f"/workflows/{segment(name)}/versions")
+        return self._request("GET", self.scoped(f"/workflows/{segment(name)}/versions"))
 
     def list_workflows(self) -> list[dict]:
         """The newest version of every workflow (all pages)."""
-        return list(self._pages("/workflows", {}))
+        return list(self._pages(self.scoped("/workflows"), {}))
 
     def show_workflow(self, name: str, version: int | None = None) -> dict:
         """``name`` may carry its version: ``train@3``."""
         name, pinned = split_version(name)
         version = version or pinned
         params = {"version": version} if version else None
-        return self._request("GET", f"/workflows/{segment(name)}", params=params)
+        return self._request("GET", self.scoped(f"/workflows/{segment(name)}"), params=params)
 
     def run(self, name: str, input: Any = None, wait: float | None = None, version: int | None = None) -> dict:
         """Start workflow ``name`` (or ``name@3``); a version pins one (default: the newest
@@ -130,14 +144,14 @@ class FluxClient(Following):
         name, pinned = split_version(name)
         version = version or pinned
         body = {"input": input} if version is None else {"input": input, "version": version}
-        execution = self._request("POST", f"/workflows/{segment(name)}/run", json=body)
+        execution = self._request("POST", self.scoped(f"/workflows/{segment(name)}/run"), json=body)
         if wait:
             execution = self.wait(execution["id"], wait)
         return execution
 
     # executions
     def execution(self, execution_id: str) -> dict:
-        return self._request("GET", f"/executions/{segment(execution_id)}")
+        return self._request("GET", self.scoped(f"/executions/{segment(execution_id)}"))
 
     def resolve_execution(self, prefix: str) -> str:
         """The full id of the one execution whose id starts with ``prefix`` (like git's
@@ -148,7 +162,7 @@ class FluxClient(Following):
             return prefix.lower()
         if not _HEX.fullmatch(prefix):
             return prefix
-        matches = self._request("GET", "/executions", params={"id_prefix": prefix.lower(), "limit": MAX_CANDIDATES + 1})
+        matches = self._request("GET", self.scoped("/executions"), params={"id_prefix": prefix.lower(), "limit": MAX_CANDIDATES + 1})
         if not matches:
             raise FluxClientError(f"no execution matches {prefix!r}")
         if len(matches) == 1:
@@ -168,23 +182,23 @@ class FluxClient(Following):
             remaining = deadline - time.monotonic()
             step = max(0.0, min(remaining, 60.0))
             execution = self._request(
-                "GET", f"/executions/{segment(execution_id)}", params={"wait": step}, timeout=step + 30
+                "GET", self.scoped(f"/executions/{segment(execution_id)}"), params={"wait": step}, timeout=step + 30
             )
             if execution["state"] in TERMINAL_STATES or remaining <= 0:
                 return execution
 
     def placement(self, execution_id: str) -> dict:
-        return self._request("GET", f"/executions/{segment(execution_id)}/placement")
+        return self._request("GET", self.scoped(f"/executions/{segment(execution_id)}/placement"))
 
     def events(self, execution_id: str, after: int = 0) -> list[dict]:
         params = {"after": after} if after else None
-        return self._request("GET", f"/executions/{segment(execution_id)}/events", params=params)
+        return self._request("GET", self.scoped(f"/executions/{segment(execution_id)}/events"), params=params)
 
     def logs_page(self, execution_id: str, after: int = 0, limit: int = 1000, **filters: Any) -> dict:
         """One page of captured lines: ``{"lines", "next_after", "truncated"}`` (docs/logs.md).
         ``filters``: task, attempt, stream, level."""
         params = {**given(filters), "after": after, "limit": limit}
-        return self._request("GET", f"/executions/{segment(execution_id)}/logs", params=params)
+        return self._request("GET", self.scoped(f"/executions/{segment(execution_id)}/logs"), params=params)
 
     def list_executions(self, state: str | None = None, workflow: str | None = None, limit: int = 50,
                         id_prefix: str | None = None, **filters: Any) -> list[dict]:
@@ -206,14 +220,14 @@ class FluxClient(Following):
         """One page, newest first, and the cursor of the next (None on the last page)."""
         params = given({"state": state, "workflow": workflow, "worker": worker, "schedule": schedule, "limit": limit,
                        "id_prefix": id_prefix, "after": after, "include": ",".join(include)})
-        response = self._response("GET", "/executions", params=params)
+        response = self._response("GET", self.scoped("/executions"), params=params)
         return response.json(), response.headers.get("X-Next-Cursor")
 
     def iter_executions(self, state: str | None = None, workflow: str | None = None, *, worker: str | None = None,
                         schedule: str | None = None, include: Iterable[str] = (), page_size: int = 1000, after: str | None = None) -> Iterator[dict]:
         """Every matching execution, newest first, a page at a time (``flux execution list --all``)."""
         params = {"state": state, "workflow": workflow, "worker": worker, "schedule": schedule, "include": ",".join(include), "limit": page_size}
-        return self._pages("/executions", params, after)
+        return self._pages(self.scoped("/executions"), params, after)
 
     def _pages(self, path: str, params: dict[str, Any], after: str | None = None) -> Iterator[dict]:
         """The items of a list endpoint, following ``X-Next-Cursor`` to the last page."""
@@ -226,30 +240,54 @@ class FluxClient(Following):
 
     def prune_executions(self, older_than: float) -> dict:
         """Delete executions that finished more than ``older_than`` seconds ago, with their events and logs."""
-        return self._request("POST", "/executions/prune", json={"older_than": older_than})
+        return self._request("POST", self.scoped("/executions/prune"), json={"older_than": older_than})
 
     def cancel(self, execution_id: str) -> dict:
-        return self._request("POST", f"/executions/{segment(execution_id)}/cancel")
+        return self._request("POST", self.scoped(f"/executions/{segment(execution_id)}/cancel"))
 
     def resume(self, execution_id: str, input: Any = None) -> dict:
         """Continue a PAUSED execution: its ``pause()`` returns ``input`` (docs/waits.md)."""
-        return self._request("POST", f"/executions/{segment(execution_id)}/resume", json={"input": input})
+        return self._request("POST", self.scoped(f"/executions/{segment(execution_id)}/resume"), json={"input": input})
 
     # the task cache and secrets (docs/tasks.md)
     def clear_cache(self, task: str | None = None, expired: bool = False) -> dict:
         """Delete cached task results: all, one task's, or only the expired ones; ``{"deleted": N}``."""
-        return self._request("DELETE", "/cache", params=given({"task": task, "expired": "true" if expired else None}))
+        return self._request("DELETE", self.scoped("/cache"), params=given({"task": task, "expired": "true" if expired else None}))
 
     def set_secret(self, name: str, value: str) -> dict:
         """Create or replace a secret (encrypted at rest); returns its name and times, never the value."""
-        return self._request("PUT", f"/secrets/{segment(name)}", json={"value": value})
+        return self._request("PUT", self.scoped(f"/secrets/{segment(name)}"), json={"value": value})
 
     def list_secrets(self) -> list[dict]:
         """Secret names and times (values are never returned)."""
-        return self._request("GET", "/secrets")
+        return self._request("GET", self.scoped("/secrets"))
 
     def delete_secret(self, name: str) -> None:
-        self._response("DELETE", f"/secrets/{segment(name)}")
+        self._response("DELETE", self.scoped(f"/secrets/{segment(name)}"))
+
+    # tokens and the audit log (docs/security.md#roles)
+    def create_token(self, name: str, role: str, namespaces: Iterable[str] | None = None,
+                     expires_in: float | None = None) -> dict:
+        """A token with ``role`` in ``namespaces`` (None: all); its secret is in ``["token"]``, this once."""
+        body = {"name": name, "role": role, "namespaces": list(namespaces) if namespaces else None, "expires_in": expires_in}
+        return self._request("POST", "/tokens", json=body)
+
+    def list_tokens(self) -> list[dict]:
+        """Every token's name, role, namespaces and times (never a secret)."""
+        return self._request("GET", "/tokens")
+
+    def revoke_token(self, name: str) -> dict:
+        return self._request("DELETE", f"/tokens/{segment(name)}")
+
+    def whoami(self) -> dict:
+        """The name, role and namespaces of this client's token."""
+        return self._request("GET", "/whoami")
+
+    def iter_audit(self, *, namespace: str | None = None, token: str | None = None, action: str | None = None,
+                   since: float | None = None, page_size: int = 1000) -> Iterator[dict]:
+        """Audit rows, newest first, a page at a time; ``since``: Unix seconds."""
+        params = {"namespace": namespace, "token": token, "action": action, "since": since, "limit": page_size}
+        return self._pages("/audit", params)
 
     # workers
     def list_workers(self) -> list[dict]:
@@ -292,27 +330,44 @@ class FluxClient(Following):
             Schedule.parse(cron=cron, every=every, at=at, anchor=options.get("anchor"), timezone=options.get("timezone", "UTC"))
         except InvalidSchedule as exc:
             raise FluxClientError(str(exc)) from None
-        return self._request("POST", "/schedules", json=body)
+        return self._request("POST", self.scoped("/schedules"), json=body)
 
     def list_schedules(self) -> list[dict]:
-        return self._request("GET", "/schedules")
+        return self._request("GET", self.scoped("/schedules"))
 
     def show_schedule(self, name: str) -> dict:
-        return self._request("GET", f"/schedules/{segment(name)}")
+        return self._request("GET", self.scoped(f"/schedules/{segment(name)}"))
 
     def update_schedule(self, name: str, **changes: Any) -> dict:
         """Only the fields given change (as for ``create_schedule``)."""
-        return self._request("PATCH", f"/schedules/{segment(name)}", json=changes)
+        return self._request("PATCH", self.scoped(f"/schedules/{segment(name)}"), json=changes)
 
     def delete_schedule(self, name: str) -> None:
-        self._request("DELETE", f"/schedules/{segment(name)}")
+        self._request("DELETE", self.scoped(f"/schedules/{segment(name)}"))
 
     def pause_schedule(self, name: str) -> dict:
-        return self._request("POST", f"/schedules/{segment(name)}/pause")
+        return self._request("POST", self.scoped(f"/schedules/{segment(name)}/pause"))
 
     def resume_schedule(self, name: str) -> dict:
-        return self._request("POST", f"/schedules/{segment(name)}/resume")
+        return self._request("POST", self.scoped(f"/schedules/{segment(name)}/resume"))
 
     def trigger_schedule(self, name: str) -> dict:
         """Run it now; returns the execution."""
-        return self._request("POST", f"/schedules/{segment(name)}/trigger")
+        return self._request("POST", self.scoped(f"/schedules/{segment(name)}/trigger"))
+
+    # --- namespaces (docs/namespaces.md) ---------------------------------------------------
+
+    def create_namespace(self, name: str) -> dict:
+        return self._request("POST", "/namespaces", json={"name": name})
+
+    def list_namespaces(self) -> list[dict]:
+        return self._request("GET", "/namespaces")
+
+    def show_namespace(self, name: str | None = None) -> dict:
+        """Its state and what it holds (this client's namespace by default)."""
+        return self._request("GET", f"/namespaces/{segment(name or self.namespace)}")
+
+    def delete_namespace(self, name: str, force: bool = False) -> dict:
+        """Delete it with everything in it: refused while executions in it have not
+        finished, unless ``force`` (they are cancelled; it goes once they have ended)."""
+        return self._request("DELETE", f"/namespaces/{segment(name)}", params={"force": "true"} if force else None)

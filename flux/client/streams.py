@@ -62,7 +62,7 @@ class NoStream(Exception):
 
 class Following:
     """The following half of ``FluxClient`` (it supplies ``_http``, ``_request``,
-    ``events``, ``logs_page``, ``execution`` and ``_unreachable``)."""
+    ``scoped``, ``events``, ``logs_page``, ``execution`` and ``_unreachable``)."""
 
     #: Seconds a follow stream may stay silent before it is reopened (resuming after
     #: the last item), which also notices a server that vanished without closing it.
@@ -109,7 +109,7 @@ class Following:
     ) -> Iterator[dict]:
         seen = [after]  # the last seq yielded, kept by _stream as it goes
         try:
-            yield from self._stream(f"/executions/{segment(execution_id)}/{what}", event, params, seen)
+            yield from self._stream(self.scoped(f"/executions/{segment(execution_id)}/{what}"), event, params, seen)
             return
         except NoStream:
             pass
@@ -169,7 +169,7 @@ class Following:
                 return
             # a long poll: returns at once when the execution ends, else after poll_interval
             execution = self._request(
-                "GET", f"/executions/{segment(execution_id)}", params={"wait": self.poll_interval},
+                "GET", self.scoped(f"/executions/{segment(execution_id)}"), params={"wait": self.poll_interval},
                 timeout=self.poll_interval + self.timeout,
             )
 

@@ -10,10 +10,11 @@ import os
 from fastapi import FastAPI
 
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
-from flux.server import auth, bundle_routes, cache_routes, console, errors, execution_routes, log_routes, schedules
-from flux.server import secret_routes, watch, workflow_routes
+from flux.server import access, access_routes, auth, bundle_routes, cache_routes, console, errors, execution_routes
+from flux.server import log_routes, namespace_routes, schedules, scope, secret_routes, watch, workflow_routes
 from flux.server import secrets as secret_store
-from flux.server.limits import EdgeLimits, credential_gate
+from flux.server.audit import AuditMiddleware, AuditSource
+from flux.server.limits import EdgeLimits, credential_gate, flattened
 from flux.server.services import Services, install
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token, prepare_home
 from flux.server.shedding import LoadShedding
@@ -22,9 +23,15 @@ from flux.server.workers import routes as worker_routes
 
 #: In the order they match: workflows (and /health, /metrics), workers, executions and
 #: their output, the watch stream, the console (docs/console.md), bundles
-#: (docs/bundles.md), schedules (docs/schedules.md), the task cache and secrets (docs/tasks.md).
+#: (docs/bundles.md), schedules (docs/schedules.md), the task cache and secrets (docs/tasks.md),
+#: namespaces (docs/namespaces.md), tokens and the audit log (docs/security.md#roles). Routes
+#: that take a namespace are mounted under /namespaces/{namespace} and at their old path for
+#: 'default' (``scope``).
 ROUTERS = (workflow_routes.router, worker_routes.router, execution_routes.router, log_routes.router, watch.router)
-LATER_ROUTERS = (bundle_routes.router, schedules.router, cache_routes.router, secret_routes.router)
+LATER_ROUTERS = (
+    bundle_routes.router, schedules.router, cache_routes.router, secret_routes.router, namespace_routes.router,
+    access_routes.router,
+)
 
 
 def create_app(settings: ServerSettings) -> FastAPI:
@@ -42,10 +49,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(shedding.middleware)
     errors.install(app)
     for router in ROUTERS:
-        app.include_router(router)
+        scope.include(app, router)
     app.include_router(console.router(login=svc.api_token is not None, key=svc.bootstrap_token))
     for router in LATER_ROUTERS:
-        app.include_router(router)
+        scope.include(app, router)
     # Anonymous calls to routes behind these gates are refused before their body is read.
     app.add_middleware(
         EdgeLimits,
@@ -53,8 +60,20 @@ def create_app(settings: ServerSettings) -> FastAPI:
         max_json_depth=settings.max_json_depth,
         credentials_needed=credential_gate(lambda: app.routes, auth.gates(svc.api_token is not None)),
     )
+    _guard(app, svc)
     app.add_middleware(RequestContext)  # outermost: every line logged for a request carries its id
     return app
+
+
+def _guard(app: FastAPI, svc: Services) -> None:
+    """Every client route has an action (or the app is not built), its OpenAPI lists the
+    refusals, and its mutating calls are audited, those refused at the edge too."""
+    client_routes = access.client_routes(flattened(app.routes), auth.is_client)
+    access.check_routes(client_routes)
+    openapi = app.openapi
+    app.openapi = lambda: app.openapi_schema or access.document(openapi(), client_routes)
+    known = lambda headers: auth.known(auth.bearer_of(headers.get("authorization")), svc)  # noqa: E731
+    app.add_middleware(AuditMiddleware, source=AuditSource(svc.audit, lambda: client_routes, known))
 
 
 def app_from_environment() -> FastAPI:

@@ -14,11 +14,12 @@ from flux.server import bundles, workflows
 from flux.server.auth import CLIENT, worker
 from flux.server.errors import responses
 from flux.server.schemas import BundleInfo, BundleRegistration, WorkflowInfo
+from flux.server.scope import namespace
 from flux.server.services import Services, services
 
 UPLOAD = responses(401, 413, 422)
 FETCH = responses(401, 404, 413, 422)
-REGISTER = responses(401, 404, 413, 422)
+REGISTER = responses(401, 404, 409, 413, 422)
 ZIP = "application/zip"
 
 
@@ -46,13 +47,14 @@ async def fetch_bundle(sha256: str, svc: Services = Depends(services)):
 
 
 @router.post("/workflows/bundle", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=REGISTER)
-async def register_bundle(body: BundleRegistration, svc: Services = Depends(services)):
-    """Register every @workflow of an uploaded bundle, read from its source (never run)."""
+async def register_bundle(body: BundleRegistration, ns: str = Depends(namespace), svc: Services = Depends(services)):
+    """Register every @workflow of an uploaded bundle in the namespace, read from its
+    source (never run). Bundles themselves belong to no namespace: stored once by hash."""
     data = await svc.db.read(lambda s: bundles.load(s, body.bundle, svc.settings))
     bundle = await asyncio.to_thread(bundles.check, data, svc.settings)
     versions = await asyncio.to_thread(workflows.bundle_versions, bundle, body)
     fleet_views = svc.dispatcher.snapshot.views
-    registered = await svc.db.run(lambda s: workflows.store(s, versions, fleet_views(s)))
+    registered = await svc.db.run(lambda s: workflows.store(s, ns, versions, fleet_views(s)))
     svc.dispatcher.kick()  # what waited on an older version may fit now
     return registered
 

@@ -23,11 +23,13 @@ from flux.server.schemas import (
     PruneRequest,
     ResumeRequest,
 )
+from flux.server.scope import namespace
 from flux.server.services import Services, services
 
 #: A client waiting for an execution re-reads it at least this often (safety net).
 WAIT_RECHECK = 30.0
 SVC = Depends(services)
+NS = Depends(namespace)
 
 router = APIRouter()
 
@@ -49,11 +51,12 @@ async def list_executions(
     id_prefix: str | None = Query(default=None, min_length=1, max_length=32, pattern="^[0-9a-fA-F]+$",
                                   description="Executions whose id starts with this (unique-prefix lookup)"),
     schedule: str | None = Query(default=None, max_length=128, description="Only the runs this schedule started"),
+    ns: str = NS,
     svc: Services = SVC,
 ):
     """Newest first, a page at a time: the next page's cursor is in the ``X-Next-Cursor``
     header (and a ``Link: rel="next"``), absent on the last page (docs/history.md)."""
-    where = executions.ExecutionFilter(state=state, workflow=workflow, worker=worker, schedule=schedule,
+    where = executions.ExecutionFilter(namespace=ns, state=state, workflow=workflow, worker=worker, schedule=schedule,
                                        id_prefix=id_prefix, since=since, until=until)
     wanted = executions.parse_include(include)
     page = await svc.db.read(lambda s: executions.page(s, where, limit, after, wanted))
@@ -62,16 +65,17 @@ async def list_executions(
 
 
 @router.post("/executions/prune", response_model=PruneReply, dependencies=CLIENT, responses=CHANGE)
-async def prune_executions(body: PruneRequest, svc: Services = SVC):
-    """Delete executions that finished more than ``older_than`` seconds ago, with their
-    events and log lines, in batches that let other work in (docs/history.md)."""
-    return PruneReply(deleted=await retention.prune(svc.db, body.older_than))
+async def prune_executions(body: PruneRequest, ns: str = NS, svc: Services = SVC):
+    """Delete the namespace's executions that finished more than ``older_than`` seconds
+    ago, with their events and log lines, in batches that let other work in (docs/history.md)."""
+    return PruneReply(deleted=await retention.prune(svc.db, body.older_than, ns))
 
 
 @router.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
 async def show_execution(
     execution_id: str,
     wait: float = Query(default=0.0, ge=0, le=300, description="Seconds to wait for a terminal state"),
+    ns: str = NS,
     svc: Services = SVC,
 ):
     deadline = time.monotonic() + wait
@@ -79,25 +83,25 @@ async def show_execution(
     with notifier.subscribe(topics.execution(execution_id)) as woken:
         while True:  # a waiter reads the state alone on each change; the row once, at the end
             woken.clear()
-            state = await svc.db.read(lambda s: executions.state_of(s, execution_id))
+            state = await svc.db.read(lambda s: executions.state_of(s, execution_id, ns))
             remaining = deadline - time.monotonic()
             if ExecutionState(state).is_terminal or remaining <= 0 or notifier.stopped:
-                return await svc.db.read(lambda s: executions.get(s, execution_id))
+                return await svc.db.read(lambda s: executions.get(s, execution_id, ns))
             await notifier.wait(woken, min(remaining, WAIT_RECHECK))
 
 
 @router.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
-async def execution_placement(execution_id: str, svc: Services = SVC):
+async def execution_placement(execution_id: str, ns: str = NS, svc: Services = SVC):
     """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
     fleet_views = svc.dispatcher.snapshot.views
-    return await svc.db.run(lambda s: explain.placement(s, execution_id, fleet_views(s)))
+    return await svc.db.run(lambda s: explain.placement(s, execution_id, fleet_views(s), ns))
 
 
 @router.post("/executions/{execution_id}/cancel", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
-async def cancel_execution(execution_id: str, svc: Services = SVC):
+async def cancel_execution(execution_id: str, ns: str = NS, svc: Services = SVC):
     """At once when no worker holds it (queued, asleep, paused, awaiting a child);
     otherwise its worker stops it. Its children are cancelled too."""
-    execution, workers = await svc.db.run(lambda s: executions.cancel(s, execution_id))
+    execution, workers = await svc.db.run(lambda s: executions.cancel(s, execution_id, ns))
     for worker_name in set(workers):
         svc.wake_worker(worker_name)
     svc.execution_changed(execution_id)
@@ -105,10 +109,10 @@ async def cancel_execution(execution_id: str, svc: Services = SVC):
 
 
 @router.post("/executions/{execution_id}/resume", response_model=ExecutionInfo, dependencies=CLIENT, responses=CHANGE)
-async def resume_execution(execution_id: str, body: ResumeRequest, svc: Services = SVC):
+async def resume_execution(execution_id: str, body: ResumeRequest, ns: str = NS, svc: Services = SVC):
     """Continue a PAUSED execution: its ``pause()`` returns ``input`` (409 unless PAUSED; docs/waits.md)."""
     payloads.check_input(body.input, svc.settings.max_payload_size)
-    execution = await svc.db.run(lambda s: executions.resume(s, execution_id, body.input))
+    execution = await svc.db.run(lambda s: executions.resume(s, execution_id, body.input, ns))
     svc.execution_changed(execution_id)
     return execution
 

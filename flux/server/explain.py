@@ -53,8 +53,8 @@ def attempts_of(session: Session, execution_id: str) -> list[AttemptInfo]:
     return list(found.values())
 
 
-def placement(session: Session, execution_id: str, workers: list[WorkerView]) -> PlacementInfo:
-    execution = executions.get_row(session, execution_id)
+def placement(session: Session, execution_id: str, workers: list[WorkerView], namespace: str | None = None) -> PlacementInfo:
+    execution = executions.get_row(session, execution_id, namespace)
     demand = demand_from_row(execution_id=execution.id, requests=execution.requests, affinity=execution.affinity)
     verdicts = [verdict(demand.request, demand.affinity, worker) for worker in workers]
     states = {worker.name: worker.state for worker in workers}

@@ -132,7 +132,7 @@ def credential_gate(routes: Callable[[], list[BaseRoute]], gates: Mapping[Callab
         nonlocal table
         if table is None:
             table = []
-            for route in _flattened(routes()):
+            for route in flattened(routes()):
                 calls = [d.call for d in getattr(getattr(route, "dependant", None), "dependencies", [])]
                 reason = next((gates[call] for call in calls if call in gates), None)
                 if reason is not None:
@@ -143,7 +143,7 @@ def credential_gate(routes: Callable[[], list[BaseRoute]], gates: Mapping[Callab
     return gate
 
 
-def _flattened(routes: list[Any]) -> list[Any]:
+def flattened(routes: list[Any]) -> list[Any]:
     """Each route with a ``dependant`` and ``path_regex``: the app's own and those of its
     included routers."""
     flat = []

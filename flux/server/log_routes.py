@@ -40,6 +40,7 @@ from flux.server.schemas import (
     LogPage,
     LogStream,
 )
+from flux.server.scope import namespace
 from flux.server.services import Services, services
 
 #: A follower re-reads at least this often without a wake-up (the safety net).
@@ -120,19 +121,20 @@ async def execution_logs(
     limit: int = Query(default=1000, ge=1, le=MAX_LOG_LINES),
     follow: bool = FOLLOW,
     last_event_id: int | None = LAST_EVENT_ID,
+    ns: str = Depends(namespace),
     svc: Services = Depends(services),
 ):
     filters = LogFilter(task=task, attempt=attempt, stream=stream, level=level)
     after = max(after, last_event_id or 0)
     if not wants_stream(request, follow):
-        return (await svc.db.read(lambda s: logs.read(s, execution_id, filters, after, limit))).page
+        return (await svc.db.read(lambda s: logs.read(s, execution_id, filters, after, limit, ns))).page
 
     async def read(cursor: int) -> Step:
-        chunk = await svc.db.read(lambda s: logs.read(s, execution_id, filters, cursor, limit))
+        chunk = await svc.db.read(lambda s: logs.read(s, execution_id, filters, cursor, limit, ns))
         entries = [(line.seq, line.model_dump_json()) for line in chunk.page.lines]
         return Step(entries, chunk.page.next_after, chunk.full, chunk.execution if chunk.ended else None)
 
-    return await follow_stream(svc, execution_id, (topics.Kind.LOGS, topics.Kind.EXECUTION), "log", read, after)
+    return await follow_stream(svc, execution_id, ns, (topics.Kind.LOGS, topics.Kind.EXECUTION), "log", read, after)
 
 
 @router.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT, responses=followable("event", "EventOut"))
@@ -142,25 +144,26 @@ async def execution_events(
     after: int = Query(default=0, ge=0, le=INT64_MAX),
     follow: bool = FOLLOW,
     last_event_id: int | None = LAST_EVENT_ID,
+    ns: str = Depends(namespace),
     svc: Services = Depends(services),
 ):
     after = max(after, last_event_id or 0)
     if not wants_stream(request, follow):
-        return await svc.db.read(lambda s: executions.events(s, execution_id, after))
+        return await svc.db.read(lambda s: executions.events(s, execution_id, after, ns))
 
     async def read(cursor: int) -> Step:
-        execution, events = await svc.db.read(lambda s: _events_after(s, execution_id, cursor))
+        execution, events = await svc.db.read(lambda s: _events_after(s, execution_id, cursor, ns))
         ended = execution if ExecutionState(execution.state).is_terminal else None
         return Step([(e.seq, e.model_dump_json()) for e in events], events[-1].seq if events else cursor, ended=ended)
 
-    return await follow_stream(svc, execution_id, (topics.Kind.EVENTS, topics.Kind.EXECUTION), "event", read, after)
+    return await follow_stream(svc, execution_id, ns, (topics.Kind.EVENTS, topics.Kind.EXECUTION), "event", read, after)
 
 
 
-def _events_after(session, execution_id: str, after: int) -> tuple[ExecutionInfo, list[EventOut]]:  # noqa: ANN001
+def _events_after(session, execution_id: str, after: int, namespace: str) -> tuple[ExecutionInfo, list[EventOut]]:  # noqa: ANN001
     """The execution first, then its events: a terminal state read here means its
     terminal event (appended in the same transaction) is among them."""
-    return executions.get(session, execution_id), executions.events(session, execution_id, after)
+    return executions.get(session, execution_id, namespace), executions.events(session, execution_id, after, namespace)
 
 
 def wants_stream(request: Request, follow: bool) -> bool:
@@ -168,11 +171,12 @@ def wants_stream(request: Request, follow: bool) -> bool:
 
 
 async def follow_stream(
-    svc: Services, execution_id: str, kinds: tuple[topics.Kind, ...], kind: str, read: Callable[[int], Awaitable[Step]], after: int
+    svc: Services, execution_id: str, namespace: str, kinds: tuple[topics.Kind, ...], kind: str,
+    read: Callable[[int], Awaitable[Step]], after: int,
 ) -> EventSourceResponse:
     """An SSE response of ``kind`` events (``id:`` the seq), then ``end``. An unknown
-    execution is a 404 here, before the stream starts."""
-    await svc.db.read(lambda s: executions.get_row(s, execution_id))
+    execution (or one of another namespace) is a 404 here, before the stream starts."""
+    await svc.db.read(lambda s: executions.get_row(s, execution_id, namespace))
     keys = tuple(topics.of(topic, execution_id) for topic in kinds)
     content = _entries(svc.notifier, keys, kind, read, after)
     return EventSourceResponse(content, ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)

@@ -129,12 +129,12 @@ class Chunk:
         return ExecutionState(self.execution.state).is_terminal and not self.full
 
 
-def read(session: Session, execution_id: str, filters: LogFilter, after: int, limit: int) -> Chunk:
+def read(session: Session, execution_id: str, filters: LogFilter, after: int, limit: int, namespace: str | None = None) -> Chunk:
     """Lines after ``after``, oldest first. The execution row is read first, so every
     line up to its ``last_log_seq`` is visible to the query that follows (also under
     PostgreSQL's READ COMMITTED): a page that is not full then moves ``next_after`` up
     to it, and a filtered poll never scans the same lines twice."""
-    row: ExecutionModel = get_row(session, execution_id)
+    row: ExecutionModel = get_row(session, execution_id, namespace)
     last, truncated, execution = row.last_log_seq, row.log_truncated, info(row)
     query = select(*COLUMNS).where(L.execution_id == execution_id, L.seq > after, *filters.clauses()).order_by(L.seq).limit(limit)
     lines = [LogLineOut(**r._mapping) for r in session.execute(query)]  # plain rows: a page is up to 5,000 of them

@@ -15,6 +15,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from flux.domain.namespaces import DEFAULT
 from flux.domain.workers import AllocationMode
 
 
@@ -22,11 +23,30 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, Any: JSON}
 
 
+def namespace_column(primary_key: bool = False) -> Mapped[str]:
+    """The namespace a row belongs to (docs/namespaces.md); rows from before namespaces,
+    and inserts that name none, are ``default``'s."""
+    return mapped_column(String(128), primary_key=primary_key, server_default=DEFAULT)
+
+
+class NamespaceModel(Base):
+    """A namespace: workflows, executions, schedules, secrets and cache entries each
+    belong to one, and their names are unique within it (docs/namespaces.md)."""
+
+    __tablename__ = "namespaces"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    #: ACTIVE, or TERMINATING while a forced delete waits for its executions to end.
+    state: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
 class WorkflowModel(Base):
     __tablename__ = "workflows"
-    __table_args__ = (UniqueConstraint("name", "version", name="uq_workflow_name_version"),)
+    __table_args__ = (UniqueConstraint("namespace", "name", "version", name="uq_workflow_namespace_name_version"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace: Mapped[str] = namespace_column()
     name: Mapped[str] = mapped_column(String(128), index=True)
     version: Mapped[int] = mapped_column(Integer)
     source: Mapped[str] = mapped_column(Text)
@@ -64,19 +84,22 @@ class ExecutionModel(Base):
     #: One index for each order and filter a list serves (newest first, ties by id:
     #: the keyset ``flux.server.executions.history`` pages on), checked with EXPLAIN
     #: in tests/server/test_history.py on both databases. ``state`` serves dispatch's queue too.
+    #: Lists are of one namespace: their indexes lead with it. ``state`` alone (no
+    #: namespace) serves dispatch's queue and the metrics.
     __table_args__ = (
-        Index("ix_executions_order", "scheduled_at", "id"),
+        Index("ix_executions_order", "namespace", "scheduled_at", "id"),
         Index("ix_executions_state_order", "state", "scheduled_at", "id"),
-        Index("ix_executions_workflow_order", "workflow_name", "scheduled_at", "id"),
-        Index("ix_executions_worker_order", "worker_name", "scheduled_at", "id"),
+        Index("ix_executions_namespace_state_order", "namespace", "state", "scheduled_at", "id"),
+        Index("ix_executions_workflow_order", "namespace", "workflow_name", "scheduled_at", "id"),
+        Index("ix_executions_worker_order", "namespace", "worker_name", "scheduled_at", "id"),
         Index("ix_executions_worker_state", "worker_name", "state"),
         Index("ix_executions_finished", "finished_at"),
-        Index("ix_executions_schedule_order", "schedule", "scheduled_at", "id"),
+        Index("ix_executions_schedule_order", "namespace", "schedule", "scheduled_at", "id"),
         #: The idempotency key of a schedule's fire: one execution per due time, across
         #: replicas and crashes (docs/schedules.md). NULLs (runs started by hand) never clash.
         #: A unique index, not a constraint: SQLite would rebuild the table (and drop the
         #: triggers of migration 0009) to add a constraint.
-        Index("uq_execution_schedule_due", "schedule", "scheduled_for", unique=True),
+        Index("uq_execution_schedule_due", "namespace", "schedule", "scheduled_for", unique=True),
         # durable waits and timeouts (docs/waits.md): a parent's children, the sleepers
         # due now, and the deadlines of what has not finished
         Index("ix_executions_parent", "parent_id"),
@@ -86,6 +109,8 @@ class ExecutionModel(Base):
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    #: Its workflow's; a call()'s child lives in its parent's.
+    namespace: Mapped[str] = namespace_column()
     workflow_id: Mapped[int] = mapped_column(ForeignKey("workflows.id"))
     workflow_name: Mapped[str] = mapped_column(String(128))
     workflow_version: Mapped[int] = mapped_column(Integer)
@@ -230,10 +255,15 @@ class ScheduleModel(Base):
     ``next_due`` in the transaction that creates the execution."""
 
     __tablename__ = "schedules"
-    __table_args__ = (Index("ix_schedules_paused_next_fire", "paused", "next_fire_at"),)
+    __table_args__ = (
+        Index("ix_schedules_paused_next_fire", "paused", "next_fire_at"),
+        UniqueConstraint("namespace", "name", name="uq_schedule_namespace_name"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(128), unique=True)
+    #: Where it fires its executions.
+    namespace: Mapped[str] = namespace_column()
+    name: Mapped[str] = mapped_column(String(128))
     workflow_name: Mapped[str] = mapped_column(String(128))
     #: None: the newest version at each fire.
     workflow_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -368,6 +398,8 @@ class TaskCacheModel(Base):
 
     __tablename__ = "task_cache"
 
+    #: The namespace of the executions that share it.
+    namespace: Mapped[str] = namespace_column(primary_key=True)
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     task_name: Mapped[str] = mapped_column(String(128), index=True)
     value: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
@@ -383,6 +415,7 @@ class SecretModel(Base):
 
     __tablename__ = "secrets"
 
+    namespace: Mapped[str] = namespace_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(128), primary_key=True)
     encrypted: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)

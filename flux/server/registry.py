@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from flux.domain.events import ExecutionState
 from flux.domain.workers import Liveness, WorkerState
 from flux.server import topics
+from flux.server.misses import RecentMisses
 
 #: Heartbeats a worker may miss before dispatch stops choosing it.
 STALE_AFTER_MISSED = 3
@@ -116,7 +117,7 @@ class FleetRegistry:
     shared: bool = False
     members: dict[str, Member] = field(default_factory=dict)
     _by_token: dict[str, str] = field(default_factory=dict)
-    _bad_tokens: dict[str, float] = field(default_factory=dict)
+    _bad_tokens: RecentMisses = field(default_factory=lambda: RecentMisses(BAD_TOKEN_TTL, BAD_TOKEN_MAX))
     #: Silence is counted from no earlier than this: the server's start, or the end
     #: of a stretch when the server itself was too busy to hear anyone.
     grace_from: float = field(default_factory=time.time)
@@ -138,7 +139,7 @@ class FleetRegistry:
             member.last_seen = max(member.last_seen, old.last_seen)
         self.members[member.name] = member
         self._by_token[member.token_hash] = member.name
-        self._bad_tokens.pop(member.token_hash, None)
+        self._bad_tokens.forget(member.token_hash)
         self.fleet_changed()
         return member
 
@@ -167,15 +168,10 @@ class FleetRegistry:
         return self.members.get(name) if name is not None else None
 
     def known_bad(self, token_hash: str, now: float) -> bool:
-        until = self._bad_tokens.get(token_hash)
-        return until is not None and until > now
+        return self._bad_tokens.known(token_hash, now)
 
     def remember_bad(self, token_hash: str, now: float) -> None:
-        if len(self._bad_tokens) >= BAD_TOKEN_MAX:
-            self._bad_tokens = {h: t for h, t in self._bad_tokens.items() if t > now}
-            if len(self._bad_tokens) >= BAD_TOKEN_MAX:
-                self._bad_tokens.clear()
-        self._bad_tokens[token_hash] = now + BAD_TOKEN_TTL
+        self._bad_tokens.remember(token_hash, now)
 
     # --- liveness --------------------------------------------------------------------
 

@@ -158,6 +158,7 @@ class WaitInfo(BaseModel):
 
 class ExecutionInfo(BaseModel):
     id: str
+    namespace: str = Field(default="default", description="The namespace it belongs to (docs/namespaces.md)")
     workflow_name: str
     workflow_version: int
     state: ExecutionState

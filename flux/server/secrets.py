@@ -18,9 +18,11 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from flux.domain.namespaces import DEFAULT
 from flux.domain.secrets import check_secret_value
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.models import SecretModel
+from flux.server.namespaces import require_active
 from flux.server.schemas import SecretInfo
 
 KEY_ENV = "FLUX_SECRETS_KEY"
@@ -62,7 +64,7 @@ def _info(row: SecretModel) -> SecretInfo:
     return SecretInfo(name=row.name, created_at=row.created_at, updated_at=row.updated_at)
 
 
-def put(session: Session, keys: MultiFernet | None, name: str, value: str) -> SecretInfo:
+def put(session: Session, keys: MultiFernet | None, name: str, value: str, namespace: str = DEFAULT) -> SecretInfo:
     if keys is None:
         raise Conflict(NO_KEY)
     try:
@@ -71,9 +73,10 @@ def put(session: Session, keys: MultiFernet | None, name: str, value: str) -> Se
         raise Invalid(str(exc)) from None
     now = time.time()
     encrypted = keys.encrypt(value.encode()).decode()
-    row = session.get(SecretModel, name)
+    require_active(session, namespace)
+    row = session.get(SecretModel, (namespace, name))
     if row is None:
-        row = SecretModel(name=name, encrypted=encrypted, created_at=now, updated_at=now)
+        row = SecretModel(namespace=namespace, name=name, encrypted=encrypted, created_at=now, updated_at=now)
         session.add(row)
     else:
         row.encrypted, row.updated_at = encrypted, now
@@ -81,21 +84,24 @@ def put(session: Session, keys: MultiFernet | None, name: str, value: str) -> Se
     return _info(row)
 
 
-def listed(session: Session) -> list[SecretInfo]:
+def listed(session: Session, namespace: str = DEFAULT) -> list[SecretInfo]:
     """Names and times, never values."""
-    return [_info(row) for row in session.scalars(select(SecretModel).order_by(SecretModel.name))]
+    query = select(SecretModel).where(SecretModel.namespace == namespace).order_by(SecretModel.name)
+    return [_info(row) for row in session.scalars(query)]
 
 
-def delete(session: Session, name: str) -> None:
-    row = session.get(SecretModel, name)
+def delete(session: Session, name: str, namespace: str = DEFAULT) -> None:
+    row = session.get(SecretModel, (namespace, name))
     if row is None:
         raise NotFound(f"secret {name!r} not found")
     session.delete(row)
 
 
-def values_for(session: Session, keys: MultiFernet | None, names: list[str]) -> dict[str, str]:
-    """The decrypted values of ``names`` (the caller has fenced the attempt that asks)."""
-    rows = {row.name: row for row in session.scalars(select(SecretModel).where(SecretModel.name.in_(names)))}
+def values_for(session: Session, keys: MultiFernet | None, names: list[str], namespace: str = DEFAULT) -> dict[str, str]:
+    """The decrypted values of ``names`` in the namespace of the execution that asks
+    (the caller has fenced its attempt)."""
+    query = select(SecretModel).where(SecretModel.namespace == namespace, SecretModel.name.in_(names))
+    rows = {row.name: row for row in session.scalars(query)}
     missing = [name for name in names if name not in rows]
     if missing:
         raise NotFound(f"secret(s) not set: {', '.join(missing)} (flux secret set NAME)")

@@ -1,7 +1,7 @@
 """What routes need, in one typed object: the database, the notifier, dispatch, the
-fleet in memory, metrics and settings. Routes reach it as a FastAPI dependency
-(``svc: Services = Depends(services)``); this module alone knows it lives on
-``app.state``, so no route reaches into the app for an untyped attribute."""
+fleet in memory, client tokens, the audit trail, the namespaces, metrics and settings.
+Routes reach it as a FastAPI dependency (``svc: Services = Depends(services)``); this
+module alone knows it lives on ``app.state``, so no route reaches into the app for an untyped attribute."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ from fastapi import FastAPI, Request
 
 from flux.domain.attempts import AttemptPolicy
 from flux.server import topics
+from flux.server.audit import AuditTrail
 from flux.server.database import Database
 from flux.server.dispatch import Dispatcher
 from flux.server.metrics import ServerMetrics
+from flux.server.namespaces import NamespaceCache
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry
 from flux.server.settings import ServerSettings
+from flux.server.tokens import TokenCache
 
 
 @dataclass
@@ -29,13 +32,19 @@ class Services:
     #: The secrets store's keys; None: no secrets key (docs/tasks.md#secrets).
     secrets_keys: MultiFernet | None
     bootstrap_token: bytes
-    #: With --api-token, every client call must carry it.
+    #: With --api-token, every client call must carry it or another token (``tokens``).
     api_token: bytes | None
+    #: Mutating client calls, waiting to be written (``flux.server.audit``).
+    audit: AuditTrail = field(default_factory=AuditTrail)
     db: Database = field(init=False)
     registry: FleetRegistry = field(init=False)
     notifier: Notifier = field(init=False)
     metrics: ServerMetrics = field(init=False)
     dispatcher: Dispatcher = field(init=False)
+    #: Every namespace's state, so that a request's namespace costs no query.
+    namespaces: NamespaceCache = field(default_factory=NamespaceCache)
+    #: Client tokens by hash, this replica's copy (``flux.server.tokens``).
+    tokens: TokenCache = field(init=False)
 
     def wake_worker(self, name: str | None) -> None:
         """Its claim (here or on another replica) re-reads what it holds."""

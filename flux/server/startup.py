@@ -25,6 +25,7 @@ from flux.server.serve import long_polls_end_on_stop
 from flux.server.services import Services
 from flux.server.shedding import LoadShedding
 from flux.server.timers import Timers
+from flux.server.tokens import TokenCache
 
 #: The GIL hand-over interval of a server process. Database work runs on threads
 #: beside the event loop; with CPython's default 5 ms, a loop kept busy by a thousand
@@ -72,6 +73,8 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
     svc.notifier = Notifier()
     svc.notifier.hooks.append(svc.registry.on_notify)
     svc.notifier.hooks.append(watch.relay(svc.notifier))  # GET /watch/executions
+    svc.tokens = TokenCache(svc.db.read)
+    svc.notifier.hooks.append(svc.tokens.on_notify)  # a revocation on any replica
     broadcast = None
     if shared:
         broadcast = PostgresBroadcast(svc.db.url, svc.notifier.notify_local)
@@ -83,12 +86,12 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
 
 
 def _loops(svc: Services) -> tuple[LivenessKeeper, list[asyncio.Task]]:
-    """Dispatch, liveness, schedules, timers and retention, each a task of its own."""
+    """Dispatch, liveness, schedules, timers, the audit trail's writes and retention, each a task of its own."""
     shared, kick, policy = svc.registry.shared, svc.dispatcher.kick, svc.policy
     keeper = LivenessKeeper(svc.db, svc.registry, svc.notifier, svc.metrics, svc.settings.eviction_grace_period, kick, policy)
     firing = schedules.ScheduleLoop(svc.db, svc.notifier, svc.metrics, kick, policy, shared)
     timers = Timers(svc.db, svc.notifier, kick, shared=shared)  # due sleeps, timeouts (docs/waits.md)
-    loops = [asyncio.create_task(loop) for loop in (svc.dispatcher.run(), keeper.run(), firing.run(), timers.run())]
+    loops = [asyncio.create_task(loop) for loop in (svc.dispatcher.run(), keeper.run(), firing.run(), timers.run(), svc.audit.run(svc.db))]
     if svc.settings.retention:
         loops.append(asyncio.create_task(retention.keep(svc.db, svc.settings.retention)))
     return keeper, loops
@@ -100,6 +103,8 @@ async def _close(svc: Services, keeper: LivenessKeeper, loops: list[asyncio.Task
     await asyncio.gather(*loops, return_exceptions=True)
     with contextlib.suppress(Exception):
         await keeper.flush()  # a restarted server then shows when each worker was last heard
+    with contextlib.suppress(Exception):
+        await svc.audit.flush(svc.db)  # the calls of the last moments
     if broadcast is not None:
         await broadcast.close()
     svc.db.close()

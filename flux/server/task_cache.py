@@ -1,5 +1,5 @@
-"""The task cache: results of ``cache=True`` tasks, shared by every execution
-(docs/tasks.md#cache).
+"""The task cache: results of ``cache=True`` tasks, shared by every execution of a
+namespace (docs/tasks.md#cache, docs/namespaces.md).
 
 Written on the checkpoint path: a TASK_CACHE_STORED event (``{"key", "ttl"}``) follows
 the task's TASK_COMPLETED, and the server stores that result under the key in the
@@ -19,20 +19,36 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from flux.domain.events import EventType
-from flux.server.errors import Invalid
+from flux.domain.events import HOLDING_STATES, EventType
+from flux.domain.namespaces import DEFAULT
+from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.models import ExecutionEventModel, ExecutionModel, TaskCacheModel
 
 STORED = EventType.TASK_CACHE_STORED.value
 COMPLETED = EventType.TASK_COMPLETED.value
 
 
-def lookup(session: Session, key: str, now: float | None = None) -> tuple[bool, Any]:
-    """(True, the result) for a live entry, else (False, None)."""
-    row = session.get(TaskCacheModel, key)
+def lookup(session: Session, key: str, now: float | None = None, namespace: str = DEFAULT) -> tuple[bool, Any]:
+    """(True, the result) for a live entry of ``namespace``, else (False, None)."""
+    row = session.get(TaskCacheModel, (namespace, key))
     if row is None or (row.expires_at is not None and row.expires_at <= (now or time.time())):
         return False, None
     return True, row.value
+
+
+def lookup_for(session: Session, worker_name: str, key: str, execution_id: str | None) -> tuple[bool, Any]:
+    """A worker's lookup, in the namespace of the execution it names, which it must
+    hold: it cannot read another namespace's entries. A worker older than namespaces
+    names none: ``default``'s."""
+    namespace = DEFAULT
+    if execution_id is not None:
+        execution = session.get(ExecutionModel, execution_id)
+        if execution is None:
+            raise NotFound(f"execution {execution_id!r} not found")
+        if execution.worker_name != worker_name or execution.state not in HOLDING_STATES:
+            raise Conflict(f"execution {execution_id} is not held by worker {worker_name!r}")
+        namespace = execution.namespace
+    return lookup(session, key, namespace=namespace)
 
 
 def record(session: Session, execution: ExecutionModel, events: Sequence[Any]) -> int:
@@ -44,8 +60,8 @@ def record(session: Session, execution: ExecutionModel, events: Sequence[Any]) -
         key, ttl = _stored_value(event.value)
         result = _result_of(session, execution.id, event.task_id, events)
         now = event.time
-        _upsert(session, dict(key=key, task_name=event.name or "", value=result, created_at=now,
-                              expires_at=now + ttl if ttl else None, execution_id=execution.id))
+        _upsert(session, dict(namespace=execution.namespace, key=key, task_name=event.name or "", value=result,
+                              created_at=now, expires_at=now + ttl if ttl else None, execution_id=execution.id))
         stored += 1
     return stored
 
@@ -81,12 +97,14 @@ def _upsert(session: Session, row: dict) -> None:
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     statement = insert(TaskCacheModel).values(**row)
     updated = {name: statement.excluded[name] for name in ("task_name", "value", "created_at", "expires_at", "execution_id")}
-    session.execute(statement.on_conflict_do_update(index_elements=[TaskCacheModel.key], set_=updated))
+    keys = [TaskCacheModel.namespace, TaskCacheModel.key]
+    session.execute(statement.on_conflict_do_update(index_elements=keys, set_=updated))
 
 
-def clear(session: Session, task: str | None = None, expired_only: bool = False, now: float | None = None) -> int:
-    """Delete entries (one task's with ``task``; only expired ones with ``expired_only``)."""
-    statement = delete(TaskCacheModel)
+def clear(session: Session, task: str | None = None, expired_only: bool = False, now: float | None = None,
+          namespace: str = DEFAULT) -> int:
+    """Delete entries of ``namespace`` (one task's with ``task``; only expired ones with ``expired_only``)."""
+    statement = delete(TaskCacheModel).where(TaskCacheModel.namespace == namespace)
     if task is not None:
         statement = statement.where(TaskCacheModel.task_name == task)
     if expired_only:

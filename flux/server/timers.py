@@ -1,6 +1,8 @@
 """The server's clock for executions (docs/waits.md): sleepers whose time has come are
 queued again (``executions.wake_due``) and executions past their workflow's ``timeout``
-end TIMED_OUT (``executions.expire_deadlines``).
+end TIMED_OUT (``executions.expire_deadlines``). It also finishes deleting namespaces
+left TERMINATING once their executions have ended (``namespace_deletion``, looked at
+every ``TICK`` while there are any: an execution's end is a change it hears of).
 
 An idle server spends nothing on it: the loop keeps the earliest due time in memory
 (two index lookups: the first sleeper's ``ready_at``, the first unfinished ``deadline``)
@@ -18,7 +20,7 @@ import logging
 import time
 from typing import Callable
 
-from flux.server import executions, topics
+from flux.server import executions, namespace_deletion, topics
 from flux.server.database import Database
 from flux.server.notify import Notifier
 
@@ -45,9 +47,10 @@ class Timers:
             self._changed.set()
 
     async def run(self) -> None:
-        wake, deadline = await self._look()
+        wake, deadline, terminating = await self._look()
         while True:
-            due = min((t for t in (wake, deadline) if t is not None), default=None)
+            purge_at = time.time() + self.tick if terminating else None
+            due = min((t for t in (wake, deadline, purge_at) if t is not None), default=None)
             timeout = None if due is None else max(due - time.time(), 0.0)
             if self.shared:
                 timeout = SAFETY if timeout is None else min(timeout, SAFETY)
@@ -56,7 +59,9 @@ class Timers:
             self._changed.clear()
             try:
                 await self.fire(time.time(), wake, deadline)
-                wake, deadline = await self._look()
+                if terminating:
+                    await namespace_deletion.finish_terminating(self.db, namespace_deletion.announce(self.notifier, self.kick))
+                wake, deadline, terminating = await self._look()
             except Exception:  # noqa: BLE001 - a failed look (database away, a replica's race) is retried
                 log.exception("timers failed; retrying in %gs", self.tick)
                 await asyncio.sleep(self.tick)
@@ -74,9 +79,12 @@ class Timers:
                 return changed
             await asyncio.sleep(0)
 
-    async def _look(self) -> tuple[float | None, float | None]:
-        """When the first sleeper is due, and the earliest deadline (None: nothing)."""
-        return await self.db.read(lambda s: (executions.first_wake(s), executions.first_deadline(s)))
+    async def _look(self) -> tuple[float | None, float | None, bool]:
+        """When the first sleeper is due, and the earliest deadline (None: nothing); and
+        whether a namespace is TERMINATING."""
+        return await self.db.read(
+            lambda s: (executions.first_wake(s), executions.first_deadline(s), bool(namespace_deletion.terminating(s)))
+        )
 
     async def fire(self, now: float, wake: float | None, deadline: float | None) -> None:
         """Act on what the last look found due by ``now`` (a look after every change keeps it current)."""

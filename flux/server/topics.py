@@ -7,7 +7,8 @@ other replicas (keys cross them through ``flux.server.broadcast``), spell it ali
 - ``execution:ID``: an execution changed state; ``events:ID``: a checkpoint; ``logs:ID``: new lines;
 - ``status:NAME``: a worker's stored sample or drain changed (dispatch re-reads it);
 - ``auth:NAME:PREFIX``: a worker's session token changed (``-``: revoked);
-- ``executions`` (``watch``) and ``schedules`` (the firing loop) carry no subject.
+- ``executions`` (``watch``), ``schedules`` (the firing loop) and ``tokens`` (a client
+  token was revoked: every replica reads the tokens again) carry no subject.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class Kind(StrEnum):
 EXECUTIONS = "executions"
 #: Wakes the schedules' firing loop.
 SCHEDULES = "schedules"
+#: A client token was revoked (``flux.server.tokens.TokenCache``).
+TOKENS = "tokens"
 #: How much of a token's hash an ``auth`` key carries; ``REVOKED`` stands for none.
 TOKEN_PREFIX, REVOKED = 16, "-"
 #: The kinds whose keys mean an execution may have changed (its state, events, or new claims).

@@ -38,6 +38,7 @@ from flux.server.log_routes import FOLLOW_RECHECK, LAST_EVENT_ID, PING, SEND_TIM
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server.notify import Notifier
 from flux.server.schemas import ExecutionChange, ExecutionChanges
+from flux.server.scope import namespace
 from flux.server.services import Services, services
 
 #: The notifier key every follower waits on.
@@ -90,13 +91,14 @@ async def watch_executions(
     after: int | None = Query(default=None, ge=0, le=INT64_MAX, description="Changes after this cursor; default: from now"),
     follow: bool = Query(default=False, description="Stream changes as Server-Sent Events"),
     last_event_id: int | None = LAST_EVENT_ID,
+    ns: str = Depends(namespace),
     svc: Services = Depends(services),
 ):
-    """Execution state changes, as JSON or Server-Sent Events (docs/console.md)."""
+    """The namespace's execution state changes, as JSON or Server-Sent Events (docs/console.md)."""
     db = svc.db
     if after is None and last_event_id is None:
         after = await db.read(newest_event_id)
-    watch = Watch(max(after or 0, last_event_id or 0), workflow, state.upper() if state else None)
+    watch = Watch(max(after or 0, last_event_id or 0), ns, workflow, state.upper() if state else None)
     if not wants_stream(request, follow):
         changed, _ = await db.read(watch.read)
         return ExecutionChanges(changes=[change for _, change in changed], cursor=watch.cursor)
@@ -113,8 +115,8 @@ def newest_event_id(session: Session) -> int:
 class Watch:
     """One stream's cursor, its filters and the ids it skipped."""
 
-    def __init__(self, cursor: int, workflow: str | None, state: str | None):
-        self.cursor, self.workflow, self.state = cursor, workflow, state
+    def __init__(self, cursor: int, namespace: str, workflow: str | None, state: str | None):
+        self.cursor, self.namespace, self.workflow, self.state = cursor, namespace, workflow, state
         self.gaps: dict[int, float] = {}
 
     def read(self, session: Session) -> tuple[list[tuple[int, ExecutionChange]], bool]:
@@ -130,7 +132,7 @@ class Watch:
             newest[row.execution_id] = row.id
         if not newest:
             return [], False
-        query = select(ExecutionModel).where(ExecutionModel.id.in_(list(newest)))
+        query = select(ExecutionModel).where(ExecutionModel.id.in_(list(newest)), ExecutionModel.namespace == self.namespace)
         if self.workflow:
             query = query.where(ExecutionModel.workflow_name == self.workflow)
         if self.state:

@@ -11,9 +11,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from flux.domain.numbers import INT64_MAX
 from flux.server import executions, paging, payloads, workflows
 from flux.server.auth import CLIENT
-from flux.server.errors import PUBLIC, READ, READ_ONE
+from flux.server.errors import CHANGE, PUBLIC, READ, READ_ONE, responses
 from flux.server.metrics import ServerMetrics
 from flux.server.schemas import ExecutionInfo, RunRequest, WorkflowInfo, WorkflowRegistration
+from flux.server.scope import namespace
 from flux.server.services import Services, services
 from flux.server.workers.draining import liveness
 
@@ -33,36 +34,41 @@ async def metrics(svc: Services = Depends(services)) -> Response:
     return Response(svc.metrics.render(snapshot), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=READ)
-async def register_workflows(body: WorkflowRegistration, svc: Services = Depends(services)):
+NS = Depends(namespace)
+
+
+@router.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=responses(401, 409, 413, 422))
+async def register_workflows(body: WorkflowRegistration, ns: str = NS, svc: Services = Depends(services)):
     fleet_views = svc.dispatcher.snapshot.views
-    registered = await svc.db.run(lambda s: workflows.register(s, body, fleet_views(s)))
+    registered = await svc.db.run(lambda s: workflows.register(s, ns, body, fleet_views(s)))
     svc.dispatcher.kick()  # what waited on an older version may fit now
     return registered
 
 
 @router.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ)
 async def list_workflows(request: Request, response: Response, limit: int = paging.PAGE_LIMIT, after: str | None = paging.AFTER_NAME,
-                         svc: Services = Depends(services)):
+                         ns: str = NS, svc: Services = Depends(services)):
     """The newest version of each workflow, by name, a page at a time (``X-Next-Cursor``)."""
-    rows = await svc.db.read(lambda s: workflows.list_latest(s, limit + 1, after))
+    rows = await svc.db.read(lambda s: workflows.list_latest(s, ns, limit + 1, after))
     return paging.by_name(request, response, rows, limit)
 
 
 @router.get("/workflows/{name}/versions", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ_ONE)
-async def workflow_versions(name: str, svc: Services = Depends(services)):
+async def workflow_versions(name: str, ns: str = NS, svc: Services = Depends(services)):
     """Every version of a workflow, oldest first; each stays runnable (``"version": N`` in a run)."""
-    return await svc.db.read(lambda s: workflows.versions(s, name))
+    return await svc.db.read(lambda s: workflows.versions(s, ns, name))
 
 
 @router.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT, responses=READ_ONE)
-async def show_workflow(name: str, version: int | None = Query(default=None, ge=1, le=INT64_MAX), svc: Services = Depends(services)):
-    return await svc.db.read(lambda s: workflows.info(workflows.get(s, name, version), with_source=True))
+async def show_workflow(name: str, version: int | None = Query(default=None, ge=1, le=INT64_MAX), ns: str = NS,
+                        svc: Services = Depends(services)):
+    return await svc.db.read(lambda s: workflows.info(workflows.get(s, ns, name, version), with_source=True))
 
 
-@router.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=READ_ONE)
-async def run_workflow(name: str, body: RunRequest, svc: Services = Depends(services)):
+@router.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=CHANGE)
+async def run_workflow(name: str, body: RunRequest, ns: str = NS, svc: Services = Depends(services)):
+    """409 while the namespace is being deleted (checked with the workflow, in one read)."""
     payloads.check_input(body.input, svc.settings.max_payload_size)
-    execution = await svc.db.run(lambda s: executions.submit(s, name, body, svc.policy))
+    execution = await svc.db.run(lambda s: executions.submit(s, ns, name, body, svc.policy))
     svc.execution_changed(execution.id)  # whoever watches the list; dispatch
     return execution

@@ -21,10 +21,12 @@ from flux.registration import StaticError, read_bundle
 from flux.registration.bundle import stored_request
 from flux.domain.sources import source_digest
 from flux.domain.events import ExecutionState
-from flux.server.models import ExecutionModel, WorkflowModel
+from flux.domain.namespaces import NamespaceState
+from flux.server.models import ExecutionModel, NamespaceModel, WorkflowModel
 from flux.scheduling.explain import infeasibility
 from flux.scheduling.snapshot import WorkerView
 from flux.server.errors import Invalid, NotFound
+from flux.server.namespaces import being_deleted, require_active
 from flux.server.schemas import BundleRegistration, WorkflowInfo, WorkflowRegistration
 from flux.model.workflow import validate_affinity, validate_routing
 
@@ -66,7 +68,7 @@ class NewVersion:
                 self.bundle_sha256, self.module, self.timeout)
 
 
-def register(session: Session, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:
+def register(session: Session, namespace: str, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:
     """Store each workflow a client read from one source file (the API of hand-written
     calls; ``flux workflow register`` sends bundles: ``register_bundle``)."""
     _check_source(registration)
@@ -87,7 +89,7 @@ def register(session: Session, registration: WorkflowRegistration, fleet: list[W
             spec.pending_timeout, spec.max_attempts, registration.source, digest, registration.filename,
             timeout=spec.timeout,
         ))
-    return store(session, versions, fleet)
+    return store(session, namespace, versions, fleet)
 
 
 def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[NewVersion]:
@@ -109,16 +111,17 @@ def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[Ne
         raise Invalid(str(exc)) from None
 
 
-def store(session: Session, versions: list[NewVersion], fleet: list[WorkerView]) -> list[WorkflowInfo]:
-    """Store a new version of each workflow that changed; an unchanged one keeps its
-    version (registering is idempotent).
+def store(session: Session, namespace: str, versions: list[NewVersion], fleet: list[WorkerView]) -> list[WorkflowInfo]:
+    """Store a new version of each workflow that changed in ``namespace``; an unchanged
+    one keeps its version (registering is idempotent).
 
     Each returned workflow carries a warning when no worker in ``fleet`` (the
     registered workers) could ever satisfy it; it is registered all the same.
     """
+    require_active(session, namespace)
     stored = []
     for new in versions:
-        latest = _latest(session, new.name)
+        latest = _latest(session, namespace, new.name)
         warnings = _warnings(new.request, new.affinity, fleet)
         if latest and (
             latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout,
@@ -127,6 +130,7 @@ def store(session: Session, versions: list[NewVersion], fleet: list[WorkerView])
             stored.append((latest, warnings))
             continue
         row = WorkflowModel(
+            namespace=namespace,
             name=new.name,
             version=(latest.version + 1) if latest else 1,
             source=new.source,
@@ -172,6 +176,7 @@ def _requeue_waiting_on(session: Session, row: WorkflowModel) -> None:
     session.execute(
         update(ExecutionModel)
         .where(
+            ExecutionModel.namespace == row.namespace,
             ExecutionModel.workflow_name == row.name,
             ExecutionModel.workflow_version < row.version,
             ExecutionModel.state == ExecutionState.SCHEDULED.value,
@@ -190,9 +195,13 @@ def _warnings(request: ResourceRequest | None, affinity: dict | None, fleet: lis
     return [reason] if reason else []
 
 
-def _latest(session: Session, name: str) -> WorkflowModel | None:
+def _named(namespace: str, name: str):  # noqa: ANN202 - a WHERE clause
+    return (WorkflowModel.namespace == namespace) & (WorkflowModel.name == name)
+
+
+def _latest(session: Session, namespace: str, name: str) -> WorkflowModel | None:
     return session.scalars(
-        select(WorkflowModel).where(WorkflowModel.name == name).order_by(WorkflowModel.version.desc()).limit(1)
+        select(WorkflowModel).where(_named(namespace, name)).order_by(WorkflowModel.version.desc()).limit(1)
     ).first()
 
 
@@ -210,28 +219,36 @@ HEADER = (
 )
 
 
-_NEWEST = select(*HEADER).where(WorkflowModel.name == bindparam("name")).order_by(WorkflowModel.version.desc()).limit(1)
-_VERSION = select(*HEADER).where(WorkflowModel.name == bindparam("name"), WorkflowModel.version == bindparam("version"))
+#: The namespace's state comes with the version, in the same read: a run into a
+#: namespace being deleted is refused at no extra query.
+_HEADER = (
+    select(*HEADER, NamespaceModel.state.label("namespace_state"))
+    .join(NamespaceModel, NamespaceModel.name == WorkflowModel.namespace)
+    .where(_named(bindparam("namespace"), bindparam("name")))
+)
+_NEWEST = _HEADER.order_by(WorkflowModel.version.desc()).limit(1)
+_VERSION = _HEADER.where(WorkflowModel.version == bindparam("version"))
 
 
-def header(session: Session, name: str, version: int | None = None):
-    """The columns of one workflow version (the newest by default) that a run needs."""
+def header(session: Session, namespace: str, name: str, version: int | None = None):
+    """The columns of one workflow version (the newest by default) that a run needs;
+    409 while its namespace is being deleted."""
     if version is None:
-        row = session.execute(_NEWEST, {"name": name}).first()
+        row = session.execute(_NEWEST, {"namespace": namespace, "name": name}).first()
     else:
-        row = session.execute(_VERSION, {"name": name, "version": version}).first()
+        row = session.execute(_VERSION, {"namespace": namespace, "name": name, "version": version}).first()
     if row is None:
         raise _not_found(name, version)
+    if row.namespace_state != NamespaceState.ACTIVE.value:
+        raise being_deleted(namespace)
     return row
 
 
-def get(session: Session, name: str, version: int | None = None) -> WorkflowModel:
+def get(session: Session, namespace: str, name: str, version: int | None = None) -> WorkflowModel:
     if version is None:
-        row = _latest(session, name)
+        row = _latest(session, namespace, name)
     else:
-        row = session.scalars(
-            select(WorkflowModel).where(WorkflowModel.name == name, WorkflowModel.version == version)
-        ).first()
+        row = session.scalars(select(WorkflowModel).where(_named(namespace, name), WorkflowModel.version == version)).first()
     if row is None:
         raise _not_found(name, version)
     return row
@@ -242,23 +259,26 @@ def _not_found(name: str, version: int | None) -> NotFound:
     return NotFound(f"workflow {name!r}{suffix} is not registered")
 
 
-def list_latest(session: Session, limit: int | None = None, after: str | None = None) -> list[WorkflowInfo]:
+def list_latest(session: Session, namespace: str, limit: int | None = None, after: str | None = None) -> list[WorkflowInfo]:
     """The newest version of each workflow, by name; ``limit`` of them after the name ``after``."""
-    newest = select(WorkflowModel.name, func.max(WorkflowModel.version).label("version")).group_by(WorkflowModel.name)
+    newest = (
+        select(WorkflowModel.name, func.max(WorkflowModel.version).label("version"))
+        .where(WorkflowModel.namespace == namespace).group_by(WorkflowModel.name)
+    )
     if after is not None:
         newest = newest.where(WorkflowModel.name > after)
     newest = newest.order_by(WorkflowModel.name).limit(limit).subquery()
     rows = session.scalars(
         select(WorkflowModel)
-        .join(newest, (WorkflowModel.name == newest.c.name) & (WorkflowModel.version == newest.c.version))
+        .join(newest, _named(namespace, newest.c.name) & (WorkflowModel.version == newest.c.version))
         .order_by(WorkflowModel.name)
     )
     return [info(row) for row in rows]
 
 
-def versions(session: Session, name: str) -> list[WorkflowInfo]:
+def versions(session: Session, namespace: str, name: str) -> list[WorkflowInfo]:
     """Every stored version of a workflow, oldest first (404 if it has none)."""
-    rows = session.scalars(select(WorkflowModel).where(WorkflowModel.name == name).order_by(WorkflowModel.version)).all()
+    rows = session.scalars(select(WorkflowModel).where(_named(namespace, name)).order_by(WorkflowModel.version)).all()
     if not rows:
         raise _not_found(name, None)
     return [info(row) for row in rows]
@@ -293,21 +313,28 @@ class Code:
     module: str | None
 
 
-_SOURCES: dict[tuple[str, int], Code] = {}
+_SOURCES: dict[tuple[str, str, int, int], Code] = {}
 #: Versions whose source is kept in memory; a version never changes once stored.
 SOURCE_CACHE = 256
 
 
-def code_of(session: Session, name: str, version: int) -> Code:
-    """The code of one workflow version, read once per process: a stored version is
-    immutable, so every delivery after the first costs no query."""
-    key = (name, version)
+def code_of(session: Session, execution: ExecutionModel) -> Code:
+    """The code of an execution's workflow version, read once per process: a stored
+    version is immutable, so every delivery after the first costs no query. Keyed by
+    the row's id too: a namespace deleted and made again holds other versions."""
+    key = (execution.namespace, execution.workflow_name, execution.workflow_version, execution.workflow_id)
     cached = _SOURCES.get(key)
     if cached is None:
-        row = get(session, name, version)
+        row = get(session, execution.namespace, execution.workflow_name, execution.workflow_version)
         if len(_SOURCES) >= SOURCE_CACHE:
             _SOURCES.pop(next(iter(_SOURCES)))
         # a bundle's module is imported from the bundle: its text need not travel
         source = "" if row.bundle_sha256 else row.source
         cached = _SOURCES[key] = Code(source, row.filename, row.bundle_sha256, row.module)
     return cached
+
+
+def forget(namespace: str) -> None:
+    """``namespace`` was deleted: its versions' code leaves this process's memory."""
+    for key in [key for key in _SOURCES if key[0] == namespace]:
+        del _SOURCES[key]

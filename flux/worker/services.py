@@ -47,7 +47,8 @@ class AttemptServices:
         """What the attempt asked, answered as JSON (the programming model's side reads it)."""
         try:
             if kind == "cache.lookup":
-                reply = await self.call("/cache/lookup", CacheLookup(key=body["key"]), reply=CacheLookupReply)
+                asked = CacheLookup(key=body["key"], execution=self.job.id)  # its namespace's entries answer
+                reply = await self.call("/cache/lookup", asked, reply=CacheLookupReply)
                 return reply.model_dump()
             if kind == "secrets":
                 return (await self._secrets(list(body["names"]))).model_dump()

@@ -363,7 +363,7 @@ def test_client_section_of_flux_toml_sets_every_client_command(fleet, tmp_path):
 
     (tmp_path / "flux.toml").write_text('[client]\napi_token = "secret"\n')
     line = one_error_line(flux("workflow", "list", cwd=tmp_path))
-    assert "[client]: unknown setting(s) api_token (known: api_token_file, format, server_url)" in line
+    assert "[client]: unknown setting(s) api_token (known: api_token_file, format, namespace, server_url)" in line
 
 
 def test_client_section_api_token_file_and_the_api_token_flag(make_cluster, tmp_path):

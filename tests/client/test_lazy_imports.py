@@ -25,7 +25,7 @@ def _modules_after(code: str, prefixes: tuple[str, ...] = ("flux",)) -> set[str]
 
 MODEL = {"flux.model.workflow", "flux.model.task", "flux.model.runtime", "flux.model.composition", "flux.model.determinism"}
 CLIENT_COMMANDS = {"flux.cli.executions", "flux.cli.workflows", "flux.cli.schedules", "flux.cli.cache",
-                   "flux.cli.secrets", "flux.cli.workers", "flux.cli.watch"}
+                   "flux.cli.secrets", "flux.cli.workers", "flux.cli.watch", "flux.cli.tokens", "flux.cli.audit"}
 
 
 def test_the_worker_command_loads_neither_the_client_commands_nor_the_programming_model():

@@ -302,7 +302,7 @@ def test_the_server_stores_cache_entries_on_checkpoint_and_keeps_secrets_encrypt
     request.getfixturevalue("monkeypatch").setenv(secrets.KEY_ENV, Fernet.generate_key().decode())
     keys = secrets.keyring()
     event = lambda type_, value, at=1.0: SimpleNamespace(type=type_, name="square", task_id="square:1", value=value, time=at)  # noqa: E731
-    execution = SimpleNamespace(id="e" * 32)
+    execution = SimpleNamespace(id="e" * 32, namespace="default")
     with Session(engine) as session, session.begin():
         batch = [event("TASK_COMPLETED", 81), event("TASK_CACHE_STORED", {"key": "a" * 64, "ttl": 10})]
         assert task_cache.record(session, execution, batch) == 1

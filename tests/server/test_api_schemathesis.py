@@ -46,9 +46,20 @@ class Api:
 
     def prepare(self, case) -> dict[str, str]:
         """The credential each operation takes; long polls made short; heartbeats and
-        claims sent as the registered worker."""
+        claims sent as the registered worker; namespaced calls mostly into 'default'
+        (where the workflow is), so that they reach past the 404 of an unknown namespace;
+        each token made under a name of its own (a name is taken for good, even after
+        revocation, so the same sequence drawn again would meet a 409 where it met a 201,
+        and the stateful run's links would differ between two runs of one example:
+        hypothesis calls that flaky)."""
+        if isinstance(case.path_parameters, dict) and "namespace" in case.path_parameters:
+            generated = str(case.path_parameters["namespace"])
+            if sum(map(ord, generated)) % 4:  # decided by the case alone: hypothesis replays it alike
+                case.path_parameters["namespace"] = "default"
         if case.operation.path == "/workers/{name}/claim" and isinstance(case.body, dict):
             case.body["wait"] = 0  # its default is 20 s
+        if case.operation.path == "/tokens" and isinstance(case.body, dict) and isinstance(case.body.get("name"), str):
+            case.body["name"] = f"t{secrets.token_hex(8)}{case.body['name']}"[:128]
         if isinstance(case.query, dict) and "wait" in case.query:
             case.query["wait"] = 0
         if isinstance(case.query, dict) and case.query.get("follow"):
@@ -130,7 +141,11 @@ def fuzz_operation(api: Api, operation) -> None:
 
 @pytest.mark.timeout(120 * SCALE)
 def test_stateful_sequences(api: Api, api_schema):
-    machine = api_schema.as_state_machine()
+    # Creating and deleting namespaces changes what every later sequence may draw from
+    # (GET /namespaces links to each namespaced operation): hypothesis would find its
+    # replays inconsistent. Both are fuzzed one call at a time above.
+    stable = api_schema.exclude(path="/namespaces", method="POST").exclude(path="/namespaces/{name}", method="DELETE")
+    machine = stable.as_state_machine()
 
     class Sequences(machine):  # type: ignore[misc, valid-type]
         def get_call_kwargs(self, case):

@@ -1,7 +1,8 @@
 """The web console in a real browser (Playwright driving Debian's Chromium) against a
 real server, worker and database: every page loads, a workflow run from the console
 completes live, logs show, a pending execution's reasons show, a worker drains, a run
-is cancelled, a token logs in and out, and an action without a CSRF token is refused.
+is cancelled, a token logs in and out, an action without a CSRF token is refused, and each
+role sees only what it may do (the server refusing the rest).
 Screenshots of each page go to a folder printed at the start (FLUX_CONSOLE_SCREENSHOTS,
 else a pytest temporary folder)."""
 
@@ -316,3 +317,63 @@ def test_a_paused_execution_shows_its_pause_and_resumes_from_the_console(page, f
     page.click("button:has-text('Resume')")
     expect(page.locator("[data-live-state] .badge")).to_have_text("COMPLETED")
     assert client.execution(paused["id"])["output"] == {"approved": "yes"}
+
+
+def test_each_token_sees_what_its_role_may_do_and_the_server_still_refuses(browser, tmp_path, shots, monkeypatch):
+    """A viewer gets no buttons and no fleet; a forged button press is the API's 403; an
+    operator reads the audit log, which recorded that refusal."""
+    monkeypatch.delenv("FLUX_API_TOKEN", raising=False)
+    admin = "console-roles-admin-token-0123456789"
+    source = tmp_path / "flows.py"
+    source.write_text(textwrap.dedent(WORKFLOWS))
+    with LocalCluster(tmp_path / "home", server_args=("--api-token", admin)) as cluster:
+        cluster.start_server()
+        with FluxClient(cluster.server_url, api_token=admin) as client:
+            client.register_file(source)
+            waiting = client.run("quick")  # no worker: it stays SCHEDULED, cancellable
+            viewer = client.create_token("watcher", "viewer", ["default"])["token"]  # of one namespace: no fleet
+            operator = client.create_token("ops", "operator")["token"]
+        context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=cluster.server_url)
+        try:
+            page = context.new_page()
+
+            def sign_in(token: str) -> None:
+                page.goto("/ui/login")
+                page.fill("#token", token)
+                page.click("button:has-text('Sign in')")
+
+            sign_in(viewer)
+            expect(page).to_have_url(re.compile(r"/ui/executions$"))  # the fleet is not for it
+            expect(page.locator(".who")).to_have_text("watcher · viewer")
+            assert page.locator("nav a").all_inner_texts() == ["Executions", "Workflows", "Schedules"]
+            page.goto(f"/ui/executions/{waiting['id']}")
+            expect(page.locator("[data-live-state] .badge")).to_have_text("SCHEDULED")
+            expect(page.locator("button:has-text('Cancel')")).to_have_count(0)
+            page.goto("/ui/workflows/quick")
+            expect(page.locator("button:has-text('Run quick')")).to_have_count(0)
+            page.screenshot(path=shots / "viewer-workflow.png", full_page=True)
+
+            csrf = page.locator("form.logout input[name=csrf]").get_attribute("value")
+            forged = context.request.post(f"/ui/executions/{waiting['id']}/cancel", form={"csrf": csrf})
+            assert forged.status == 403 and "role viewer may not cancel executions (developer or above)" in forged.text()
+
+            page.click("button:has-text('Log out')")
+            sign_in(operator)
+            expect(page).to_have_url(re.compile(r"/ui/fleet$"))
+            assert page.locator("nav a").all_inner_texts() == ["Fleet", "Executions", "Workflows", "Schedules", "Audit"]
+            page.goto(f"/ui/executions/{waiting['id']}")
+            expect(page.locator("button:has-text('Cancel')")).to_have_count(1)
+            page.goto("/ui/audit?token=watcher")
+            row = page.locator("table.audit tbody tr").first
+            expect(row).to_contain_text("watcher")
+            expect(row).to_contain_text(f"POST /executions/{waiting['id']}/cancel")
+            expect(row).to_contain_text("403")
+            page.screenshot(path=shots / "audit.png", full_page=True)
+            assert client_state(cluster, admin, waiting["id"]) == "SCHEDULED"  # the forged press changed nothing
+        finally:
+            context.close()
+
+
+def client_state(cluster: LocalCluster, token: str, execution_id: str) -> str:
+    with FluxClient(cluster.server_url, api_token=token) as client:
+        return client.execution(execution_id)["state"]

@@ -53,4 +53,4 @@ def test_openapi_documents_the_error_answers_of_every_operation(cluster):
                 assert "404" in documented, (method, path)
     worker_ops = spec["paths"]["/workers/{name}/claim"]["post"]["responses"]
     assert {"401", "403", "404", "409", "413", "422"} <= set(worker_ops)
-    assert "409" in spec["paths"]["/executions/{execution_id}/cancel"]["post"]["responses"]
+    assert "409" in spec["paths"]["/namespaces/{namespace}/executions/{execution_id}/cancel"]["post"]["responses"]

@@ -173,9 +173,9 @@ def engine(request, tmp_path):
     engine.dispose()
 
 
-FILTERS = {
+FILTERS = {  # every list is of one namespace (docs/namespaces.md): each index leads with it
     "ix_executions_order": history.ExecutionFilter(),
-    "ix_executions_state_order": history.ExecutionFilter(state="COMPLETED"),
+    "ix_executions_namespace_state_order": history.ExecutionFilter(namespace="team-a", state="COMPLETED"),
     "ix_executions_workflow_order": history.ExecutionFilter(workflow="etl"),
     "ix_executions_worker_order": history.ExecutionFilter(worker="w1"),
     "ix_executions_schedule_order": history.ExecutionFilter(schedule="nightly"),

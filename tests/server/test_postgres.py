@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from flux.client import FluxClient
-from flux.local import LocalCluster
 
 TRIVIAL = """
     from flux import task, workflow
@@ -37,20 +35,6 @@ TRIVIAL = """
     async def napping(ctx):
         return await nap(0.5)
 """
-
-
-@pytest.fixture
-def replicas(tmp_path: Path, pg_url):
-    """Two server replicas on one PostgreSQL database, sharing the bootstrap token (same home)."""
-    home = tmp_path / "home"
-    servers = [LocalCluster(home, database_url=pg_url, eviction_grace_period=5, log_dir=tmp_path / f"logs{i}") for i in range(2)]
-    try:
-        for server in servers:
-            server.start_server()
-        yield servers
-    finally:
-        for server in servers:
-            server.close()
 
 
 def _newest_revision() -> str:

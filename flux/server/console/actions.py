@@ -16,8 +16,8 @@ from flux.server.console.api import Api, ApiError
 from flux.server.console.base import Console, answer
 from flux.server.console.session import local_path
 
-#: The API's answer to a token check: any client read will do.
-TOKEN_CHECK = "/workflows"
+#: The API's answer to a token check: who the token is (any valid token may ask).
+TOKEN_CHECK = "/whoami"
 
 
 def register(api: APIRouter, console: Console) -> None:
@@ -128,7 +128,7 @@ def register(api: APIRouter, console: Console) -> None:
             return console.render(request, "login.html", status=401, title="Sign in", next=target,
                                   problem="That token was refused by the API.")
 
-        return await answer(console, request, action)
+        return await answer(console, request, action, who=False)
 
     @api.post("/ui/logout", include_in_schema=False)
     async def logout(request: Request) -> Response:
@@ -136,7 +136,7 @@ def register(api: APIRouter, console: Console) -> None:
             await session.form(request)
             return session.signed_out(request, RedirectResponse("/ui/login" if session.login else "/ui/fleet", status_code=303))
 
-        return await answer(console, request, action)
+        return await answer(console, request, action, who=False)
 
 
 async def _accepted(request: Request, token: str) -> bool:

@@ -7,21 +7,34 @@ checks and wake-ups, so the console adds no branch to the API and cannot drift f
 path with that header, streaming as it goes: that is how the page's JavaScript follows
 Server-Sent Events (logs, events, state changes) with the HttpOnly cookie, which an
 ``EventSource`` cannot turn into a header itself.
+
+A page shows the ``default`` namespace, or the one its ``?namespace=`` names: its calls
+on namespaced things go to ``/namespaces/NAME/...`` (docs/namespaces.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from fastapi import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from flux.domain.namespaces import DEFAULT
 from flux.server.console.session import Session
 
 #: The prefix under which the browser reads the API with its cookie.
 BRIDGE = "/ui/api"
+#: The API paths of namespaced things (the rest, /workers, belongs to no namespace).
+NAMESPACED = ("/workflows", "/executions", "/schedules", "/secrets", "/cache", "/watch/")
+
+
+def namespace_prefix(request: Request) -> str:
+    """``/namespaces/NAME`` for a page asked with ``?namespace=NAME``; '' for ``default``."""
+    namespace = request.query_params.get("namespace", DEFAULT)
+    return "" if namespace in ("", DEFAULT) else f"/namespaces/{quote(namespace, safe='')}"
 
 
 class ApiError(Exception):
@@ -34,8 +47,11 @@ class ApiError(Exception):
 
 class Api:
     def __init__(self, request: Request, headers: dict[str, str]):
-        transport = httpx.ASGITransport(app=request.app, raise_app_exceptions=False)
+        # The browser's address, so that the audit log names who pressed the button.
+        client = (request.client.host, request.client.port) if request.client else ("127.0.0.1", 0)
+        transport = httpx.ASGITransport(app=request.app, raise_app_exceptions=False, client=client)
         self._client = httpx.AsyncClient(transport=transport, base_url="http://flux-console", headers=headers, timeout=30.0)
+        self._prefix = namespace_prefix(request)
 
     async def __aenter__(self) -> "Api":
         return self
@@ -45,6 +61,8 @@ class Api:
 
     async def call(self, method: str, path: str, params: dict | None = None, body: Any = None) -> httpx.Response:
         params = {key: value for key, value in (params or {}).items() if value not in (None, "")}
+        if path.startswith(NAMESPACED):
+            path = self._prefix + path
         response = await self._client.request(method, path, params=params, json=body)
         if response.status_code >= 400:
             try:

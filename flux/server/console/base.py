@@ -1,6 +1,8 @@
 """What every console route shares: the session, the templates, and how a page answers
-(rendered with its CSRF token; a refusal of the API as an error page; no token yet:
-the login page)."""
+(rendered with its CSRF token and who is signed in; a refusal of the API as an error
+page; no token yet: the login page). Who is signed in (``GET /whoami``) decides which
+pages the menu offers and which buttons a page shows (``may``); the API still refuses
+what the role may not do (403)."""
 
 from __future__ import annotations
 
@@ -12,11 +14,26 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.responses import Response
 from urllib.parse import quote
 
-from flux.server.console.api import BRIDGE, Api, ApiError
+from flux.domain.access import Action, Principal, Role
+from flux.server.console.api import BRIDGE, Api, ApiError, namespace_prefix
 from flux.server.console.session import CSRF_FIELD, CsrfRefused, Session
 from flux.server.console.views import environment
 
-NAV = [("fleet", "Fleet"), ("executions", "Executions"), ("workflows", "Workflows"), ("schedules", "Schedules")]
+#: The menu: each page, and what its reads need (the fleet and the audit log are not for every role).
+NAV = [("fleet", "Fleet", Action.READ_FLEET), ("executions", "Executions", Action.READ), ("workflows", "Workflows", Action.READ),
+       ("schedules", "Schedules", Action.READ), ("audit", "Audit", Action.READ_AUDIT)]
+#: The namespace the console acts in (a namespace switcher comes with namespaces).
+NAMESPACE = "default"
+
+
+def viewer(request: Request) -> Principal | None:
+    """Who is signed in, as ``answer`` learned it; None on a page that did not ask (login)."""
+    return getattr(request.state, "viewer", None)
+
+
+def may(request: Request, action: Action | str) -> bool:
+    principal = viewer(request)
+    return principal is not None and principal.may(Action(action), NAMESPACE)
 
 
 class Console:
@@ -24,13 +41,15 @@ class Console:
         self.session = session
         self.templates = environment()
 
-    def nav(self) -> list[tuple[str, str]]:
-        return NAV
+    def nav(self, request: Request) -> list[tuple[str, str]]:
+        return [(key, label) for key, label, action in NAV if may(request, action)]
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = self.templates.get_template(template).render(
-            request=request, csrf=self.session.csrf(request), csrf_field=CSRF_FIELD, nav=self.nav(), bridge=BRIDGE,
-            signed_in=bool(self.session.token(request)), login=self.session.login, **context,
+            request=request, csrf=self.session.csrf(request), csrf_field=CSRF_FIELD, nav=self.nav(request),
+            bridge=BRIDGE + namespace_prefix(request),
+            signed_in=bool(self.session.token(request)), login=self.session.login, who=viewer(request),
+            may=lambda action: may(request, action), **context,
         )
         response = HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
         return self.session.keep(request, response)
@@ -45,14 +64,23 @@ class Console:
         async with Api(request, self.session.api_headers(request)) as api:
             yield api
 
+    async def whoami(self, request: Request) -> Principal:
+        async with self.api(request) as api:
+            who = await api.get("/whoami")
+        namespaces = frozenset(who["namespaces"]) if who["namespaces"] is not None else None
+        return Principal(who["name"], Role(who["role"]), namespaces)
+
 
 def _here(request: Request) -> str:
     return request.url.path + (f"?{request.url.query}" if request.url.query else "")
 
 
-async def answer(console: Console, request: Request, page) -> Response:  # noqa: ANN001 - an async callable
-    """Run a page or an action, turning the API's refusals and a bad CSRF token into pages."""
+async def answer(console: Console, request: Request, page, who: bool = True) -> Response:  # noqa: ANN001 - an async callable
+    """Run a page or an action as whoever is signed in (``who``: ask first; not to sign
+    in or out), turning the API's refusals and a bad CSRF token into pages."""
     try:
+        if who:
+            request.state.viewer = await console.whoami(request)
         return await page()
     except ApiError as refused:
         return console.error(request, refused.status, refused.detail)

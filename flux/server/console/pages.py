@@ -11,9 +11,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse
 from starlette.responses import Response
 
+from flux.domain.access import Action
 from flux.domain.events import ExecutionState
 from flux.server.console.api import Api, Forward
-from flux.server.console.base import Console, answer
+from flux.server.console.base import Console, answer, may
 from flux.server.console.gantt import gantt
 from flux.server.console.paging import SINCE, STATES, Filters, page_of_executions
 
@@ -61,6 +62,8 @@ def register(api: APIRouter, console: Console) -> None:
     @api.get("/ui/fleet", include_in_schema=False)
     async def fleet(request: Request) -> Response:
         async def page() -> Response:
+            if not may(request, Action.READ_FLEET):  # a token of a few namespaces sees no fleet
+                return RedirectResponse("/ui/executions", status_code=303)
             wanted = [term for term in request.query_params.getlist("label") if term.strip()]
             async with console.api(request) as client:
                 workers = await client.get("/workers")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session, defer
 
+from flux.domain.namespaces import DEFAULT
 from flux.server import paging
 from flux.server.errors import Invalid
 from flux.server.executions.reads import PAYLOADS, info
@@ -28,6 +29,8 @@ from flux.server.schemas import ExecutionInfo
 
 @dataclass(frozen=True)
 class ExecutionFilter:
+    #: A list is of one namespace: every list index leads with it.
+    namespace: str = DEFAULT
     state: str | None = None
     workflow: str | None = None
     worker: str | None = None
@@ -41,6 +44,7 @@ class ExecutionFilter:
 
     def apply(self, query):
         column = ExecutionModel
+        query = query.where(column.namespace == self.namespace)
         if self.id_prefix:
             query = query.where(column.id.startswith(self.id_prefix.lower(), autoescape=True))
         if self.state:

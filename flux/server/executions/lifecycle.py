@@ -191,10 +191,10 @@ def _reported_end(value: Any) -> tuple[AttemptEnd, str]:
     return kind, value["cause"][:1000]
 
 
-def cancel(session: Session, execution_id: str) -> tuple[ExecutionInfo, list[str]]:
+def cancel(session: Session, execution_id: str, namespace: str | None = None) -> tuple[ExecutionInfo, list[str]]:
     """Cancel now if no worker holds it (queued, or waiting: docs/waits.md); otherwise
-    ask the worker. Its children are cancelled too. Returns the workers to wake."""
-    execution = get_row(session, execution_id)
+    ask the worker. Its children (in its namespace) are cancelled too. Returns the workers to wake."""
+    execution = get_row(session, execution_id, namespace)
     state = S(execution.state)
     if state.is_terminal:
         raise Conflict(f"execution {execution_id} is already {state.value}")

@@ -17,35 +17,49 @@ from flux.server.errors import NotFound
 from flux.server.schemas import ClaimedExecution, EventOut, ExecutionInfo
 
 
-def get_row(session: Session, execution_id: str) -> ExecutionModel:
+def not_found(execution_id: str) -> NotFound:
+    return NotFound(f"execution {execution_id!r} not found")
+
+
+def visible(row: ExecutionModel | None, namespace: str | None) -> bool:
+    """Whether a client of ``namespace`` sees ``row`` (None: the server's own read sees
+    every row). One in another namespace is absent, never forbidden: no 403 tells
+    that it exists (docs/namespaces.md)."""
+    return row is not None and (namespace is None or row.namespace == namespace)
+
+
+def get_row(session: Session, execution_id: str, namespace: str | None = None) -> ExecutionModel:
     row = session.get(ExecutionModel, execution_id)
-    if row is None:
-        raise NotFound(f"execution {execution_id!r} not found")
+    if not visible(row, namespace):
+        raise not_found(execution_id)
     return row
 
 
-def state_of(session: Session, execution_id: str) -> str:
+def state_of(session: Session, execution_id: str, namespace: str | None = None) -> str:
     """The state alone: what a waiting client re-reads on each change (not the payloads)."""
-    state = session.scalar(select(ExecutionModel.state).where(ExecutionModel.id == execution_id))
+    query = select(ExecutionModel.state).where(ExecutionModel.id == execution_id)
+    if namespace is not None:
+        query = query.where(ExecutionModel.namespace == namespace)
+    state = session.scalar(query)
     if state is None:
-        raise NotFound(f"execution {execution_id!r} not found")
+        raise not_found(execution_id)
     return state
 
 
-def get(session: Session, execution_id: str) -> ExecutionInfo:
+def get(session: Session, execution_id: str, namespace: str | None = None) -> ExecutionInfo:
     """One execution, with the children its calls started (docs/waits.md)."""
-    execution = info(get_row(session, execution_id))
+    execution = info(get_row(session, execution_id, namespace))
     execution.children = list(session.scalars(
         select(ExecutionModel.id).where(ExecutionModel.parent_id == execution_id).order_by(ExecutionModel.scheduled_at)
     ))
     return execution
 
 
-def events(session: Session, execution_id: str, after: int = 0) -> list[EventOut]:
+def events(session: Session, execution_id: str, after: int = 0, namespace: str | None = None) -> list[EventOut]:
     # the payloads load only if a page holds an event that refers to them
     execution = session.get(ExecutionModel, execution_id, options=[defer(ExecutionModel.input), defer(ExecutionModel.output)])
-    if execution is None:
-        raise NotFound(f"execution {execution_id!r} not found")
+    if not visible(execution, namespace):
+        raise not_found(execution_id)
     rows = session.scalars(
         select(ExecutionEventModel)
         .where(ExecutionEventModel.execution_id == execution_id, ExecutionEventModel.seq > after)
@@ -70,7 +84,7 @@ def job_for(session: Session, execution: ExecutionModel, traceparent: str | None
     """What a worker is sent to run an attempt: the source, the input, and the
     results of tasks and waits that completed in earlier attempts (replayed, not re-run);
     ``traceparent``: the span its attempt hangs under (the claim's; docs/tracing.md)."""
-    code = workflows.code_of(session, execution.workflow_name, execution.workflow_version)
+    code = workflows.code_of(session, execution)
     claim = ClaimedExecution(
         id=execution.id,
         workflow_name=execution.workflow_name,
@@ -113,6 +127,7 @@ def info(row: ExecutionModel, include: Collection[str] = PAYLOADS) -> ExecutionI
     shown = {name: payloads.readable(getattr(row, name)) for name in PAYLOADS if name in include}
     return ExecutionInfo(
         id=row.id,
+        namespace=row.namespace,
         workflow_name=row.workflow_name,
         workflow_version=row.workflow_version,
         state=row.state,

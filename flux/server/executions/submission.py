@@ -26,31 +26,34 @@ INSERT_EXECUTION = insert(ExecutionModel.__table__)
 
 
 def submit(
-    session: Session, name: str, run: RunRequest, policy: AttemptPolicy, *,
+    session: Session, namespace: str, name: str, run: RunRequest, policy: AttemptPolicy, *,
     schedule: str | None = None, scheduled_for: float | None = None,
 ) -> ExecutionInfo:
-    """Queue a run: two plain INSERTs (the execution and its first event), since a
-    burst of submissions is bounded by what each costs the single writer. A schedule's
-    run names it and its due time: unique together, the fire's idempotency key."""
+    """Queue a run of workflow ``name`` of ``namespace``: two plain INSERTs (the
+    execution and its first event), since a burst of submissions is bounded by what
+    each costs the single writer. A schedule's run names it and its due time: unique
+    together (within the namespace), the fire's idempotency key."""
     execution_id = uuid.uuid4().hex
     with tracing.span("flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name}):
-        return _submit(session, execution_id, name, run, policy, schedule=schedule, scheduled_for=scheduled_for)
+        return _submit(session, namespace, execution_id, name, run, policy, schedule=schedule, scheduled_for=scheduled_for)
 
 
-def submit_child(session: Session, execution_id: str, name: str, input: object, parent_id: str, policy: AttemptPolicy) -> ExecutionInfo:
-    """A ``call``'s child: its id derives from the parent and the call (``flux.domain.waits.child_id``)."""
-    with tracing.span("flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name, "flux.parent": parent_id}):
-        return _submit(session, execution_id, name, RunRequest(input=input), policy, parent_id)
+def submit_child(session: Session, parent: ExecutionModel, execution_id: str, name: str, input: object, policy: AttemptPolicy) -> ExecutionInfo:
+    """A ``call``'s child, in its parent's namespace: its id derives from the parent
+    and the call (``flux.domain.waits.child_id``)."""
+    with tracing.span("flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name, "flux.parent": parent.id}):
+        return _submit(session, parent.namespace, execution_id, name, RunRequest(input=input), policy, parent.id)
 
 
 def _submit(
-    session: Session, execution_id: str, name: str, run: RunRequest, policy: AttemptPolicy, parent_id: str | None = None,
-    *, schedule: str | None = None, scheduled_for: float | None = None,
+    session: Session, namespace: str, execution_id: str, name: str, run: RunRequest, policy: AttemptPolicy,
+    parent_id: str | None = None, *, schedule: str | None = None, scheduled_for: float | None = None,
 ) -> ExecutionInfo:
-    workflow = workflows.header(session, name, run.version)
+    workflow = workflows.header(session, namespace, name, run.version)
     now = time.time()
     row = dict(
         id=execution_id,
+        namespace=namespace,
         workflow_id=workflow.id,
         workflow_name=workflow.name,
         workflow_version=workflow.version,

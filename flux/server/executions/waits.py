@@ -75,8 +75,8 @@ def _start_child(session: Session, parent: ExecutionModel, wait: dict, input: An
     child = session.get(ExecutionModel, wait["child"])
     if child is None:
         try:
-            submit_child(session, wait["child"], wait["workflow"], input, parent.id, policy)
-        except NotFound as exc:  # the call fails, in the workflow, like a failed task
+            submit_child(session, parent, wait["child"], wait["workflow"], input, policy)
+        except (NotFound, Conflict) as exc:  # the call fails, in the workflow, like a failed task
             _continue(session, parent, wait, {"child": None, "state": S.FAILED.value, "error": str(exc)}, now)
         return
     if child.state in ENDED:  # it ended before this attempt asked again
@@ -123,9 +123,9 @@ def first_wake(session: Session) -> float | None:
     return session.scalar(select(func.min(ExecutionModel.ready_at)).where(ExecutionModel.state == S.SLEEPING.value))
 
 
-def resume(session: Session, execution_id: str, input: Any) -> ExecutionInfo:
+def resume(session: Session, execution_id: str, input: Any, namespace: str | None = None) -> ExecutionInfo:
     """A person's answer to a pause: ``pause()`` returns ``input`` in the next attempt."""
-    execution = get_row(session, execution_id)
+    execution = get_row(session, execution_id, namespace)
     if execution.state != S.PAUSED.value:
         raise Conflict(f"execution {execution_id} is {execution.state}, not PAUSED")
     _continue(session, execution, execution.wait, input, time.time())

@@ -4,6 +4,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool, text
 
 from flux.server.models import Base
+import flux.server.access_models  # noqa: F401 - its tables are part of Base.metadata
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url")

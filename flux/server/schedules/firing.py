@@ -16,14 +16,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sqlalchemy import exists, func, select
+from sqlalchemy import exists, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from flux.domain.attempts import AttemptPolicy
 from flux.domain.events import ExecutionState
 from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, plan
 from flux.server import executions
-from flux.server.errors import NotFound
+from flux.server.errors import Conflict, NotFound
 from flux.server.models import ExecutionModel, ScheduleModel
 from flux.server.schedules.store import pause_broken, set_next, spec_of
 from flux.server.schemas import RunRequest
@@ -66,7 +66,7 @@ def _fire_batch(session: Session, now: float, policy: AttemptPolicy, batch: int)
     waiting = _locked(session, ScheduleModel.queued_due.is_not(None), ScheduleModel.queued_due, batch)
     active = _active_runs(session, waiting)
     for row in waiting:
-        if not active.get(row.name):
+        if not active.get((row.namespace, row.name)):
             due, row.queued_due = row.queued_due, None
             _fire(session, row, due, policy, done)
     due_rows = _locked(session, ScheduleModel.next_fire_at <= now, ScheduleModel.next_fire_at, batch)
@@ -84,7 +84,7 @@ def _fire_batch(session: Session, now: float, policy: AttemptPolicy, batch: int)
             continue
         done.skipped["catch_up"] += steps.skipped
         for due in steps.fire:
-            _fire_or_hold(session, row, due, active.setdefault(row.name, []), policy, done)
+            _fire_or_hold(session, row, due, active.setdefault((row.namespace, row.name), []), policy, done)
         set_next(row, steps.next_due)
     done.more = len(waiting) == batch or len(due_rows) == batch
     return done
@@ -95,16 +95,16 @@ def _locked(session: Session, due, order, batch: int) -> list[ScheduleModel]:  #
     return list(session.scalars(query.with_for_update(skip_locked=True)))
 
 
-def _active_runs(session: Session, rows: list[ScheduleModel]) -> dict[str, list[str]]:
-    """The non-terminal runs of each schedule that has an overlap policy to apply."""
-    names = [row.name for row in rows if row.overlap != OverlapPolicy.ALLOW_ALL.value]
-    runs: dict[str, list[str]] = {}
+def _active_runs(session: Session, rows: list[ScheduleModel]) -> dict[tuple[str, str], list[str]]:
+    """The non-terminal runs of each schedule (by namespace and name) that has an overlap policy to apply."""
+    names = [(row.namespace, row.name) for row in rows if row.overlap != OverlapPolicy.ALLOW_ALL.value]
+    runs: dict[tuple[str, str], list[str]] = {}
     if names:
-        query = select(ExecutionModel.schedule, ExecutionModel.id).where(
-            ExecutionModel.schedule.in_(names), ExecutionModel.state.in_(ACTIVE)
+        query = select(ExecutionModel.namespace, ExecutionModel.schedule, ExecutionModel.id).where(
+            tuple_(ExecutionModel.namespace, ExecutionModel.schedule).in_(names), ExecutionModel.state.in_(ACTIVE)
         )
-        for name, execution_id in session.execute(query):
-            runs.setdefault(name, []).append(execution_id)
+        for namespace, name, execution_id in session.execute(query):
+            runs.setdefault((namespace, name), []).append(execution_id)
     return runs
 
 
@@ -133,12 +133,16 @@ def _fire_or_hold(session: Session, row: ScheduleModel, due: float, active: list
 
 
 def _fire(session: Session, row: ScheduleModel, due: float, policy: AttemptPolicy, done: Pass) -> str | None:
+    """A run of the schedule's workflow, in the schedule's namespace."""
     run = RunRequest(input=row.input, version=row.workflow_version)
     try:
-        execution = executions.submit(session, row.workflow_name, run, policy, schedule=row.name, scheduled_for=due)
+        execution = executions.submit(session, row.namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=due)
     except NotFound as exc:  # the pinned version is gone: this due time cannot run
         log.warning("schedule %s skipped its run due at %s: %s", row.name, due, exc)
         done.skipped["workflow_missing"] += 1
+        return None
+    except Conflict:  # its namespace is being deleted (docs/namespaces.md)
+        done.skipped["namespace_terminating"] += 1
         return None
     done.lateness.append(max(0.0, execution.scheduled_at - due))
     return execution.id

@@ -21,6 +21,7 @@ from flux.domain.schedules import InvalidSchedule, Schedule, iso, jitter_offset
 from flux.server import executions, workflows
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.models import ScheduleModel
+from flux.server.namespaces import require_active
 from flux.server.schedules.schemas import ScheduleCreate, ScheduleInfo, ScheduleUpdate
 from flux.server.schemas import ExecutionInfo, RunRequest
 
@@ -99,25 +100,31 @@ def info(row: ScheduleModel) -> ScheduleInfo:
     )
 
 
-def get_row(session: Session, name: str) -> ScheduleModel:
-    row = session.scalars(select(ScheduleModel).where(ScheduleModel.name == name).with_for_update()).first()
+def _named(namespace: str, name: str):  # noqa: ANN202 - a WHERE clause
+    return (ScheduleModel.namespace == namespace) & (ScheduleModel.name == name)
+
+
+def get_row(session: Session, namespace: str, name: str) -> ScheduleModel:
+    row = session.scalars(select(ScheduleModel).where(_named(namespace, name)).with_for_update()).first()
     if row is None:
         raise NotFound(f"schedule {name!r} not found")
     return row
 
 
-def get(session: Session, name: str) -> ScheduleInfo:
-    return info(get_row(session, name))
+def get(session: Session, namespace: str, name: str) -> ScheduleInfo:
+    return info(get_row(session, namespace, name))
 
 
-def list_all(session: Session) -> list[ScheduleInfo]:
-    return [info(row) for row in session.scalars(select(ScheduleModel).order_by(ScheduleModel.name))]
+def list_all(session: Session, namespace: str) -> list[ScheduleInfo]:
+    query = select(ScheduleModel).where(ScheduleModel.namespace == namespace).order_by(ScheduleModel.name)
+    return [info(row) for row in session.scalars(query)]
 
 
-def _check_workflow(session: Session, name: str, version: int | None) -> None:
-    """An unknown workflow is a bad schedule (422), not a missing resource."""
+def _check_workflow(session: Session, namespace: str, name: str, version: int | None) -> None:
+    """An unknown workflow is a bad schedule (422), not a missing resource; a namespace
+    being deleted takes no new schedule (409)."""
     try:
-        workflows.header(session, name, version)
+        workflows.header(session, namespace, name, version)
     except NotFound as exc:
         raise Invalid(f"workflow: {exc}") from None
 
@@ -136,14 +143,16 @@ def _first_due(row: ScheduleModel, now: float) -> float | None:
     return spec.after(now)
 
 
-def create(session: Session, body: ScheduleCreate) -> ScheduleInfo:
-    if session.scalar(select(ScheduleModel.id).where(ScheduleModel.name == body.name)) is not None:
+def create(session: Session, namespace: str, body: ScheduleCreate) -> ScheduleInfo:
+    """A schedule of ``namespace``, which fires its executions there."""
+    require_active(session, namespace)
+    if session.scalar(select(ScheduleModel.id).where(_named(namespace, body.name))) is not None:
         raise Conflict(f"schedule {body.name!r} already exists (PATCH /schedules/{body.name} changes it)")
-    _check_workflow(session, body.workflow, body.version)
+    _check_workflow(session, namespace, body.workflow, body.version)
     spec = _parse(cron=body.cron, every=body.every, at=body.at, anchor=body.anchor, timezone=body.timezone)
     now = time.time()
     row = ScheduleModel(
-        name=body.name, workflow_name=body.workflow, workflow_version=body.version,
+        namespace=namespace, name=body.name, workflow_name=body.workflow, workflow_version=body.version,
         cron=spec.cron, every=spec.every, at=spec.at, anchor=spec.anchor, timezone=spec.timezone,
         input=body.input, overlap=body.overlap, catch_up=body.catch_up, catch_up_limit=body.catch_up_limit or 100,
         jitter=body.jitter or 0.0, paused=body.paused, queued_due=None, created_at=now, updated_at=now,
@@ -158,13 +167,13 @@ def create(session: Session, body: ScheduleCreate) -> ScheduleInfo:
 TIMING = {"cron", "every", "at", "anchor", "timezone", "jitter"}
 
 
-def update(session: Session, name: str, body: ScheduleUpdate) -> ScheduleInfo:
-    row = get_row(session, name)
+def update(session: Session, namespace: str, name: str, body: ScheduleUpdate) -> ScheduleInfo:
+    row = get_row(session, namespace, name)
     given = {field for field in body.model_fields_set if getattr(body, field) is not None or field in ("version", "input")}
     if "workflow" in given or "version" in given:
         row.workflow_name = body.workflow if "workflow" in given else row.workflow_name
         row.workflow_version = body.version if "version" in given else row.workflow_version
-        _check_workflow(session, row.workflow_name, row.workflow_version)
+        _check_workflow(session, namespace, row.workflow_name, row.workflow_version)
     if given & TIMING:
         kind = next((k for k in ("cron", "every", "at") if k in given), None)
         timing = {k: getattr(row, k) for k in ("cron", "every", "at")} if kind is None else {kind: getattr(body, kind)}
@@ -181,21 +190,21 @@ def update(session: Session, name: str, body: ScheduleUpdate) -> ScheduleInfo:
     return info(row)
 
 
-def delete(session: Session, name: str) -> None:
+def delete(session: Session, namespace: str, name: str) -> None:
     """Its executions stay, still naming it."""
-    session.delete(get_row(session, name))
+    session.delete(get_row(session, namespace, name))
 
 
-def pause(session: Session, name: str) -> ScheduleInfo:
-    row = get_row(session, name)
+def pause(session: Session, namespace: str, name: str) -> ScheduleInfo:
+    row = get_row(session, namespace, name)
     row.paused, row.paused_reason, row.queued_due, row.updated_at = True, None, None, time.time()
     return info(row)
 
 
-def resume(session: Session, name: str) -> ScheduleInfo:
+def resume(session: Session, namespace: str, name: str) -> ScheduleInfo:
     """Due times passed while paused are not caught up: the next one is after now. A
     schedule outside the accepted domain stays paused (422) until its timing is changed."""
-    row = get_row(session, name)
+    row = get_row(session, namespace, name)
     if row.paused:
         spec = spec_of(row)
         reason = spec.problem()
@@ -207,9 +216,9 @@ def resume(session: Session, name: str) -> ScheduleInfo:
     return info(row)
 
 
-def trigger(session: Session, name: str, policy: AttemptPolicy) -> ExecutionInfo:
+def trigger(session: Session, namespace: str, name: str, policy: AttemptPolicy) -> ExecutionInfo:
     """Run it now, by hand: whatever its overlap policy or pause, like ``flux workflow
     run`` but recorded as the schedule's, due now."""
-    row = get_row(session, name)
+    row = get_row(session, namespace, name)
     run = RunRequest(input=row.input, version=row.workflow_version)
-    return executions.submit(session, row.workflow_name, run, policy, schedule=row.name, scheduled_for=time.time())
+    return executions.submit(session, namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=time.time())

@@ -78,7 +78,7 @@ function watchExecutions(table) {
     if (e.started_at) row.querySelector(".du").textContent = duration((e.finished_at || Date.now() / 1000) - e.started_at);
     const actions = row.querySelector(".ac");
     if (TERMINAL.has(e.state)) actions.replaceChildren();
-    else if (!actions.querySelector("form")) actions.append(cancelForm(e.id, table.dataset.csrf));
+    else if (!actions.querySelector("form") && table.dataset.cancel === "true") actions.append(cancelForm(e.id, table.dataset.csrf));
     row.classList.remove("flash"); void row.offsetWidth; row.classList.add("flash");
   });
 }

@@ -1,0 +1,55 @@
+"""``flux namespace create/list/show/delete`` (docs/namespaces.md). Every other client
+command acts in one namespace: ``-n/--namespace``, ``FLUX_NAMESPACE`` or
+``[client] namespace``, else ``default``."""
+
+from __future__ import annotations
+
+import click
+
+from flux.cli.core import Output, client_command, render_record, render_rows, renders
+from flux.client import FluxClient
+
+
+@click.group("namespace")
+def namespace_group() -> None:
+    """Namespaces: workflows, executions, schedules, secrets and cache entries each belong to one."""
+
+
+@namespace_group.command("create")
+@click.argument("name")
+@client_command
+def namespace_create(client: FluxClient, name: str) -> dict:
+    """Create namespace NAME (empty)."""
+    return client.create_namespace(name)
+
+
+@namespace_group.command("list")
+@client_command
+@renders(lambda rows: render_rows(["name", "state", "created_at"], rows))
+def namespace_list(client: FluxClient) -> list[dict]:
+    """Every namespace and its state."""
+    return client.list_namespaces()
+
+
+@namespace_group.command("show")
+@click.argument("name", required=False)
+@client_command
+@renders(render_record)
+def namespace_show(client: FluxClient, name: str | None) -> dict:
+    """What namespace NAME (default: the one -n names) holds: workflows, executions by state, schedules, secrets."""
+    return client.show_namespace(name)
+
+
+@namespace_group.command("delete")
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Cancel its unfinished executions (else it is refused while it has any)")
+@client_command
+def namespace_delete(client: FluxClient, name: str, force: bool) -> Output:
+    """Delete namespace NAME with everything in it. With --force its unfinished
+    executions are cancelled and it goes once they have ended (TERMINATING meanwhile)."""
+    deletion = client.delete_namespace(name, force=force)
+    if deletion["state"] == "DELETED":
+        click.echo(f"deleted namespace {name}", err=True)
+    else:
+        click.echo(f"namespace {name} is TERMINATING: {deletion['unfinished']} execution(s) still ending", err=True)
+    return Output(deletion)
