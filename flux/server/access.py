@@ -62,8 +62,10 @@ ACTIONS: dict[tuple[str, str], Action] = {
 UNNAMESPACED = FLEET_ACTIONS | ADMIN_ACTIONS | {Action.READ_AUDIT}
 #: The routes about one namespace itself, whose ``{name}`` is that namespace...
 NAMESPACE_ROUTE = "/namespaces/{name}"
-#: ...and the list of them (which shows each principal the namespaces it sees).
-NAMESPACE_LIST = "/namespaces"
+#: ...and the routes about none although their action usually is about one: the list of
+#: namespaces (each principal sees its own) and bundle uploads (a bundle is stored once
+#: for every namespace, by its sha256; registering it is what happens in a namespace).
+UNNAMESPACED_ROUTES = frozenset({"/namespaces", "/bundles"})
 
 
 def unprefixed(template: str) -> str:
@@ -80,12 +82,12 @@ def action_of(method: str, template: str) -> Action | None:
 
 def namespace_of(action: Action, template: str, path_params: Mapping[str, Any]) -> str | None:
     """The ``namespace`` path parameter (a namespace route's ``name``), else the default;
-    None for an action about no namespace, and for the list of namespaces."""
+    None for an action about no namespace, and for ``UNNAMESPACED_ROUTES``."""
     if "namespace" in path_params:
         return str(path_params["namespace"])
     if template == NAMESPACE_ROUTE:
         return str(path_params["name"])
-    return None if action in UNNAMESPACED or template == NAMESPACE_LIST else DEFAULT
+    return None if action in UNNAMESPACED or template in UNNAMESPACED_ROUTES else DEFAULT
 
 
 @dataclass

@@ -59,6 +59,7 @@ EXPECTED = {
 #: Operations about no namespace: a token of another namespace is judged by its role alone.
 UNNAMESPACED = {op for op, role in EXPECTED.items() if role == "fleet" or op[1].startswith(("/workers", "/tokens", "/audit"))}
 UNNAMESPACED |= {("GET", "/namespaces"), ("POST", "/namespaces")}  # the list shows each token what it sees
+UNNAMESPACED |= {("POST", "/bundles")}  # a bundle is stored once for all; registering it is namespaced
 #: The worker protocol and what needs no token: not client operations.
 NOT_CLIENT = {
     ("GET", "/health"), ("GET", "/metrics"), ("GET", "/whoami"), ("POST", "/workers/register"),
@@ -198,3 +199,18 @@ def test_whoami_answers_any_valid_token_and_no_other(server):
     assert httpx.get(f"{url}/whoami", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).json()["name"] == "api-token"
     assert httpx.get(f"{url}/whoami", headers={"Authorization": "Bearer flux_nope"}).status_code == 401
     assert httpx.get(f"{url}/whoami").status_code == 401
+
+
+def test_a_developer_of_one_namespace_registers_a_bundle_there(server, tmp_path):
+    """The upload (``POST /bundles``, stored once for every namespace) is not judged in
+    ``default``; the registration that follows is, in the token's namespace."""
+    from flux.client import FluxClient, FluxClientError
+    from shared import SOURCE
+
+    url, tokens, _ = server
+    (tmp_path / "flows.py").write_text(SOURCE)
+    with FluxClient(url, api_token=tokens[Role.DEVELOPER, "other"], namespace="other") as client:
+        assert [w["name"] for w in client.register(tmp_path / "flows.py")] == ["x"]
+    with FluxClient(url, api_token=tokens[Role.DEVELOPER, "other"]) as client, pytest.raises(FluxClientError) as refused:
+        client.register(tmp_path / "flows.py")
+    assert refused.value.status == 404 and "namespace 'default' not found" in str(refused.value)
