@@ -2,7 +2,7 @@
 switches between two namespaces and every page shows only the current one's workflows
 and executions (and a button acts in it); a viewer scoped to one namespace is offered
 only it and opens in it; an execution of another namespace opened by URL is the API's
-404, never a leak."""
+404, never a leak; the switcher works without JavaScript too."""
 
 from __future__ import annotations
 
@@ -122,3 +122,17 @@ def test_a_scoped_viewer_sees_only_its_namespace_and_opens_in_it(page, tenants):
         missing = page.goto(url)  # out of its scope reads as absent
         assert missing.status == 404
         expect(page.locator("main")).not_to_contain_text("blue_flow")
+
+
+def test_the_switcher_works_without_javascript(browser, tenants):
+    context = browser.new_context(base_url=tenants[0].server_url, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        sign_in(page, ADMIN)
+        page.select_option("#namespace-switch", "green")
+        page.click("form[data-switcher] button:has-text('Switch')")
+        expect(page).to_have_url(re.compile(r"/ui/fleet\?namespace=green$"))
+        page.goto("/ui/workflows")
+        expect(page.locator("main")).to_contain_text("green_flow")
+    finally:
+        context.close()
