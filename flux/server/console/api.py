@@ -8,8 +8,9 @@ path with that header, streaming as it goes: that is how the page's JavaScript f
 Server-Sent Events (logs, events, state changes) with the HttpOnly cookie, which an
 ``EventSource`` cannot turn into a header itself.
 
-A page shows the ``default`` namespace, or the one its ``?namespace=`` names: its calls
-on namespaced things go to ``/namespaces/NAME/...`` (docs/namespaces.md).
+A page acts in the current namespace (``current``: what ``base.answer`` chose, else the
+page's ``?namespace=``, else ``default``): its calls on namespaced things go to
+``/namespaces/NAME/...`` (docs/namespaces.md).
 """
 
 from __future__ import annotations
@@ -31,10 +32,15 @@ BRIDGE = "/ui/api"
 NAMESPACED = ("/workflows", "/executions", "/schedules", "/secrets", "/cache", "/watch/")
 
 
+def current(request: Request) -> str:
+    """The namespace this request acts in."""
+    return getattr(request.state, "namespace", None) or request.query_params.get("namespace") or DEFAULT
+
+
 def namespace_prefix(request: Request) -> str:
-    """``/namespaces/NAME`` for a page asked with ``?namespace=NAME``; '' for ``default``."""
-    namespace = request.query_params.get("namespace", DEFAULT)
-    return "" if namespace in ("", DEFAULT) else f"/namespaces/{quote(namespace, safe='')}"
+    """``/namespaces/NAME`` for the current namespace; '' for ``default`` (its alias)."""
+    namespace = current(request)
+    return "" if namespace == DEFAULT else f"/namespaces/{quote(namespace, safe='')}"
 
 
 class ApiError(Exception):

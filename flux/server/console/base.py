@@ -1,11 +1,17 @@
 """What every console route shares: the session, the templates, and how a page answers
 (rendered with its CSRF token and who is signed in; a refusal of the API as an error
 page; no token yet: the login page). Who is signed in (``GET /whoami``) decides which
-pages the menu offers and which buttons a page shows (``may``); the API still refuses
-what the role may not do (403)."""
+pages the menu offers and which buttons a page shows (``may``, in the current
+namespace); the API still refuses what the role may not do (403).
+
+The current namespace (``choose``) is the one the request names (``?namespace=``, or a
+button's form: it acts where its page showed), else the browser's last choice (a
+cookie) while the token still sees it, else ``default``, else the first the token sees
+(``GET /namespaces`` lists only those), so a token scoped elsewhere opens in its own."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any, AsyncIterator
 
@@ -15,15 +21,14 @@ from starlette.responses import Response
 from urllib.parse import quote
 
 from flux.domain.access import Action, Principal, Role
-from flux.server.console.api import BRIDGE, Api, ApiError, namespace_prefix
+from flux.domain.namespaces import DEFAULT
+from flux.server.console.api import BRIDGE, Api, ApiError, current, namespace_prefix
 from flux.server.console.session import CSRF_FIELD, CsrfRefused, Session
 from flux.server.console.views import environment
 
 #: The menu: each page, and what its reads need (the fleet and the audit log are not for every role).
 NAV = [("fleet", "Fleet", Action.READ_FLEET), ("executions", "Executions", Action.READ), ("workflows", "Workflows", Action.READ),
        ("schedules", "Schedules", Action.READ), ("audit", "Audit", Action.READ_AUDIT)]
-#: The namespace the console acts in (a namespace switcher comes with namespaces).
-NAMESPACE = "default"
 
 
 def viewer(request: Request) -> Principal | None:
@@ -33,7 +38,7 @@ def viewer(request: Request) -> Principal | None:
 
 def may(request: Request, action: Action | str) -> bool:
     principal = viewer(request)
-    return principal is not None and principal.may(Action(action), NAMESPACE)
+    return principal is not None and principal.may(Action(action), current(request))
 
 
 class Console:
@@ -47,7 +52,8 @@ class Console:
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = self.templates.get_template(template).render(
             request=request, csrf=self.session.csrf(request), csrf_field=CSRF_FIELD, nav=self.nav(request),
-            bridge=BRIDGE + namespace_prefix(request),
+            bridge=BRIDGE + namespace_prefix(request), namespace=current(request),
+            namespaces=getattr(request.state, "namespaces", []),
             signed_in=bool(self.session.token(request)), login=self.session.login, who=viewer(request),
             may=lambda action: may(request, action), **context,
         )
@@ -64,11 +70,30 @@ class Console:
         async with Api(request, self.session.api_headers(request)) as api:
             yield api
 
-    async def whoami(self, request: Request) -> Principal:
+    async def look(self, request: Request) -> None:
+        """Who is signed in, the namespaces it sees, and the one this request acts in."""
         async with self.api(request) as api:
-            who = await api.get("/whoami")
-        namespaces = frozenset(who["namespaces"]) if who["namespaces"] is not None else None
-        return Principal(who["name"], Role(who["role"]), namespaces)
+            who, listed = await asyncio.gather(api.get("/whoami"), api.get("/namespaces"))
+        scope = frozenset(who["namespaces"]) if who["namespaces"] is not None else None
+        request.state.viewer = Principal(who["name"], Role(who["role"]), scope)
+        request.state.namespaces = [info["name"] for info in listed]
+        request.state.namespace = await self.choose(request, request.state.namespaces)
+
+    async def choose(self, request: Request, visible: list[str]) -> str:
+        """The namespace this request acts in; one the token sees is kept for the next pages."""
+        named = request.query_params.get("namespace")
+        if not named and request.method == "POST":
+            named = (await self.session.posted(request)).get("namespace")
+        kept = self.session.namespace(request)
+        if named:
+            chosen = named  # one out of sight is the API's 404, like any other name
+        elif kept in visible:
+            chosen = kept
+        else:
+            chosen = DEFAULT if DEFAULT in visible or not visible else visible[0]
+        if chosen != kept and chosen in visible:
+            self.session.choose(request, chosen)
+        return chosen
 
 
 def _here(request: Request) -> str:
@@ -80,8 +105,8 @@ async def answer(console: Console, request: Request, page, who: bool = True) -> 
     in or out), turning the API's refusals and a bad CSRF token into pages."""
     try:
         if who:
-            request.state.viewer = await console.whoami(request)
-        return await page()
+            await console.look(request)
+        return console.session.keep(request, await page())
     except ApiError as refused:
         return console.error(request, refused.status, refused.detail)
     except CsrfRefused as refused:

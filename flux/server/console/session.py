@@ -10,6 +10,9 @@ seed lives in its own HttpOnly cookie and the form's hidden field must be the HM
 that seed under a key derived from the bootstrap token, which every replica shares and
 no page shows. A cross-site form can neither read the seed nor compute the HMAC; a
 request whose ``Origin`` is another site is refused as well.
+
+The namespace the console acts in is kept in a third cookie, set by the switcher (any
+page asked with ``?namespace=``) and forgotten at sign-in and sign-out.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from starlette.responses import Response
 
 TOKEN_COOKIE = "flux_token"
 SEED_COOKIE = "flux_csrf"
+NAMESPACE_COOKIE = "flux_namespace"
 CSRF_FIELD = "csrf"
 #: A form body larger than this is not a console form.
 MAX_FORM = 1024 * 1024
@@ -46,6 +50,20 @@ class Session:
         token = self.token(request)
         return {"Authorization": f"Bearer {token}"} if token else {}
 
+    @staticmethod
+    def namespace(request: Request) -> str:
+        """The namespace this browser chose last ('' before any)."""
+        return request.cookies.get(NAMESPACE_COOKIE, "")
+
+    @staticmethod
+    def choose(request: Request, namespace: str) -> None:
+        """Keep ``namespace`` as this browser's choice (``keep`` sets the cookie)."""
+        request.state.namespace_choice = namespace
+
+    async def posted(self, request: Request) -> dict[str, str]:
+        """The POSTed form's fields, unchecked: ``form`` checks them before any call."""
+        return _fields(await request.body())
+
     def seed(self, request: Request) -> str:
         """This browser's CSRF seed; a new one is kept in ``request.state`` until the
         response sets its cookie (``keep``)."""
@@ -58,10 +76,14 @@ class Session:
         return hmac.new(self.key, self.seed(request).encode(), hashlib.sha256).hexdigest()
 
     def keep(self, request: Request, response: Response) -> Response:
-        """Set the cookies this request created on its response."""
+        """Set the cookies this request created on its response (once)."""
         seed = getattr(request.state, "csrf_seed", None)
-        if seed:
+        if seed and not getattr(request.state, "kept", False):
             self._cookie(request, response, SEED_COOKIE, seed)
+        choice = getattr(request.state, "namespace_choice", None)
+        if choice and not getattr(request.state, "kept", False):
+            self._cookie(request, response, NAMESPACE_COOKIE, choice)
+        request.state.kept = True
         return response
 
     async def form(self, request: Request) -> dict[str, str]:
@@ -69,8 +91,7 @@ class Session:
         origin = request.headers.get("origin")
         if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
             raise CsrfRefused(f"cross-site request from {origin}")
-        body = await request.body()
-        fields = dict(parse_qsl(body[:MAX_FORM].decode("utf-8", "replace"), keep_blank_values=True))
+        fields = _fields(await request.body())
         seed = request.cookies.get(SEED_COOKIE)
         expected = hmac.new(self.key, seed.encode(), hashlib.sha256).hexdigest() if seed else None
         if not expected or not hmac.compare_digest(fields.get(CSRF_FIELD, ""), expected):
@@ -81,16 +102,21 @@ class Session:
         """Keep the token; a fresh CSRF seed for the new session."""
         self._cookie(request, response, TOKEN_COOKIE, token)
         self._cookie(request, response, SEED_COOKIE, secrets.token_urlsafe(32))
+        response.delete_cookie(NAMESPACE_COOKIE, path="/", httponly=True, samesite="strict", secure=_https(request))
         return response
 
     def signed_out(self, request: Request, response: Response) -> Response:
-        for name in (TOKEN_COOKIE, SEED_COOKIE):
+        for name in (TOKEN_COOKIE, SEED_COOKIE, NAMESPACE_COOKIE):
             response.delete_cookie(name, path="/", httponly=True, samesite="strict", secure=_https(request))
         return response
 
     @staticmethod
     def _cookie(request: Request, response: Response, name: str, value: str) -> None:
         response.set_cookie(name, value, path="/", httponly=True, samesite="strict", secure=_https(request))
+
+
+def _fields(body: bytes) -> dict[str, str]:
+    return dict(parse_qsl(body[:MAX_FORM].decode("utf-8", "replace"), keep_blank_values=True))
 
 
 def _https(request: Request) -> bool:

@@ -88,8 +88,10 @@ function cancelForm(id, csrf) {
   form.method = "post"; form.action = "/ui/executions/" + id + "/cancel";
   const token = document.createElement("input"); token.type = "hidden"; token.name = "csrf"; token.value = csrf;
   const next = document.createElement("input"); next.type = "hidden"; next.name = "next"; next.value = location.pathname + location.search;
+  const namespace = document.createElement("input"); namespace.type = "hidden"; namespace.name = "namespace";
+  namespace.value = document.body.dataset.namespace;
   const button = document.createElement("button"); button.type = "submit"; button.className = "warn small"; button.textContent = "Cancel";
-  form.append(token, next, button);
+  form.append(token, next, namespace, button);
   return form;
 }
 
@@ -134,6 +136,13 @@ function followLogs(pre) {
   source.addEventListener("end", () => source.close());
 }
 
+/* The namespace switcher goes as soon as a namespace is picked (its button is for pages without script). */
+function switchOnChange(form) {
+  const select = form.querySelector("select");
+  select.addEventListener("change", () => form.requestSubmit());
+  form.querySelector("button").hidden = true;
+}
+
 /* The run form: say at once when the input is not JSON (the server says so too). */
 function checkJson(form) {
   const input = form.querySelector("textarea");
@@ -150,4 +159,5 @@ document.addEventListener("DOMContentLoaded", () => {
   const execution = document.querySelector("[data-execution]"); if (execution) followExecution(execution);
   const logs = document.querySelector("pre[data-logs]"); if (logs) followLogs(logs);
   for (const form of document.querySelectorAll("form[data-json-form]")) checkJson(form);
+  const switcher = document.querySelector("form[data-switcher]"); if (switcher) switchOnChange(switcher);
 });
