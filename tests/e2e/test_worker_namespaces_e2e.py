@@ -8,7 +8,7 @@ import httpx
 
 from flux.client import FluxClient
 from protocol import ONE_TASK, sample
-from shared import assert_error
+from shared import assert_error, flux
 from waiting import eventually
 
 RESTRICTED = "serves namespaces ml only"
@@ -25,6 +25,8 @@ def test_a_dedicated_worker_runs_its_namespace_only_and_explain_names_why(cluste
         waiting = default.run("one_task", 2)
         explained = eventually(lambda: (p := default.placement(waiting["id"]))["unschedulable"] and p, timeout=30)
         workers = {w["name"]: w for w in default.list_workers()}
+        shown = flux("worker", "show", "ml-1", server_url=cluster.server_url).stdout
+        told = flux("execution", "explain", waiting["id"], server_url=cluster.server_url).stdout
         other = cluster.start_worker("any")
         done = default.run("one_task", 3, wait=60)  # the one waiting ran too, on the new worker
         first = eventually(lambda: (e := default.execution(waiting["id"]))["state"] == "COMPLETED" and e, timeout=60)
@@ -37,6 +39,8 @@ def test_a_dedicated_worker_runs_its_namespace_only_and_explain_names_why(cluste
     assert explained["workers"] == [{"name": "ml-1", "state": "ONLINE", "available": False, "reason": RESTRICTED}]
     assert explained["unschedulable"] == "no registered worker serves namespace 'default': all 1 serve other namespaces only"
     assert workers["ml-1"]["namespaces"] == ["ml"]
+    assert any("namespaces" in line and "ml" in line for line in shown.splitlines())
+    assert RESTRICTED in told and "serves other namespaces" in told
     assert chosen == ["any", "any"], "never the ml worker"
     assert other.poll() is None
 
