@@ -20,7 +20,7 @@ from click.core import ParameterSource
 
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError, FluxConnectionError
 from flux.domain.durations import InvalidDuration, parse_duration
-from flux.domain.namespaces import DEFAULT, NAMESPACE_ENV
+from flux.domain.namespaces import DEFAULT, NAMESPACE_ENV, worker_namespaces
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
 from flux.objects import import_object
 from flux.server.settings import read_token_file
@@ -344,6 +344,14 @@ def parse_labels(pairs: tuple[str, ...], option: str = "--label") -> dict[str, s
             raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
         result[key] = value
     return result
+
+
+def parse_worker_namespaces(values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--namespace`` values (each may list several, comma-separated, as FLUX_WORKER_NAMESPACES does)."""
+    try:
+        return worker_namespaces([name.strip() for value in values for name in value.split(",") if name.strip()])
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--namespace") from None
 
 
 def parse_resources(pairs: tuple[str, ...]) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from flux.worker.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
-from flux.cli.core import DURATION, QUANTITY, QuantityType, console, parse_labels, parse_resources, token_from_file
+from flux.cli.core import DURATION, QUANTITY, QuantityType, console, parse_labels, parse_resources, parse_worker_namespaces, token_from_file
 from flux.client import DEFAULT_SERVER_URL
 from flux.domain.workers import AllocationMode
 from flux.logformat import FORMATS, configure_logging
@@ -222,6 +222,9 @@ def _check_secrets_key(settings: ServerSettings) -> None:
               help="Disk figures are this path's filesystem (default: the working directory, where executions run)")
 @click.option("--resource", "custom_resources", envvar="FLUX_RESOURCES", multiple=True,
               help="NAME=AMOUNT custom resource to advertise (e.g. fpga=2), repeatable; requested with resources={...}")
+@click.option("--namespace", "namespaces", envvar="FLUX_WORKER_NAMESPACES", multiple=True,
+              help="Take executions of this namespace only, repeatable (FLUX_WORKER_NAMESPACES: comma-separated); "
+                   "none: every namespace")
 @click.option("--drain-timeout", envvar="FLUX_DRAIN_TIMEOUT", type=click.FloatRange(min=0), default=60.0, show_default=True,
               help="On SIGTERM/SIGINT, seconds running executions may finish before they are handed back to resume elsewhere")
 @click.option("--max-log-bytes", envvar="FLUX_MAX_LOG_BYTES", type=QUANTITY, default="10Mi", show_default=True,
@@ -246,7 +249,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
                  subprocess_memory_limit: int | None, max_executions_per_child: int, warm_children: int,
                  child_idle_timeout: float, docker_image: str, docker_memory: int | None,
                  docker_cpus: float | None, docker_args: tuple[str, ...], docker_fallback: str, cgroup_root: str,
-                 disk_path: str, custom_resources: tuple[str, ...],
+                 disk_path: str, custom_resources: tuple[str, ...], namespaces: tuple[str, ...],
                  drain_timeout: float, max_log_bytes: int, log_buffer_lines: int, capture_output: bool,
                  bundle_cache_size: int, bundle_cache_dir: str | None, fork_children: bool, log_format: str) -> None:
     """Run a worker named NAME that executes workflows dispatched by the server.
@@ -255,6 +258,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
     bootstrap token, its name held by another worker) ends it with the reason."""
     import asyncio
 
+    served = parse_worker_namespaces(namespaces)
     token = token_from_file(bootstrap_token_file, "bootstrap") if bootstrap_token_file else bootstrap_token
     if not token:
         path = ServerSettings(home=home or default_home()).bootstrap_token_path
@@ -281,7 +285,7 @@ def start_worker(name: str, server_url: str, bootstrap_token: str | None, bootst
         child_idle_timeout=child_idle_timeout, docker_image=docker_image, docker_memory=docker_memory,
         docker_cpus=docker_cpus, docker_args=docker_args,
         docker_fallback=docker_fallback, cgroup_root=cgroup_root, disk_path=disk_path,
-        custom_resources=parse_resources(custom_resources), drain_timeout=drain_timeout,
+        custom_resources=parse_resources(custom_resources), namespaces=served, drain_timeout=drain_timeout,
         home=str(ServerSettings(home=home or default_home()).home),
         max_log_bytes=max_log_bytes, log_buffer_lines=log_buffer_lines, capture_output=capture_output,
         bundle_cache_size=bundle_cache_size, bundle_cache_dir=bundle_cache_dir,

@@ -23,9 +23,17 @@ def worker_group() -> None:
     """Inspect and drain workers."""
 
 
+def served(worker: dict) -> str:
+    """The namespaces it takes work of: 'all', or the ones it is restricted to."""
+    return ", ".join(worker.get("namespaces") or ()) or "all"
+
+
+COLUMNS = ["name", "state", "running", "max_concurrent_executions", "namespaces", "labels", "last_heartbeat_at"]
+
+
 @worker_group.command("list")
 @client_command
-@renders(lambda rows: render_rows(["name", "state", "running", "max_concurrent_executions", "labels", "last_heartbeat_at"], rows))
+@renders(lambda rows: render_rows(COLUMNS, [{**row, "namespaces": served(row)} for row in rows]))
 def worker_list(client: FluxClient) -> list[dict]:
     """List registered workers."""
     return client.list_workers()
@@ -53,6 +61,7 @@ def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tupl
     rows: list[tuple[str, str | Text]] = [
         ("state", Text(worker["state"], style=STATE_COLOURS.get(worker["state"], ""))),
         ("labels", " ".join(f"{k}={v}" for k, v in sorted(worker["labels"].items())) or "-"),
+        ("namespaces", served(worker)),
         ("slots", f"{worker['running']} running of {worker['max_concurrent_executions']}"),
     ]
     if res:

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from flux.domain.namespaces import worker_namespaces
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources
 from flux.domain.samples import probed_problem
 from flux.domain.workers import AllocationMode
@@ -71,6 +72,14 @@ class WorkerRegistration(Strict):
     runtime: RuntimeInfo
     running: list[str] = Field(default=[], description="Executions this worker process still runs")
     metrics: dict[str, float] = {}
+    namespaces: list[str] | None = Field(
+        default=None, description="The only namespaces whose executions it takes (a dedicated pool); null: every one"
+    )
+
+    @field_validator("namespaces")
+    @classmethod
+    def _valid_namespaces(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else list(worker_namespaces(value)) or None
 
     @field_validator("custom_resources")
     @classmethod

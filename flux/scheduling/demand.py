@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from flux.domain.affinity import affinity_key
+from flux.domain.namespaces import DEFAULT
 from flux.domain.resource_request import ResourceRequest, request_or_none
 from flux.domain.routing import RoutingPolicy
 
@@ -19,13 +20,14 @@ class Demand:
     ``request`` is ``None`` when nothing is requested (an empty request is normalised
     to ``None``). ``affinity`` is the JSON form (string values mean equality, dict
     values are operators; see ``flux.domain.affinity``). ``routing`` ranks eligible
-    workers.
+    workers. ``namespace`` is the execution's: a worker restricted to others never takes it.
     """
 
     execution_id: str
     request: ResourceRequest | None
     affinity: Mapping[str, Any] | None
     routing: RoutingPolicy | None = None
+    namespace: str = DEFAULT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "request", request_or_none(self.request))
@@ -57,6 +59,7 @@ def demand_from_row(
     requests: dict | None,
     affinity: dict | None,
     routing: dict | RoutingPolicy | None = None,
+    namespace: str = DEFAULT,
 ) -> Demand:
     """Build a Demand from stored JSON, by column name; parsed requests and routing
     policies are cached by their text.
@@ -70,4 +73,4 @@ def demand_from_row(
         policy = routing
     else:
         policy = _routing_from_json(json.dumps(routing, sort_keys=True)) if routing else None
-    return Demand(execution_id, request, affinity or None, policy)
+    return Demand(execution_id, request, affinity or None, policy, namespace)

@@ -4,7 +4,7 @@
 ``kube-scheduler`` would say; Flux says the same thing about its workers, and the
 per-worker lines carry the numbers (``cpu_available 2.0 < requested 4``). Both come
 from the typed ``Reason`` of the first filter a worker fails, or of the gate before
-the filters that stopped it (draining, stale) or after them (all slots busy).
+the filters that stopped it (namespace, draining, stale) or after them (all slots busy).
 
 Feasibility asks a different question: could any registered worker *ever* take this,
 if it were idle? It checks capacity (totals) instead of availability, ignores slots
@@ -17,8 +17,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from flux.domain.namespaces import DEFAULT
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.filters import PIPELINE, Reason, check
+from flux.scheduling.namespaces import NAME as NAMESPACE, refusal
 from flux.scheduling.snapshot import WorkerView
 from flux.domain.workers import AllocationMode, WorkerState
 
@@ -45,8 +47,14 @@ class Verdict:
         return "available" if self.reason is None else self.reason.message
 
 
-def verdict(request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView) -> Verdict:
-    """The first reason this worker cannot take the execution now, in dispatch's own order."""
+def verdict(
+    request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView, namespace: str = DEFAULT
+) -> Verdict:
+    """The first reason this worker cannot take the execution now, in dispatch's own order
+    (a restriction to other namespaces first: it holds whatever else changes)."""
+    restricted = refusal(worker, namespace)
+    if restricted is not None:
+        return Verdict(worker.name, restricted)
     if worker.state == WorkerState.DRAINING:
         return Verdict(worker.name, DRAINING)
     if worker.state == WorkerState.STALE:
@@ -80,12 +88,17 @@ def capacity_view(worker: WorkerView) -> WorkerView:
 
 
 def infeasibility(
-    request: ResourceRequest | None, affinity: Mapping[str, Any] | None, workers: Iterable[WorkerView]
+    request: ResourceRequest | None,
+    affinity: Mapping[str, Any] | None,
+    workers: Iterable[WorkerView],
+    namespace: str = DEFAULT,
 ) -> str | None:
     """Why no registered worker could ever take this, or None when one could."""
-    verdicts = [verdict(request, affinity, capacity_view(w)) for w in workers]
+    verdicts = [verdict(request, affinity, capacity_view(w), namespace) for w in workers]
     if any(v.available for v in verdicts):
         return None
     if not verdicts:
         return "no workers are registered"
+    if all(v.reason.filter == NAMESPACE for v in verdicts):
+        return f"no registered worker serves namespace {namespace!r}: all {len(verdicts)} serve other namespaces only"
     return f"no registered worker could ever satisfy it, even idle: {_tally(verdicts)} (of {len(verdicts)})"

@@ -8,7 +8,9 @@ rather than one per execution. Routing is soft and not part of that key: it only
 ranks the shared eligible pool, re-scored for each execution because every placement
 changes the loads. Unconstrained executions skip the per-candidate checks entirely
 (the spec's fast path): they take the top of the ``FreePool``, which the server keeps
-across rounds, so placing one costs O(log n) and no walk of the fleet.
+across rounds, so placing one costs O(log n) and no walk of the fleet. While some
+worker is restricted to namespaces (``flux.scheduling.namespaces``), the namespace
+joins the constraints: one scan per namespace and set of constraints per round.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from flux.domain.allotment import EMPTY, Allotment
 from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Consumption, Filter, active, bound, first_bound_failure
+from flux.scheduling.namespaces import gate
 from flux.scheduling.pool import FreePool
 from flux.scheduling.ranking import best, candidate_key, why_chosen
 from flux.scheduling.snapshot import WorkerView
@@ -111,14 +114,17 @@ def place(demands: Iterable[Demand], workers: list[WorkerView] | FreePool) -> li
     constrained: dict[tuple, _Candidates] = {}
     assignments = []
     for demand in demands:
-        if demand.unconstrained:
+        namespace = demand.namespace if pool.restricted else None
+        if demand.unconstrained and namespace is None:
             candidates = unconstrained
         else:
-            key = demand.constraint_key
+            key = (demand.constraint_key, namespace)
             candidates = constrained.get(key)
             if candidates is None:
                 filters = active(demand.request, demand.affinity)
                 checks = bound(filters, demand.request, demand.affinity)
+                if namespace is not None:
+                    checks = (gate(namespace), *checks)
                 eligible = [w for w in unconstrained.online() if first_bound_failure(checks, w) is None]
                 candidates = constrained[key] = _Candidates(eligible, filters, demand)
         chosen = candidates.best(demand)

@@ -29,6 +29,8 @@ class FreePool:
         self.views: dict[str, WorkerView] = {}
         #: How many of them are ONLINE (the unconstrained eligible count).
         self.online_count = 0
+        #: How many are restricted to some namespaces: while none is, namespaces cost placement nothing.
+        self.restricted = 0
         self._stamps: dict[str, int] = {}
         self._stamp = 0
         self._heap: list[tuple[tuple, int, WorkerView]] = []
@@ -39,6 +41,7 @@ class FreePool:
         """``view`` is the worker's view now (new, or changed in place)."""
         old = self.views.get(view.name)
         self.online_count += (view.state == WorkerState.ONLINE) - (old is not None and old.state == WorkerState.ONLINE)
+        self.restricted += (view.namespaces is not None) - (old is not None and old.namespaces is not None)
         self.views[view.name] = view
         self._stamp += 1
         self._stamps[view.name] = self._stamp
@@ -52,6 +55,7 @@ class FreePool:
         old = self.views.pop(name, None)
         if old is not None:
             self.online_count -= old.state == WorkerState.ONLINE
+            self.restricted -= old.namespaces is not None
             del self._stamps[name]
 
     def online(self) -> list[WorkerView]:

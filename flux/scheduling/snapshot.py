@@ -71,6 +71,8 @@ class WorkerView:
     gpu_allotted: dict[int, int] = field(default_factory=dict)
     #: ONLINE, or why it takes no new work: STALE (missed heartbeats) or DRAINING.
     state: str = WorkerState.ONLINE
+    #: The namespaces it is restricted to (``flux start worker --namespace``); None: every one.
+    namespaces: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         self.total = _resources(self.total)
@@ -119,6 +121,8 @@ def _plain(data: Mapping[str, Any]) -> dict[str, Any]:
     for name in ("labels", "packages"):
         if name in values:
             values[name] = dict(values[name] or {})
+    if "namespaces" in values:  # an empty restriction is none
+        values["namespaces"] = frozenset(values["namespaces"]) if values["namespaces"] else None
     return values
 
 

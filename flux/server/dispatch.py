@@ -105,6 +105,7 @@ class Dispatcher:
                 ExecutionModel.requests,
                 ExecutionModel.affinity,
                 ExecutionModel.routing,
+                ExecutionModel.namespace,
                 ExecutionModel.scheduled_at,
                 ExecutionModel.placement_note,
                 ExecutionModel.unschedulable,
@@ -158,7 +159,9 @@ class Dispatcher:
         now = time.time()
         while page and pool.best() is not None:
             demands = (
-                demand_from_row(execution_id=row.id, requests=row.requests, affinity=row.affinity, routing=row.routing)
+                demand_from_row(
+                    execution_id=row.id, requests=row.requests, affinity=row.affinity, routing=row.routing, namespace=row.namespace
+                )
                 for row in page
                 if self._ready(row, now)
             )

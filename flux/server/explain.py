@@ -55,8 +55,10 @@ def attempts_of(session: Session, execution_id: str) -> list[AttemptInfo]:
 
 def placement(session: Session, execution_id: str, workers: list[WorkerView], namespace: str | None = None) -> PlacementInfo:
     execution = executions.get_row(session, execution_id, namespace)
-    demand = demand_from_row(execution_id=execution.id, requests=execution.requests, affinity=execution.affinity)
-    verdicts = [verdict(demand.request, demand.affinity, worker) for worker in workers]
+    demand = demand_from_row(
+        execution_id=execution.id, requests=execution.requests, affinity=execution.affinity, namespace=execution.namespace
+    )
+    verdicts = [verdict(demand.request, demand.affinity, worker, demand.namespace) for worker in workers]
     states = {worker.name: worker.state for worker in workers}
     chosen = None
     if execution.state == ExecutionState.SCHEDULED.value:
@@ -95,11 +97,11 @@ def record_waiting(session: Session, page: list, placed: set[str], workers: list
     for row in page:
         if row.id in placed:
             continue
-        key = (json.dumps(row.requests, sort_keys=True), json.dumps(row.affinity, sort_keys=True))
+        key = (json.dumps(row.requests, sort_keys=True), json.dumps(row.affinity, sort_keys=True), row.namespace)
         if key not in explained:
-            demand = demand_from_row(execution_id=row.id, requests=row.requests, affinity=row.affinity)
-            summary = summarize([verdict(demand.request, demand.affinity, w) for w in workers])
-            explained[key] = (summary, infeasibility(demand.request, demand.affinity, workers))
+            demand = demand_from_row(execution_id=row.id, requests=row.requests, affinity=row.affinity, namespace=row.namespace)
+            summary = summarize([verdict(demand.request, demand.affinity, w, demand.namespace) for w in workers])
+            explained[key] = (summary, infeasibility(demand.request, demand.affinity, workers, demand.namespace))
         summary, infeasible = explained[key]
         if (summary, infeasible) == (row.placement_note, row.unschedulable):
             continue

@@ -321,6 +321,9 @@ class WorkerModel(Base):
     packages_digest: Mapped[str] = mapped_column(String(64), default="")
     #: Set by ``flux worker drain``: no new work; survives server restarts.
     draining: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: The only namespaces whose executions it takes (``--namespace``); None: every one.
+    #: Workers stay fleet-wide: the names need not exist.
+    namespaces: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
     runtime: Mapped["WorkerRuntimeModel"] = relationship(cascade="all, delete-orphan", uselist=False)
     resources: Mapped["WorkerResourcesModel"] = relationship(cascade="all, delete-orphan", uselist=False)

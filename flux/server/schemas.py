@@ -246,6 +246,7 @@ class WorkerInfo(BaseModel):
     max_concurrent_executions: int
     allocation: str
     custom_resources: dict[str, float]
+    namespaces: list[str] | None = Field(default=None, description="The only namespaces it takes work of; null: every one")
     running: int
     registered_at: float
     last_heartbeat_at: float

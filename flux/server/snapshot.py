@@ -55,6 +55,7 @@ def _view(worker: WorkerModel, packages: dict[str, str]) -> WorkerView:
         max_concurrent_executions=worker.max_concurrent_executions,
         allocation=worker.allocation,
         registered_seq=worker.id,
+        namespaces=worker.namespaces,
         **_sample(worker),
     )
 

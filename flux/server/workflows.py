@@ -122,7 +122,7 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
     stored = []
     for new in versions:
         latest = _latest(session, namespace, new.name)
-        warnings = _warnings(new.request, new.affinity, fleet)
+        warnings = _warnings(new.request, new.affinity, fleet, namespace)
         if latest and (
             latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout,
             latest.max_attempts, latest.bundle_sha256, latest.module, latest.timeout,
@@ -188,10 +188,11 @@ def _requeue_waiting_on(session: Session, row: WorkflowModel) -> None:
     )
 
 
-def _warnings(request: ResourceRequest | None, affinity: dict | None, fleet: list[WorkerView]) -> list[str]:
+def _warnings(request: ResourceRequest | None, affinity: dict | None, fleet: list[WorkerView], namespace: str) -> list[str]:
+    """What it requests no worker could ever give it (judged among the workers that serve its namespace)."""
     if request is None and not affinity:
         return []
-    reason = infeasibility(request, affinity, fleet)
+    reason = infeasibility(request, affinity, fleet, namespace)
     return [reason] if reason else []
 
 

@@ -54,6 +54,8 @@ class WorkerConfig:
     docker_fallback: str = "none"
     #: Countable custom resources this worker advertises ({"fpga": 2}).
     custom_resources: dict[str, float] = field(default_factory=dict)
+    #: The only namespaces whose executions it takes (``--namespace``); empty: every one.
+    namespaces: tuple[str, ...] = ()
     #: Log bytes (sum of message bytes) shipped per attempt; later lines are dropped.
     max_log_bytes: int = 10 * 1024**2
     #: Log lines an execution may have waiting for the server before its child's

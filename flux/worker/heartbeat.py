@@ -76,6 +76,7 @@ class Publisher:
             heartbeat_interval=self.config.heartbeat_interval,
             allocation=self.config.allocation,
             custom_resources=self.config.custom_resources,
+            namespaces=list(self.config.namespaces) or None,
             resources=resources_message(info["resources"]),
             packages=[PackageInfo.model_validate(package) for package in info["packages"]],
             runtime=RuntimeInfo.model_validate(info["runtime"]),

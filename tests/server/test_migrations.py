@@ -66,6 +66,24 @@ def test_the_tokens_and_audit_migration_goes_up_and_down(backend, tmp_path, requ
     assert schema_diff(url) == []
 
 
+def columns(url: str, table: str) -> set[str]:
+    engine = create_engine(normalise_url(url))
+    names = {column["name"] for column in inspect(engine).get_columns(table)}
+    engine.dispose()
+    return names
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_worker_namespaces_migration_goes_up_and_down(backend, tmp_path, request):
+    url = f"sqlite:///{tmp_path / 'workers.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    migrate(url)
+    assert "namespaces" in columns(url, "workers")
+    alembic(url).downgrade("0017")
+    assert "namespaces" not in columns(url, "workers")
+    migrate(url)
+    assert schema_diff(url) == []
+
+
 # --- 0016: namespaces (docs/namespaces.md) -----------------------------------------------
 
 
