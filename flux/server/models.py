@@ -393,33 +393,3 @@ class PackageModel(Base):
     digest: Mapped[str] = mapped_column(ForeignKey("package_sets.digest"), index=True)
     name: Mapped[str] = mapped_column(String(255))
     version: Mapped[str] = mapped_column(String(128))
-
-
-class TaskCacheModel(Base):
-    """A cached task result (``cache=True``, docs/tasks.md#cache), by the key the child
-    computed (sha256 of the task's name, version and JSON arguments)."""
-
-    __tablename__ = "task_cache"
-
-    #: The namespace of the executions that share it.
-    namespace: Mapped[str] = namespace_column(primary_key=True)
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    task_name: Mapped[str] = mapped_column(String(128), index=True)
-    value: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
-    created_at: Mapped[float] = mapped_column(Float)
-    #: None: kept until ``flux cache clear``.
-    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
-    #: The execution whose task produced it (provenance; not a foreign key: it outlives retention).
-    execution_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
-
-
-class SecretModel(Base):
-    """A secret, its value encrypted with the server's key (Fernet; ``flux.server.secrets``)."""
-
-    __tablename__ = "secrets"
-
-    namespace: Mapped[str] = namespace_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(128), primary_key=True)
-    encrypted: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[float] = mapped_column(Float)
-    updated_at: Mapped[float] = mapped_column(Float)

@@ -28,10 +28,11 @@ from flux.domain.events import ExecutionState
 from flux.domain.namespaces import DEFAULT, NamespaceState
 from flux.server import executions, namespaces, retention, topics, workflows
 from flux.server.database import Database
-from flux.server.notify import Notifier
 from flux.server.errors import Conflict
-from flux.server.models import ExecutionModel, NamespaceModel, ScheduleModel, SecretModel, TaskCacheModel, WorkflowModel
+from flux.server.models import ExecutionModel, NamespaceModel, ScheduleModel, WorkflowModel
 from flux.server.namespace_schemas import NamespaceDeletion
+from flux.server.notify import Notifier
+from flux.server.service_models import SecretModel, TaskCacheModel
 
 #: Executions cancelled or deleted per transaction.
 BATCH = 500

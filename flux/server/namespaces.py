@@ -28,8 +28,9 @@ from flux.domain.events import ExecutionState
 from flux.domain.namespaces import DEFAULT, NamespaceState
 from flux.server.database import Database
 from flux.server.errors import Conflict, NotFound
-from flux.server.models import ExecutionModel, NamespaceModel, ScheduleModel, SecretModel, WorkflowModel
+from flux.server.models import ExecutionModel, NamespaceModel, ScheduleModel, WorkflowModel
 from flux.server.namespace_schemas import NamespaceDetail, NamespaceInfo
+from flux.server.service_models import SecretModel
 
 UNFINISHED = [state.value for state in ExecutionState if not state.is_terminal]
 

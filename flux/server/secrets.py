@@ -21,9 +21,9 @@ from sqlalchemy.orm import Session
 from flux.domain.namespaces import DEFAULT
 from flux.domain.secrets import check_secret_value
 from flux.server.errors import Conflict, Invalid, NotFound
-from flux.server.models import SecretModel
 from flux.server.namespaces import require_active
 from flux.server.schemas import SecretInfo
+from flux.server.service_models import SecretModel
 
 KEY_ENV = "FLUX_SECRETS_KEY"
 NO_KEY = f"the server has no secrets key: start it with {KEY_ENV} or --secrets-key-file (make one with 'flux secret generate-key')"

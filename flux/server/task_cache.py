@@ -22,7 +22,8 @@ from sqlalchemy.orm import Session
 from flux.domain.events import HOLDING_STATES, EventType
 from flux.domain.namespaces import DEFAULT
 from flux.server.errors import Conflict, Invalid, NotFound
-from flux.server.models import ExecutionEventModel, ExecutionModel, TaskCacheModel
+from flux.server.models import ExecutionEventModel, ExecutionModel
+from flux.server.service_models import TaskCacheModel
 
 STORED = EventType.TASK_CACHE_STORED.value
 COMPLETED = EventType.TASK_COMPLETED.value

@@ -294,7 +294,7 @@ def test_the_server_stores_cache_entries_on_checkpoint_and_keeps_secrets_encrypt
     from flux.server import secrets, task_cache
     from flux.server.database import make_engine, migrate
     from flux.server.errors import NotFound
-    from flux.server.models import SecretModel
+    from flux.server.service_models import SecretModel
 
     url = request.getfixturevalue("pg_url") if backend == "postgresql" else f"sqlite:///{tmp_path / 'f.db'}"
     migrate(url)

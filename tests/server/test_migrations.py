@@ -14,6 +14,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import MetaData, create_engine, inspect
 
 import flux.server.access_models  # noqa: F401 - its tables are part of Base.metadata
+import flux.server.service_models  # noqa: F401 - so are these
 from flux.server.database import MIGRATIONS, migrate, normalise_url
 from flux.server.models import Base
 from shared import SOURCE
