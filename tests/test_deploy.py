@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import signal
+import site
 import subprocess
 import sys
 import time
@@ -242,6 +243,15 @@ def build_context_copies() -> list[str]:
     return [src for instruction, args in stages()[0][2] if instruction == "COPY" for src in args.split()[:-1]]
 
 
+def see_these_packages(venv: Path) -> None:
+    """The new venv resolves its dependencies from the packages this test runs with: a
+    ``.pth`` naming their folders (``--system-site-packages`` would name the base
+    interpreter's instead, which a CI run inside its own venv does not install into)."""
+    purelib = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    Path(purelib, "parent-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(240)
@@ -258,7 +268,8 @@ def test_the_images_build_steps_and_entrypoint_in_a_fresh_venv(tmp_path):
                     "--wheel-dir", str(wheels), str(context)], check=True, timeout=120)
     (wheel,) = wheels.glob("flux_engine-*.whl")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=60)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=60)
+    see_these_packages(venv)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLUX_API_TOKEN")}
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
                     f"{wheel}[postgres]"], check=True, timeout=120, env=env)
