@@ -89,10 +89,6 @@ class Principal:
         return self.sees(namespace)
 
 
-def role_allows(role: Role, action: Action) -> bool:
-    return action in ALLOWED[role]
-
-
 #: The roles, lowest first.
 ORDER = (Role.VIEWER, Role.DEVELOPER, Role.OPERATOR, Role.ADMIN)
 

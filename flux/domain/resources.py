@@ -83,10 +83,6 @@ class Resources(dict[str, Quantity]):
     def __sub__(self, other: Mapping[str, Quantity]) -> "Resources":
         return Resources._of({name: self.get(name, 0) - other.get(name, 0) for name in self.keys() | other.keys()})
 
-    def minimum(self, other: Mapping[str, Quantity]) -> "Resources":
-        """Element-wise least of the two, over the names both hold."""
-        return Resources._of({name: min(amount, other[name]) for name, amount in self.items() if name in other})
-
     def updated(self, changes: Mapping[str, Quantity]) -> "Resources":
         """This value with the dimensions of ``changes`` set to their quantities there."""
         if not changes:
@@ -99,14 +95,6 @@ class Resources(dict[str, Quantity]):
     def covers(self, request: Mapping[str, Quantity]) -> bool:
         """Whether every asked dimension is available in at least the asked quantity."""
         return all(self.get(name, 0) >= wanted for name, wanted in request.items())
-
-    def short_of(self, request: Mapping[str, Quantity]) -> list[str]:
-        """The asked dimensions this value holds less of than asked, in the request's order."""
-        return [name for name, wanted in request.items() if self.get(name, 0) < wanted]
-
-    def only(self, names: Iterable[str]) -> "Resources":
-        """The part of this value in ``names``."""
-        return Resources._of({name: self[name] for name in names if name in self})
 
     def without(self, names: Iterable[str]) -> "Resources":
         """The part of this value outside ``names``."""

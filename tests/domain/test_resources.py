@@ -19,8 +19,8 @@ def test_adding_then_taking_away_gives_back_what_was_there(a, b):
 
 
 @given(resources, resources)
-def test_covers_exactly_when_short_of_nothing(have, want):
-    assert have.covers(want) == (not have.short_of(want))
+def test_covers_exactly_when_no_asked_dimension_is_short(have, want):
+    assert have.covers(want) == all(have.amount(name) >= wanted for name, wanted in want.items())
     assert (have + want).covers(want)
 
 
