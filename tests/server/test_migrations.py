@@ -48,11 +48,16 @@ def test_migrating_twice_is_a_no_op(tmp_path):
     migrate(url)
 
 
-def tables(url: str) -> set[str]:
+def inspected(url: str, read):  # noqa: ANN001, ANN201 - a function of SQLAlchemy's Inspector
     engine = create_engine(normalise_url(url))
-    names = set(inspect(engine).get_table_names())
-    engine.dispose()
-    return names
+    try:
+        return read(inspect(engine))
+    finally:
+        engine.dispose()
+
+
+def tables(url: str) -> set[str]:
+    return inspected(url, lambda inspector: set(inspector.get_table_names()))
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -68,10 +73,7 @@ def test_the_tokens_and_audit_migration_goes_up_and_down(backend, tmp_path, requ
 
 
 def columns(url: str, table: str) -> set[str]:
-    engine = create_engine(normalise_url(url))
-    names = {column["name"] for column in inspect(engine).get_columns(table)}
-    engine.dispose()
-    return names
+    return inspected(url, lambda inspector: {column["name"] for column in inspector.get_columns(table)})
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
