@@ -23,7 +23,7 @@ from pathlib import Path
 from sqlalchemy.orm import sessionmaker
 
 from flux.domain.allotment import Allotment
-from flux.domain.attempts import AttemptPolicy
+from flux.domain.policy import ExecutionPolicy
 from flux.domain.resource_request import ResourceRequest
 from flux.scheduling.allocation import with_allotments
 from flux.scheduling.demand import Demand
@@ -63,7 +63,7 @@ def main():
     Session = sessionmaker(engine, expire_on_commit=False)
     with Session.begin() as s:
         for i in range(N):
-            fleet.register(s, body(i), f"token-{i}", None, AttemptPolicy())
+            fleet.register(s, body(i), f"token-{i}", None, ExecutionPolicy())
     scans, warms = [], []
     for _ in range(7):
         snap = FleetSnapshot(FleetRegistry())

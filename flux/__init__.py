@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_imports.py keeps it equal to _EXPORTS
     from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
+    from flux.domain.concurrency import Concurrency
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
     from flux.model.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
@@ -30,6 +31,7 @@ _EXPORTS = {
     "In": "flux.domain.affinity",
     "Lt": "flux.domain.affinity",
     "NotIn": "flux.domain.affinity",
+    "Concurrency": "flux.domain.concurrency",
     "InvalidResourceRequest": "flux.domain.resource_request",
     "ResourceRequest": "flux.domain.resource_request",
     "RoutingPolicy": "flux.domain.routing",
@@ -84,6 +86,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "CatchUpPolicy",
     "ChildWorkflowError",
+    "Concurrency",
     "DoesNotExist",
     "ExecutionContext",
     "Exists",

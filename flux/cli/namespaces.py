@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import Output, client_command, render_record, render_rows, renders
+from flux.cli.core import Output, UsageProblem, client_command, render_record, render_rows, renders
 from flux.client import FluxClient
 
 
@@ -25,7 +25,7 @@ def namespace_create(client: FluxClient, name: str) -> dict:
 
 @namespace_group.command("list")
 @client_command
-@renders(lambda rows: render_rows(["name", "state", "created_at"], rows))
+@renders(lambda rows: render_rows(["name", "state", "weight", "quota", "created_at"], rows))
 def namespace_list(client: FluxClient) -> list[dict]:
     """Every namespace and its state."""
     return client.list_namespaces()
@@ -38,6 +38,42 @@ def namespace_list(client: FluxClient) -> list[dict]:
 def namespace_show(client: FluxClient, name: str | None) -> dict:
     """What namespace NAME (default: the one -n names) holds: workflows, executions by state, schedules, secrets."""
     return client.show_namespace(name)
+
+
+@namespace_group.command("quota")
+@click.argument("name")
+@click.argument("limits", nargs=-1)
+@click.option("--clear", is_flag=True, help="Remove the quota")
+@client_command
+@renders(render_record)
+def namespace_quota(client: FluxClient, name: str, limits: tuple[str, ...], clear: bool) -> dict:
+    """Set namespace NAME's quota, replacing the one it had: LIMITS such as cpu=16
+    memory=64Gi gpu=4 executions=100 resources.fpga=2 (what its executions may hold
+    at once; docs/contention.md). Without LIMITS: show it and what is held."""
+    from flux.domain.quotas import Quota
+
+    if clear and limits:
+        raise UsageProblem("give LIMITS or --clear, not both")
+    if clear:
+        return client.update_namespace(name, quota=None)
+    if not limits:
+        return client.show_namespace(name)
+    try:
+        quota = Quota.parse(limits)
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+    return client.update_namespace(name, quota=quota.to_json())
+
+
+@namespace_group.command("set")
+@click.argument("name")
+@click.option("--weight", type=click.FloatRange(min=0, min_open=True, max=1e6), required=True,
+              help="Its fair-share weight against other namespaces of the same priority (default 1)")
+@client_command
+@renders(render_record)
+def namespace_set(client: FluxClient, name: str, weight: float) -> dict:
+    """Change namespace NAME's fair-share weight (docs/contention.md)."""
+    return client.update_namespace(name, weight=weight)
 
 
 @namespace_group.command("delete")

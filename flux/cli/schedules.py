@@ -52,6 +52,7 @@ def _timing_options(fn):  # noqa: ANN001, ANN202
         click.option("--catch-up", type=CATCH_UP, default=None, help="Due times missed while no server ran [latest]"),
         click.option("--catch-up-limit", type=click.IntRange(1, 1000), default=None, help="With --catch-up all: the most fired [100]"),
         click.option("--jitter", type=click.FloatRange(0, 3600), default=None, help="Fire up to this many seconds after due [0]"),
+        click.option("--priority", default=None, help="The runs' priority: a class name or an int [the workflow's]"),
     ]):
         fn = option(fn)
     return fn

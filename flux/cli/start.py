@@ -100,6 +100,11 @@ def start() -> None:
               help="Folder for bundles over 1 MiB (smaller ones stay in the database); replicas share it [HOME/bundles]")
 @click.option("--secrets-key-file", envvar="FLUX_SECRETS_KEY_FILE", type=click.Path(exists=True, dir_okay=False), default=None,
               help="File with the Fernet key(s) that encrypt secrets at rest (FLUX_SECRETS_KEY wins; 'flux secret generate-key')")
+@click.option("--priority-class", "priority_classes", envvar="FLUX_PRIORITY_CLASSES", multiple=True, metavar="NAME=VALUE[:never]",
+              help="Add or redefine a priority class (repeatable; defaults critical=1000 high=100 default=0 low=-100 "
+                   "batch=-1000); ':never' makes its work wait rather than preempt (docs/contention.md)")
+@click.option("--preemption-grace", envvar="FLUX_PREEMPTION_GRACE", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds a preempted attempt has before it ends (the task sees current_task().preempting)")
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
@@ -107,7 +112,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
                  body_timeout: float, max_connections: int, max_payload_size: int | None, retention: float | None,
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
-                 secrets_key_file: str | None, log_format: str) -> None:
+                 secrets_key_file: str | None, priority_classes: tuple[str, ...], preemption_grace: float,
+                 log_format: str) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
@@ -128,9 +134,11 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             lease_interval=lease_interval, shed_after=shed_after, processes=processes,
             default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
             max_bundle_size=max_bundle_size, bundle_dir=bundle_dir, secrets_key_file=secrets_key_file,
+            priority_classes=list(priority_classes), preemption_grace=preemption_grace,
         )
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--max-payload-size") from None
+        hint = "--priority-class" if "priority class" in str(exc) else "--max-payload-size"
+        raise click.BadParameter(str(exc), param_hint=hint) from None
     if bootstrap_token_file:
         settings.bootstrap_token = token_from_file(bootstrap_token_file, "bootstrap")
     on_sqlite = is_sqlite(normalise_url(settings.database_url))

@@ -87,6 +87,16 @@ def parse_input(text: str) -> object:
         raise UsageProblem(f"{where} is not valid JSON ({exc.msg} at position {exc.pos}): {shown!r}") from None
 
 
+def _priority(text: str | None) -> int | str | None:
+    """``--priority``: an int stays an int; a class name is checked by the server."""
+    from flux.domain.priority import check_priority
+
+    try:
+        return check_priority(text, "--priority")
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
+
+
 @workflow_group.command("run")
 @click.argument("name")
 @click.argument("input", default="null")
@@ -95,14 +105,16 @@ def parse_input(text: str) -> object:
 @click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
               help="Seconds to wait with --wait")
 @click.option("--logs", is_flag=True, help="Print the execution's output and log lines while waiting, on stderr (implies --wait)")
+@click.option("--priority", default=None,
+              help="This run's priority: a class name (critical, high, default, low, batch) or an int [the workflow's]")
 @client_command
-def workflow_run(client: FluxClient, name: str, input: str, wait: bool, timeout: float, logs: bool) -> object:
+def workflow_run(client: FluxClient, name: str, input: str, wait: bool, timeout: float, logs: bool, priority: str | None) -> object:
     """Start workflow NAME (its newest version, or NAME@3 for version 3) with INPUT:
     JSON, @FILE holding JSON, or - for stdin [null]. The execution keeps its version.
 
     With --wait, progress goes to stderr (a live line on a terminal) and the final
     record to stdout."""
-    execution = client.run(name, parse_input(input))
+    execution = client.run(name, parse_input(input), priority=_priority(priority))
     if not (wait or logs):
         return execution
     final = watch(client, execution, timeout, logs)

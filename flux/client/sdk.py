@@ -138,12 +138,16 @@ class FluxClient(Following):
         params = {"version": version} if version else None
         return self._request("GET", self.scoped(f"/workflows/{segment(name)}"), params=params)
 
-    def run(self, name: str, input: Any = None, wait: float | None = None, version: int | None = None) -> dict:
+    def run(
+        self, name: str, input: Any = None, wait: float | None = None, version: int | None = None,
+        priority: int | str | None = None,
+    ) -> dict:
         """Start workflow ``name`` (or ``name@3``); a version pins one (default: the newest
-        when it first starts), and the execution keeps it through every attempt."""
+        when it first starts), and the execution keeps it through every attempt.
+        ``priority``: this run's (a class name or an int), else its workflow's."""
         name, pinned = split_version(name)
         version = version or pinned
-        body = {"input": input} if version is None else {"input": input, "version": version}
+        body = {"input": input, **given({"version": version, "priority": priority})}
         execution = self._request("POST", self.scoped(f"/workflows/{segment(name)}/run"), json=body)
         if wait:
             execution = self.wait(execution["id"], wait)
@@ -366,6 +370,11 @@ class FluxClient(Following):
     def show_namespace(self, name: str | None = None) -> dict:
         """Its state and what it holds (this client's namespace by default)."""
         return self._request("GET", f"/namespaces/{segment(name or self.namespace)}")
+
+    def update_namespace(self, name: str | None = None, **changes: Any) -> dict:
+        """Its ``weight`` and ``quota`` (docs/contention.md): what is given changes;
+        ``quota=None`` removes the quota."""
+        return self._request("PATCH", f"/namespaces/{segment(name or self.namespace)}", json=changes)
 
     def delete_namespace(self, name: str, force: bool = False) -> dict:
         """Delete it with everything in it: refused while executions in it have not

@@ -8,7 +8,7 @@ execution goes back to the queue and replays its completed tasks elsewhere.
 
 Crashes count towards ``max_attempts``; planned hand-backs do not (a drain, a worker
 shutting down, a claim that never arrived), as a Kubernetes Job's pod failure policy
-can ignore disruptions: rolling a fleet must not use up a long job's attempts.
+can ignore disruptions: rolling a fleet, or a preemption, must not use up a long job's attempts.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ class AttemptEnd(StrEnum):
     #: The workflow reached a durable wait (a long sleep, a pause, a call): the execution
     #: waits on the server without a worker, and a later attempt replays up to the wait.
     SUSPENDED = "suspended"
+    #: A higher-priority execution needed its room: the grace period passed (or the
+    #: workflow returned to the queue on its own); it replays elsewhere, uncounted.
+    PREEMPTED = "preempted"
 
     @property
     def counts(self) -> bool:
@@ -42,7 +45,7 @@ class AttemptEnd(StrEnum):
 
 COUNTED = frozenset({AttemptEnd.CHILD_DIED, AttemptEnd.MEMORY_LIMIT, AttemptEnd.WORKER_LOST})
 #: The ends a worker may report itself (the others are the server's own findings).
-WORKER_REPORTED = frozenset({AttemptEnd.CHILD_DIED, AttemptEnd.MEMORY_LIMIT, AttemptEnd.DRAINED})
+WORKER_REPORTED = frozenset({AttemptEnd.CHILD_DIED, AttemptEnd.MEMORY_LIMIT, AttemptEnd.DRAINED, AttemptEnd.PREEMPTED})
 
 DEFAULT_MAX_ATTEMPTS = 3
 

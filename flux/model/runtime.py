@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import traceback
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -68,6 +69,34 @@ class TaskCall:
     @property
     def idempotency_key(self) -> str:
         return f"{self.execution_id}/{self.task_id}"
+
+    @property
+    def preempting(self) -> "Preempting | None":
+        """Set once a more important execution needs this attempt's room (docs/contention.md):
+        the attempt ends at ``deadline`` and a later one replays what completed. A long task
+        may checkpoint its own progress and return early; nothing is required."""
+        return _preempting.get(self.execution_id)
+
+
+@dataclass(frozen=True)
+class Preempting:
+    """A preemption notice: for whom, and when (this host's clock, epoch seconds) the attempt ends."""
+
+    by: str | None
+    deadline: float
+
+
+#: Preemption notices of the attempts running in this process, by execution id.
+_preempting: dict[str, Preempting] = {}
+
+
+def notice_preemption(execution_id: str, by: str | None, seconds: float) -> None:
+    """The worker says this execution's attempt ends in ``seconds``; None-safe to repeat."""
+    _preempting.setdefault(execution_id, Preempting(by, time.time() + seconds))
+
+
+def forget_preemption(execution_id: str) -> None:
+    _preempting.pop(execution_id, None)
 
 
 def current_task() -> TaskCall | None:
@@ -156,6 +185,11 @@ class ExecutionContext:
     _fetched_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     #: Completed tasks that have a rollback: task id -> (task, args, kwargs), for ``flux.model.saga``.
     compensations: dict[str, tuple] = field(default_factory=dict, repr=False)
+
+    @property
+    def preempting(self) -> Preempting | None:
+        """Set once this attempt is being preempted (``TaskCall.preempting``)."""
+        return _preempting.get(self.execution_id)
 
     async def progress(self, value: Any) -> None:
         """Record a PROGRESS event (any JSON value), shown live by ``flux workflow run

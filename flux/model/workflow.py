@@ -16,6 +16,8 @@ from typing import Any, Callable, Mapping
 
 from flux.domain.affinity import Operator, normalise_affinity
 from flux.domain.attempts import check_max_attempts
+from flux.domain.concurrency import Concurrency, check_concurrency, check_limit
+from flux.domain.priority import check_priority
 from flux.domain.events import ExecutionState
 from flux.domain.names import check_name
 from flux.domain.resource_request import ResourceRequest, request_or_none
@@ -98,6 +100,14 @@ class WorkflowOptions:
     max_attempts: int | None = None
     #: Seconds from submission, across attempts and waits, before it ends TIMED_OUT.
     timeout: float | None = None
+    #: A priority class's name or an int (docs/contention.md); ``None``: the server's default class.
+    priority: int | str | None = None
+    #: False: never chosen as a victim of preemption.
+    preemptible: bool = True
+    #: At most ``limit`` executions with the rendered key hold a worker at once.
+    concurrency: Concurrency | None = None
+    #: At most this many executions of this workflow hold a worker at once.
+    max_concurrency: int | None = None
 
     def metadata(self) -> dict:
         """What the server stores beside the source: name, placement constraints and routing.
@@ -118,7 +128,22 @@ class WorkflowOptions:
             metadata["max_attempts"] = self.max_attempts
         if self.timeout is not None:
             metadata["timeout"] = self.timeout
+        metadata.update(self.contention())
         return metadata
+
+    def contention(self) -> dict:
+        """The options that decide who gets a contended worker, only those set
+        (stored as the workflow's ``contention``; docs/contention.md)."""
+        options: dict = {}
+        if self.priority is not None:
+            options["priority"] = self.priority
+        if not self.preemptible:
+            options["preemptible"] = False
+        if self.concurrency is not None:
+            options["concurrency"] = self.concurrency.to_json()
+        if self.max_concurrency is not None:
+            options["max_concurrency"] = self.max_concurrency
+        return options
 
 
 def workflow_options(
@@ -129,6 +154,10 @@ def workflow_options(
     pending_timeout: Any = None,
     max_attempts: Any = None,
     timeout: Any = None,
+    priority: Any = None,
+    preemptible: Any = True,
+    concurrency: Any = None,
+    max_concurrency: Any = None,
 ) -> WorkflowOptions:
     """Validate a workflow's options; ``ValueError`` (or ``InvalidResourceRequest``) names the field.
 
@@ -143,8 +172,12 @@ def workflow_options(
         not isinstance(pending_timeout, (int, float)) or isinstance(pending_timeout, bool) or pending_timeout <= 0
     ):
         raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
+    if not isinstance(preemptible, bool):
+        raise ValueError(f"{owner}: preemptible must be True or False, got {preemptible!r}")
     return WorkflowOptions(
-        name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner), check_timeout(timeout, owner)
+        name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner), check_timeout(timeout, owner),
+        check_priority(priority, owner), preemptible, check_concurrency(concurrency, owner),
+        None if max_concurrency is None else check_limit(max_concurrency, f"{owner}: max_concurrency"),
     )
 
 
@@ -159,12 +192,17 @@ class Workflow:
         pending_timeout: float | None = None,
         max_attempts: int | None = None,
         timeout: float | None = None,
+        priority: int | str | None = None,
+        preemptible: bool = True,
+        concurrency: Concurrency | None = None,
+        max_concurrency: int | None = None,
     ):
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
         self.fn = fn
         self.options = workflow_options(
-            fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts, timeout
+            fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts, timeout,
+            priority, preemptible, concurrency, max_concurrency,
         )
         self.name = self.options.name
         self.requests = self.options.requests
@@ -231,6 +269,10 @@ class _WorkflowDecorator:
         pending_timeout: float | None = None,
         max_attempts: int | None = None,
         timeout: float | None = None,
+        priority: int | str | None = None,
+        preemptible: bool = True,
+        concurrency: Concurrency | None = None,
+        max_concurrency: int | None = None,
     ) -> Callable[[Callable[..., Any]], Workflow]:
         """Options for the decorated workflow, validated when the decorator runs.
 
@@ -241,13 +283,16 @@ class _WorkflowDecorator:
         in a crash (a child killed, a memory ceiling, a worker lost) before the
         execution fails (default: the server's, 3; see docs/attempts.md); ``timeout``
         ends the execution TIMED_OUT that many seconds after submission, across attempts
-        and waits (docs/waits.md).
+        and waits (docs/waits.md). ``priority`` (a class name such as ``"high"`` or an
+        int), ``preemptible``, ``concurrency=Concurrency(key=..., limit=...)`` and
+        ``max_concurrency`` decide who gets a contended fleet (docs/contention.md).
         """
 
         def decorate(fn: Callable[..., Any]) -> Workflow:
             return Workflow(
                 fn, name=name, requests=requests, affinity=affinity, routing=routing, pending_timeout=pending_timeout,
-                max_attempts=max_attempts, timeout=timeout,
+                max_attempts=max_attempts, timeout=timeout, priority=priority, preemptible=preemptible,
+                concurrency=concurrency, max_concurrency=max_concurrency,
             )
 
         return decorate

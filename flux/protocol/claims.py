@@ -85,6 +85,18 @@ class ClaimedExecution(BaseModel):
     rolled_back: list[str] = Field(default_factory=list, description="Task ids whose rollback ended in an earlier attempt (not run again)")
 
 
+class PreemptionNotice(BaseModel):
+    """A running attempt must make room for a more important execution (docs/contention.md):
+    the workflow sees ``flux.current_task().preempting``; at the end of ``seconds`` the
+    worker stops it and reports its attempt ended ``preempted``."""
+
+    execution_id: str
+    attempt: int
+    by: str | None = Field(default=None, description="The execution it makes room for")
+    seconds: float = Field(description="Seconds left of the grace period when the server replied")
+
+
 class ClaimReply(BaseModel):
     executions: list[ClaimedExecution]
     cancel: list[str]
+    preempt: list[PreemptionNotice] = Field(default=[], description="Running attempts to end after a grace period")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
+from flux.domain.concurrency import Concurrency
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import label, load, metric, score
 from flux.model.task import TaskOptions
@@ -39,12 +40,16 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
     "label": label,
     "load": load,
     "metric": metric,
+    "Concurrency": Concurrency,
 }
 #: ``ResourceRequest.with_cpu("500m").with_memory("512Mi")``: the request's shortcuts,
 #: on the class or on a request built before them.
 SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_packages", "with_resources")
 DECORATORS = ("workflow", "task")
-WORKFLOW_OPTIONS = ("name", "requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout")
+WORKFLOW_OPTIONS = (
+    "name", "requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout",
+    "priority", "preemptible", "concurrency", "max_concurrency",
+)
 TASK_OPTIONS = (
     "name", "retry_max_attempts", "retry_delay", "retry_backoff", "timeout", "fallback", "rollback", "cache", "cache_ttl",
     "secret_requests",

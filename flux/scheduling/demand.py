@@ -28,6 +28,14 @@ class Demand:
     affinity: Mapping[str, Any] | None
     routing: RoutingPolicy | None = None
     namespace: str = DEFAULT
+    #: Higher is placed first (``flux.domain.priority``; docs/contention.md).
+    priority: int = 0
+    #: Whether it may preempt lower-priority work when nothing fits (its class's policy).
+    may_preempt: bool = True
+    #: Its concurrency keys and their limits (rendered at submission).
+    keys: tuple[tuple[str, int], ...] = ()
+    #: When it was submitted: FIFO within its namespace and priority.
+    scheduled_at: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "request", request_or_none(self.request))
@@ -60,11 +68,13 @@ def demand_from_row(
     affinity: dict | None,
     routing: dict | RoutingPolicy | None = None,
     namespace: str = DEFAULT,
+    **contention: Any,
 ) -> Demand:
     """Build a Demand from stored JSON, by column name; parsed requests and routing
     policies are cached by their text.
 
     Affinity JSON passes through unchanged (the affinity filter reads it directly).
+    ``contention``: ``priority``, ``may_preempt``, ``keys``, ``scheduled_at`` as ``Demand`` has them.
     Stored JSON is expected to have been validated on the way in; an invalid
     ``requests`` or ``routing`` raises ``ValueError`` here.
     """
@@ -73,4 +83,4 @@ def demand_from_row(
         policy = routing
     else:
         policy = _routing_from_json(json.dumps(routing, sort_keys=True)) if routing else None
-    return Demand(execution_id, request, affinity or None, policy, namespace)
+    return Demand(execution_id, request, affinity or None, policy, namespace, **contention)

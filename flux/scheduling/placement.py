@@ -20,6 +20,7 @@ from typing import Iterable, NamedTuple
 
 from flux.domain.allotment import EMPTY, Allotment
 from flux.scheduling.allocation import Allotter, take
+from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Consumption, Filter, active, bound, first_bound_failure
 from flux.scheduling.namespaces import gate
@@ -47,10 +48,12 @@ class _Candidates:
     which keeps per-claim cost nearly flat as the fleet grows.
     """
 
-    def __init__(self, workers: list[WorkerView], filters: tuple[Filter, ...], demand: Demand):
+    def __init__(self, workers: list[WorkerView], filters: tuple[Filter, ...], demand: Demand, checks: tuple = ()):
         self.workers = workers
         #: The filters active for these constraints: they allot and take for each placement.
         self.filters = filters
+        #: The same bound to them (and the namespace gate when one applies): room is checked with them.
+        self.checks = checks
         #: What each placement sets aside.
         self.allot = Allotter(filters)
         #: What placements within the round can use up, so is checked again before a
@@ -84,6 +87,7 @@ class _Unconstrained:
     """Every ONLINE worker is eligible: the pool's own heap, kept across rounds."""
 
     filters: tuple[Filter, ...] = ()
+    checks: tuple = ()
 
     @staticmethod
     def allot(request: object, worker: WorkerView) -> Allotment:
@@ -106,14 +110,22 @@ class _Unconstrained:
         return self.pool.best()
 
 
-def place(demands: Iterable[Demand], workers: list[WorkerView] | FreePool) -> list[Placement]:
+def place(
+    demands: Iterable[Demand], workers: list[WorkerView] | FreePool, contention: Contention | None = None
+) -> list[Placement]:
     """Assign in queue order; the workers' running counts and allotments are updated
-    (in their views, and in the pool: ``FreePool.put``)."""
+    (in their views, and in the pool: ``FreePool.put``). ``contention`` collects what
+    waits and why, and the preemptions the round decided."""
     pool = workers if isinstance(workers, FreePool) else FreePool(workers)
     unconstrained = _Unconstrained(pool)
     constrained: dict[tuple, _Candidates] = {}
     assignments = []
     for demand in demands:
+        if contention is not None:
+            refused = contention.refusal(demand)
+            if refused is not None:
+                contention.waiting[demand.execution_id] = refused
+                continue
         namespace = demand.namespace if pool.restricted else None
         if demand.unconstrained and namespace is None:
             candidates = unconstrained
@@ -126,9 +138,11 @@ def place(demands: Iterable[Demand], workers: list[WorkerView] | FreePool) -> li
                 if namespace is not None:
                     checks = (gate(namespace), *checks)
                 eligible = [w for w in unconstrained.online() if first_bound_failure(checks, w) is None]
-                candidates = constrained[key] = _Candidates(eligible, filters, demand)
+                candidates = constrained[key] = _Candidates(eligible, filters, demand, checks)
         chosen = candidates.best(demand)
         if chosen is None:
+            if contention is not None:
+                contention.make_room(demand, candidates.checks, candidates.filters, pool)
             continue
         reason = why_chosen(chosen, demand.routing, candidates.eligible)
         allotment = candidates.allot(demand.request, chosen)
@@ -136,4 +150,6 @@ def place(demands: Iterable[Demand], workers: list[WorkerView] | FreePool) -> li
         chosen.running += 1
         pool.put(chosen)
         assignments.append(Placement(demand.execution_id, chosen.name, allotment, reason))
+        if contention is not None:
+            contention.placed(demand, chosen.name, allotment)
     return assignments

@@ -56,6 +56,7 @@ ACTIONS: dict[tuple[str, str], Action] = {
     ("GET", "/audit"): Action.READ_AUDIT,
     ("POST", "/namespaces"): Action.MANAGE_NAMESPACES,
     ("DELETE", "/namespaces/{name}"): Action.MANAGE_NAMESPACES,
+    ("PATCH", "/namespaces/{name}"): Action.MANAGE_NAMESPACES,  # its weight and quota
 }
 #: Actions about no one namespace: the fleet, tokens, and the audit log (whose rows a
 #: principal sees are filtered by its namespaces instead).

@@ -18,15 +18,25 @@ import contextlib
 import logging
 import math
 import time
+from typing import NamedTuple
 
-from sqlalchemy import select, text, tuple_
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from flux.domain.events import ExecutionState
+from flux.domain.workers import WorkerState
 from flux.server.models import ExecutionModel
-from flux.scheduling.demand import demand_from_row
+from flux.domain.policy import ExecutionPolicy
+from flux.domain.priority import Preemption as ClassPolicy
+from flux.scheduling.contention import Contention
+from flux.scheduling.demand import Demand, demand_from_row
+from flux.scheduling.fairshare import FairShare, capacity_of
+from flux.scheduling.ordering import order
 from flux.scheduling.placement import Placement, place
+from flux.scheduling.quotas import QuotaLedger
 from flux.server import executions, topics
+from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
+from flux.server.namespaces import rules
 from flux.server.database import Database
 from flux.server.eventlog import INSERT_EVENT
 from flux.server.explain import record_waiting
@@ -49,11 +59,38 @@ WARM_SCAN = 1.0
 PLACEMENT_LOCK = 727073
 #: Another replica holds the placement lock: try again this soon (its rounds take milliseconds).
 LOCK_RETRY = 0.05
+#: What a round reads of each queued execution.
+PENDING_COLUMNS = (
+    ExecutionModel.id,
+    ExecutionModel.requests,
+    ExecutionModel.affinity,
+    ExecutionModel.routing,
+    ExecutionModel.namespace,
+    ExecutionModel.scheduled_at,
+    ExecutionModel.placement_note,
+    ExecutionModel.unschedulable,
+    ExecutionModel.ready_at,
+    ExecutionModel.priority,
+    ExecutionModel.priority_class,
+    ExecutionModel.concurrency,
+)
+
+
+class Round(NamedTuple):
+    #: (worker, seconds the execution waited) per placement.
+    assigned: list[tuple[str, float]]
+    #: Whether any execution was left waiting.
+    backlog: bool
+    #: Workers told to preempt something (their long polls are woken).
+    preempting: frozenset[str] = frozenset()
 
 
 class Dispatcher:
-    def __init__(self, db: Database, notifier: Notifier, registry: FleetRegistry, metrics: ServerMetrics):
+    def __init__(
+        self, db: Database, notifier: Notifier, registry: FleetRegistry, metrics: ServerMetrics, policy: ExecutionPolicy | None = None
+    ):
         self.db = db
+        self.policy = policy or ExecutionPolicy()
         self.metrics = metrics
         self.notifier = notifier
         self.registry = registry
@@ -81,8 +118,11 @@ class Dispatcher:
                 if self._backlog:
                     for execution_id in await self.db.run(lambda s: executions.expire_pending(s, time.time())):
                         self.notifier.notify(topics.execution(execution_id))
+                    for worker_name in await self.db.run(lambda s: expire_preemptions(s, time.time(), self.policy)):
+                        self.notifier.notify(topics.worker(worker_name))
                 round_started = time.monotonic()
-                assigned, self._backlog = await self.db.run(self._round)
+                done = await self.db.run(self._round)
+                assigned, self._backlog = done.assigned, done.backlog
                 self.metrics.rounds.labels(part="total").observe(time.monotonic() - round_started)
                 if time.monotonic() - started > SLOW_ROUND:
                     log.warning("dispatch round took %.2fs (database queue: %d waiting)", time.monotonic() - started, self.db.backlog()[0])
@@ -94,35 +134,45 @@ class Dispatcher:
                 continue
             for worker_name, waited in assigned:
                 self.metrics.observe_dispatch(worker_name, waited)
-            for worker_name in {worker_name for worker_name, _ in assigned}:
+            for worker_name in {worker_name for worker_name, _ in assigned} | done.preempting:
                 self.notifier.notify(topics.worker(worker_name))
 
 
-    def _pending(self, session: Session, after: tuple[float, str] | None) -> list:
-        query = (
-            select(
-                ExecutionModel.id,
-                ExecutionModel.requests,
-                ExecutionModel.affinity,
-                ExecutionModel.routing,
-                ExecutionModel.namespace,
-                ExecutionModel.scheduled_at,
-                ExecutionModel.placement_note,
-                ExecutionModel.unschedulable,
-                ExecutionModel.ready_at,
-            )
-            .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
-            .order_by(ExecutionModel.scheduled_at, ExecutionModel.id)
+    def _pending(self, session: Session, page: int) -> list:
+        """A page of the queue: highest priority first and, within a priority, each
+        namespace's oldest first, its n-th with the other namespaces' n-th (so one
+        namespace's backlog never hides another's from a round; fair share orders
+        them within the page)."""
+        queued = ExecutionModel.state == ExecutionState.SCHEDULED.value
+        rank = func.row_number().over(
+            partition_by=(ExecutionModel.namespace, ExecutionModel.priority),
+            order_by=(ExecutionModel.scheduled_at, ExecutionModel.id),
+        )
+        ranked = select(ExecutionModel.id, ExecutionModel.priority, ExecutionModel.scheduled_at, rank.label("rank")).where(queued).subquery()
+        ids = (
+            select(ranked.c.id)
+            .order_by(ranked.c.priority.desc(), ranked.c.rank, ranked.c.scheduled_at, ranked.c.id)
             .limit(ROUND_SIZE)
+            .offset(page * ROUND_SIZE)
+        )
+        query = (
+            select(*PENDING_COLUMNS)
+            .where(ExecutionModel.id.in_(ids), queued)
             # PostgreSQL: replicas placing at once split the queue instead of colliding
             # (SQLite has one writer and renders no FOR UPDATE).
             .with_for_update(skip_locked=True, of=ExecutionModel)
         )
-        if after is not None:
-            query = query.where(tuple_(ExecutionModel.scheduled_at, ExecutionModel.id) > after)
-        return session.execute(query).all()
+        return sorted(session.execute(query).all(), key=lambda row: (-row.priority, row.scheduled_at, row.id))
 
-    def _round(self, session: Session) -> tuple[list[tuple[str, float]], bool]:
+    def _demand(self, row) -> Demand:  # noqa: ANN001 - a row of _pending
+        named = self.policy.priorities.by_name.get(row.priority_class) if row.priority_class else None
+        return demand_from_row(
+            execution_id=row.id, requests=row.requests, affinity=row.affinity, routing=row.routing, namespace=row.namespace,
+            priority=row.priority, may_preempt=named is None or named.preemption is not ClassPolicy.NEVER,
+            keys=tuple((k["key"], k["limit"]) for k in row.concurrency or ()), scheduled_at=row.scheduled_at,
+        )
+
+    def _round(self, session: Session) -> Round:
         started, cpu = time.perf_counter(), time.thread_time()
         with self.snapshot.lock:  # the round changes the views it places on in place
             placed = self._place(session)
@@ -130,18 +180,18 @@ class Dispatcher:
         self.metrics.rounds.labels(part="cpu").observe(time.thread_time() - cpu)
         return placed
 
-    def _place(self, session: Session) -> tuple[list[tuple[str, float]], bool]:
-        """One placement pass over the queue, oldest first, page by page while slots remain.
+    def _place(self, session: Session) -> Round:
+        """One placement pass over the queue in its order (priority, fair share, then
+        oldest first), page by page while slots remain.
 
         Paging means executions that fit nowhere cannot block newer ones behind them
-        (no head-of-line blocking), however many of them there are. Returns
-        (worker, seconds the execution waited) per assignment, and whether any
-        execution was left waiting.
+        (no head-of-line blocking), however many of them there are, except the room a
+        higher priority holds (``flux.scheduling.contention``).
         """
-        first = self._pending(session, None)
+        first = self._pending(session, 0)
         if not first:
             self._keep_warm(session)
-            return [], False
+            return Round([], False)
         if session.bind.dialect.name == "postgresql" and not session.scalar(
             text(f"SELECT pg_try_advisory_xact_lock({PLACEMENT_LOCK})")
         ):
@@ -151,30 +201,32 @@ class Dispatcher:
             # next backlog tick, a second away, was the tail of submit->claimed with two
             # replicas: a submission that met the other's round waited ~1 s.)
             self._next_ready = min(self._next_ready, time.time() + LOCK_RETRY)
-            return [], True
+            return Round([], True)
         workers = self.snapshot.views(session)
         pool = self.snapshot.pool
+        contention, weights = self._contention(session, first)
+        online = [w for w in workers if w.state == WorkerState.ONLINE]
+        capacity = capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online))
+        fair = FairShare(capacity, weights, self.snapshot.holders)
         placements: list[Placement] = []
-        page = first
+        page, number = first, 0
         now = time.time()
-        while page and pool.best() is not None:
-            demands = (
-                demand_from_row(
-                    execution_id=row.id, requests=row.requests, affinity=row.affinity, routing=row.routing, namespace=row.namespace
-                )
-                for row in page
-                if self._ready(row, now)
-            )
-            placements += place(demands, pool)
-            if len(page) < ROUND_SIZE:
+        while page:  # the first page always: what fits nowhere may still be given room
+            demands = order((self._demand(row) for row in page if self._ready(row, now)), fair)
+            placements += place(demands, pool, contention)
+            if len(page) < ROUND_SIZE or pool.best() is None:
                 break
-            page = self._pending(session, (page[-1].scheduled_at, page[-1].id))
-        self.snapshot.placed_on({p.worker_name for p in placements})
+            number += 1
+            page = self._pending(session, number)
+        self.snapshot.placed_on({p.worker_name for p in placements} | contention.touched)
         placed = {p.execution_id for p in placements}
-        record_waiting(session, [row for row in first if self._ready(row, now)], placed, workers)
+        woken = preempt(session, contention.preemptions, self.policy.preemption_grace, now)
+        if woken:  # the backstop: come back once the grace period (and its slack) is over
+            self._next_ready = min(self._next_ready, now + self.policy.preemption_grace + PREEMPTION_SLACK + 0.1)
+        record_waiting(session, [row for row in first if self._ready(row, now)], placed, workers, contention.waiting)
         backlog = len(first) >= ROUND_SIZE or any(row.id not in placed for row in first)
         if not placements:
-            return [], backlog
+            return Round([], backlog, woken)
         rows = {
             e.id: e
             for e in session.scalars(
@@ -186,7 +238,18 @@ class Dispatcher:
         for placement in placements:
             claimed_events += executions.claim(rows[placement.execution_id], placement.worker_name, placement.allotment, placement.reason, now)
         session.execute(INSERT_EVENT, claimed_events)  # one statement; the rows' updates flush first
-        return [(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements], backlog
+        return Round([(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements], backlog, woken)
+
+    def _contention(self, session: Session, first: list) -> tuple[Contention, dict[str, float]]:
+        """The round's ledgers: who holds what (the snapshot read it), quotas and weights,
+        and the lowest priority that holds or waits."""
+        quotas, weights = rules(session)
+        holders = self.snapshot.holders
+        lowest = session.scalar(
+            select(func.min(ExecutionModel.priority)).where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
+        )
+        floor = min([h.priority for h in holders] + [lowest if lowest is not None else first[0].priority])
+        return Contention(holders, QuotaLedger(quotas, holders) if quotas else None, floor), weights
 
     def _keep_warm(self, session: Session) -> None:
         """With nothing to place, read what changed in the fleet so that the next

@@ -5,6 +5,7 @@ dispatch round leaves on what still waits (WORKFLOW_PENDING, WORKFLOW_UNSCHEDULA
 from __future__ import annotations
 
 import json
+from typing import Mapping
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -13,6 +14,7 @@ from flux.domain.events import WAITING_STATES, EventType, ExecutionState
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
+from flux.scheduling.filters import Reason
 from flux.scheduling.snapshot import WorkerView
 from flux.server import executions
 from flux.server.eventlog import append_event
@@ -87,11 +89,14 @@ def placement(session: Session, execution_id: str, workers: list[WorkerView], na
     )
 
 
-def record_waiting(session: Session, page: list, placed: set[str], workers: list[WorkerView]) -> None:
+def record_waiting(
+    session: Session, page: list, placed: set[str], workers: list[WorkerView], held_back: Mapping[str, Reason] | None = None
+) -> None:
     """Note on each still-waiting execution why, when the reason is new or has changed.
 
     Explanations are computed once per distinct set of constraints, against the
-    fleet as this round left it.
+    fleet as this round left it; ``held_back``: what contention said of some
+    (a quota, a concurrency key, a higher priority's room, its own preemption), first.
     """
     explained: dict[tuple, tuple[str, str | None]] = {}
     for row in page:
@@ -103,6 +108,9 @@ def record_waiting(session: Session, page: list, placed: set[str], workers: list
             summary = summarize([verdict(demand.request, demand.affinity, w, demand.namespace) for w in workers])
             explained[key] = (summary, infeasibility(demand.request, demand.affinity, workers, demand.namespace))
         summary, infeasible = explained[key]
+        reason = (held_back or {}).get(row.id)
+        if reason is not None:
+            summary = f"{reason.message}; {summary}"
         if (summary, infeasible) == (row.placement_note, row.unschedulable):
             continue
         execution = session.get(ExecutionModel, row.id)

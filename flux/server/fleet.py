@@ -32,7 +32,8 @@ from flux.server.models import (
     WorkerResourcesModel,
     WorkerRuntimeModel,
 )
-from flux.domain.attempts import AttemptEnd, AttemptPolicy
+from flux.domain.attempts import AttemptEnd
+from flux.domain.policy import ExecutionPolicy
 from flux.server import executions
 from flux.server.errors import Conflict, NotFound
 from flux.server.registry import Held, Member
@@ -107,7 +108,7 @@ _NEW_RESOURCES = insert(WorkerResourcesModel.__table__)
 
 
 def register(
-    session: Session, body: WorkerRegistration, token: str, held_token: str | None, policy: AttemptPolicy
+    session: Session, body: WorkerRegistration, token: str, held_token: str | None, policy: ExecutionPolicy
 ) -> tuple[Member, list[str]]:
     """Create or refresh a worker; returns its registry member and executions to abandon.
 
@@ -216,10 +217,10 @@ def member_for_token(session: Session, token_hash: str) -> Member | None:
 
 
 def held_map(executions_held: list[ExecutionModel]) -> dict[str, Held]:
-    return {e.id: Held(e.state, e.delivered, e.claimed_at) for e in executions_held}
+    return {e.id: Held(e.state, e.delivered, e.claimed_at, e.attempt, e.preempt_deadline, e.preempted_by) for e in executions_held}
 
 
-def reconcile(session: Session, member: Member, reported: set[str], policy: AttemptPolicy) -> tuple[dict[str, Held], bool, bool]:
+def reconcile(session: Session, member: Member, reported: set[str], policy: ExecutionPolicy) -> tuple[dict[str, Held], bool, bool]:
     """Compare what the worker reports running with what it holds.
 
     An execution handed to this worker long enough ago that it must have arrived, but
@@ -285,7 +286,7 @@ def leases(session: Session) -> list:
     ).all()
 
 
-def release(session: Session, name: str, kind: AttemptEnd, cause: str, policy: AttemptPolicy) -> list[str]:
+def release(session: Session, name: str, kind: AttemptEnd, cause: str, policy: ExecutionPolicy) -> list[str]:
     """A worker leaves (shutdown or eviction): revoke its session and end what it held."""
     session.execute(
         update(WorkerModel)
@@ -298,7 +299,7 @@ def release(session: Session, name: str, kind: AttemptEnd, cause: str, policy: A
     return [e.id for e in held]
 
 
-def hand_back_undelivered(session: Session, name: str, policy: AttemptPolicy) -> list[str]:
+def hand_back_undelivered(session: Session, name: str, policy: ExecutionPolicy) -> list[str]:
     """A worker that is draining itself takes nothing more: what dispatch gave it that
     it has not received goes back to the queue at once."""
     undelivered = [e for e in executions.held_by(session, name) if not e.delivered]
@@ -307,7 +308,7 @@ def hand_back_undelivered(session: Session, name: str, policy: AttemptPolicy) ->
     return [e.id for e in undelivered]
 
 
-def evict_if_silent(session: Session, name: str, heard_after: float, cause: str, policy: AttemptPolicy) -> list[str] | None:
+def evict_if_silent(session: Session, name: str, heard_after: float, cause: str, policy: ExecutionPolicy) -> list[str] | None:
     """Evict unless the worker is already gone or another replica heard it since
     ``heard_after`` (its flushed lease is newer). Returns what was requeued, or None."""
     row = session.execute(

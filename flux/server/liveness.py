@@ -27,7 +27,7 @@ import logging
 import time
 from typing import Callable
 
-from flux.domain.attempts import AttemptPolicy
+from flux.domain.policy import ExecutionPolicy
 from flux.server import fleet, topics
 from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
@@ -50,7 +50,7 @@ class LivenessKeeper:
         metrics: ServerMetrics,
         eviction_grace_period: float,
         kick: Callable[[], None],
-        policy: AttemptPolicy,
+        policy: ExecutionPolicy,
     ):
         self.db = db
         self.registry = registry

@@ -39,6 +39,10 @@ class NamespaceModel(Base):
     #: ACTIVE, or TERMINATING while a forced delete waits for its executions to end.
     state: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[float] = mapped_column(Float)
+    #: Its share of a contended fleet against other namespaces (fair share; docs/contention.md).
+    weight: Mapped[float] = mapped_column(Float, server_default="1")
+    #: The most its executions may hold at once (``flux.domain.quotas.Quota`` JSON); None: no quota.
+    quota: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 class WorkflowModel(Base):
@@ -65,6 +69,8 @@ class WorkflowModel(Base):
     bundle_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     #: The module of the bundle that defines it (``pkg.flows``), imported on the worker.
     module: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: Its priority, preemptible, concurrency and max_concurrency options, those set (docs/contention.md).
+    contention: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 class BundleModel(Base):
@@ -89,6 +95,7 @@ class ExecutionModel(Base):
     __table_args__ = (
         Index("ix_executions_order", "namespace", "scheduled_at", "id"),
         Index("ix_executions_state_order", "state", "scheduled_at", "id"),
+        Index("ix_executions_queue", "state", "priority", "scheduled_at", "id"),
         Index("ix_executions_namespace_state_order", "namespace", "state", "scheduled_at", "id"),
         Index("ix_executions_workflow_order", "namespace", "workflow_name", "scheduled_at", "id"),
         Index("ix_executions_worker_order", "namespace", "worker_name", "scheduled_at", "id"),
@@ -172,8 +179,18 @@ class ExecutionModel(Base):
     #: Optimistic-concurrency counter: every UPDATE is conditional on it, so two server
     #: replicas racing on one execution cannot both win (the loser retries).
     row_version: Mapped[int] = mapped_column(Integer)
-    #: Dispatch is FIFO on this (ties broken by id).
+    #: Dispatch is FIFO on this within a priority and namespace (ties broken by id).
     scheduled_at: Mapped[float] = mapped_column(Float)
+    #: Higher is placed first (``flux.domain.priority``), and its class when it has one.
+    priority: Mapped[int] = mapped_column(Integer, server_default="0")
+    priority_class: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    #: False: never a victim of preemption.
+    preemptible: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
+    #: Its concurrency keys, rendered at submission: ``[{"key", "limit"}]``.
+    concurrency: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    #: While its attempt is being preempted: by whom, and when the grace period ends.
+    preempted_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    preempt_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
     claimed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -195,6 +212,8 @@ class ExecutionModel(Base):
         self.started_at = None
         self.checkpoint_batch = 0
         self.unschedulable = None
+        self.preempted_by = None
+        self.preempt_deadline = None
 
 
 class ExecutionCountModel(Base):
@@ -286,6 +305,8 @@ class ScheduleModel(Base):
     next_fire_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: overlap=queue_one: the due time held back until the active run ends.
     queued_due: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: The priority its runs get (a class name or an int, as text); None: the workflow's.
+    priority: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
 

@@ -11,7 +11,7 @@ from flux.domain.names import NAME_MAX, NAME_PATTERN
 from flux.server import namespace_deletion, namespaces
 from flux.server.auth import CLIENT, client
 from flux.server.errors import responses
-from flux.server.namespace_schemas import NamespaceCreate, NamespaceDeletion, NamespaceDetail, NamespaceInfo
+from flux.server.namespace_schemas import NamespaceCreate, NamespaceDeletion, NamespaceDetail, NamespaceInfo, NamespaceUpdate
 from flux.server.services import Services, services
 
 NAME = Path(pattern=NAME_PATTERN, max_length=NAME_MAX, description="The namespace's name")
@@ -38,6 +38,14 @@ async def list_namespaces(svc: Services = SVC, principal: Principal = Depends(cl
 async def show_namespace(name: str = NAME, svc: Services = SVC):
     """Its state and what it holds: workflows, executions by state, schedules, secrets."""
     return await svc.db.read(lambda s: namespaces.detail(s, name))
+
+
+@router.patch("/{name}", response_model=NamespaceDetail, responses=responses(401, 403, 404, 413, 422))
+async def update_namespace(body: NamespaceUpdate, name: str = NAME, svc: Services = SVC):
+    """Its fair-share weight and its quota (docs/contention.md); placement reads them at its next round."""
+    changed = await svc.db.run(lambda s: namespaces.update(s, name, body))
+    svc.dispatcher.kick()
+    return changed
 
 
 @router.delete("/{name}", response_model=NamespaceDeletion, responses=responses(401, 404, 409, 413, 422))

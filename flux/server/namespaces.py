@@ -19,17 +19,19 @@ from __future__ import annotations
 import asyncio
 import time
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from flux.domain.events import ExecutionState
+from flux.domain.allotment import Allotment
+from flux.domain.events import HOLDING_STATES, ExecutionState
+from flux.domain.quotas import EXECUTIONS, Quota
 from flux.domain.namespaces import DEFAULT, NamespaceState
 from flux.server.database import Database
 from flux.server.errors import Conflict, NotFound
 from flux.server.models import ExecutionModel, NamespaceModel, ScheduleModel, WorkflowModel
-from flux.server.namespace_schemas import NamespaceDetail, NamespaceInfo
+from flux.server.namespace_schemas import NamespaceDetail, NamespaceInfo, NamespaceUpdate
 from flux.server.service_models import SecretModel
 
 UNFINISHED = [state.value for state in ExecutionState if not state.is_terminal]
@@ -44,7 +46,7 @@ def being_deleted(name: str) -> Conflict:
 
 
 def _info(row: NamespaceModel) -> NamespaceInfo:
-    return NamespaceInfo(name=row.name, state=row.state, created_at=row.created_at)
+    return NamespaceInfo(name=row.name, state=row.state, created_at=row.created_at, weight=row.weight or 1.0, quota=row.quota)
 
 
 def create(session: Session, name: str) -> NamespaceInfo:
@@ -88,8 +90,54 @@ def detail(session: Session, name: str) -> NamespaceDetail:
     return NamespaceDetail(
         **_info(row).model_dump(), workflows=count(WorkflowModel.name), executions=by_state,
         unfinished=sum(n for state, n in by_state.items() if state in UNFINISHED),
-        schedules=count(ScheduleModel.name), secrets=count(SecretModel.name),
+        schedules=count(ScheduleModel.name), secrets=count(SecretModel.name), **usage(session, name),
     )
+
+
+def usage(session: Session, name: str) -> dict:
+    """What its executions that hold a worker hold (their allotments' quantities, and how
+    many: what its quota is compared with) and how many wait, by priority."""
+    held: dict[str, float] = {}
+    holding = 0
+    for (allotment,) in session.execute(
+        select(ExecutionModel.allotment).where(ExecutionModel.namespace == name, ExecutionModel.state.in_(HOLDING_STATES))
+    ):
+        holding += 1
+        for dimension, amount in Allotment.from_json(allotment).quantities.items():
+            held[dimension] = held.get(dimension, 0) + amount
+    waiting = session.execute(
+        select(ExecutionModel.priority, func.count())
+        .where(ExecutionModel.namespace == name, ExecutionModel.state == ExecutionState.SCHEDULED.value)
+        .group_by(ExecutionModel.priority)
+    ).all()
+    return dict(held={**held, EXECUTIONS: holding}, waiting={str(priority): n for priority, n in waiting})
+
+
+def rules(session: Session) -> tuple[dict[str, Quota], dict[str, float]]:
+    """Each namespace's quota (those that have one) and weight (those not 1): what placement reads."""
+    rows = session.execute(
+        select(NamespaceModel.name, NamespaceModel.weight, NamespaceModel.quota).where(
+            or_(NamespaceModel.quota.is_not(None), NamespaceModel.weight != 1.0)
+        )
+    )
+    quotas, weights = {}, {}
+    for name, weight, quota in rows:
+        if quota:
+            quotas[name] = Quota.from_json(quota)
+        if weight is not None and weight != 1.0:
+            weights[name] = weight
+    return quotas, weights
+
+
+def update(session: Session, name: str, body: NamespaceUpdate) -> NamespaceDetail:
+    """Its weight and quota (docs/contention.md): what is given changes; a null quota removes it."""
+    row = get_row(session, name, lock=True)
+    if body.weight is not None:
+        row.weight = body.weight
+    if "quota" in body.model_fields_set:
+        row.quota = body.quota or None
+    session.flush()
+    return detail(session, name)
 
 
 def require_active(session: Session, name: str) -> None:

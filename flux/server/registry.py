@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from flux.domain.events import ExecutionState
 from flux.domain.workers import Liveness, WorkerState
+from flux.protocol.claims import PreemptionNotice
 from flux.server import topics
 from flux.server.misses import RecentMisses
 
@@ -48,6 +49,10 @@ class Held:
     state: str
     delivered: bool
     claimed_at: float | None
+    attempt: int = 0
+    #: While a preemption's grace period runs: when it ends, and for whom.
+    preempt_deadline: float | None = None
+    preempted_by: str | None = None
 
 
 @dataclass
@@ -75,6 +80,8 @@ class Member:
     last_claim_check: float = 0.0
     #: When a sweep first found it stale (eviction needs a second look).
     stale_since: float | None = None
+    #: Preemption notices a claim reply already carried (``preempting``).
+    told: set[str] = field(default_factory=set)
 
     def expected_running(self) -> set[str]:
         return {eid for eid, held in (self.held or {}).items() if held.delivered}
@@ -85,6 +92,20 @@ class Member:
         if self.held is None:
             return []
         return sorted(eid for eid in reported if eid not in self.held)
+
+    def preempting(self, now: float, untold: bool = False) -> list[PreemptionNotice]:
+        """The notices of what it holds that is being preempted; ``untold``: only those
+        no claim reply carried yet (a claim returns early for news, not for repeats)."""
+        notices = [
+            PreemptionNotice(execution_id=eid, attempt=held.attempt, by=held.preempted_by, seconds=max(0.0, held.preempt_deadline - now))
+            for eid, held in sorted((self.held or {}).items())
+            if held.preempt_deadline is not None and held.state != ExecutionState.CANCELLING.value
+        ]
+        if not untold:
+            return notices
+        new = [n for n in notices if n.execution_id not in self.told]
+        self.told = {n.execution_id for n in notices}
+        return new
 
     def cancelling(self) -> list[str]:
         return sorted(eid for eid, held in (self.held or {}).items() if held.state == ExecutionState.CANCELLING.value)

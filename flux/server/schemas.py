@@ -10,7 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
+from flux.domain.concurrency import check_concurrency
 from flux.domain.events import EventType, ExecutionState
+from flux.domain.priority import check_priority
 from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.secrets import MAX_SECRET_LENGTH
 # The worker protocol's messages, re-exported for the routes (and whoever imported them from here).
@@ -54,7 +56,46 @@ class RoutingJSON(BaseModel):
     terms: list[dict[str, Any]] = Field(description="Each {'kind': 'label'|'metric'|'load', 'weight': ..., ...}")
 
 
-class WorkflowSpec(Strict):
+class ConcurrencyJSON(BaseModel):
+    """``Concurrency(key=..., limit=...)``: ``key`` a template over the input (docs/contention.md)."""
+
+    key: str = Field(description="E.g. 'customer:{input.customer_id}'; rendered at submission")
+    limit: int = Field(ge=1, le=1_000_000)
+
+
+#: A priority class's name (``high``) or an int; validated by ``flux.domain.priority.check_priority``.
+Priority = int | str
+
+
+def _priority(value: object) -> int | str | None:
+    try:
+        return check_priority(value, "priority")
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class Contention(Strict):
+    """A workflow's options that decide who gets a contended fleet (docs/contention.md)."""
+
+    priority: Priority | None = Field(default=None, description="A priority class's name or an int; null: the server's default class")
+    preemptible: bool = Field(default=True, description="False: never preempted for higher-priority work")
+    concurrency: ConcurrencyJSON | None = None
+    max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000, description="Executions of it holding a worker at once")
+
+    @field_validator("priority")
+    @classmethod
+    def _valid_priority(cls, value: object) -> object:
+        return _priority(value)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _valid_concurrency(cls, value: ConcurrencyJSON | None) -> ConcurrencyJSON | None:
+        if value is not None:
+            check_concurrency(value.model_dump(), "concurrency")
+        return value
+
+
+class WorkflowSpec(Contention):
     name: str = Field(json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with .")
     requests: dict[str, Any] | None = None
     affinity: AffinityJSON | None = None
@@ -93,6 +134,7 @@ class BundleInfo(BaseModel):
 
 class WorkflowInfo(BaseModel):
     name: str
+    contention: dict[str, Any] | None = Field(default=None, description="Its priority, preemptible, concurrency and max_concurrency, those set")
     version: int
     filename: str
     requests: RequestsJSON | None
@@ -111,6 +153,12 @@ class WorkflowInfo(BaseModel):
 class RunRequest(Strict):
     input: Any = None
     version: int | None = Field(default=None, ge=1)
+    priority: Priority | None = Field(default=None, description="This run's priority (a class name or an int); null: the workflow's")
+
+    @field_validator("priority")
+    @classmethod
+    def _valid_priority(cls, value: object) -> object:
+        return _priority(value)
 
 
 class ResumeRequest(Strict):
@@ -184,6 +232,12 @@ class ExecutionInfo(BaseModel):
     parent: str | None = Field(default=None, description="The execution whose call() started it")
     children: list[str] | None = Field(default=None, description="The executions its call()s started (GET /executions/ID only)")
     deadline: float | None = Field(default=None, description="When it ends TIMED_OUT (its workflow's timeout)")
+    priority: int = Field(default=0, description="Higher is placed first (docs/contention.md)")
+    priority_class: str | None = Field(default=None, description="The priority class it was given by, if any")
+    preemptible: bool = True
+    concurrency: list[ConcurrencyJSON] | None = Field(default=None, description="Its concurrency keys, rendered at submission")
+    preempted_by: str | None = Field(default=None, description="While its attempt is being preempted: for which execution")
+    preempt_deadline: float | None = Field(default=None, description="When the preemption's grace period ends")
 
 
 # --- execution logs (docs/logs.md) ------------------------------------------------------

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from cryptography.fernet import MultiFernet
 from fastapi import FastAPI, Request
 
-from flux.domain.attempts import AttemptPolicy
+from flux.domain.policy import ExecutionPolicy
 from flux.server import topics
 from flux.server.audit import AuditTrail
 from flux.server.database import Database
@@ -28,7 +28,7 @@ class Services:
     """Built with the app; what needs a running event loop is set when it starts (``flux.server.startup``)."""
 
     settings: ServerSettings
-    policy: AttemptPolicy
+    policy: ExecutionPolicy
     #: The secrets store's keys; None: no secrets key (docs/tasks.md#secrets).
     secrets_keys: MultiFernet | None
     bootstrap_token: bytes

@@ -10,11 +10,13 @@ import ipaddress
 import json
 import os
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from flux.domain.attempts import DEFAULT_MAX_ATTEMPTS, AttemptPolicy
+from flux.domain.attempts import DEFAULT_MAX_ATTEMPTS
+from flux.domain.policy import DEFAULT_PREEMPTION_GRACE, ExecutionPolicy
+from flux.domain.priority import PriorityClasses, parse_class
 
 DEFAULT_MAX_BODY_SIZE = 64 * 1024**2
 DEFAULT_MAX_JSON_DEPTH = 64
@@ -97,6 +99,10 @@ class ServerSettings:
     #: A file holding the Fernet key(s) of the secret store (``FLUX_SECRETS_KEY`` wins);
     #: the key itself is never a setting (settings travel to --processes N as JSON).
     secrets_key_file: Path | None = None
+    #: Priority classes added to or replacing the defaults, as ``NAME=VALUE[:never]`` (docs/contention.md).
+    priority_classes: list[str] = field(default_factory=list)
+    #: Seconds a preempted attempt has before it is ended (the task sees ``preempting`` meanwhile).
+    preemption_grace: float = DEFAULT_PREEMPTION_GRACE
 
     def __post_init__(self) -> None:
         self.max_payload_size = self._payload_limit()
@@ -104,6 +110,8 @@ class ServerSettings:
         self.bundle_dir = Path(self.bundle_dir) if self.bundle_dir else self.home / "bundles"
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'flux.db'}"
+        for text in self.priority_classes:
+            parse_class(text)  # a malformed class stops the server at start, naming it
 
     def _payload_limit(self) -> int:
         body = self.max_body_size
@@ -127,8 +135,10 @@ class ServerSettings:
     def from_json(cls, text: str) -> "ServerSettings":
         return cls(**json.loads(text))
 
-    def attempt_policy(self) -> AttemptPolicy:
-        return AttemptPolicy(default_max_attempts=self.default_max_attempts, backoff=self.attempt_backoff)
+    def attempt_policy(self) -> ExecutionPolicy:
+        classes = PriorityClasses().with_overrides(parse_class(text) for text in self.priority_classes)
+        return ExecutionPolicy(default_max_attempts=self.default_max_attempts, backoff=self.attempt_backoff,
+                               priorities=classes, preemption_grace=self.preemption_grace)
 
     def lease_interval_for(self, shared: bool) -> float:
         if self.lease_interval is not None:

@@ -21,10 +21,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.allotment import Allotment
-from flux.domain.events import HOLDING_STATES
+from flux.domain.events import HOLDING_STATES, ExecutionState
 from flux.server.models import ExecutionModel, PackageModel, WorkerModel
 from flux.domain.workers import WorkerState
 from flux.scheduling.allocation import with_allotments
+from flux.scheduling.holders import Holder
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import WorkerView, resampled, worker_view
 from flux.server.resources import gpus, quantities
@@ -34,6 +35,30 @@ from flux.server.registry import FleetRegistry
 FLEET_RESCAN = 10.0
 #: Package sets kept in memory at most (each distinct set of a fleet, ~120 rows).
 MAX_PACKAGE_SETS = 1024
+
+
+#: What a round reads of each execution that holds a worker: its allotment for the
+#: worker's view, the rest for quotas, concurrency limits, fair share and preemption.
+_HOLDING = select(
+    ExecutionModel.id,
+    ExecutionModel.worker_name,
+    ExecutionModel.allotment,
+    ExecutionModel.namespace,
+    ExecutionModel.priority,
+    ExecutionModel.preemptible,
+    ExecutionModel.claimed_at,
+    ExecutionModel.concurrency,
+    ExecutionModel.preempt_deadline,
+    ExecutionModel.state,
+).where(ExecutionModel.state.in_(HOLDING_STATES))
+
+
+def _holder(row) -> Holder:  # noqa: ANN001 - a row of _HOLDING
+    return Holder(
+        row.id, row.worker_name, row.namespace, row.priority or 0, row.preemptible is not False,
+        Allotment.from_json(row.allotment), row.claimed_at or 0.0, tuple(k["key"] for k in row.concurrency or ()),
+        row.preempt_deadline is not None or row.state == ExecutionState.CANCELLING.value,
+    )
 
 
 def _signature(allotments: list[dict] | tuple) -> tuple:
@@ -86,6 +111,8 @@ class FleetSnapshot:
         #: The current round views again, by name, with the ONLINE ones that have a free
         #: slot least loaded first: what rounds place from.
         self.pool = FreePool()
+        #: The executions holding a worker at the last read (``flux.scheduling.holders``).
+        self.holders: list[Holder] = []
         #: The caches above are shared by rounds (which change views in place) and readers.
         self.lock = threading.RLock()
 
@@ -124,10 +151,10 @@ class FleetSnapshot:
         """
         registry = self.registry
         held: dict[str, list[dict]] = {}
-        for worker_name, allotment in session.execute(
-            select(ExecutionModel.worker_name, ExecutionModel.allotment).where(ExecutionModel.state.in_(HOLDING_STATES))
-        ):
-            held.setdefault(worker_name, []).append(allotment or {})
+        self.holders = []
+        for row in session.execute(_HOLDING):
+            held.setdefault(row.worker_name, []).append(row.allotment or {})
+            self.holders.append(_holder(row))
         if self._fleet_version != registry.fleet_version or time.monotonic() - self._scanned_at > FLEET_RESCAN:
             self._fleet_version = registry.fleet_version
             self._scanned_at = time.monotonic()

@@ -81,7 +81,7 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
         await broadcast.start()
         svc.notifier.remote = broadcast
     svc.metrics = ServerMetrics(svc.db.statements)
-    svc.dispatcher = Dispatcher(svc.db, svc.notifier, svc.registry, svc.metrics)
+    svc.dispatcher = Dispatcher(svc.db, svc.notifier, svc.registry, svc.metrics, svc.policy)
     return broadcast
 
 

@@ -27,7 +27,7 @@ from flux.scheduling.explain import infeasibility
 from flux.scheduling.snapshot import WorkerView
 from flux.server.errors import Invalid, NotFound
 from flux.server.namespaces import being_deleted, require_active
-from flux.server.schemas import BundleRegistration, WorkflowInfo, WorkflowRegistration
+from flux.server.schemas import BundleRegistration, WorkflowInfo, WorkflowRegistration, WorkflowSpec
 from flux.model.workflow import validate_affinity, validate_routing
 
 
@@ -61,11 +61,13 @@ class NewVersion:
     bundle_sha256: str | None = None
     module: str | None = None
     timeout: float | None = None
+    #: Priority, preemptible, concurrency, max_concurrency: those set (``WorkflowOptions.contention``).
+    contention: dict | None = None
 
     def key(self) -> tuple:
         requests = self.request.to_dict() if self.request else None
         return (self.source_digest, requests, self.affinity, self.routing, self.pending_timeout, self.max_attempts,
-                self.bundle_sha256, self.module, self.timeout)
+                self.bundle_sha256, self.module, self.timeout, self.contention)
 
 
 def register(session: Session, namespace: str, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:
@@ -87,9 +89,15 @@ def register(session: Session, namespace: str, registration: WorkflowRegistratio
         versions.append(NewVersion(
             spec.name, _parse_requests(spec.name, spec.requests), affinity, policy.to_dict() if policy else None,
             spec.pending_timeout, spec.max_attempts, registration.source, digest, registration.filename,
-            timeout=spec.timeout,
+            timeout=spec.timeout, contention=_contention(spec),
         ))
     return store(session, namespace, versions, fleet)
+
+
+def _contention(spec: WorkflowSpec) -> dict | None:
+    """The contention options a hand-written registration set (as ``WorkflowOptions.contention``)."""
+    fields = spec.model_dump(include={"priority", "preemptible", "concurrency", "max_concurrency"}, exclude_defaults=True)
+    return fields or None
 
 
 def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[NewVersion]:
@@ -103,7 +111,7 @@ def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[Ne
                 found.options.routing.to_dict() if found.options.routing else None,
                 found.options.pending_timeout, found.options.max_attempts,
                 bundle.text(found.filename) or "", bundle.sha256, found.filename, bundle.sha256, found.module,
-                found.options.timeout,
+                found.options.timeout, found.options.contention() or None,
             )
             for found in reading.workflows
         ]
@@ -125,7 +133,7 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
         warnings = _warnings(new.request, new.affinity, fleet, namespace)
         if latest and (
             latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout,
-            latest.max_attempts, latest.bundle_sha256, latest.module, latest.timeout,
+            latest.max_attempts, latest.bundle_sha256, latest.module, latest.timeout, latest.contention,
         ) == new.key():
             stored.append((latest, warnings))
             continue
@@ -145,6 +153,7 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
             created_at=time.time(),
             bundle_sha256=new.bundle_sha256,
             module=new.module,
+            contention=new.contention,
         )
         session.add(row)
         stored.append((row, warnings))
@@ -217,6 +226,7 @@ HEADER = (
     WorkflowModel.pending_timeout,
     WorkflowModel.max_attempts,
     WorkflowModel.timeout,
+    WorkflowModel.contention,
 )
 
 
@@ -300,6 +310,7 @@ def info(row: WorkflowModel, with_source: bool = False, warnings: list[str] | No
         source=row.source if with_source else None,
         bundle=row.bundle_sha256,
         module=row.module,
+        contention=row.contention,
         warnings=warnings or [],
     )
 

@@ -15,13 +15,12 @@ from flux.worker.running import Executions
 
 
 async def claim_loop(config: WorkerConfig, executions: Executions, call: Callable[..., Awaitable[Any]]) -> None:
+    """Long-poll for work. A full worker polls too: the server places nothing on it, but
+    its reply carries what to cancel and what is preempted (docs/contention.md) at once."""
     while True:
-        if len(executions) >= config.max_concurrent_executions:
-            executions.slot_freed.clear()
-            await executions.slot_freed.wait()
-            continue
         body = ClaimRequest(wait=config.claim_wait)
         reply = await call(f"/workers/{config.name}/claim", body, timeout=config.claim_wait + 10, reply=ClaimReply)
         executions.cancel(reply.cancel)
+        executions.preempt(reply.preempt)
         for claimed in reply.executions:
             executions.start(Job.claimed(claimed))

@@ -113,6 +113,7 @@ class Publisher:
         )
         self.executions.cancel(reply.cancel)
         self.executions.abandon(reply.abandon)
+        self.executions.preempt(reply.preempt)
         if reply.state != self._state:
             self._state = reply.state
             log.info("worker %s is %s", self.config.name, self._state)

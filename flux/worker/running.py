@@ -29,6 +29,7 @@ from flux.bundles.archive import BundleError
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, MAX_CHECKPOINT_EVENTS, EventType, make_event
 from flux.protocol.checkpoints import CheckpointReply
+from flux.protocol.claims import PreemptionNotice
 from flux.worker.runners import Job, Runner, Stop
 from flux.logformat import bind
 from flux.worker.bundles import BundleCache
@@ -76,8 +77,8 @@ class RunningExecution:
     stop: Stop = field(default_factory=Stop)
     #: Set when the server says this attempt is no longer ours: killed, reports nothing.
     abandoned: bool = False
-    #: Set when this worker hands the attempt back (a drain's deadline): the cause.
-    handed_back: str | None = None
+    #: Set when this worker ends the attempt itself (a drain's deadline, a preemption's): how, and why.
+    handed_back: tuple[AttemptEnd, str] | None = None
     #: Checkpoint batches sent for this attempt (the server numbers them to drop re-sends).
     batches: int = 0
     #: Whether this attempt holds its bundle in the cache (released when it ends).
@@ -137,10 +138,28 @@ class Executions:
     def hand_back(self, cause: str) -> None:
         """Kill every running attempt and report each ended (``AttemptEnd.DRAINED``),
         so the server resumes it elsewhere from its checkpoints at once."""
-        for execution in self.running.values():
-            if not execution.abandoned:
-                execution.handed_back = cause
-                execution.stop.kill.set()
+        for execution in list(self.running.values()):
+            self._end(execution, AttemptEnd.DRAINED, cause)
+
+    def preempt(self, notices: list[PreemptionNotice]) -> None:
+        """A more important execution needs these attempts' room: the workflow is told
+        (``current_task().preempting``), and at the end of the grace period the attempt
+        is stopped and reported ended ``preempted`` (docs/contention.md)."""
+        loop = asyncio.get_running_loop()
+        for notice in notices:
+            execution = self.running.get(notice.execution_id)
+            if execution is None or execution.job.attempt != notice.attempt or execution.stop.preempt.is_set():
+                continue
+            log.info("execution %s is preempted by %s: its attempt ends in %.1fs", notice.execution_id, notice.by, notice.seconds)
+            execution.stop.notice = notice
+            execution.stop.preempt.set()
+            cause = f"preempted by {notice.by}" if notice.by else "preempted"
+            loop.call_later(notice.seconds, self._end, execution, AttemptEnd.PREEMPTED, cause)
+
+    def _end(self, execution: RunningExecution, end: AttemptEnd, cause: str) -> None:
+        if not execution.abandoned and execution.handed_back is None and self.running.get(execution.job.id) is execution:
+            execution.handed_back = (end, cause)
+            execution.stop.kill.set()
 
     async def wait_empty(self, timeout: float | None, interrupt: asyncio.Event) -> bool:
         """Wait until nothing runs (True), ``timeout`` passes or ``interrupt`` is set."""
@@ -200,8 +219,8 @@ class Executions:
                 make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": f"worker runner error: {exc!r}"})
             )
         if execution.handed_back and not execution.abandoned:
-            value = {"end": AttemptEnd.DRAINED.value, "cause": execution.handed_back}
-            execution.outbox.put(make_event(EventType.ATTEMPT_ENDED, job.workflow_name, value=value))
+            end, cause = execution.handed_back
+            execution.outbox.put(make_event(EventType.ATTEMPT_ENDED, job.workflow_name, value={"end": end.value, "cause": cause}))
         if execution.abandoned:
             flusher.cancel()
         try:

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
-from flux.domain.attempts import AttemptPolicy
+from flux.domain.policy import ExecutionPolicy
 from flux.server.models import Base, ScheduleModel
 from flux.server.schedules.firing import fire_due
 from shared import flux
@@ -95,7 +95,7 @@ def test_the_firing_pass_pauses_a_schedule_that_cannot_advance(tmp_path):
             catch_up_limit=100, jitter=0.0, paused=False, next_due=now - 5, next_fire_at=now - 5, created_at=now, updated_at=now,
         ))
         session.flush()
-        done = fire_due(session, now, AttemptPolicy())
+        done = fire_due(session, now, ExecutionPolicy())
         row = session.query(ScheduleModel).one()
         assert row.paused and "every: must be between 1 second and" in row.paused_reason
         assert done.lateness == [] and done.next_at is None and not done.more

@@ -26,7 +26,8 @@ from sqlalchemy.orm import Session
 
 from flux import tracing
 from flux.domain.allotment import Allotment
-from flux.domain.attempts import WORKER_REPORTED, AttemptEnd, AttemptPolicy
+from flux.domain.attempts import WORKER_REPORTED, AttemptEnd
+from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import STATE_AFTER, WAITING_STATES, WORKER_EVENTS, EventType, ExecutionState
 from flux.server.models import ExecutionModel
 from flux.server.eventlog import append_event, append_events, event_rows
@@ -101,7 +102,7 @@ UNDELIVERABLE = (NotFound, ValueError, TypeError, RecursionError)
 
 
 def checkpoint(
-    session: Session, worker_name: str, execution_id: str, body: Checkpoint, policy: AttemptPolicy
+    session: Session, worker_name: str, execution_id: str, body: Checkpoint, policy: ExecutionPolicy
 ) -> tuple[CheckpointReply, bool]:
     """Append a worker's batch of events. Returns the reply and whether the attempt ended.
 
@@ -221,7 +222,7 @@ def cancel_children(session: Session, parent_id: str) -> list[str]:
     return workers
 
 
-def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, cause: str, policy: AttemptPolicy) -> None:
+def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, cause: str, policy: ExecutionPolicy) -> None:
     """End the current attempt for a reason outside the workflow, and decide what follows."""
     now = time.time()
     worker = execution.worker_name
@@ -272,6 +273,7 @@ def finish(session: Session, execution: ExecutionModel, state: ExecutionState, v
     execution.state = state.value
     execution.finished_at = at
     execution.wait = None
+    execution.preempted_by = execution.preempt_deadline = None
     if state is S.COMPLETED:
         execution.output = value
     elif isinstance(value, dict):

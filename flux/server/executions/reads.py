@@ -151,6 +151,12 @@ def info(row: ExecutionModel, include: Collection[str] = PAYLOADS) -> ExecutionI
         wait=row.wait,
         parent=row.parent_id,
         deadline=row.deadline,
+        priority=row.priority or 0,
+        priority_class=row.priority_class,
+        preemptible=row.preemptible is not False,
+        concurrency=row.concurrency,
+        preempted_by=row.preempted_by,
+        preempt_deadline=row.preempt_deadline,
     )
 
 

@@ -11,12 +11,14 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from flux import tracing
-from flux.domain.attempts import AttemptPolicy
+from flux.domain.policy import ExecutionPolicy
+from flux.domain.concurrency import Concurrency
 from flux.domain.events import EventType, ExecutionState
 from flux.server import payloads, workflows
 from flux.server.eventlog import INSERT_EVENT
 from flux.server.executions.reads import info
 from flux.server.models import ExecutionModel
+from flux.server.errors import Invalid
 from flux.server.schemas import ExecutionInfo, RunRequest
 
 S = ExecutionState
@@ -26,7 +28,7 @@ INSERT_EXECUTION = insert(ExecutionModel.__table__)
 
 
 def submit(
-    session: Session, namespace: str, name: str, run: RunRequest, policy: AttemptPolicy, *,
+    session: Session, namespace: str, name: str, run: RunRequest, policy: ExecutionPolicy, *,
     schedule: str | None = None, scheduled_for: float | None = None,
 ) -> ExecutionInfo:
     """Queue a run of workflow ``name`` of ``namespace``: two plain INSERTs (the
@@ -38,18 +40,21 @@ def submit(
         return _submit(session, namespace, execution_id, name, run, policy, schedule=schedule, scheduled_for=scheduled_for)
 
 
-def submit_child(session: Session, parent: ExecutionModel, execution_id: str, name: str, input: object, policy: AttemptPolicy) -> ExecutionInfo:
+def submit_child(session: Session, parent: ExecutionModel, execution_id: str, name: str, input: object, policy: ExecutionPolicy) -> ExecutionInfo:
     """A ``call``'s child, in its parent's namespace: its id derives from the parent
     and the call (``flux.domain.waits.child_id``)."""
     with tracing.span("flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name, "flux.parent": parent.id}):
-        return _submit(session, parent.namespace, execution_id, name, RunRequest(input=input), policy, parent.id)
+        run = RunRequest(input=input)
+        return _submit(session, parent.namespace, execution_id, name, run, policy, parent.id, inherited=parent.priority)
 
 
 def _submit(
-    session: Session, namespace: str, execution_id: str, name: str, run: RunRequest, policy: AttemptPolicy,
+    session: Session, namespace: str, execution_id: str, name: str, run: RunRequest, policy: ExecutionPolicy,
     parent_id: str | None = None, *, schedule: str | None = None, scheduled_for: float | None = None,
+    inherited: int | None = None,
 ) -> ExecutionInfo:
     workflow = workflows.header(session, namespace, name, run.version)
+    contention = _contention(workflow, run, policy, inherited)
     now = time.time()
     row = dict(
         id=execution_id,
@@ -80,6 +85,9 @@ def _submit(
         scheduled_for=scheduled_for,
         wait=None,
         deadline=None if workflow.timeout is None else now + workflow.timeout,
+        **contention,
+        preempted_by=None,
+        preempt_deadline=None,
     )
     session.execute(INSERT_EXECUTION, row)
     session.execute(
@@ -89,3 +97,23 @@ def _submit(
     )
     fresh = dict.fromkeys(("output", "error", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
     return info(SimpleNamespace(**row, **fresh))
+
+
+def _contention(workflow, run: RunRequest, policy: ExecutionPolicy, inherited: int | None) -> dict:  # noqa: ANN001 - a header row
+    """The run's priority (its own, else its workflow's, else its parent's for a call's
+    child, else the default class) and concurrency keys rendered over its input;
+    422 for an unknown class or an input the key cannot be rendered from."""
+    options = workflow.contention or {}
+    wanted = run.priority if run.priority is not None else options.get("priority", inherited)
+    keys = []
+    if options.get("concurrency"):
+        keys.append(Concurrency.from_json(options["concurrency"]))
+    if options.get("max_concurrency"):
+        keys.append(Concurrency(f"workflow:{workflow.name}", options["max_concurrency"]))
+    try:
+        resolved = policy.priorities.resolve(wanted)
+        rendered = [{"key": limit.render(run.input), "limit": limit.limit} for limit in keys]
+    except ValueError as exc:
+        raise Invalid(f"workflow {workflow.name!r}: {exc}") from None
+    return dict(priority=resolved.value, priority_class=resolved.name, preemptible=options.get("preemptible", True),
+                concurrency=rendered or None)

@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from flux.domain.attempts import AttemptEnd, AttemptPolicy
+from flux.domain.attempts import AttemptEnd
+from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import TERMINAL_STATES, EventType, ExecutionState
 from flux.domain.waits import STATE_OF, WaitKind, child_id, note
 from flux.server.errors import Conflict, Invalid, NotFound
@@ -34,7 +35,7 @@ KEPT = {WaitKind.SLEEP: ("until",), WaitKind.PAUSE: ("name", "payload"), WaitKin
 ENDED = [state.value for state in TERMINAL_STATES]
 
 
-def suspend(session: Session, execution: ExecutionModel, event: EventIn, worker_name: str, policy: AttemptPolicy) -> None:
+def suspend(session: Session, execution: ExecutionModel, event: EventIn, worker_name: str, policy: ExecutionPolicy) -> None:
     """The attempt stopped at a durable wait: end it and wait without a worker."""
     wait = _wait_of(event)
     kind, now = WaitKind(wait["kind"]), time.time()
@@ -70,7 +71,7 @@ def _wait_of(event: EventIn) -> dict:
     return {"kind": kind.value, "id": event.task_id, **{key: value.get(key) for key in KEPT[kind]}}
 
 
-def _start_child(session: Session, parent: ExecutionModel, wait: dict, input: Any, policy: AttemptPolicy, now: float) -> None:
+def _start_child(session: Session, parent: ExecutionModel, wait: dict, input: Any, policy: ExecutionPolicy, now: float) -> None:
     """Submit the call's child, once: a replayed call finds the child it started."""
     child = session.get(ExecutionModel, wait["child"])
     if child is None:

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from sqlalchemy import exists, func, select, tuple_
 from sqlalchemy.orm import Session
 
-from flux.domain.attempts import AttemptPolicy
+from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import ExecutionState
 from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, plan
 from flux.server import executions
-from flux.server.errors import Conflict, NotFound
+from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.models import ExecutionModel, ScheduleModel
 from flux.server.schedules.store import pause_broken, set_next, spec_of
 from flux.server.schemas import RunRequest
@@ -51,7 +51,7 @@ class Pass:
     more: bool = False  # a batch was full: run another pass at once
 
 
-def fire_due(session: Session, now: float, policy: AttemptPolicy, batch: int = BATCH) -> Pass:
+def fire_due(session: Session, now: float, policy: ExecutionPolicy, batch: int = BATCH) -> Pass:
     # The schedule rows are written in one flush at the end, not one before each statement.
     with session.no_autoflush:
         done = _fire_batch(session, now, policy, batch)
@@ -61,7 +61,7 @@ def fire_due(session: Session, now: float, policy: AttemptPolicy, batch: int = B
     return done
 
 
-def _fire_batch(session: Session, now: float, policy: AttemptPolicy, batch: int) -> Pass:
+def _fire_batch(session: Session, now: float, policy: ExecutionPolicy, batch: int) -> Pass:
     done = Pass()
     waiting = _locked(session, ScheduleModel.queued_due.is_not(None), ScheduleModel.queued_due, batch)
     active = _active_runs(session, waiting)
@@ -108,7 +108,7 @@ def _active_runs(session: Session, rows: list[ScheduleModel]) -> dict[tuple[str,
     return runs
 
 
-def _fire_or_hold(session: Session, row: ScheduleModel, due: float, active: list[str], policy: AttemptPolicy, done: Pass) -> None:
+def _fire_or_hold(session: Session, row: ScheduleModel, due: float, active: list[str], policy: ExecutionPolicy, done: Pass) -> None:
     """Apply the overlap policy to one due time while ``active`` runs are not over."""
     overlap = OverlapPolicy(row.overlap)
     if active and overlap is OverlapPolicy.SKIP:
@@ -132,9 +132,9 @@ def _fire_or_hold(session: Session, row: ScheduleModel, due: float, active: list
         active.append(execution_id)
 
 
-def _fire(session: Session, row: ScheduleModel, due: float, policy: AttemptPolicy, done: Pass) -> str | None:
+def _fire(session: Session, row: ScheduleModel, due: float, policy: ExecutionPolicy, done: Pass) -> str | None:
     """A run of the schedule's workflow, in the schedule's namespace."""
-    run = RunRequest(input=row.input, version=row.workflow_version)
+    run = RunRequest(input=row.input, version=row.workflow_version, priority=row.priority)
     try:
         execution = executions.submit(session, row.namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=due)
     except NotFound as exc:  # the pinned version is gone: this due time cannot run
@@ -143,6 +143,10 @@ def _fire(session: Session, row: ScheduleModel, due: float, policy: AttemptPolic
         return None
     except Conflict:  # its namespace is being deleted (docs/namespaces.md)
         done.skipped["namespace_terminating"] += 1
+        return None
+    except Invalid as exc:  # its priority class is gone, or its input no longer renders a concurrency key
+        log.warning("schedule %s skipped its run due at %s: %s", row.name, due, exc)
+        done.skipped["invalid_run"] += 1
         return None
     done.lateness.append(max(0.0, execution.scheduled_at - due))
     return execution.id

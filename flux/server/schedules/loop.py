@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Callable
 
-from flux.domain.attempts import AttemptPolicy
+from flux.domain.policy import ExecutionPolicy
 from flux.server import topics
 from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
@@ -38,7 +38,7 @@ LOCKED_BACKOFF = 0.1
 
 class ScheduleLoop:
     def __init__(self, db: Database, notifier: Notifier, metrics: ServerMetrics, kick: Callable[[], None],
-                 policy: AttemptPolicy, shared: bool):
+                 policy: ExecutionPolicy, shared: bool):
         self.db, self.notifier, self.metrics, self.kick, self.policy = db, notifier, metrics, kick, policy
         self.shared = shared
 

@@ -14,7 +14,8 @@ from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.schedules import (
     MAX_JITTER, InvalidSchedule, Schedule, check_jitter, normalise_cron, parse_duration, parse_timezone,
 )
-from flux.server.schemas import Strict
+from flux.domain.priority import check_priority
+from flux.server.schemas import Priority, Strict
 
 #: Seconds, or a duration string such as "30s", "5m", "1h30m".
 Duration = float | str
@@ -37,6 +38,12 @@ class _Timing(Strict):
     input: Any = None
     catch_up_limit: int | None = Field(default=None, ge=1, le=1000, description="For catch_up=all: the newest missed due times fired")
     jitter: float | None = Field(default=None, ge=0, le=MAX_JITTER, description="Up to this many seconds later than due, the same delay on every replica")
+    priority: Priority | None = Field(default=None, description="Its runs' priority (a class name or an int); null: the workflow's")
+
+    @field_validator("priority")
+    @classmethod
+    def _priority(cls, value: Priority | None) -> Priority | None:
+        return None if value is None else str(check_priority(value, "priority"))
 
     @field_validator("jitter")
     @classmethod
@@ -126,6 +133,7 @@ class ScheduleInfo(BaseModel):
     catch_up_limit: int
     jitter: float
     paused: bool
+    priority: str | None = Field(default=None, description="Its runs' priority (a class name or an int); null: the workflow's")
     paused_reason: str | None = Field(default=None, description="Why the server paused it (its timing lies outside what the API accepts); null: by hand or not paused")
     next_fire_times: list[str] = Field(description="The next due times (ISO 8601, in its time zone); empty while paused or done")
     queued_for: str | None = Field(default=None, description="overlap=queue_one: the due time held until the active run ends")

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from flux.domain.attempts import AttemptPolicy
+from flux.domain.policy import ExecutionPolicy
 from flux.domain.schedules import InvalidSchedule, Schedule, iso, jitter_offset
 from flux.server import executions, workflows
 from flux.server.errors import Conflict, Invalid, NotFound
@@ -92,6 +92,7 @@ def info(row: ScheduleModel) -> ScheduleInfo:
         catch_up_limit=row.catch_up_limit,
         jitter=row.jitter,
         paused=row.paused,
+        priority=row.priority,
         paused_reason=row.paused_reason,
         next_fire_times=[_shown(due, zone) for due in upcoming],
         queued_for=_shown(row.queued_due, zone) if row.queued_due is not None else None,
@@ -156,6 +157,7 @@ def create(session: Session, namespace: str, body: ScheduleCreate) -> ScheduleIn
         cron=spec.cron, every=spec.every, at=spec.at, anchor=spec.anchor, timezone=spec.timezone,
         input=body.input, overlap=body.overlap, catch_up=body.catch_up, catch_up_limit=body.catch_up_limit or 100,
         jitter=body.jitter or 0.0, paused=body.paused, queued_due=None, created_at=now, updated_at=now,
+        priority=body.priority,
     )
     set_next(row, _first_due(row, now))
     session.add(row)
@@ -183,7 +185,7 @@ def update(session: Session, namespace: str, name: str, body: ScheduleUpdate) ->
         row.cron, row.every, row.at, row.anchor, row.timezone = spec.cron, spec.every, spec.at, spec.anchor, spec.timezone
         row.jitter = body.jitter if "jitter" in given else row.jitter
         set_next(row, _first_due(row, time.time()))
-    for field in ("input", "overlap", "catch_up", "catch_up_limit"):
+    for field in ("input", "overlap", "catch_up", "catch_up_limit", "priority"):
         if field in given:
             setattr(row, field, getattr(body, field))
     row.updated_at = time.time()
@@ -216,9 +218,9 @@ def resume(session: Session, namespace: str, name: str) -> ScheduleInfo:
     return info(row)
 
 
-def trigger(session: Session, namespace: str, name: str, policy: AttemptPolicy) -> ExecutionInfo:
+def trigger(session: Session, namespace: str, name: str, policy: ExecutionPolicy) -> ExecutionInfo:
     """Run it now, by hand: whatever its overlap policy or pause, like ``flux workflow
     run`` but recorded as the schedule's, due now."""
     row = get_row(session, namespace, name)
-    run = RunRequest(input=row.input, version=row.workflow_version)
+    run = RunRequest(input=row.input, version=row.workflow_version, priority=row.priority)
     return executions.submit(session, namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=time.time())

@@ -27,7 +27,7 @@ async def claim(svc: Services, member: Member, body: ClaimRequest, gone: Callabl
             now = time.time()
             if svc.registry.claim_should_check(member, now):
                 reply = await _deliver(svc, member, now)
-                if reply.executions or reply.cancel:
+                if reply.executions or reply.cancel or reply.preempt:
                     return reply
             remaining = deadline - time.monotonic()
             if remaining <= 0 or svc.notifier.stopped:
@@ -43,4 +43,4 @@ async def _deliver(svc: Services, member: Member, now: float) -> ClaimReply:
         job.max_payload_size = svc.settings.max_payload_size
         job.max_json_depth = svc.settings.max_json_depth
     member.hold(fleet.held_map(held))
-    return ClaimReply(executions=claimed, cancel=cancel)
+    return ClaimReply(executions=claimed, cancel=cancel, preempt=member.preempting(now, untold=True))

@@ -24,7 +24,9 @@ async def heartbeat(svc: Services, member: Member, body: Heartbeat) -> Heartbeat
     await _reconcile(svc, member, set(body.running), now)
     running = len(member.held or ())
     shown = fleet.display_state(svc.registry.liveness(member, now), member.draining or member.leaving, running)
-    return HeartbeatReply(state=shown, cancel=member.cancelling(), abandon=member.foreign(body.running))
+    return HeartbeatReply(
+        state=shown, cancel=member.cancelling(), abandon=member.foreign(body.running), preempt=member.preempting(now)
+    )
 
 
 async def _store_status(svc: Services, member: Member, body: Heartbeat) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from pydantic import ConfigDict
 
-from flux.protocol.claims import ClaimedExecution
+from flux.protocol.claims import ClaimedExecution, PreemptionNotice
 from flux.worker.runners.limits import Limits
 from flux.worker.runners.protocol import LogSink
 
@@ -51,11 +51,15 @@ class Stop:
     ``cancel``: a user cancelled the execution; the workflow records
     WORKFLOW_CANCELLED (a child gets SIGTERM, then SIGKILL after a grace period).
     ``kill``: the attempt is no longer this worker's (fenced) or is being handed back
-    (a drain's deadline passed); it is killed at once and records nothing more.
+    (a drain's deadline passed, a preemption's grace period ended); it is killed at
+    once and records nothing more. ``preempt``: not a stop yet, a notice the workflow
+    sees (``notice``, docs/contention.md); the kill follows at its end.
     """
 
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     kill: asyncio.Event = field(default_factory=asyncio.Event)
+    preempt: asyncio.Event = field(default_factory=asyncio.Event)
+    notice: PreemptionNotice | None = None
 
 
 class Runner(ABC):

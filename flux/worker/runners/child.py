@@ -26,13 +26,14 @@ from concurrent.futures import ThreadPoolExecutor
 from flux import tracing
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
+from flux.model.runtime import notice_preemption
 from flux.worker.runners.asking import ANSWER, Asker
 from flux.worker.runners.base import Job
 from flux.worker.runners.capture import Capture, Channel
 from flux.worker.runners.execute import execute_job
 from flux.worker.runners.lifetime import die_with_parent
 from flux.worker.runners.limits import Limits, apply_in_child
-from flux.worker.runners.protocol import IDLE, PARENT_ENV, PROTOCOL_FD_ENV
+from flux.worker.runners.protocol import IDLE, PARENT_ENV, PREEMPT, PROTOCOL_FD_ENV
 
 
 async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
@@ -44,6 +45,8 @@ async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
         message = json.loads(line)
         if message.get("type") == ANSWER:
             asker.answered(message)
+        elif message.get("type") == PREEMPT:
+            notice_preemption(message["execution_id"], message.get("by"), float(message["seconds"]))
         else:
             jobs.put_nowait(Job.model_validate(message))
     jobs.put_nowait(None)

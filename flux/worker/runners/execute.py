@@ -7,7 +7,7 @@ from flux.domain.events import EventType, make_event
 from flux.domain.payloads import payload_levels
 from flux.model.loader import WorkflowLoadError, load_bundle_workflow, load_workflow
 from flux.worker.runners.base import Job
-from flux.model.runtime import Ask, EventSink, ExecutionContext, run_workflow
+from flux.model.runtime import Ask, EventSink, ExecutionContext, forget_preemption, run_workflow
 
 
 def context_for(job: Job, emit: EventSink, ask: Ask | None = None) -> ExecutionContext:
@@ -38,4 +38,7 @@ async def execute_job(job: Job, emit: EventSink, ask: Ask | None = None) -> None
     except WorkflowLoadError as exc:
         emit(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc)}))
         return
-    await run_workflow(workflow, context_for(job, emit, ask))
+    try:
+        await run_workflow(workflow, context_for(job, emit, ask))
+    finally:
+        forget_preemption(job.id)  # a notice is this attempt's; the next one starts afresh

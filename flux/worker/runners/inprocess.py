@@ -14,7 +14,7 @@ from typing import Callable
 from flux.worker.runners.base import Job, Runner, Stop
 from flux.worker.runners.execute import execute_job
 from flux.worker.runners.protocol import LogSink
-from flux.model.runtime import Ask
+from flux.model.runtime import Ask, notice_preemption
 
 
 class InProcessRunner(Runner):
@@ -27,10 +27,16 @@ class InProcessRunner(Runner):
             if not stop.kill.is_set():
                 emit(event)
 
+        async def tell_preemption() -> None:
+            await stop.preempt.wait()
+            if stop.notice is not None:
+                notice_preemption(job.id, stop.notice.by, stop.notice.seconds)
+
         work = asyncio.create_task(execute_job(job, emit_unless_killed, ask))
         stopping = [asyncio.create_task(stop.cancel.wait()), asyncio.create_task(stop.kill.wait())]
+        telling = asyncio.create_task(tell_preemption())
         await asyncio.wait({work, *stopping}, return_when=asyncio.FIRST_COMPLETED)
-        for waiter in stopping:
+        for waiter in (*stopping, telling):
             waiter.cancel()
         if not work.done():
             work.cancel()  # run_workflow turns this into WORKFLOW_CANCELLED (dropped when killed)

@@ -13,6 +13,10 @@ there the channel is the child's original stdout). Messages on it:
   file descriptors (below); sent just before the event that closes the attempt;
 * ``CHILD_IDLE``: the child can take another job.
 
+Besides jobs and answers (``flux.worker.runners.asking``), one more line goes down on the
+child's stdin: ``PREEMPT`` ``{"execution_id", "by", "seconds"}``, a preemption notice the
+workflow sees as ``flux.current_task().preempting`` (docs/contention.md).
+
 The child's fds 1 and 2 are pipes the runner reads (``flux.worker.runners.pipes``): bytes a
 C extension or a subprocess writes there become ``stdout``/``stderr`` lines. Nothing
 written there can reach the protocol channel.
@@ -33,6 +37,8 @@ IDLE = {"type": "CHILD_IDLE"}
 #: Message types on the protocol channel that are not events.
 LOG = "LOG"
 OUTPUT_MARK = "OUTPUT_MARK"
+#: The worker's preemption notice, on the child's stdin.
+PREEMPT = "PREEMPT"
 
 #: Written by the child to fds 1 and 2, followed by the job's mark and a newline, when
 #: its attempt closes: once the runner has read it on a pipe, it has read every byte

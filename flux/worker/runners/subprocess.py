@@ -43,7 +43,7 @@ from flux.worker.runners.asking import ASK, answer
 from flux.worker.runners.base import Job, Runner, Stop
 from flux.worker.runners.limits import CgroupMemory, LimitPolicy, Limits
 from flux.worker.runners.pipes import MAX_EVENT_BYTES, Child, spawn
-from flux.worker.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, LogSink
+from flux.worker.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, PREEMPT, LogSink
 from flux.worker.runners.template import ChildTemplate
 
 if TYPE_CHECKING:
@@ -243,6 +243,8 @@ class SubprocessRunner(Runner):
             with contextlib.suppress(ConnectionError):
                 await process.stdin.drain()
             watcher = asyncio.create_task(self._stop_when_asked(process, stop))
+            answering.add(notifier := asyncio.create_task(_tell_preemption(job, stop, self._writer(process))))
+            notifier.add_done_callback(answering.discard)
             while line := await child.channel.readline():
                 if stop.kill.is_set():
                     break  # no longer ours: whatever it still says is not recorded
@@ -370,3 +372,13 @@ class SubprocessRunner(Runner):
             await asyncio.wait(self._retiring, timeout=EXIT_GRACE * 2)
         if self.template is not None:
             self.template.close()
+
+
+async def _tell_preemption(job: Job, stop: Stop, write: Callable[[bytes], Awaitable[None]]) -> None:
+    """A preemption notice goes down to the child, which shows it to the workflow."""
+    await stop.preempt.wait()
+    notice = stop.notice
+    message = {"type": PREEMPT, "execution_id": job.id, "by": notice.by if notice else None,
+               "seconds": notice.seconds if notice else 0.0}
+    with contextlib.suppress(ConnectionError, RuntimeError):  # the child is gone: nobody to tell
+        await write(json.dumps(message).encode() + b"\n")

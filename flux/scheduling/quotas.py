@@ -1,0 +1,71 @@
+"""Quotas: a namespace never holds more than its quota (pure, no I/O).
+
+The ledger starts from what the namespace's executions hold (their allotments,
+which carry what their requests declared, in both allocation modes) and counts each
+placement of the round as it is made, so one round cannot overshoot either. A
+quota's dimension is compared with what the waiting execution asks of it; the GPU
+count is the number of cards allotted. Replicas place one at a time (dispatch's
+advisory lock) and read what is held in the same transaction, so two replicas
+never exceed a quota together.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from flux.domain.quotas import Quota
+from flux.domain.resource_request import format_bytes
+from flux.domain.resources import BYTES, Resources
+from flux.scheduling.demand import Demand
+from flux.scheduling.filters.base import Reason
+from flux.scheduling.holders import Holder
+
+NAME = "quota"
+PHRASE = "namespace quota"
+
+
+def _shown(name: str, amount: float) -> str:
+    return format_bytes(int(amount)) if name in BYTES else f"{amount:g}"
+
+
+class QuotaLedger:
+    def __init__(self, quotas: Mapping[str, Quota], holders: Iterable[Holder]):
+        self.quotas = {namespace: quota for namespace, quota in quotas.items() if quota}
+        self.held: dict[str, Resources] = {}
+        self.count: dict[str, int] = {}
+        for holder in holders:
+            if holder.namespace in self.quotas:
+                self._add(holder.namespace, holder.quantities)
+
+    def __bool__(self) -> bool:
+        return bool(self.quotas)
+
+    def _add(self, namespace: str, quantities: Resources) -> None:
+        self.held[namespace] = self.held.get(namespace, Resources()) + quantities
+        self.count[namespace] = self.count.get(namespace, 0) + 1
+
+    def refusal(self, demand: Demand) -> Reason | None:
+        """Why placing ``demand`` now would take its namespace over its quota, or None."""
+        quota = self.quotas.get(demand.namespace)
+        if quota is None:
+            return None
+        if quota.executions is not None and self.count.get(demand.namespace, 0) + 1 > quota.executions:
+            return Reason(NAME, PHRASE, f"namespace {demand.namespace} holds {self.count[demand.namespace]} executions, "
+                                        f"its quota's executions={quota.executions}")
+        asked = demand.request.quantities if demand.request is not None else Resources()
+        held = self.held.get(demand.namespace, Resources())
+        for name, limit in quota.limits.items():
+            wanted = asked.get(name, 0)
+            if wanted and held.get(name, 0) + wanted > limit:
+                return Reason(NAME, PHRASE, f"namespace {demand.namespace} holds {name} {_shown(name, held.get(name, 0))} "
+                                            f"of its quota {_shown(name, limit)}; this asks {_shown(name, wanted)} more")
+        return None
+
+    def take(self, demand: Demand, quantities: Resources) -> None:
+        """A placement of the round counts against its namespace's quota."""
+        if demand.namespace in self.quotas:
+            self._add(demand.namespace, quantities)
+
+    def usage(self) -> dict[str, tuple[Resources, int]]:
+        """What each namespace with a quota holds: its quantities and executions."""
+        return {namespace: (self.held.get(namespace, Resources()), self.count.get(namespace, 0)) for namespace in self.quotas}

@@ -1,0 +1,219 @@
+"""Contention end to end (docs/contention.md), through a real server and real workers:
+priorities, preemption (the victim replays elsewhere, exactly once), preemptible=False,
+a victim's worker lost during the grace period, quotas and concurrency keys."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from flux.client import FluxClient, FluxClientError
+from waiting import eventually
+
+pytestmark = pytest.mark.integration
+
+WAIT = 60.0
+
+SOURCE = """
+import asyncio
+from pathlib import Path
+
+from flux import Concurrency, ResourceRequest, current_task, task, workflow
+
+MARKS = Path({marks!r})
+ACCEL = ResourceRequest(resources={{"accel": 1}})
+
+
+def mark(name: str) -> None:
+    with open(MARKS / name, "a") as f:
+        f.write("x")
+
+
+@task
+async def first(label: str) -> str:
+    mark(label + "-first")
+    return label
+
+
+@task
+async def long(label: str, seconds: float) -> str:
+    call = current_task()
+    if call.attempt > 1:  # the replay: what completed is not run again, this runs again quickly
+        return label
+    for _ in range(int(seconds * 20)):
+        if call.preempting:
+            mark(label + "-saw-preempting")
+        await asyncio.sleep(0.05)
+    return label
+
+
+@workflow.with_options(requests=ACCEL, priority="low")
+async def low(ctx):
+    await first(ctx.input["label"])
+    return await long(ctx.input["label"], ctx.input.get("seconds", 60))
+
+
+@workflow.with_options(requests=ACCEL, priority="low", preemptible=False)
+async def steadfast(ctx):
+    return await long(ctx.input["label"], ctx.input.get("seconds", 4))
+
+
+@workflow.with_options(requests=ACCEL, priority="high")
+async def high(ctx):
+    return await first(ctx.input["label"])
+
+
+@workflow.with_options(concurrency=Concurrency(key="customer:{{input.customer}}", limit=1))
+async def per_customer(ctx):
+    await asyncio.sleep(ctx.input["seconds"])
+    return ctx.input["customer"]
+
+
+@workflow.with_options(requests=ACCEL)
+async def plain(ctx):
+    await asyncio.sleep(ctx.input["seconds"])
+    return "done"
+"""
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    folder = tmp_path / "marks"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def registered(make_cluster, workflow_file, marks):
+    """A server with a 1 s preemption grace, the workflows registered, no worker yet."""
+    cluster = make_cluster(server_args=("--preemption-grace", "1"), eviction_grace_period=3)
+    client = FluxClient(cluster.server_url)
+    client.register_file(workflow_file(SOURCE.format(marks=str(marks))))
+    yield cluster, client
+    client.close()
+
+
+def _accel_worker(cluster, name: str, accel: int = 1) -> None:
+    cluster.start_worker(name, max_concurrent_executions=4, extra_args=("--resource", f"accel={accel}", "--allocation", "reserve"))
+
+
+def _events(client: FluxClient, execution_id: str, type_: str) -> list[dict]:
+    return [e for e in client.events(execution_id) if e["type"] == type_]
+
+
+def _state(client: FluxClient, execution_id: str, state: str) -> dict:
+    return eventually(lambda: (e := client.execution(execution_id))["state"] == state and e, WAIT, f"{execution_id} never {state}")
+
+
+def test_a_preempted_execution_replays_elsewhere_and_completes_exactly_once(registered, marks):
+    cluster, client = registered
+    _accel_worker(cluster, "w1")
+    low = client.run("low", {"label": "low"})
+    _state(client, low["id"], "RUNNING")
+    eventually(lambda: (marks / "low-first").exists(), WAIT, "the low execution's first task never ran")
+    high = client.run("high", {"label": "high"})
+    assert high["priority"] == 100 and high["priority_class"] == "high"
+    done = _state(client, high["id"], "COMPLETED")
+    assert done["worker_name"] == "w1"
+    preempted = _events(client, low["id"], "PREEMPTED")
+    assert preempted and preempted[0]["value"]["by"] == high["id"]
+    assert _events(client, high["id"], "PREEMPTING")[0]["value"]["victims"] == [low["id"]]
+    assert (marks / "low-saw-preempting").exists(), "the task never saw current_task().preempting"
+    ended = [e["value"] for e in _events(client, low["id"], "ATTEMPT_ENDED") if e["value"]["end"] == "preempted"]
+    assert ended and ended[0]["counted"] is False
+    _accel_worker(cluster, "w2")
+    finished = _state(client, low["id"], "COMPLETED")
+    assert finished["crashes"] == 0 and finished["output"] == "low"
+    assert (marks / "low-first").read_text() == "x", "a completed task ran again"
+    assert finished["priority"] == -100
+
+
+def test_a_non_preemptible_execution_is_never_chosen(registered):
+    cluster, client = registered
+    _accel_worker(cluster, "w1")
+    steady = client.run("steadfast", {"label": "steady", "seconds": 4})
+    _state(client, steady["id"], "RUNNING")
+    high = client.run("high", {"label": "high"})
+    time.sleep(2)
+    assert client.execution(high["id"])["state"] == "SCHEDULED"
+    assert "room is held for it on worker w1" in client.execution(high["id"])["placement_note"]
+    _state(client, high["id"], "COMPLETED")
+    assert _state(client, steady["id"], "COMPLETED")["output"] == "steady"
+    assert not _events(client, steady["id"], "PREEMPTED")
+
+
+def test_a_victim_whose_worker_is_lost_during_the_grace_period_is_requeued_as_any_lost_attempt(make_cluster, workflow_file, marks):
+    cluster = make_cluster(server_args=("--preemption-grace", "30"), eviction_grace_period=2)
+    client = FluxClient(cluster.server_url)
+    client.register_file(workflow_file(SOURCE.format(marks=str(marks))))
+    _accel_worker(cluster, "w1")
+    low = client.run("low", {"label": "low"})
+    _state(client, low["id"], "RUNNING")
+    high = client.run("high", {"label": "high"})
+    eventually(lambda: _events(client, low["id"], "PREEMPTED"), WAIT, "never preempted")
+    cluster.kill_worker("w1")
+    _accel_worker(cluster, "w2")
+    _state(client, high["id"], "COMPLETED")
+    finished = _state(client, low["id"], "COMPLETED")
+    ends = [e["value"]["end"] for e in _events(client, low["id"], "ATTEMPT_ENDED")]
+    assert "worker_lost" in ends and finished["crashes"] == 1
+    assert (marks / "low-first").read_text() == "x"
+    client.close()
+
+
+def test_priority_order_when_a_slot_frees(registered):
+    cluster, client = registered
+    first = client.run("plain", {"seconds": 2})
+    low = client.run("plain", {"seconds": 0}, priority="batch")
+    high = client.run("plain", {"seconds": 0}, priority=500)
+    _accel_worker(cluster, "w1")
+    for execution in (first, low, high):
+        _state(client, execution["id"], "COMPLETED")
+    started = {e["id"]: client.execution(e["id"])["claimed_at"] for e in (low, high)}
+    assert started[high["id"]] < started[low["id"]]
+
+
+def test_a_namespace_never_holds_more_than_its_quota(make_cluster, workflow_file, marks):
+    cluster = make_cluster()
+    admin = FluxClient(cluster.server_url)
+    admin.create_namespace("ml")
+    detail = admin.update_namespace("ml", quota={"resources.accel": 1, "executions": 5})
+    assert detail["quota"] == {"accel": 1, "executions": 5}
+    client = FluxClient(cluster.server_url, namespace="ml")
+    client.register_file(workflow_file(SOURCE.format(marks=str(marks))))
+    _accel_worker(cluster, "w1", accel=3)
+    runs = [client.run("plain", {"seconds": 1}) for _ in range(3)]
+    note = eventually(lambda: "quota" in (client.execution(runs[2]["id"])["placement_note"] or "") and
+                      client.execution(runs[2]["id"])["placement_note"], WAIT, "no quota note")
+    assert "namespace ml holds accel 1 of its quota 1" in note
+    deadline = time.monotonic() + WAIT
+    while not all(client.execution(r["id"])["state"] == "COMPLETED" for r in runs):
+        holding = [r for r in runs if client.execution(r["id"])["state"] in ("CLAIMED", "RUNNING")]
+        assert len(holding) <= 1
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    with pytest.raises(FluxClientError) as refused:
+        admin.update_namespace("ml", quota={"cpu": "lots"})
+    assert refused.value.status == 422
+    admin.close()
+    client.close()
+
+
+def test_a_concurrency_key_holds_at_most_its_limit(registered):
+    cluster, client = registered
+    cluster.start_worker("w1", max_concurrent_executions=4)
+    a1 = client.run("per_customer", {"customer": "a", "seconds": 1.5})
+    a2 = client.run("per_customer", {"customer": "a", "seconds": 0})
+    b = client.run("per_customer", {"customer": "b", "seconds": 0})
+    assert a1["concurrency"] == [{"key": "customer:a", "limit": 1}]
+    _state(client, b["id"], "COMPLETED")
+    assert client.execution(a1["id"])["state"] in ("CLAIMED", "RUNNING")
+    assert client.execution(a2["id"])["state"] == "SCHEDULED"
+    assert "concurrency key 'customer:a' is at its limit" in client.execution(a2["id"])["placement_note"]
+    done = [_state(client, e["id"], "COMPLETED") for e in (a1, a2)]
+    assert done[1]["claimed_at"] >= done[0]["finished_at"] - 0.05
+    with pytest.raises(FluxClientError) as refused:
+        client.run("per_customer", {"seconds": 0})
+    assert refused.value.status == 422 and "input.customer" in str(refused.value)
