@@ -114,10 +114,27 @@ def execution_logs(client: FluxClient, execution_id: str, follow_: bool, task: s
     follow(lines, log_line, fmt)
 
 
+def _render_queue(queue: dict | None) -> None:
+    """Priority, place in the namespace's queue, quota use, what holds it back (docs/contention.md)."""
+    if not queue:
+        return
+    priority = f"{queue['priority']}" + (f" ({queue['priority_class']})" if queue.get("priority_class") else "")
+    where = f"; position {queue['position']} in its namespace's queue" if queue.get("position") else ""
+    console.print(f"[bold]priority:[/] {priority}{where}; {queue['higher_waiting']} of higher priority waiting")
+    if queue.get("quota"):
+        used = ", ".join(f"{name} {queue['held'].get(name, 0):g}/{limit:g}" for name, limit in queue["quota"].items())
+        console.print(f"[bold]quota:[/] {used}")
+    if queue.get("note"):
+        console.print(f"[bold]last round:[/] {queue['note']}")
+    if queue.get("preempted_by"):
+        console.print(f"[yellow]preempted by {queue['preempted_by']}:[/] its attempt ends at {queue['preempt_deadline']:.0f}")
+
+
 def _render_placement(info: dict) -> None:
     console.print(f"[bold]{info['summary']}[/]")
     if info.get("unschedulable"):
         console.print(f"[red]unschedulable:[/] {info['unschedulable']}")
+    _render_queue(info.get("queue"))
     render_rows(["name", "state", "available", "reason"], info["workers"])
     attempts = info.get("attempts") or []
     if attempts:

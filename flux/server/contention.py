@@ -20,11 +20,11 @@ from flux.server.models import ExecutionModel
 PREEMPTION_SLACK = 5.0
 
 
-def preempt(session: Session, preemptions: list[Preemption], grace: float, now: float) -> frozenset[str]:
+def preempt(session: Session, preemptions: list[Preemption], grace: float, now: float) -> list[ExecutionModel]:
     """Record the round's preemptions: each victim's notice (PREEMPTED, its deadline)
-    and the preemptor's PREEMPTING. Returns the workers to wake (their claim carries
+    and the preemptor's PREEMPTING. Returns the victims (their workers' claims carry
     the notice)."""
-    woken: set[str] = set()
+    noticed: list[ExecutionModel] = []
     deadline = now + grace
     for preemption in preemptions:
         victims = session.scalars(
@@ -41,11 +41,11 @@ def preempt(session: Session, preemptions: list[Preemption], grace: float, now: 
             value = {"by": preemption.preemptor, "worker": preemption.worker, "grace": grace, "deadline": deadline}
             append_event(session, victim, EventType.PREEMPTED, name=victim.workflow_name, value=value, at=now,
                          worker_name=victim.worker_name)
-            woken.add(victim.worker_name)
+            noticed.append(victim)
         preemptor = session.get(ExecutionModel, preemption.preemptor)
         value = {"worker": preemption.worker, "victims": [v.id for v in victims], "deadline": deadline}
         append_event(session, preemptor, EventType.PREEMPTING, name=preemptor.workflow_name, value=value, at=now)
-    return frozenset(woken)
+    return noticed
 
 
 def expire_preemptions(session: Session, now: float, policy: ExecutionPolicy) -> list[str]:

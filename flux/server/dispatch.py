@@ -220,7 +220,10 @@ class Dispatcher:
             page = self._pending(session, number)
         self.snapshot.placed_on({p.worker_name for p in placements} | contention.touched)
         placed = {p.execution_id for p in placements}
-        woken = preempt(session, contention.preemptions, self.policy.preemption_grace, now)
+        victims = preempt(session, contention.preemptions, self.policy.preemption_grace, now)
+        woken = frozenset(v.worker_name for v in victims)
+        for victim in victims:
+            self.metrics.preemptions.labels(namespace=victim.namespace).inc()
         if woken:  # the backstop: come back once the grace period (and its slack) is over
             self._next_ready = min(self._next_ready, now + self.policy.preemption_grace + PREEMPTION_SLACK + 0.1)
         record_waiting(session, [row for row in first if self._ready(row, now)], placed, workers, contention.waiting)

@@ -7,18 +7,19 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import WAITING_STATES, EventType, ExecutionState
-from flux.server.models import ExecutionEventModel, ExecutionModel
+from flux.server.models import ExecutionEventModel, ExecutionModel, NamespaceModel
+from flux.server.namespaces import usage
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.filters import Reason
 from flux.scheduling.snapshot import WorkerView
 from flux.server import executions
 from flux.server.eventlog import append_event
-from flux.server.schemas import AttemptInfo, PlacementInfo, WorkerPlacement
+from flux.server.schemas import AttemptInfo, PlacementInfo, QueueInfo, WorkerPlacement
 
 
 def _last_claim(session: Session, execution_id: str) -> dict | None:
@@ -86,6 +87,28 @@ def placement(session: Session, execution_id: str, workers: list[WorkerView], na
         max_attempts=execution.max_attempts,
         crashes=execution.crashes,
         attempts=attempts_of(session, execution_id),
+        queue=queue_of(session, execution),
+    )
+
+
+def queue_of(session: Session, execution: ExecutionModel) -> QueueInfo:
+    """Its priority, its place in its namespace's queue, the namespace's quota and use."""
+    waiting = ExecutionModel.state == ExecutionState.SCHEDULED.value
+    position = None
+    if execution.state == ExecutionState.SCHEDULED.value:
+        ahead = (ExecutionModel.priority > execution.priority) | (
+            (ExecutionModel.priority == execution.priority) & (ExecutionModel.scheduled_at < execution.scheduled_at)
+        )
+        position = 1 + session.scalar(
+            select(func.count()).where(waiting, ExecutionModel.namespace == execution.namespace, ahead)
+        )
+    higher = session.scalar(select(func.count()).where(waiting, ExecutionModel.priority > execution.priority))
+    namespace = session.get(NamespaceModel, execution.namespace)
+    return QueueInfo(
+        priority=execution.priority, priority_class=execution.priority_class, position=position, higher_waiting=higher,
+        quota=namespace.quota if namespace is not None else None, held=usage(session, execution.namespace)["held"],
+        note=execution.placement_note if execution.state == ExecutionState.SCHEDULED.value else None,
+        preempted_by=execution.preempted_by, preempt_deadline=execution.preempt_deadline,
     )
 
 

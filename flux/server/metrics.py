@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.workers import Liveness, WorkerState
 from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
-from flux.server import fleet
+from flux.server import fleet, namespaces
 from flux.server.database import StatementCounter
 
 WORKER_STATES = tuple(WorkerState)
@@ -80,6 +80,15 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.dispatches = Counter("flux_dispatches", "Executions dispatched, by worker", ["worker"], registry=self.registry)
+        # contention (docs/contention.md)
+        self.pending = Gauge("flux_pending_executions", "SCHEDULED executions by namespace and priority",
+                             ["namespace", "priority"], registry=self.registry)
+        self.preemptions = Counter("flux_preemptions", "Attempts preempted for a higher priority, by namespace of the victim",
+                                   ["namespace"], registry=self.registry)
+        self.quota_used = Gauge("flux_quota_used", "What a namespace with a quota holds, by dimension (executions included)",
+                                ["namespace", "resource"], registry=self.registry)
+        self.quota_limit = Gauge("flux_quota_limit", "A namespace's quota, by dimension", ["namespace", "resource"],
+                                 registry=self.registry)
         self.rounds = Histogram(
             "flux_dispatch_round_seconds",
             "A placement round: its work in the database thread (part=work), the CPU time of that work "
@@ -140,9 +149,24 @@ class ServerMetrics:
         oldest = session.scalar(
             select(func.min(ExecutionModel.scheduled_at)).where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
         )
-        return {"workers": workers, "executions": executions, "oldest": oldest}
+        pending = session.execute(
+            select(ExecutionModel.namespace, ExecutionModel.priority, func.count())
+            .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
+            .group_by(ExecutionModel.namespace, ExecutionModel.priority)
+        ).all()
+        quotas = {name: (quota, namespaces.usage(session, name)["held"]) for name, quota in namespaces.rules(session)[0].items()}
+        return {"workers": workers, "executions": executions, "oldest": oldest, "pending": pending, "quotas": quotas}
 
     def render(self, snapshot: dict) -> bytes:
+        self.pending.clear()
+        for namespace, priority, count in snapshot.get("pending", ()):
+            self.pending.labels(namespace=namespace, priority=str(priority)).set(count)
+        for gauge in (self.quota_used, self.quota_limit):
+            gauge.clear()
+        for namespace, (quota, held) in snapshot.get("quotas", {}).items():
+            for resource, limit in quota.to_json().items():
+                self.quota_limit.labels(namespace=namespace, resource=resource).set(limit)
+                self.quota_used.labels(namespace=namespace, resource=resource).set(held.get(resource, 0))
         for state in WORKER_STATES:
             self.workers.labels(state=state).set(snapshot["workers"].get(state, 0))
         for state in ExecutionState:

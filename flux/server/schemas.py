@@ -326,6 +326,20 @@ class AttemptInfo(BaseModel):
     counted: bool = Field(default=False, description="Whether it used up one of max_attempts (a crash)")
 
 
+class QueueInfo(BaseModel):
+    """Where an execution stands in a contended fleet (docs/contention.md)."""
+
+    priority: int
+    priority_class: str | None = None
+    position: int | None = Field(default=None, description="While SCHEDULED: its place in its namespace's queue (1: next)")
+    higher_waiting: int = Field(default=0, description="Executions of higher priority waiting, in every namespace")
+    quota: dict[str, float] | None = Field(default=None, description="Its namespace's quota")
+    held: dict[str, float] = Field(default={}, description="What its namespace's executions hold now")
+    note: str | None = Field(default=None, description="What the last round said of it: a quota, a concurrency key, a higher priority's room, its own preemption")
+    preempted_by: str | None = None
+    preempt_deadline: float | None = None
+
+
 class PlacementInfo(BaseModel):
     """``flux execution explain``: why an execution waits, or why its worker won, and its attempts."""
 
@@ -339,6 +353,7 @@ class PlacementInfo(BaseModel):
     max_attempts: int = 3
     crashes: int = 0
     attempts: list[AttemptInfo] = []
+    queue: QueueInfo | None = None
 
 
 # --- execution state changes (GET /watch/executions, docs/console.md) -------------------

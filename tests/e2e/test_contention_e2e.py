@@ -217,3 +217,26 @@ def test_a_concurrency_key_holds_at_most_its_limit(registered):
     with pytest.raises(FluxClientError) as refused:
         client.run("per_customer", {"seconds": 0})
     assert refused.value.status == 422 and "input.customer" in str(refused.value)
+
+
+def test_the_cli_sets_quotas_weights_and_priorities_and_explain_and_metrics_show_them(registered):
+    from shared import flux
+
+    cluster, client = registered
+    url = cluster.server_url
+    flux("namespace", "create", "ml", server_url=url)
+    shown = flux("namespace", "quota", "ml", "cpu=16", "memory=64Gi", "gpu=4", "executions=100", "resources.fpga=2",
+                 "--format", "json", server_url=url)
+    assert '"fpga": 2' in shown.stdout and '"executions": 100' in shown.stdout
+    assert '"weight": 2.0' in flux("namespace", "set", "ml", "--weight", "2", "--format", "json", server_url=url).stdout
+    bad = flux("namespace", "quota", "ml", "cpu", server_url=url, check=False)
+    assert bad.returncode != 0 and "NAME=VALUE" in bad.stderr
+    run = flux("workflow", "run", "plain", '{"seconds": 0}', "--priority", "critical", "--format", "json", server_url=url)
+    execution_id = __import__("json").loads(run.stdout)["id"]
+    explained = flux("execution", "explain", execution_id, server_url=url).stdout
+    assert "priority: 1000 (critical); position 1 in its namespace's queue" in explained
+    unknown = flux("workflow", "run", "plain", "--priority", "urgent", server_url=url, check=False)
+    assert unknown.returncode != 0 and "unknown priority class 'urgent'" in unknown.stderr
+    metrics = __import__("httpx").get(f"{url}/metrics").text
+    assert 'flux_pending_executions{namespace="default",priority="1000"} 1.0' in metrics
+    assert 'flux_quota_limit{namespace="ml",resource="fpga"} 2.0' in metrics
