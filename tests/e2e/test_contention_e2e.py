@@ -240,3 +240,32 @@ def test_the_cli_sets_quotas_weights_and_priorities_and_explain_and_metrics_show
     metrics = __import__("httpx").get(f"{url}/metrics").text
     assert 'flux_pending_executions{namespace="default",priority="1000"} 1.0' in metrics
     assert 'flux_quota_limit{namespace="ml",resource="fpga"} 2.0' in metrics
+
+
+CALLS = """
+from flux import call, workflow
+
+
+@workflow
+async def child(ctx):
+    return ctx.input
+
+
+@workflow.with_options(priority="high")
+async def parent(ctx):
+    return await call(child, 1)
+"""
+
+
+def test_a_schedules_runs_take_its_priority_and_a_calls_child_inherits_its_parents(make_cluster, workflow_file):
+    cluster = make_cluster()
+    with FluxClient(cluster.server_url) as client:
+        client.register_file(workflow_file(CALLS, "calls.py"))
+        schedule = client.create_schedule("nightly", "child", every="1h", priority="batch", paused=True)
+        assert schedule["priority"] == "batch"
+        assert client.trigger_schedule("nightly")["priority"] == -1000
+        cluster.start_worker("w1")
+        parent = client.run("parent", None, wait=60)
+        assert parent["state"] == "COMPLETED" and parent["priority"] == 100
+        child = client.execution(client.execution(parent["id"])["children"][0])
+        assert (child["priority"], child["priority_class"]) == (100, "high")

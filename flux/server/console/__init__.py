@@ -5,14 +5,14 @@ in process. ``docs/console.md`` says what each page shows and why this stack.
 ``pages`` renders the views, ``actions`` the buttons and the login, ``session`` the
 cookies and CSRF, ``api`` the calls to the API and the bridge the page's live
 updates stream through, ``paging`` the executions list's filters, ``gantt`` an
-execution's tasks in time, ``views`` how values read, ``audit`` the audit log's page.
+execution's tasks in time, ``views`` how values read, ``audit`` the audit log's page, ``queue`` the current namespace's queue and quota.
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from flux.server.console import actions, audit, pages
+from flux.server.console import actions, audit, pages, queue
 from flux.server.console.base import Console
 from flux.server.console.session import Session
 
@@ -25,4 +25,5 @@ def router(login: bool, key: bytes) -> APIRouter:
     pages.register(api, console)
     actions.register(api, console)
     audit.register(api, console)
+    queue.register(api, console)
     return api
