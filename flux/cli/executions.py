@@ -3,6 +3,8 @@ unique prefix of it (``FluxClient.resolve_execution``)."""
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from flux.cli.core import DURATION, Output, cell, client_command, console, execution_id_argument, render_rows, renders, when
@@ -114,6 +116,10 @@ def execution_logs(client: FluxClient, execution_id: str, follow_: bool, task: s
     follow(lines, log_line, fmt)
 
 
+def _clock(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
 def _render_queue(queue: dict | None) -> None:
     """Priority, place in the namespace's queue, quota use, what holds it back (docs/contention.md)."""
     if not queue:
@@ -126,8 +132,10 @@ def _render_queue(queue: dict | None) -> None:
         console.print(f"[bold]quota:[/] {used}")
     if queue.get("note"):
         console.print(f"[bold]last round:[/] {queue['note']}")
+    for victim, deadline in (queue.get("preempting") or {}).items():
+        console.print(f"[yellow]preempting {victim}:[/] its attempt ends at {_clock(deadline)}")
     if queue.get("preempted_by"):
-        console.print(f"[yellow]preempted by {queue['preempted_by']}:[/] its attempt ends at {queue['preempt_deadline']:.0f}")
+        console.print(f"[yellow]preempted by {queue['preempted_by']}:[/] its attempt ends at {_clock(queue['preempt_deadline'])}")
 
 
 def _render_placement(info: dict) -> None:

@@ -109,6 +109,9 @@ def queue_of(session: Session, execution: ExecutionModel) -> QueueInfo:
         quota=namespace.quota if namespace is not None else None, held=usage(session, execution.namespace)["held"],
         note=execution.placement_note if execution.state == ExecutionState.SCHEDULED.value else None,
         preempted_by=execution.preempted_by, preempt_deadline=execution.preempt_deadline,
+        preempting=dict(session.execute(
+            select(ExecutionModel.id, ExecutionModel.preempt_deadline).where(ExecutionModel.preempted_by == execution.id)
+        ).all()),
     )
 
 

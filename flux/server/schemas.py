@@ -338,6 +338,7 @@ class QueueInfo(BaseModel):
     note: str | None = Field(default=None, description="What the last round said of it: a quota, a concurrency key, a higher priority's room, its own preemption")
     preempted_by: str | None = None
     preempt_deadline: float | None = None
+    preempting: dict[str, float] = Field(default={}, description="The executions being preempted for it, and when each one's attempt ends")
 
 
 class PlacementInfo(BaseModel):

@@ -153,6 +153,8 @@ def test_a_victim_whose_worker_is_lost_during_the_grace_period_is_requeued_as_an
     _state(client, low["id"], "RUNNING")
     high = client.run("high", {"label": "high"})
     eventually(lambda: _events(client, low["id"], "PREEMPTED"), WAIT, "never preempted")
+    assert low["id"] in client.placement(high["id"])["queue"]["preempting"]  # whom it preempts, and when
+    assert client.placement(low["id"])["queue"]["preempted_by"] == high["id"]
     cluster.kill_worker("w1")
     _accel_worker(cluster, "w2")
     _state(client, high["id"], "COMPLETED")
