@@ -205,9 +205,7 @@ class Dispatcher:
         workers = self.snapshot.views(session)
         pool = self.snapshot.pool
         contention, weights = self._contention(session, first)
-        online = [w for w in workers if w.state == WorkerState.ONLINE]
-        capacity = capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online))
-        fair = FairShare(capacity, weights, self.snapshot.holders)
+        fair = self._fair_share(workers, weights) if len({row.namespace for row in first}) > 1 else None
         placements: list[Placement] = []
         page, number = first, 0
         now = time.time()
@@ -253,6 +251,13 @@ class Dispatcher:
         )
         floor = min([h.priority for h in holders] + [lowest if lowest is not None else first[0].priority])
         return Contention(holders, QuotaLedger(quotas, holders) if quotas else None, floor), weights
+
+    def _fair_share(self, workers: list, weights: dict[str, float]) -> FairShare:
+        """Shares of the fleet's ONLINE capacity, from what each namespace holds: only
+        built when a page holds several namespaces (one namespace's queue is FIFO)."""
+        online = [w for w in workers if w.state == WorkerState.ONLINE]
+        capacity = capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online))
+        return FairShare(capacity, weights, self.snapshot.holders)
 
     def _keep_warm(self, session: Session) -> None:
         """With nothing to place, read what changed in the fleet so that the next
