@@ -97,12 +97,10 @@ class EventType(StrEnum):
     WAIT_COMPLETED = "WAIT_COMPLETED"
     #: The workflow's ``timeout`` passed: the execution ends TIMED_OUT.
     WORKFLOW_TIMED_OUT = "WORKFLOW_TIMED_OUT"
-    #: A waiting execution of higher priority needs this one's room: its attempt ends
-    #: after the grace period (``{"by", "worker", "grace", "deadline"}``; docs/contention.md).
+    #: A preemption (docs/contention.md), in both logs: on the victim, whose attempt ends
+    #: after the grace period, naming the preemptor (``{"by", "worker", "grace", "deadline"}``);
+    #: on the preemptor, naming the victims that make it room (``{"victims", "worker", "deadline"}``).
     PREEMPTED = "PREEMPTED"
-    #: On the preemptor: the running executions whose attempts end to make it room
-    #: (``{"worker", "victims", "deadline"}``).
-    PREEMPTING = "PREEMPTING"
 
 
 #: Events a worker may report through a checkpoint; the others are the server's own.

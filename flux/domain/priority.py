@@ -75,9 +75,10 @@ def check_priority(value: object, owner: str) -> int | str | None:
 
 
 def parse_class(text: str) -> PriorityClass:
-    """``NAME=VALUE`` or ``NAME=VALUE:never`` (``--priority-class``); ``ValueError`` says what is wrong."""
+    """``NAME=VALUE``, ``NAME=VALUE:never`` or ``NAME=VALUE,preemption=never`` (``--priority-class``);
+    ``ValueError`` says what is wrong."""
     name, sep, rest = text.partition("=")
-    value, _, policy = rest.partition(":")
+    value, _, policy = rest.replace(",preemption=", ":").partition(":")
     if not sep or not value.strip():
         raise ValueError(f"priority class {text!r}: expected NAME=VALUE or NAME=VALUE:never")
     owner = f"priority class {name.strip()!r}"

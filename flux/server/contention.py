@@ -22,7 +22,7 @@ PREEMPTION_SLACK = 5.0
 
 def preempt(session: Session, preemptions: list[Preemption], grace: float, now: float) -> list[ExecutionModel]:
     """Record the round's preemptions: each victim's notice (PREEMPTED, its deadline)
-    and the preemptor's PREEMPTING. Returns the victims (their workers' claims carry
+    and the preemptor's PREEMPTED naming them. Returns the victims (their workers' claims carry
     the notice)."""
     noticed: list[ExecutionModel] = []
     deadline = now + grace
@@ -44,7 +44,7 @@ def preempt(session: Session, preemptions: list[Preemption], grace: float, now: 
             noticed.append(victim)
         preemptor = session.get(ExecutionModel, preemption.preemptor)
         value = {"worker": preemption.worker, "victims": [v.id for v in victims], "deadline": deadline}
-        append_event(session, preemptor, EventType.PREEMPTING, name=preemptor.workflow_name, value=value, at=now)
+        append_event(session, preemptor, EventType.PREEMPTED, name=preemptor.workflow_name, value=value, at=now)
     return noticed
 
 

@@ -119,7 +119,7 @@ def test_a_preempted_execution_replays_elsewhere_and_completes_exactly_once(regi
     assert done["worker_name"] == "w1"
     preempted = _events(client, low["id"], "PREEMPTED")
     assert preempted and preempted[0]["value"]["by"] == high["id"]
-    assert _events(client, high["id"], "PREEMPTING")[0]["value"]["victims"] == [low["id"]]
+    assert _events(client, high["id"], "PREEMPTED")[0]["value"]["victims"] == [low["id"]]
     assert (marks / "low-saw-preempting").exists(), "the task never saw current_task().preempting"
     ended = [e["value"] for e in _events(client, low["id"], "ATTEMPT_ENDED") if e["value"]["end"] == "preempted"]
     assert ended and ended[0]["counted"] is False
