@@ -20,7 +20,7 @@ import math
 import time
 from typing import NamedTuple
 
-from sqlalchemy import func, select, text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from flux.domain.events import ExecutionState
@@ -34,7 +34,7 @@ from flux.scheduling.fairshare import FairShare, capacity_of
 from flux.scheduling.ordering import order
 from flux.scheduling.placement import Placement, place
 from flux.scheduling.quotas import QuotaLedger
-from flux.server import executions, topics
+from flux.server import executions, queue, topics
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
 from flux.server.namespaces import rules
 from flux.server.database import Database
@@ -47,8 +47,6 @@ from flux.server.snapshot import FleetSnapshot
 
 log = logging.getLogger("flux.server.dispatch")
 
-#: How many queued executions one round considers (oldest first).
-ROUND_SIZE = 1000
 #: Seconds between rounds while executions wait, and with an empty queue.
 BACKLOG_ROUND, IDLE_ROUND = 1.0, 60.0
 #: A round slower than this is logged: placement is meant to take milliseconds.
@@ -59,21 +57,6 @@ WARM_SCAN = 1.0
 PLACEMENT_LOCK = 727073
 #: Another replica holds the placement lock: try again this soon (its rounds take milliseconds).
 LOCK_RETRY = 0.05
-#: What a round reads of each queued execution.
-PENDING_COLUMNS = (
-    ExecutionModel.id,
-    ExecutionModel.requests,
-    ExecutionModel.affinity,
-    ExecutionModel.routing,
-    ExecutionModel.namespace,
-    ExecutionModel.scheduled_at,
-    ExecutionModel.placement_note,
-    ExecutionModel.unschedulable,
-    ExecutionModel.ready_at,
-    ExecutionModel.priority,
-    ExecutionModel.priority_class,
-    ExecutionModel.concurrency,
-)
 
 
 class Round(NamedTuple):
@@ -138,33 +121,7 @@ class Dispatcher:
                 self.notifier.notify(topics.worker(worker_name))
 
 
-    def _pending(self, session: Session, page: int) -> list:
-        """A page of the queue: highest priority first and, within a priority, each
-        namespace's oldest first, its n-th with the other namespaces' n-th (so one
-        namespace's backlog never hides another's from a round; fair share orders
-        them within the page)."""
-        queued = ExecutionModel.state == ExecutionState.SCHEDULED.value
-        rank = func.row_number().over(
-            partition_by=(ExecutionModel.namespace, ExecutionModel.priority),
-            order_by=(ExecutionModel.scheduled_at, ExecutionModel.id),
-        )
-        ranked = select(ExecutionModel.id, ExecutionModel.priority, ExecutionModel.scheduled_at, rank.label("rank")).where(queued).subquery()
-        ids = (
-            select(ranked.c.id)
-            .order_by(ranked.c.priority.desc(), ranked.c.rank, ranked.c.scheduled_at, ranked.c.id)
-            .limit(ROUND_SIZE)
-            .offset(page * ROUND_SIZE)
-        )
-        query = (
-            select(*PENDING_COLUMNS)
-            .where(ExecutionModel.id.in_(ids), queued)
-            # PostgreSQL: replicas placing at once split the queue instead of colliding
-            # (SQLite has one writer and renders no FOR UPDATE).
-            .with_for_update(skip_locked=True, of=ExecutionModel)
-        )
-        return sorted(session.execute(query).all(), key=lambda row: (-row.priority, row.scheduled_at, row.id))
-
-    def _demand(self, row) -> Demand:  # noqa: ANN001 - a row of _pending
+    def _demand(self, row) -> Demand:  # noqa: ANN001 - a row of queue.page
         named = self.policy.priorities.by_name.get(row.priority_class) if row.priority_class else None
         return demand_from_row(
             execution_id=row.id, requests=row.requests, affinity=row.affinity, routing=row.routing, namespace=row.namespace,
@@ -188,8 +145,9 @@ class Dispatcher:
         (no head-of-line blocking), however many of them there are, except the room a
         higher priority holds (``flux.scheduling.contention``).
         """
-        first = self._pending(session, 0)
-        if not first:
+        seen: set[str] = set()
+        first = queue.page(session, 0, seen)
+        if not first.rows:
             self._keep_warm(session)
             return Round([], False)
         if session.bind.dialect.name == "postgresql" and not session.scalar(
@@ -205,17 +163,17 @@ class Dispatcher:
         workers = self.snapshot.views(session)
         pool = self.snapshot.pool
         contention, weights = self._contention(session, first)
-        fair = self._fair_share(workers, weights) if len({row.namespace for row in first}) > 1 else None
+        fair = self._fair_share(workers, weights) if len({row.namespace for row in first.rows}) > 1 else None
         placements: list[Placement] = []
         page, number = first, 0
         now = time.time()
-        while page:  # the first page always: what fits nowhere may still be given room
-            demands = order((self._demand(row) for row in page if self._ready(row, now)), fair)
+        while page.rows:  # the first page always: what fits nowhere may still be given room
+            demands = order((self._demand(row) for row in page.rows if self._ready(row, now)), fair)
             placements += place(demands, pool, contention)
-            if len(page) < ROUND_SIZE or pool.best() is None:
+            if not page.more or pool.best() is None:
                 break
             number += 1
-            page = self._pending(session, number)
+            page = queue.page(session, number, seen)
         self.snapshot.placed_on({p.worker_name for p in placements} | contention.touched)
         placed = {p.execution_id for p in placements}
         victims = preempt(session, contention.preemptions, self.policy.preemption_grace, now)
@@ -224,8 +182,8 @@ class Dispatcher:
             self.metrics.preemptions.labels(namespace=victim.namespace).inc()
         if woken:  # the backstop: come back once the grace period (and its slack) is over
             self._next_ready = min(self._next_ready, now + self.policy.preemption_grace + PREEMPTION_SLACK + 0.1)
-        record_waiting(session, [row for row in first if self._ready(row, now)], placed, workers, contention.waiting)
-        backlog = len(first) >= ROUND_SIZE or any(row.id not in placed for row in first)
+        record_waiting(session, [row for row in first.rows if self._ready(row, now)], placed, workers, contention.waiting)
+        backlog = first.more or any(row.id not in placed for row in first.rows)
         if not placements:
             return Round([], backlog, woken)
         rows = {
@@ -241,15 +199,13 @@ class Dispatcher:
         session.execute(INSERT_EVENT, claimed_events)  # one statement; the rows' updates flush first
         return Round([(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements], backlog, woken)
 
-    def _contention(self, session: Session, first: list) -> tuple[Contention, dict[str, float]]:
+    def _contention(self, session: Session, first: queue.Page) -> tuple[Contention, dict[str, float]]:
         """The round's ledgers: who holds what (the snapshot read it), quotas and weights,
         and the lowest priority that holds or waits."""
         quotas, weights = rules(session)
         holders = self.snapshot.holders
-        lowest = session.scalar(
-            select(func.min(ExecutionModel.priority)).where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
-        )
-        floor = min([h.priority for h in holders] + [lowest if lowest is not None else first[0].priority])
+        lowest = queue.lowest_waiting(session) if first.more else first.rows[-1].priority
+        floor = min([h.priority for h in holders] + [lowest if lowest is not None else first.rows[-1].priority])
         return Contention(holders, QuotaLedger(quotas, holders) if quotas else None, floor), weights
 
     def _fair_share(self, workers: list, weights: dict[str, float]) -> FairShare:
@@ -271,7 +227,7 @@ class Dispatcher:
         else:  # come back for it once the period is over
             self._next_ready = min(self._next_ready, time.time() + WARM_SCAN - self.snapshot.seconds_since_scan())
 
-    def _ready(self, row, now: float) -> bool:  # noqa: ANN001 - a row of _pending
+    def _ready(self, row, now: float) -> bool:  # noqa: ANN001 - a row of queue.page
         """False while the execution backs off after a crashed attempt; the loop then
         wakes when the earliest backoff ends."""
         if row.ready_at is None or row.ready_at <= now:

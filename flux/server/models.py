@@ -95,7 +95,9 @@ class ExecutionModel(Base):
     __table_args__ = (
         Index("ix_executions_order", "namespace", "scheduled_at", "id"),
         Index("ix_executions_state_order", "state", "scheduled_at", "id"),
-        Index("ix_executions_queue", "state", "priority", "scheduled_at", "id"),
+        # each (priority, namespace) group's oldest (flux.server.queue); the queue in
+        # priority order is ix_executions_queue, below the class (it sorts priority DESC)
+        Index("ix_executions_queue_groups", "state", "priority", "namespace", "scheduled_at", "id"),
         Index("ix_executions_namespace_state_order", "namespace", "state", "scheduled_at", "id"),
         Index("ix_executions_workflow_order", "namespace", "workflow_name", "scheduled_at", "id"),
         Index("ix_executions_worker_order", "namespace", "worker_name", "scheduled_at", "id"),
@@ -214,6 +216,11 @@ class ExecutionModel(Base):
         self.unschedulable = None
         self.preempted_by = None
         self.preempt_deadline = None
+
+
+#: The queue in placement order, highest priority first (``flux.server.queue``): a
+#: descending column, so that SQLite reads it without sorting.
+Index("ix_executions_queue", ExecutionModel.state, ExecutionModel.priority.desc(), ExecutionModel.scheduled_at, ExecutionModel.id)
 
 
 class ExecutionCountModel(Base):
