@@ -52,7 +52,7 @@ class _Candidates:
         #: The filters active for these constraints: they allot and take for each placement.
         self.filters = filters
         #: What each placement sets aside.
-        self.allot = Allotter(filters)
+        self.allot = Allotter(filters, demand.affinity)
         #: What placements within the round can use up, so is checked again before a
         #: worker is chosen: on any worker, and on a reserving one.
         self.counted = bound((f for f in filters if f.consumed is Consumption.ALWAYS), demand.request, demand.affinity)
