@@ -239,6 +239,16 @@ class ChosenWorker(BaseModel):
     allotment: dict[str, Any] | None = Field(description="What was set aside: cpu, memory, disk, gpus (indexes), resources")
 
 
+class GPUAllotment(BaseModel):
+    """One execution's share of one of a worker's GPUs (``flux worker show``)."""
+
+    index: int
+    uuid: str | None = Field(default=None, description="Absent in allotments written before devices")
+    execution_id: str
+    fraction: float = Field(description="1.0: the whole device")
+    memory: int | None = Field(default=None, description="Bytes of device memory set aside")
+
+
 class WorkerInfo(BaseModel):
     name: str
     state: str
@@ -253,6 +263,9 @@ class WorkerInfo(BaseModel):
     runtime: RuntimeInfo | None
     resources: WorkerResourcesInfo | None
     packages: list[PackageInfo] | None = None
+    gpu_allotments: list[GPUAllotment] | None = Field(
+        default=None, description="One worker shown: which executions hold its GPUs, and how much of each"
+    )
 
 
 class WorkerPlacement(BaseModel):
@@ -267,7 +280,7 @@ class AttemptInfo(BaseModel):
     worker: str | None
     started_at: float
     ended_at: float | None = None
-    end: str | None = Field(default=None, description="finished, child_died, memory_limit, worker_lost, drained, handed_back; null while it runs")
+    end: str | None = Field(default=None, description="finished, child_died, memory_limit, worker_lost, drained, handed_back, suspended, device_failure; null while it runs")
     cause: str | None = None
     counted: bool = Field(default=False, description="Whether it used up one of max_attempts (a crash)")
 

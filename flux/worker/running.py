@@ -76,8 +76,10 @@ class RunningExecution:
     stop: Stop = field(default_factory=Stop)
     #: Set when the server says this attempt is no longer ours: killed, reports nothing.
     abandoned: bool = False
-    #: Set when this worker hands the attempt back (a drain's deadline): the cause.
+    #: Set when this worker hands the attempt back (a drain's deadline, a failed GPU): the cause...
     handed_back: str | None = None
+    #: ...and how the attempt ends.
+    end: AttemptEnd = AttemptEnd.DRAINED
     #: Checkpoint batches sent for this attempt (the server numbers them to drop re-sends).
     batches: int = 0
     #: Whether this attempt holds its bundle in the cache (released when it ends).
@@ -142,6 +144,19 @@ class Executions:
                 execution.handed_back = cause
                 execution.stop.kill.set()
 
+    def devices_failed(self, failed: dict[str, str]) -> list[str]:
+        """Stop the attempts allotted a GPU in ``failed`` (UUID -> why) and report each
+        ended by ``AttemptEnd.DEVICE_FAILURE``, so the server places it elsewhere at once."""
+        stopped = []
+        for execution in self.running.values():
+            hit = [device.uuid for device in execution.job.allotment.devices if device.uuid in failed]
+            if hit and not execution.abandoned and not execution.handed_back:
+                log.warning("execution %s: GPU %s failed (%s); stopping its attempt", execution.job.id, hit[0], failed[hit[0]])
+                execution.handed_back, execution.end = f"GPU {hit[0]} failed: {failed[hit[0]]}", AttemptEnd.DEVICE_FAILURE
+                execution.stop.kill.set()
+                stopped.append(execution.job.id)
+        return stopped
+
     async def wait_empty(self, timeout: float | None, interrupt: asyncio.Event) -> bool:
         """Wait until nothing runs (True), ``timeout`` passes or ``interrupt`` is set."""
         deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
@@ -200,7 +215,7 @@ class Executions:
                 make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": f"worker runner error: {exc!r}"})
             )
         if execution.handed_back and not execution.abandoned:
-            value = {"end": AttemptEnd.DRAINED.value, "cause": execution.handed_back}
+            value = {"end": execution.end.value, "cause": execution.handed_back}
             execution.outbox.put(make_event(EventType.ATTEMPT_ENDED, job.workflow_name, value=value))
         if execution.abandoned:
             flusher.cancel()
