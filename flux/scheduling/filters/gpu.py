@@ -17,9 +17,9 @@ affinity and one execution each. An unhealthy device is never allotted.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping
 
 from flux.domain.affinity import label_mismatch
 from flux.domain.allotment import Allotment, DeviceShare
@@ -33,8 +33,9 @@ _SLACK = 1e-9
 _ANY_CARD = object()
 
 
-class Ask(NamedTuple):
-    """What one request asks of a worker's devices."""
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What one request asks of a worker's devices (slots: read per card per check)."""
 
     count: int
     #: The share of each device: 1.0 whole.
@@ -44,13 +45,16 @@ class Ask(NamedTuple):
     share: bool
     #: The ``flux.gpu/mig-profile`` affinity entry (slices wanted), or ``_ANY_CARD``.
     profile: Any = _ANY_CARD
+    #: Whether it names a MIG profile (read per card: cheaper than comparing ``profile``).
+    sliced: bool = False
 
 
 def ask_of(request: ResourceRequest, affinity: Mapping[str, Any] | None = None) -> Ask:
     profile = (affinity or {}).get(MIG_PROFILE, _ANY_CARD)
+    sliced = profile is not _ANY_CARD
     if request.shares_gpu:
-        return Ask(1, float(request.gpu or 0.0), request.gpu_memory, True, profile)
-    return Ask(int(request.gpu or 1), 1.0, request.gpu_memory, False, profile)
+        return Ask(1, float(request.gpu or 0.0), request.gpu_memory, True, profile, sliced)
+    return Ask(int(request.gpu or 1), 1.0, request.gpu_memory, False, profile, sliced)
 
 
 def _kind_refusal(gpu: GPU, ask: Ask) -> str | None:
@@ -68,10 +72,13 @@ def _kind_refusal(gpu: GPU, ask: Ask) -> str | None:
 
 
 def refusal(worker: WorkerView, gpu: GPU, ask: Ask) -> str | None:
-    """Why ``gpu`` cannot be allotted for ``ask`` now, or ``None`` when it can."""
-    kind = _kind_refusal(gpu, ask)
-    if kind is not None:
-        return kind
+    """Why ``gpu`` cannot be allotted for ``ask`` now, or ``None`` when it can (called per
+    card per check: a healthy plain card asked for by a request without a MIG profile
+    skips the device-kind questions)."""
+    if ask.sliced or gpu.unhealthy or gpu.mig or gpu.parent is not None:
+        kind = _kind_refusal(gpu, ask)
+        if kind is not None:
+            return kind
     if gpu.memory_available <= 0:
         return "no free memory"
     if ask.share:
@@ -83,9 +90,9 @@ def refusal(worker: WorkerView, gpu: GPU, ask: Ask) -> str | None:
         if ask.memory is not None and ask.memory > min(gpu.memory_total - memory, gpu.memory_available):
             return f"{format_bytes(max(min(gpu.memory_total - memory, gpu.memory_available), 0))} of memory left"
         return None
-    if gpu.index in worker.gpu_shared:
+    if worker.gpu_shared and gpu.index in worker.gpu_shared:
         return "shared by fractions"
-    if worker.gpu_allotted.get(gpu.index) and (worker.reserves or gpu.parent is not None):
+    if worker.gpu_allotted and worker.gpu_allotted.get(gpu.index) and (worker.reserves or gpu.parent is not None):
         return "allotted"
     if ask.memory is not None and gpu.memory_available < ask.memory:
         return f"{format_bytes(gpu.memory_available)} of memory free"
@@ -162,9 +169,12 @@ class GPUs(Filter):
         return lambda worker: self._whole_check(worker, ask)
 
     def _whole_check(self, worker: WorkerView, ask: Ask) -> Reason | None:
-        usable = sum(1 for gpu in worker.gpus if refusal(worker, gpu, ask) is None)
-        if usable >= ask.count:
-            return None
+        usable = 0
+        for gpu in worker.gpus:
+            if refusal(worker, gpu, ask) is None:
+                usable += 1
+                if usable >= ask.count:
+                    return None
         what = "unallotted gpus with free memory" if worker.reserves else "gpus with free memory"
         if ask.memory is not None:
             what += f" >= {format_bytes(ask.memory)}"
