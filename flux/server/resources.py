@@ -82,15 +82,9 @@ def store_gpus(session: Session, worker_id: int, resources: ResourcesInfo) -> No
         session.execute(insert(WorkerResourcesGPUModel), [{"worker_id": worker_id, **g.model_dump()} for g in resources.gpus])
 
 
-_ALWAYS = frozenset(("index", "uuid", "name", "memory_total", "memory_available", "utilization"))
-_DEFAULTS = (None, False)
-
-
 def gpus(worker: WorkerModel) -> list[dict]:
-    """The worker's GPUs as plain data, by ``GPU`` field name (a field at its default, such
-    as a healthy card's ``unhealthy``, is absent: what a plain card showed before devices)."""
-    return [{name: value for name in GPU_FIELDS if (value := getattr(gpu, name)) not in _DEFAULTS or name in _ALWAYS}
-            for gpu in worker.gpus]
+    """The worker's GPUs as plain data, by ``GPU`` field name."""
+    return [{name: getattr(gpu, name) for name in GPU_FIELDS} for gpu in worker.gpus]
 
 
 def stored_sample(worker: WorkerModel) -> dict:

@@ -212,6 +212,15 @@ class LogPage(BaseModel):
 # --- workers ---------------------------------------------------------------------------
 
 
+class GPUDevice(GPUInfo):
+    """A device as ``GET /workers`` shows it: what is at its default (a healthy card's
+    ``unhealthy``, a card's ``mig_profile``) is absent, as a plain card showed before devices."""
+
+    @model_serializer(mode="wrap")
+    def _set_fields_only(self, handler):  # noqa: ANN001, ANN202
+        return {name: value for name, value in handler(self).items() if value is not None and value is not False}
+
+
 class WorkerResourcesInfo(BaseModel):
     """A worker's last stored sample, as ``GET /workers`` shows it."""
 
@@ -226,7 +235,7 @@ class WorkerResourcesInfo(BaseModel):
     available: dict[str, Number] = Field(default={}, description="The same dimensions: name -> available at the last sample")
     metrics: dict[str, Number]
     sampled_at: float | None
-    gpus: list[GPUInfo]
+    gpus: list[GPUDevice]
 
 
 class ChosenWorker(BaseModel):
