@@ -42,7 +42,7 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
 }
 #: ``ResourceRequest.with_cpu("500m").with_memory("512Mi")``: the request's shortcuts,
 #: on the class or on a request built before them.
-SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_packages", "with_resources")
+SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_gpu_memory", "with_packages", "with_resources")
 DECORATORS = ("workflow", "task")
 WORKFLOW_OPTIONS = ("name", "requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout")
 TASK_OPTIONS = (

@@ -166,3 +166,27 @@ def test_shares_leave_whole_cards_free_when_they_fit_on_fewer(shares, cards):
     assert len(used) <= 2 * load + 1
     if sum(shares) <= 1:
         assert len(used) == (1 if shares else 0)
+
+
+def test_registration_reads_shares_and_refuses_one_and_a_half_cards_without_running_the_module():
+    from flux.registration import StaticError, read_source
+
+    header = "from flux import ResourceRequest, Gt, workflow\n"
+    good = header + (
+        "@workflow.with_options(requests=ResourceRequest.with_gpu(0.5).with_gpu_memory('20Gi'),\n"
+        "                       affinity={'flux.gpu/compute-capability': Gt(7.9)})\n"
+        "async def half(ctx): ...\n"
+    )
+    (half,) = read_source(good, "f.py", "f").workflows
+    assert half.options.metadata()["requests"] == {"gpu": 0.5, "gpu_memory": 20 * GiB}
+    bad = header + "@workflow.with_options(requests=ResourceRequest(gpu=1.5))\nasync def a(ctx): ...\n"
+    with pytest.raises(StaticError, match="neither a whole number of cards nor a fraction of one card"):
+        read_source(bad, "f.py", "f")
+
+
+def test_compute_capability_affinity_compares_the_published_label_as_a_number():
+    w = worker(card(0, compute_capability="9.0"))
+    w.labels = {"flux.gpu/compute-capability": "9.0"}
+    assert check(ResourceRequest(gpu=1), {"flux.gpu/compute-capability": {"op": "Gt", "value": 7.9}}, w) is None
+    refused = check(ResourceRequest(gpu=1), {"flux.gpu/compute-capability": {"op": "Gt", "value": 9.0}}, w)
+    assert refused.message == "label flux.gpu/compute-capability=9.0, wanted > 9"
