@@ -10,7 +10,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_imports.py keeps it equal to _EXPORTS
-    from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
+    from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
     from flux.model.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
@@ -27,6 +27,8 @@ _EXPORTS = {
     "DoesNotExist": "flux.domain.affinity",
     "Exists": "flux.domain.affinity",
     "Gt": "flux.domain.affinity",
+    "Ge": "flux.domain.affinity",
+    "Le": "flux.domain.affinity",
     "In": "flux.domain.affinity",
     "Lt": "flux.domain.affinity",
     "NotIn": "flux.domain.affinity",
@@ -87,11 +89,13 @@ __all__ = [
     "DoesNotExist",
     "ExecutionContext",
     "Exists",
+    "Ge",
     "Gt",
     "In",
     "InvalidResourceRequest",
     "InvalidSchedule",
     "LocalExecution",
+    "Le",
     "Lt",
     "NotIn",
     "OverlapPolicy",

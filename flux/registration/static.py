@@ -20,7 +20,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
+from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import label, load, metric, score
 from flux.model.task import TaskOptions
@@ -35,6 +35,8 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
     "DoesNotExist": DoesNotExist,
     "Gt": Gt,
     "Lt": Lt,
+    "Ge": Ge,
+    "Le": Le,
     "score": score,
     "label": label,
     "load": load,

@@ -188,5 +188,9 @@ def test_compute_capability_affinity_compares_the_published_label_as_a_number():
     w = worker(card(0, compute_capability="9.0"))
     w.labels = {"flux.gpu/compute-capability": "9.0"}
     assert check(ResourceRequest(gpu=1), {"flux.gpu/compute-capability": {"op": "Gt", "value": 7.9}}, w) is None
+    from flux.domain.affinity import normalise_affinity
+
+    assert check(ResourceRequest(gpu=1), normalise_affinity({"flux.gpu/compute-capability": ">=8.0"}, "w"), w) is None
+    assert check(ResourceRequest(gpu=1), normalise_affinity({"flux.gpu/compute-capability": ">=9.0"}, "w"), w) is None
     refused = check(ResourceRequest(gpu=1), {"flux.gpu/compute-capability": {"op": "Gt", "value": 9.0}}, w)
     assert refused.message == "label flux.gpu/compute-capability=9.0, wanted > 9"
