@@ -72,20 +72,26 @@ def visible(gpus: list[dict], cuda_visible_devices: str | None) -> list[dict]:
 
     NVML sees every card on the host whatever that variable says; a worker pinned to
     one card (the spec's one-worker-per-GPU layout) must advertise only that card.
-    Entries may be indexes or UUIDs (or UUID prefixes), as CUDA accepts.
+    Entries may be indexes (of cards) or UUIDs (or UUID prefixes), as CUDA accepts. A
+    chosen card brings its MIG slices; a slice chosen without its card (the spec's
+    one-worker-per-slice layout) is this worker's device on its own, as a card would be.
     """
     if cuda_visible_devices is None:
         return gpus
     wanted = [entry.strip() for entry in cuda_visible_devices.split(",") if entry.strip()]
-    chosen = []
+    chosen: list[dict] = []
     for entry in wanted:
         if entry.startswith("-"):
             break  # CUDA stops at the first invalid entry; "-1" hides every card
-        match = next((g for g in gpus if str(g["index"]) == entry or g["uuid"].startswith(entry)), None)
+        match = next((g for g in gpus if (str(g["index"]) == entry and not g.get("parent"))
+                      or g["uuid"].startswith(entry)), None)
         if match is None:
             break
-        if match not in chosen:
-            chosen.append(match)
+        for device in [match, *(g for g in gpus if g.get("parent") == match["uuid"])]:
+            if device not in chosen:
+                chosen.append(device)
+    cards = {g["uuid"] for g in chosen}
+    chosen = [{**g, "parent": None} if g.get("parent") and g["parent"] not in cards else g for g in chosen]
     if len(chosen) < len(gpus):
         logger.debug("CUDA_VISIBLE_DEVICES=%r: advertising %d of %d GPUs", cuda_visible_devices, len(chosen), len(gpus))
     return chosen

@@ -74,3 +74,15 @@ def test_plain_bindings_without_devices_api_still_probe_fake_nvml():
     gpus = probe.detect_gpus("nvml", nvml=nvml)
     assert set(gpus[0]) == {"index", "uuid", "name", "memory_total", "memory_available", "utilization"}
     assert (nvml.init_calls, nvml.shutdown_calls) == (1, 1)
+
+
+def test_a_worker_pinned_to_one_mig_slice_publishes_it_as_its_own_device_fake_nvml(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-fake-1")
+    (only,) = probe.detect_gpus("nvml", nvml=FAKE_MIG_A100)
+    assert (only["uuid"], only["mig_profile"], only["parent"]) == ("MIG-fake-1", "1g.10gb", None)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a card brings its slices; an index never names a slice
+    assert [g["uuid"] for g in probe.detect_gpus("nvml", nvml=FAKE_MIG_A100)] == [
+        "GPU-fake-a100-mig", "MIG-fake-0", "MIG-fake-1", "MIG-fake-2"
+    ]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    assert probe.detect_gpus("nvml", nvml=FAKE_MIG_A100) == []
