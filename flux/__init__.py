@@ -10,7 +10,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_imports.py keeps it equal to _EXPORTS
-    from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
+    from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
     from flux.domain.concurrency import Concurrency
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
@@ -28,6 +28,8 @@ _EXPORTS = {
     "DoesNotExist": "flux.domain.affinity",
     "Exists": "flux.domain.affinity",
     "Gt": "flux.domain.affinity",
+    "Ge": "flux.domain.affinity",
+    "Le": "flux.domain.affinity",
     "In": "flux.domain.affinity",
     "Lt": "flux.domain.affinity",
     "NotIn": "flux.domain.affinity",
@@ -90,11 +92,13 @@ __all__ = [
     "DoesNotExist",
     "ExecutionContext",
     "Exists",
+    "Ge",
     "Gt",
     "In",
     "InvalidResourceRequest",
     "InvalidSchedule",
     "LocalExecution",
+    "Le",
     "Lt",
     "NotIn",
     "OverlapPolicy",

@@ -107,3 +107,16 @@ def test_b10_schedules_quick_runs_end_to_end(tmp_path):
         assert f"B10.{name} " in result.stdout
     figures = {f["name"]: f for f in json.loads((tmp_path / "b10.json").read_text())}
     assert figures["B10.fires"]["met"], figures["B10.fires"]["note"]  # a count, not a timing: every due time fired once
+
+
+@pytest.mark.timeout(120)
+def test_b19_gpu_quick_runs_end_to_end(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.b19_gpu", "--quick", "--json", str(tmp_path / "b19.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=100,
+    )
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("B19.cost_ratio_mix_vs_gpu_n", "B19.packing_efficiency"):
+        assert name in result.stdout
+    assert json.loads((tmp_path / "b19.json").read_text())

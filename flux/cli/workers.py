@@ -53,6 +53,25 @@ def ago(epoch: float | None) -> str:
     return f"{seconds}s ago"
 
 
+def gpu_rows(gpus: list[dict], allotments: list[dict]) -> list[tuple[str, str]]:
+    """One row per device: model, memory used of total, utilisation, health, and what holds it."""
+    rows = []
+    for gpu in gpus:
+        what = "MIG slice " + gpu["mig_profile"] if gpu.get("parent") else gpu["name"]
+        used = gpu["memory_total"] - gpu["memory_available"]
+        line = f"{what}, {size(used)} of {size(gpu['memory_total'])} used, {gpu.get('utilization', 0):.0f}% busy"
+        line += ", split into MIG slices" if gpu.get("mig") else ""
+        line += f", UNHEALTHY: {gpu['unhealthy']}" if gpu.get("unhealthy") else ", healthy"
+        held = [a for a in allotments if a.get("uuid", gpu["uuid"]) == gpu["uuid"] and a["index"] == gpu["index"]]
+        if held:
+            line += "; allotted " + ", ".join(
+                f"{'whole' if a['fraction'] >= 1 and not a.get('memory') else format(a['fraction'], 'g')}"
+                f"{' + ' + size(a['memory']) if a.get('memory') else ''} to {a['execution_id'][:12]}" for a in held
+            )
+        rows.append((f"gpu {gpu['index']}", line))
+    return rows
+
+
 def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tuple[str, str | Text]]:
     """What one wants to know of a worker at a glance (the full record: --format json)."""
     from rich.text import Text
@@ -75,9 +94,7 @@ def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tupl
     for name, capacity in sorted(worker.get("custom_resources", {}).items()):
         used = sum(((e.get("requests") or {}).get("resources") or {}).get(name, 0) for e in running)
         rows.append((name, f"{used:g} of {capacity:g} in use"))
-    for gpu in res.get("gpus") or []:
-        rows.append((f"gpu {gpu['index']}", f"{gpu['name']}, {size(gpu['memory_available'])} of "
-                     f"{size(gpu['memory_total'])} free, {gpu.get('utilization', 0):.0f}% busy"))
+    rows += gpu_rows(res.get("gpus") or [], worker.get("gpu_allotments") or [])
     rows.append(("allocation", worker["allocation"]))
     rows.append(("heartbeat", f"{ago(worker['last_heartbeat_at'])} (registered {ago(worker['registered_at'])})"))
     runtime = worker.get("runtime")

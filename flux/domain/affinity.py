@@ -10,11 +10,13 @@ A workflow's ``affinity`` maps a label key to what the worker's label must be::
         "legacy": DoesNotExist(),           # the label is absent
         "cuda": Gt(11),                     # the label, read as a number, is > 11
         "gpu_gen": Lt(9),                   # ... or < 9
+        "flux.gpu/compute-capability": ">=8.0",  # ... or >= 8.0 (Ge(8.0); "<=", ">", "<" too)
     }
 
 Every entry must hold (they are ANDed). Semantics follow Kubernetes: ``NotIn`` and
 ``DoesNotExist`` are satisfied by a worker that lacks the label; ``In``, ``Exists``,
-``Gt`` and ``Lt`` need it. ``Gt``/``Lt`` are strict and read the label as a decimal
+``Gt`` and ``Lt`` need it. ``Gt``/``Lt`` are strict (``Ge``/``Le`` are not, beyond
+Kubernetes, for versions such as a compute capability) and read the label as a decimal
 number (``12``, ``-3``, ``11.8``, ``1e3``; no spaces, ``inf``, ``nan`` or ``_``); a label
 that is not such a number fails the match. Values are compared as strings otherwise,
 so ``In(0, 1)`` matches the label ``"0"``.
@@ -25,6 +27,10 @@ plain string means equality; an operator is a dict::
     {"op": "In", "values": ["a", "b"]}      {"op": "NotIn", "values": ["spot"]}
     {"op": "Exists"}                        {"op": "DoesNotExist"}
     {"op": "Gt", "value": 11}               {"op": "Lt", "value": 9.5}
+    {"op": "Ge", "value": 8.0}              {"op": "Le", "value": 9}
+
+A string that is a comparison with a number (``">=8.0"``, ``"<9"``) is that operator, not
+equality: its JSON form is the operator's.
 
 Operator objects only record their arguments; they are validated by
 ``normalise_affinity`` when the workflow is decorated (and again by the server on
@@ -51,8 +57,10 @@ from flux.domain.numbers import is_number
 __all__ = [
     "DoesNotExist",
     "Exists",
+    "Ge",
     "Gt",
     "In",
+    "Le",
     "Lt",
     "NotIn",
     "OPERATORS",
@@ -64,8 +72,13 @@ __all__ = [
     "normalise_affinity",
 ]
 
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
-_FIELDS = {"In": "values", "NotIn": "values", "Exists": None, "DoesNotExist": None, "Gt": "value", "Lt": "value"}
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Ge", "Le")
+_FIELDS = {"In": "values", "NotIn": "values", "Exists": None, "DoesNotExist": None, "Gt": "value", "Lt": "value",
+           "Ge": "value", "Le": "value"}
+#: The comparisons a plain string may spell, longest first: ">=8.0" is Ge(8.0).
+_SPELLED = {">=": "Ge", "<=": "Le", ">": "Gt", "<": "Lt"}
+_SYMBOLS = {"Gt": ">", "Lt": "<", "Ge": ">=", "Le": "<="}
+_COMPARISON = re.compile(r"\s*(>=|<=|>|<)\s*(\S+)\s*")
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _INTEGER = re.compile(r"[+-]?\d+")
 
@@ -248,7 +261,37 @@ class Lt(Operator):
         super().__init__({"op": "Lt", "value": value})
 
 
-_CLASSES: dict[str, type[Operator]] = {cls.op: cls for cls in (In, NotIn, Exists, DoesNotExist, Gt, Lt)}
+class Ge(Operator):
+    """The label, read as a decimal number, is at least ``value`` (``">=8.0"``)."""
+
+    op = "Ge"
+    __slots__ = ()
+
+    def __init__(self, value: int | float) -> None:
+        super().__init__({"op": "Ge", "value": value})
+
+
+class Le(Operator):
+    """The label, read as a decimal number, is at most ``value`` (``"<=9"``)."""
+
+    op = "Le"
+    __slots__ = ()
+
+    def __init__(self, value: int | float) -> None:
+        super().__init__({"op": "Le", "value": value})
+
+
+_CLASSES: dict[str, type[Operator]] = {cls.op: cls for cls in (In, NotIn, Exists, DoesNotExist, Gt, Lt, Ge, Le)}
+
+
+def spelled_comparison(text: str) -> dict | None:
+    """``">=8.0"`` as ``{"op": "Ge", "value": 8.0}``; None when ``text`` is not a comparison
+    with a decimal number (then it is a value to equal)."""
+    match = _COMPARISON.fullmatch(text)
+    if match is None:
+        return None
+    number = parse_label_number(match.group(2))
+    return None if number is None else {"op": _SPELLED[match.group(1)], "value": number}
 
 
 def _listing(values: list) -> str:
@@ -289,20 +332,28 @@ def label_mismatch(key: str, wanted: Any, labels: Mapping[str, Any]) -> str | No
         return None if present else f"label {key} missing, wanted it to exist"
     if op == "DoesNotExist":
         return f"label {key}={label}, wanted it absent" if present else None
-    if op == "Gt" or op == "Lt":
+    if op in _SYMBOLS:
         bound = wanted.get("value")
         if not is_number(bound):
             return f"label {key}: invalid affinity {dict(wanted)!r}"
-        want = f"wanted {'>' if op == 'Gt' else '<'} {format_number(bound)}"
+        want = f"wanted {_SYMBOLS[op]} {format_number(bound)}"
         if not present:
             return f"label {key} missing, {want}"
         number = parse_label_number(label)
         if number is None:
             return f"label {key}={label} is not a number, {want}"
-        if number > bound if op == "Gt" else number < bound:
+        if _holds(op, number, bound):
             return None
         return f"label {key}={label}, {want}"
     return f"label {key}: invalid affinity {dict(wanted)!r}"
+
+
+def _holds(op: str, number: int | float, bound: int | float) -> bool:
+    if op == "Gt":
+        return number > bound
+    if op == "Lt":
+        return number < bound
+    return number >= bound if op == "Ge" else number <= bound
 
 
 def normalise_affinity(value: Any, owner: str) -> dict[str, str | dict] | None:
@@ -329,7 +380,8 @@ def normalise_affinity(value: Any, owner: str) -> dict[str, str | dict] | None:
         if problem:
             raise ValueError(f"{owner}: affinity: {problem}")
         if text is not None:
-            result[key] = text
+            spelled = spelled_comparison(text) if isinstance(wanted, str) else None
+            result[key] = text if spelled is None else spelled
             continue
         if isinstance(wanted, Operator):
             wanted = wanted._raw

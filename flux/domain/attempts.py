@@ -7,7 +7,7 @@ own outcome (``FINISHED``) or by an infrastructure failure, after which the
 execution goes back to the queue and replays its completed tasks elsewhere.
 
 Crashes count towards ``max_attempts``; planned hand-backs do not (a drain, a worker
-shutting down, a claim that never arrived), as a Kubernetes Job's pod failure policy
+shutting down, a claim that never arrived), nor a GPU failing under the attempt, as a Kubernetes Job's pod failure policy
 can ignore disruptions: rolling a fleet, or a preemption, must not use up a long job's attempts.
 """
 
@@ -30,6 +30,9 @@ class AttemptEnd(StrEnum):
     DRAINED = "drained"
     #: The worker gave it back before or without running it (shutdown, a lost claim).
     HANDED_BACK = "handed_back"
+    #: A GPU it was allotted failed (an XID, uncorrectable ECC errors): the worker stopped
+    #: it and it goes elsewhere. The card's fault, not the workflow's: it does not count.
+    DEVICE_FAILURE = "device_failure"
     #: The workflow reached a durable wait (a long sleep, a pause, a call): the execution
     #: waits on the server without a worker, and a later attempt replays up to the wait.
     SUSPENDED = "suspended"
@@ -45,7 +48,9 @@ class AttemptEnd(StrEnum):
 
 COUNTED = frozenset({AttemptEnd.CHILD_DIED, AttemptEnd.MEMORY_LIMIT, AttemptEnd.WORKER_LOST})
 #: The ends a worker may report itself (the others are the server's own findings).
-WORKER_REPORTED = frozenset({AttemptEnd.CHILD_DIED, AttemptEnd.MEMORY_LIMIT, AttemptEnd.DRAINED, AttemptEnd.PREEMPTED})
+WORKER_REPORTED = frozenset(
+    {AttemptEnd.CHILD_DIED, AttemptEnd.MEMORY_LIMIT, AttemptEnd.DRAINED, AttemptEnd.PREEMPTED, AttemptEnd.DEVICE_FAILURE}
+)
 
 DEFAULT_MAX_ATTEMPTS = 3
 

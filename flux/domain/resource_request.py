@@ -1,7 +1,7 @@
 """``ResourceRequest``: what a workflow needs from the worker it runs on.
 
-The schema is closed (cpu, memory, disk, gpu, packages, and ``resources`` for
-countable custom resources) so that a typo fails at decoration time instead of
+The schema is closed (cpu, memory, disk, gpu, gpu_memory, packages, and ``resources``
+for countable custom resources) so that a typo fails at decoration time instead of
 silently matching every worker; anything else is a worker label routed with
 affinity. Values are validated and normalised here (memory and disk to bytes, cpu
 to cores) so the matcher only compares numbers. By default a request is routing
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 from flux.domain.numbers import INT64_MAX, is_number
 from flux.domain.resources import WELL_KNOWN, Resources
 
-FIELDS = ("cpu", "memory", "disk", "gpu", "packages", "resources")
+FIELDS = ("cpu", "memory", "disk", "gpu", "gpu_memory", "packages", "resources")
 
 # Kubernetes quantity suffixes: decimal k..E (powers of 1000), binary Ki..Ei (powers of 1024).
 _SUFFIXES = {
@@ -113,10 +113,22 @@ def _requirement(text: str) -> Requirement:
     return Requirement(text)
 
 
-def _parse_gpu(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= INT64_MAX:
-        raise InvalidResourceRequest(f"ResourceRequest.gpu: must be a positive integer up to 2**63-1, got {value!r}")
-    return value
+def _parse_gpu(value: Any) -> int | float:
+    """Whole cards (``gpu=2``, or ``2.0``) or a fraction of one card (``gpu=0.5``): a
+    placement shares a card or takes whole ones, never one and a half (Ray's rule)."""
+    if not is_number(value) or not 0 < value <= INT64_MAX:  # also NaN, infinity and bools
+        raise InvalidResourceRequest(
+            f"ResourceRequest.gpu: must be a whole number of cards up to 2**63-1 or a fraction of one card "
+            f"(0 < gpu < 1), got {value!r}"
+        )
+    if value < 1:
+        return float(value)
+    if float(value).is_integer():
+        return int(value)
+    raise InvalidResourceRequest(
+        f"ResourceRequest.gpu: {value!r} is neither a whole number of cards nor a fraction of one card "
+        "(0 < gpu < 1); ask for whole cards, or a fraction that one card can hold"
+    )
 
 
 def _parse_packages(value: Any) -> tuple[str, ...]:
@@ -187,12 +199,17 @@ class ResourceRequest:
     cpu: float | None
     memory: int | None
     disk: int | None
-    gpu: int | None
+    #: Whole cards (an int >= 1) or a share of one card (a float in (0, 1)).
+    gpu: int | float | None
+    #: Bytes of device memory wanted on each allotted card (accounting, not a limit); alone
+    #: (no ``gpu``), a share of one card sized by memory only.
+    gpu_memory: int | None
     packages: tuple[str, ...]
     #: Countable custom resources workers advertise (``--resource fpga=2``), sorted pairs.
     resources: tuple[tuple[str, float], ...]
 
-    def __init__(self, *, cpu=None, memory=None, disk=None, gpu=None, packages=None, resources=None, **unknown):
+    def __init__(self, *, cpu=None, memory=None, disk=None, gpu=None, gpu_memory=None, packages=None, resources=None,
+                 **unknown):
         if unknown:
             names = ", ".join(repr(name) for name in sorted(unknown))
             noun = "an unknown field" if len(unknown) == 1 else "unknown fields"
@@ -205,6 +222,7 @@ class ResourceRequest:
         set_(self, "memory", None if memory is None else parse_quantity(memory, "ResourceRequest.memory"))
         set_(self, "disk", None if disk is None else parse_quantity(disk, "ResourceRequest.disk"))
         set_(self, "gpu", None if gpu is None else _parse_gpu(gpu))
+        set_(self, "gpu_memory", None if gpu_memory is None else parse_quantity(gpu_memory, "ResourceRequest.gpu_memory"))
         set_(self, "packages", () if packages is None else _parse_packages(packages))
         set_(self, "resources", () if resources is None else parse_custom_resources(resources))
 
@@ -212,6 +230,7 @@ class ResourceRequest:
     with_memory = _Shortcut("memory")
     with_disk = _Shortcut("disk")
     with_gpu = _Shortcut("gpu")
+    with_gpu_memory = _Shortcut("gpu_memory")
     with_packages = _Shortcut("packages")
     with_resources = _Shortcut("resources")
 
@@ -233,10 +252,16 @@ class ResourceRequest:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe, with only the fields that are set."""
-        data = {name: getattr(self, name) for name in ("cpu", "memory", "disk", "gpu")}
+        data = {name: getattr(self, name) for name in ("cpu", "memory", "disk", "gpu", "gpu_memory")}
         data["packages"] = list(self.packages) or None
         data["resources"] = {name: _compact(amount) for name, amount in self.resources} or None
         return {name: value for name, value in data.items() if value is not None}
+
+    @property
+    def shares_gpu(self) -> bool:
+        """Whether it asks for a share of one card (a fraction, or only memory) rather
+        than whole cards: what the GPU filter packs onto cards others share."""
+        return self.gpu < 1 if self.gpu is not None else self.gpu_memory is not None
 
     @property
     def is_empty(self) -> bool:
@@ -255,7 +280,9 @@ class ResourceRequest:
             if getattr(self, name) is not None:
                 parts.append(f"{name}={format_bytes(getattr(self, name))}")
         if self.gpu is not None:
-            parts.append(f"gpu={self.gpu}")
+            parts.append(f"gpu={self.gpu:g}")
+        if self.gpu_memory is not None:
+            parts.append(f"gpu_memory={format_bytes(self.gpu_memory)}")
         if self.packages:
             parts.append(f"packages=[{', '.join(self.packages)}]")
         parts += [f"{name}={amount:g}" for name, amount in self.resources]

@@ -29,9 +29,19 @@ class RequestsJSON(_SetFieldsOnly):
     cpu: Number | None = None
     memory: int | None = Field(default=None, description="Bytes")
     disk: int | None = Field(default=None, description="Bytes")
-    gpu: int | None = None
+    gpu: Number | None = Field(default=None, description="Whole cards, or a fraction of one card (0 < gpu < 1)")
+    gpu_memory: int | None = Field(default=None, description="Bytes of device memory on each allotted card")
     packages: list[str] | None = Field(default=None, description="PEP 508 requirements, e.g. 'torch>=2.0'")
     resources: dict[str, Number] | None = Field(default=None, description="Countable custom resources, e.g. {'fpga': 1}")
+
+
+class DeviceShareJSON(_SetFieldsOnly):
+    """One allotted GPU (``DeviceShare``): a whole card unless ``fraction`` or ``memory`` says otherwise."""
+
+    uuid: str
+    index: int | None = None
+    fraction: Number | None = Field(default=None, description="Share of the card (absent: the whole card)")
+    memory: int | None = Field(default=None, description="Bytes of device memory set aside")
 
 
 class AllotmentJSON(_SetFieldsOnly):
@@ -41,6 +51,9 @@ class AllotmentJSON(_SetFieldsOnly):
     memory: int | None = Field(default=None, description="Bytes")
     disk: int | None = Field(default=None, description="Bytes")
     gpus: list[int] | None = Field(default=None, description="GPU indexes: the execution sees only these cards")
+    devices: list[DeviceShareJSON] | None = Field(
+        default=None, description="The allotted GPUs by UUID, with the fraction and memory set aside on each"
+    )
     resources: dict[str, Number] | None = Field(default=None, description="Custom resources, e.g. {'fpga': 1}")
 
 

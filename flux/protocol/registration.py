@@ -22,6 +22,11 @@ class GPUInfo(Strict):
     memory_total: int = Field(ge=0)
     memory_available: int = Field(ge=0)
     utilization: float = 0.0
+    compute_capability: str | None = Field(default=None, max_length=16, description="NVML's major.minor, e.g. '9.0'")
+    mig: bool = Field(default=False, description="Split into MIG slices: the slices are the devices")
+    mig_profile: str | None = Field(default=None, max_length=64, description="A MIG slice's profile, e.g. '1g.10gb'")
+    parent: str | None = Field(default=None, max_length=128, description="A MIG slice's card, by UUID")
+    unhealthy: str | None = Field(default=None, max_length=255, description="Why the device is in trouble; absent: healthy")
 
 
 #: One resource sample: what the worker's probe saw, bounded by its cgroup.

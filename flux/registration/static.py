@@ -20,7 +20,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
+from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
 from flux.domain.concurrency import Concurrency
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import label, load, metric, score
@@ -36,6 +36,8 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
     "DoesNotExist": DoesNotExist,
     "Gt": Gt,
     "Lt": Lt,
+    "Ge": Ge,
+    "Le": Le,
     "score": score,
     "label": label,
     "load": load,
@@ -44,7 +46,7 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
 }
 #: ``ResourceRequest.with_cpu("500m").with_memory("512Mi")``: the request's shortcuts,
 #: on the class or on a request built before them.
-SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_packages", "with_resources")
+SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_gpu_memory", "with_packages", "with_resources")
 DECORATORS = ("workflow", "task")
 WORKFLOW_OPTIONS = (
     "name", "requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout",

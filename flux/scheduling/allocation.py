@@ -16,9 +16,9 @@ sample, so they are counted in either mode.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Callable, Iterable, Mapping
 
-from flux.domain.allotment import EMPTY, Allotment
+from flux.domain.allotment import EMPTY, Allotment, DeviceShare
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import Resources
 from flux.scheduling.filters import PIPELINE, Filter
@@ -32,10 +32,12 @@ def combined(parts: Iterable[Allotment]) -> Allotment:
         return found[0] if found else EMPTY
     quantities: dict = {}
     gpus: tuple[int, ...] = ()
+    devices: tuple[DeviceShare, ...] = ()
     for part in found:
         quantities.update(part.resources)
         gpus += part.gpus
-    return Allotment(Resources(quantities), gpus)
+        devices += part.devices
+    return Allotment(Resources(quantities), gpus, devices)
 
 
 def allotment_for(filters: Iterable[Filter], request: ResourceRequest | None, worker: WorkerView) -> Allotment:
@@ -45,12 +47,15 @@ def allotment_for(filters: Iterable[Filter], request: ResourceRequest | None, wo
 
 class Allotter:
     """What placements under one set of constraints set aside: the part that does not
-    depend on the worker (the quantities asked) built once, the GPU indexes per placement."""
+    depend on the worker (the quantities asked) built once, the GPU devices per placement
+    (chosen by the request and, for MIG slices, the affinity)."""
 
-    def __init__(self, filters: tuple[Filter, ...]):
+    def __init__(self, filters: tuple[Filter, ...], affinity: Mapping[str, Any] | None = None):
         self.steady = tuple(f for f in filters if not f.allots_per_worker)
         self.per_worker = tuple(f for f in filters if f.allots_per_worker)
+        self.affinity = affinity
         self._shared: Allotment | None = None
+        self._bound: tuple[Callable[[WorkerView], Allotment], ...] | None = None
 
     def __call__(self, request: ResourceRequest | None, worker: WorkerView) -> Allotment:
         shared = self._shared
@@ -58,7 +63,9 @@ class Allotter:
             shared = self._shared = allotment_for(self.steady, request, worker)
         if not self.per_worker:
             return shared
-        parts = [f.allot(request, worker) for f in self.per_worker]
+        if self._bound is None:
+            self._bound = tuple(f.bind_allot(request, self.affinity) for f in self.per_worker)
+        parts = [allot(worker) for allot in self._bound]
         if shared is EMPTY and len(parts) == 1:
             return parts[0]
         return combined([shared, *parts])

@@ -20,7 +20,7 @@ from typing import Iterable
 
 from flux.domain.allotment import Allotment
 from flux.domain.workers import WorkerState
-from flux.scheduling.allocation import allotment_for, take
+from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.concurrency import KeyLedger
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Check, Filter, Reason
@@ -88,7 +88,7 @@ class Contention:
             self._no_room.add(memo)
             return
         worker = room.worker
-        allotment = allotment_for(filters, demand.request, worker)
+        allotment = Allotter(filters, demand.affinity)(demand.request, worker)
         take(filters, worker, allotment)
         worker.running += 1
         pool.put(worker)

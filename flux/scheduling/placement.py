@@ -55,7 +55,7 @@ class _Candidates:
         #: The same bound to them (and the namespace gate when one applies): room is checked with them.
         self.checks = checks
         #: What each placement sets aside.
-        self.allot = Allotter(filters)
+        self.allot = Allotter(filters, demand.affinity)
         #: What placements within the round can use up, so is checked again before a
         #: worker is chosen: on any worker, and on a reserving one.
         self.counted = bound((f for f in filters if f.consumed is Consumption.ALWAYS), demand.request, demand.affinity)

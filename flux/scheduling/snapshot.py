@@ -24,12 +24,24 @@ from flux.domain.workers import AllocationMode, WorkerState
 
 @dataclass(frozen=True)
 class GPU:
+    """One device: a card, or a MIG slice of one (``parent`` set), as the probe saw it."""
+
     index: int
     uuid: str
     name: str
     memory_total: int
     memory_available: int
     utilization: float = 0.0
+    #: "9.0" (NVML's major.minor), when known.
+    compute_capability: str | None = None
+    #: A card split into MIG slices: its slices are the devices, it is never allotted itself.
+    mig: bool = False
+    #: A slice's profile ("1g.10gb").
+    mig_profile: str | None = None
+    #: A slice's card, by UUID.
+    parent: str | None = None
+    #: Why the worker found it in trouble (an XID, uncorrectable ECC errors...); ``None``: healthy.
+    unhealthy: str | None = None
 
 
 #: A GPU's fields, by name: what ``worker_view`` reads from each GPU mapping.
@@ -67,8 +79,10 @@ class WorkerView:
     #: "sample" (the spec: thresholds on the last sample) or "reserve" (availability is
     #: also reduced by what running executions were allotted; see ``allocation``).
     allocation: str = AllocationMode.SAMPLE
-    #: GPU index -> executions currently allotted that GPU.
+    #: GPU index -> executions currently allotted that GPU whole.
     gpu_allotted: dict[int, int] = field(default_factory=dict)
+    #: GPU index -> (fraction, bytes of memory) allotted to executions sharing that card.
+    gpu_shared: dict[int, tuple[float, int]] = field(default_factory=dict)
     #: ONLINE, or why it takes no new work: STALE (missed heartbeats) or DRAINING.
     state: str = WorkerState.ONLINE
     #: The namespaces it is restricted to (``flux start worker --namespace``); None: every one.

@@ -37,7 +37,7 @@ from flux.domain.policy import ExecutionPolicy
 from flux.server import executions
 from flux.server.errors import Conflict, NotFound
 from flux.server.registry import Held, Member
-from flux.server.resources import row_values, store_gpus, stored_sample
+from flux.server.resources import gpu_allotments, row_values, store_gpus, stored_sample
 from flux.server.schemas import PackageInfo, WorkerInfo, WorkerRegistration
 
 #: A delivered execution the worker has not reported for this many heartbeats (plus
@@ -347,7 +347,9 @@ def list_workers(
 
 def show(session: Session, name: str, liveness: Liveness | None) -> WorkerInfo:
     worker = get(session, name)
-    return info(worker, running_counts(session).get(name, 0), liveness, with_packages=True)
+    shown = info(worker, running_counts(session).get(name, 0), liveness, with_packages=True)
+    shown.gpu_allotments = gpu_allotments(session, name) if worker.gpus else []
+    return shown
 
 
 def get(session: Session, name: str) -> WorkerModel:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint, text,
+    JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint, false, text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -402,6 +402,11 @@ class WorkerResourcesGPUModel(Base):
     memory_total: Mapped[int] = mapped_column(BigInteger)
     memory_available: Mapped[int] = mapped_column(BigInteger)
     utilization: Mapped[float] = mapped_column(Float, default=0.0)
+    compute_capability: Mapped[str | None] = mapped_column(String(16))
+    mig: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    mig_profile: Mapped[str | None] = mapped_column(String(64))
+    parent: Mapped[str | None] = mapped_column(String(128))
+    unhealthy: Mapped[str | None] = mapped_column(String(255))
 
 
 class PackageSetModel(Base):

@@ -18,11 +18,13 @@ from datetime import datetime
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.orm import Session
 
+from flux.domain.allotment import Allotment
+from flux.domain.events import HOLDING_STATES
 from flux.domain.resources import Resources
 from flux.domain.samples import from_wire, to_wire
 from flux.scheduling.snapshot import GPU_FIELDS
-from flux.server.models import WorkerModel, WorkerResourcesGPUModel, WorkerResourcesModel
-from flux.server.schemas import ResourcesInfo
+from flux.server.models import ExecutionModel, WorkerModel, WorkerResourcesGPUModel, WorkerResourcesModel
+from flux.server.schemas import GPUAllotment, ResourcesInfo
 
 
 def sampled_at(resources: ResourcesInfo) -> float:
@@ -102,3 +104,22 @@ def quantities(worker: WorkerModel) -> tuple[Resources, Resources]:
     custom = worker.custom_resources or {}
     row = worker.resources
     return Resources({**custom, **(row.capacity or {})}), Resources({**custom, **(row.available or {})})
+
+
+def gpu_allotments(session: Session, worker_name: str) -> list[GPUAllotment]:
+    """Which executions the worker's GPUs are allotted to, and how much of each: what
+    ``flux worker show`` lists under each card (from the allotments of what it holds)."""
+    rows = session.execute(
+        select(ExecutionModel.id, ExecutionModel.allotment)
+        .where(ExecutionModel.worker_name == worker_name, ExecutionModel.state.in_(HOLDING_STATES))
+        .order_by(ExecutionModel.id)
+    ).all()
+    found = []
+    for execution_id, stored in rows:
+        allotment = Allotment.from_json(stored)
+        for device in allotment.devices:
+            found.append(GPUAllotment(index=device.index, uuid=device.uuid, execution_id=execution_id,
+                                      fraction=device.fraction, memory=device.memory))
+        if not allotment.devices:  # written before devices: whole cards by index
+            found += [GPUAllotment(index=index, execution_id=execution_id, fraction=1.0) for index in allotment.gpus]
+    return found

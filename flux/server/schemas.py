@@ -266,6 +266,15 @@ class LogPage(BaseModel):
 # --- workers ---------------------------------------------------------------------------
 
 
+class GPUDevice(GPUInfo):
+    """A device as ``GET /workers`` shows it: what is at its default (a healthy card's
+    ``unhealthy``, a card's ``mig_profile``) is absent, as a plain card showed before devices."""
+
+    @model_serializer(mode="wrap")
+    def _set_fields_only(self, handler):  # noqa: ANN001, ANN202
+        return {name: value for name, value in handler(self).items() if value is not None and value is not False}
+
+
 class WorkerResourcesInfo(BaseModel):
     """A worker's last stored sample, as ``GET /workers`` shows it."""
 
@@ -280,7 +289,7 @@ class WorkerResourcesInfo(BaseModel):
     available: dict[str, Number] = Field(default={}, description="The same dimensions: name -> available at the last sample")
     metrics: dict[str, Number]
     sampled_at: float | None
-    gpus: list[GPUInfo]
+    gpus: list[GPUDevice]
 
 
 class ChosenWorker(BaseModel):
@@ -291,6 +300,16 @@ class ChosenWorker(BaseModel):
     attempt: int
     reason: str
     allotment: dict[str, Any] | None = Field(description="What was set aside: cpu, memory, disk, gpus (indexes), resources")
+
+
+class GPUAllotment(BaseModel):
+    """One execution's share of one of a worker's GPUs (``flux worker show``)."""
+
+    index: int
+    uuid: str | None = Field(default=None, description="Absent in allotments written before devices")
+    execution_id: str
+    fraction: float = Field(description="1.0: the whole device")
+    memory: int | None = Field(default=None, description="Bytes of device memory set aside")
 
 
 class WorkerInfo(BaseModel):
@@ -307,6 +326,9 @@ class WorkerInfo(BaseModel):
     runtime: RuntimeInfo | None
     resources: WorkerResourcesInfo | None
     packages: list[PackageInfo] | None = None
+    gpu_allotments: list[GPUAllotment] | None = Field(
+        default=None, description="One worker shown: which executions hold its GPUs, and how much of each"
+    )
 
 
 class WorkerPlacement(BaseModel):
@@ -321,7 +343,7 @@ class AttemptInfo(BaseModel):
     worker: str | None
     started_at: float
     ended_at: float | None = None
-    end: str | None = Field(default=None, description="finished, child_died, memory_limit, worker_lost, drained, handed_back; null while it runs")
+    end: str | None = Field(default=None, description="finished, child_died, memory_limit, worker_lost, drained, handed_back, suspended, device_failure; null while it runs")
     cause: str | None = None
     counted: bool = Field(default=False, description="Whether it used up one of max_attempts (a crash)")
 

@@ -101,6 +101,7 @@ class Publisher:
                     probe.sample_resources, self.config.disk_path, self.config.gpu_source, cgroup_root=self.config.cgroup_root
                 )
                 measured = self.metrics(current)
+                self.executions.devices_failed({g["uuid"]: g["unhealthy"] for g in current["gpus"] if g.get("unhealthy")})
                 if resources_changed(self.published[0], current):
                     beat.resources, resources = resources_message(current), current
                 if metrics_changed(self.published[1], measured):

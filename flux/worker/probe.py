@@ -2,7 +2,10 @@
 
 Pure data out, no HTTP. Nothing here raises because a GPU could not be found.
 
-GPU detection (NVIDIA only):
+GPU detection (NVIDIA only): each card, and each MIG slice of a card in MIG mode as a
+device of its own (``parent``: its card), with its compute capability and its health
+(``flux.worker.gpu_health``); the worker also publishes ``flux.gpu/*`` labels
+(``flux.domain.devices``).
 
 * NVML first, through ``nvidia-ml-py`` (``import pynvml``). It talks to the
   driver's own ``libnvidia-ml`` in-process: no subprocess, no ``nvidia-smi``
@@ -31,7 +34,6 @@ bounded by the limit minus the cgroup's working set. Disk: the filesystem holdin
 from __future__ import annotations
 
 import logging
-import math
 import os
 import platform
 import re
@@ -43,14 +45,17 @@ from typing import Any
 
 import psutil
 
+from flux.domain.devices import gpu_labels
 from flux.domain.resources import Resources
 from flux.domain.samples import to_wire
 from flux.worker import cgroups
+from flux.worker.nvml_devices import _detect_nvml, driver_version, number, text, utilization
 from flux.objects import import_object
 
 logger = logging.getLogger("flux.worker.probe")
 
 GPU_SOURCES = ("auto", "nvml", "gputil", "none")
+
 _MIB = 1024 * 1024
 #: PEP 503's name normalization, as ``packaging.utils.canonicalize_name`` does it: the
 #: worker would otherwise import packaging (with its wheel tags) for this line alone
@@ -62,89 +67,31 @@ def canonical_name(name: str) -> str:
     return _SEPARATORS.sub("-", name).lower()
 
 
-def _text(value: Any) -> str:
-    """NVML returns bytes in old bindings and str in new ones."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
-
-
-def _num(value: Any) -> float:
-    """Coerce to float; NaN/None/garbage (GPUtil's parse failures) become 0.0."""
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return 0.0 if math.isnan(f) else f
-
-
-def _util(percent: Any) -> float:
-    return min(max(_num(percent), 0.0), 100.0)
-
-
-def _detect_nvml(nvml: Any = None) -> list[dict] | None:
-    """GPUs via NVML, or None (with the reason logged) when NVML is unusable."""
-    if nvml is None:
-        try:
-            import pynvml as nvml  # nvidia-ml-py
-        except ImportError:
-            logger.debug("no GPUs via NVML: nvidia-ml-py not installed")
-            return None
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:  # NVMLError: driver not loaded, library not found, ...
-        logger.debug("no GPUs via NVML: NVML init failed: %s (no driver?)", exc)
-        return None
-    try:
-        gpus = []
-        for i in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
-            mem = nvml.nvmlDeviceGetMemoryInfo(handle)
-            try:
-                utilization = _util(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            except Exception as exc:  # e.g. NOT_SUPPORTED on some devices
-                logger.debug("GPU %d: utilization unavailable: %s", i, exc)
-                utilization = 0.0
-            gpus.append({
-                "index": i,
-                "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
-                "name": _text(nvml.nvmlDeviceGetName(handle)),
-                "memory_total": int(mem.total),
-                "memory_available": int(mem.free),
-                "utilization": utilization,
-            })
-    except Exception as exc:
-        logger.debug("no GPUs via NVML: NVML query failed: %s", exc)
-        return None
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception as exc:
-            logger.debug("NVML shutdown failed: %s", exc)
-    if not gpus:
-        logger.debug("no GPUs: NVML initialised but reports 0 devices")
-    return gpus
-
-
 def visible(gpus: list[dict], cuda_visible_devices: str | None) -> list[dict]:
     """The GPUs a worker started with ``CUDA_VISIBLE_DEVICES`` may use.
 
     NVML sees every card on the host whatever that variable says; a worker pinned to
     one card (the spec's one-worker-per-GPU layout) must advertise only that card.
-    Entries may be indexes or UUIDs (or UUID prefixes), as CUDA accepts.
+    Entries may be indexes (of cards) or UUIDs (or UUID prefixes), as CUDA accepts. A
+    chosen card brings its MIG slices; a slice chosen without its card (the spec's
+    one-worker-per-slice layout) is this worker's device on its own, as a card would be.
     """
     if cuda_visible_devices is None:
         return gpus
     wanted = [entry.strip() for entry in cuda_visible_devices.split(",") if entry.strip()]
-    chosen = []
+    chosen: list[dict] = []
     for entry in wanted:
         if entry.startswith("-"):
             break  # CUDA stops at the first invalid entry; "-1" hides every card
-        match = next((g for g in gpus if str(g["index"]) == entry or g["uuid"].startswith(entry)), None)
+        match = next((g for g in gpus if (str(g["index"]) == entry and not g.get("parent"))
+                      or g["uuid"].startswith(entry)), None)
         if match is None:
             break
-        if match not in chosen:
-            chosen.append(match)
+        for device in [match, *(g for g in gpus if g.get("parent") == match["uuid"])]:
+            if device not in chosen:
+                chosen.append(device)
+    cards = {g["uuid"] for g in chosen}
+    chosen = [{**g, "parent": None} if g.get("parent") and g["parent"] not in cards else g for g in chosen]
     if len(chosen) < len(gpus):
         logger.debug("CUDA_VISIBLE_DEVICES=%r: advertising %d of %d GPUs", cuda_visible_devices, len(chosen), len(gpus))
     return chosen
@@ -169,11 +116,11 @@ def _detect_gputil(gputil: Any = None) -> list[dict]:
     gpus = [
         {
             "index": int(g.id),
-            "uuid": _text(g.uuid),
-            "name": _text(g.name),
-            "memory_total": int(_num(g.memoryTotal) * _MIB),
-            "memory_available": int(_num(g.memoryFree) * _MIB),
-            "utilization": _util(_num(g.load) * 100.0),
+            "uuid": text(g.uuid),
+            "name": text(g.name),
+            "memory_total": int(number(g.memoryTotal) * _MIB),
+            "memory_available": int(number(g.memoryFree) * _MIB),
+            "utilization": utilization(number(g.load) * 100.0),
         }
         for g in found
     ]
@@ -316,12 +263,15 @@ def get_resources_info(
     gpu_source: str = "auto",
     cgroup_root: str | None = None,
 ) -> dict:
-    """The full registration payload for POST /workers/register."""
+    """The full registration payload for POST /workers/register: the labels given, over the
+    ``flux.gpu/*`` labels of its GPUs (``flux.domain.devices``)."""
     packages = installed_packages()
+    resources = sample_resources(disk_path, gpu_source, cgroup_root=cgroup_root)
+    published = gpu_labels(resources["gpus"], driver_version(gpu_source) if resources["gpus"] else None)
     return {
-        "resources": sample_resources(disk_path, gpu_source, cgroup_root=cgroup_root),
+        "resources": resources,
         "packages": [{"name": n, "version": packages[n]} for n in sorted(packages)],
         "runtime": runtime_info(),
-        "labels": dict(labels or {}),
+        "labels": {**published, **(labels or {})},
         "max_concurrent_executions": max_concurrent_executions,
     }

@@ -77,7 +77,7 @@ class RunningExecution:
     stop: Stop = field(default_factory=Stop)
     #: Set when the server says this attempt is no longer ours: killed, reports nothing.
     abandoned: bool = False
-    #: Set when this worker ends the attempt itself (a drain's deadline, a preemption's): how, and why.
+    #: Set when this worker ends the attempt itself (a drain's deadline, a preemption's, a failed GPU): how, and why.
     handed_back: tuple[AttemptEnd, str] | None = None
     #: Checkpoint batches sent for this attempt (the server numbers them to drop re-sends).
     batches: int = 0
@@ -160,6 +160,18 @@ class Executions:
         if not execution.abandoned and execution.handed_back is None and self.running.get(execution.job.id) is execution:
             execution.handed_back = (end, cause)
             execution.stop.kill.set()
+
+    def devices_failed(self, failed: dict[str, str]) -> list[str]:
+        """Stop the attempts allotted a GPU in ``failed`` (UUID -> why) and report each
+        ended by ``AttemptEnd.DEVICE_FAILURE``, so the server places it elsewhere at once."""
+        stopped = []
+        for execution in list(self.running.values()):
+            hit = [device.uuid for device in execution.job.allotment.devices if device.uuid in failed]
+            if hit and not execution.abandoned and not execution.handed_back:
+                log.warning("execution %s: GPU %s failed (%s); stopping its attempt", execution.job.id, hit[0], failed[hit[0]])
+                self._end(execution, AttemptEnd.DEVICE_FAILURE, f"GPU {hit[0]} failed: {failed[hit[0]]}")
+                stopped.append(execution.job.id)
+        return stopped
 
     async def wait_empty(self, timeout: float | None, interrupt: asyncio.Event) -> bool:
         """Wait until nothing runs (True), ``timeout`` passes or ``interrupt`` is set."""

@@ -487,7 +487,8 @@ def test_spec_malformed_worker_registration_is_refused_with_a_reason(cluster):
 def test_spec_invalid_request_in_api_workflow_registration_is_refused(cluster):
     source = "from flux import workflow\n\n@workflow\nasync def x(ctx):\n    return 1\n"
     with httpx.Client(base_url=cluster.server_url, timeout=10) as http:
-        for requests, named in (({"memory": "8Gb"}, "memory"), ({"cpu": 1, "fpga": 1}, "fpga"), ({"gpu": 0}, "gpu")):
+        for requests, named in (({"memory": "8Gb"}, "memory"), ({"cpu": 1, "fpga": 1}, "fpga"), ({"gpu": 0}, "gpu"),
+                                ({"gpu": 1.5}, "gpu"), ({"gpu": 0.5, "gpu_memory": "lots"}, "gpu_memory")):
             response = http.post("/workflows", json={"source": source, "workflows": [{"name": "x", "requests": requests}]})
             assert response.status_code == 422, response.text
             detail = response.json()["detail"]

@@ -96,7 +96,7 @@ def test_two_gpu1_executions_on_a_fake_two_gpu_worker_see_different_devices(clus
     assert [g["uuid"] for g in client.show_worker("gpu-box")["resources"]["gpus"]] == ["GPU-fake-0", "GPU-fake-1"]
     ids = [client.run("one_gpu", 1.0)["id"] for _ in range(2)]
     outputs = sorted(client.wait(i, 30)["output"] for i in ids)
-    assert outputs == ["0", "1"]
+    assert outputs == ["GPU-fake-0", "GPU-fake-1"]  # by UUID
 
 
 def test_reserve_mode_holds_the_extra_cpu1_execution_until_one_ends(cluster, client, workflow_file):

@@ -36,7 +36,7 @@ def test_a_claimed_job_carries_its_allotment(cluster, client, workflow_file):
         shaped = client.run("shaped")["id"]
         job = eventually(lambda: worker.claim(wait=5)["executions"], timeout=10)[0]
         assert job["id"] == shaped
-        assert job["allotment"] == {"cpu": 1.5, "memory": GiB, "gpus": [0]}
+        assert job["allotment"] == {"cpu": 1.5, "memory": GiB, "gpus": [0], "devices": [{"uuid": "GPU-0", "index": 0}]}
         assert job["allotment"] == client.placement(shaped)["chosen"]["allotment"]
         assert (job["requests"], job["gpus"]) == ({"cpu": 1.5, "memory": GiB, "gpu": 1}, [0])  # as before, for older workers
         decoded = ClaimedExecution.model_validate(job).allotment

@@ -84,6 +84,13 @@ class Filter:
         """What a placement on ``worker`` sets aside for this dimension."""
         return EMPTY
 
+    def bind_allot(
+        self, request: ResourceRequest, affinity: Mapping[str, Any] | None
+    ) -> Callable[[WorkerView], Allotment]:
+        """``allot`` for one set of constraints, as a function of the worker (what placement
+        calls): a filter whose choice depends on the affinity too (MIG profiles) overrides it."""
+        return partial(self.allot, request)
+
     def take(self, worker: WorkerView, allotment: Allotment) -> None:
         """Count a new allotment against the worker's view (within one placement round)."""
 

@@ -109,7 +109,9 @@ def usage(worker: dict) -> list[dict]:
     for gpu in res.get("gpus") or []:
         label = f"gpu{gpu['index']}"
         bars.append(bar(label, gpu["memory_total"], gpu["memory_available"],
-                        lambda u, t, g=gpu: f"{g['name']}: {size(u)} / {size(t)}, {g.get('utilization', 0):.0f}% busy"))
+                        lambda u, t, g=gpu: f"{g.get('mig_profile') or g['name']}: {size(u)} / {size(t)}, "
+                                            f"{g.get('utilization', 0):.0f}% busy"
+                                            + (f", UNHEALTHY: {g['unhealthy']}" if g.get("unhealthy") else "")))
     return bars
 
 

@@ -12,8 +12,9 @@ Two sources, both configured on the worker:
   to match. Memory: a cgroup v2 ``memory.max`` when the worker can create cgroups (the
   kernel then OOM-kills only that child), otherwise RLIMIT_AS; the worker logs which.
 
-The allotted GPU indexes are always exported (``CUDA_VISIBLE_DEVICES``): the
-allotment is the only thing the ceilings and the device pinning read.
+The allotted GPUs are always exported (``CUDA_VISIBLE_DEVICES``, by UUID), with the
+share of a card an execution was given: the allotment is the only thing the ceilings
+and the device pinning read.
 
 RLIMIT_AS bounds virtual address space, not resident memory: it is a coarse but
 portable ceiling (allocation fails with MemoryError instead of the host swapping).
@@ -60,8 +61,30 @@ class Limits:
 
 
 def gpu_list(allotment: Allotment) -> str:
-    """The allotted GPU indexes as ``CUDA_VISIBLE_DEVICES`` and docker's ``--gpus`` spell them: "0,2"."""
+    """The allotted GPUs as ``CUDA_VISIBLE_DEVICES`` and docker's ``--gpus`` spell them: their
+    UUIDs ("GPU-...,MIG-..."; a MIG slice has no index CUDA knows), or indexes ("0,2") in an
+    allotment written before devices."""
+    if allotment.devices:
+        return ",".join(device.uuid for device in allotment.devices)
     return ",".join(str(index) for index in allotment.gpus)
+
+
+def share_hints(allotment: Allotment) -> dict[str, str]:
+    """For an execution sharing a card: its share, and the framework settings documented to
+    keep a process within one (JAX's ``XLA_PYTHON_CLIENT_MEM_FRACTION``, TensorFlow's
+    ``TF_FORCE_GPU_ALLOW_GROWTH``). PyTorch has no such variable: code reads ``FLUX_GPU_FRACTION``
+    and calls ``torch.cuda.set_per_process_memory_fraction``. Hints, not isolation (docs/gpu.md)."""
+    shares = [device for device in allotment.devices if not device.whole]
+    if not shares:
+        return {}
+    share = shares[0]
+    hints = {"FLUX_GPU_FRACTION": f"{share.fraction:g}", "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    if share.fraction > 0:
+        hints["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{share.fraction:.2f}"
+        hints["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    if share.memory:
+        hints["FLUX_GPU_MEMORY"] = str(share.memory)
+    return hints
 
 
 def human_bytes(n: int) -> str:
@@ -168,6 +191,7 @@ class LimitPolicy:
             # NVML indexes follow PCI bus order; make CUDA number the cards the same way.
             limits.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
             limits.env["CUDA_VISIBLE_DEVICES"] = gpu_list(allotment)
+            limits.env.update(share_hints(allotment))
         if self.enforce_requests and allotment.memory:
             limits.memory, limits.memory_source = allotment.memory, "memory request"
             limits.memory_by_cgroup = self._cgroup_parent is not None
