@@ -71,11 +71,12 @@ def pages(queue: list[Demand]) -> list[list[Demand]]:
             for i in range(0, len(ranked), ROUND_SIZE)]
 
 
-def contended_round(fleet, queue, holders, quotas, weights) -> Callable[[FreePool], int]:
+def contended_round(fleet, queue, holders, quotas, weights, rooms: bool = True) -> Callable[[FreePool], int]:
+    """``rooms=False``: the floor is the top priority, so nothing looks for room (to show what that search costs)."""
     split = pages(queue)
 
     def run(pool: FreePool) -> int:
-        floor = min([h.priority for h in holders] + [d.priority for d in queue])
+        floor = min([h.priority for h in holders] + [d.priority for d in queue]) if rooms else max(PRIORITIES)
         contention = Contention(holders, QuotaLedger(quotas, holders), floor)
         online = list(pool.views.values())
         fair = FairShare(capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online)), weights, holders)
@@ -120,14 +121,17 @@ def figures(quick: bool) -> list[Figure]:
     timed(plain_round(queue), fleet, 1)  # warms the parse caches
     contended, placed_c = timed(contended_round(fleet, queue, holders, quotas, weights), fleet, repeats)
     plain, placed_p = timed(plain_round(queue), fleet, repeats)
+    no_rooms, _ = timed(contended_round(fleet, queue, holders, quotas, weights, rooms=False), fleet, repeats)
     size = f"{demands}x{workers}"
     out = [
         Figure.of(f"B17.round.{size}.contended_ms", contended, "ms cpu", with_p99=True, aim=f"p99 <= {AIM_MS:g} ms",
                   check=lambda m, h: max(contended) <= AIM_MS if len(contended) < 100 else h <= AIM_MS,
                   note=f"{placed_c} placed; 100 namespaces, 5 priorities, {len(quotas)} quotas, {len(holders)} holders"),
+        Figure.of(f"B17.round.{size}.contended_without_rooms_ms", no_rooms, "ms cpu", with_p99=True,
+                  note="the same, but nothing looks for room (no preemption search): what the rest costs"),
         Figure.of(f"B17.round.{size}.plain_ms", plain, "ms cpu", with_p99=True, note=f"{placed_p} placed; one priority, no contention"),
     ]
-    ratio = out[0].p99 / out[1].p99 if out[1].p99 else float("nan")
+    ratio = out[0].p99 / out[2].p99 if out[2].p99 else float("nan")
     out.append(Figure(f"B17.round.{size}.p99_ratio", ratio, None, "x", 1, f"<= {AIM_RATIO:g}x", ratio <= AIM_RATIO))
     return out
 
