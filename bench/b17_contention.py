@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import b17_round
-from bench.common import Figure, p99, print_figures, sigterm_as_interrupt, write_workflow
+from bench.common import Figure, p99, sigterm_as_interrupt, write_workflow
 from flux.client import FluxClient
 from flux.local import LocalCluster
 
@@ -223,12 +223,19 @@ def run(quick: bool, runner: str) -> list[Figure]:
             if ns != "default":
                 client.create_namespace(ns)
             client.register(source)
-        figures = preemption(clients["default"], marks, counts)
-        figures += fair_share(clients, counts)
-        figures += quota(clients["capped"], counts)
+        figures = shown(preemption(clients["default"], marks, counts))
+        figures += shown(fair_share(clients, counts))
+        figures += shown(quota(clients["capped"], counts))
         for client in clients.values():
             client.close()
-    return figures + b17_round.figures(quick)
+    return figures + shown(b17_round.figures(quick))
+
+
+def shown(figures: list[Figure]) -> list[Figure]:
+    """Each part's figures as soon as it is measured (a full run takes minutes)."""
+    for figure in figures:
+        print(figure.line(), flush=True)
+    return figures
 
 
 def main() -> None:
@@ -238,9 +245,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     started = time.monotonic()
+    print(f"{'name':<48} {'median':>10} {'p95':>10}  unit", flush=True)
     with sigterm_as_interrupt():
         figures = run(args.quick, args.runner)
-    print_figures(figures, width=48)
     print(f"B17 contention: {'quick' if args.quick else 'full'} form, {time.monotonic() - started:.0f} s")
     if args.json:
         args.json.write_text(json.dumps({"figures": [f.record() for f in figures]}, indent=2))

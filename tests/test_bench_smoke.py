@@ -119,8 +119,8 @@ def test_b17_contention_quick_runs_end_to_end(tmp_path):
     print(result.stdout[-4000:])
     assert result.returncode == 0, result.stderr[-3000:]
     figures = {f["name"]: f for f in json.loads((tmp_path / "b17.json").read_text())["figures"]}
-    for name in ("preemption.high_submit_to_started_s", "fair_share.big_40_share_pct", "round.2000x200.contended_ms",
-                 "round.2000x200.plain_ms", "round.2000x200.p99_ratio"):
+    for name in ("preemption.high_submit_to_started_s", "fair_share.big_40_share_pct", "round.2000x200.free_fleet.contended_ms",
+                 "round.2000x200.full_fleet.contended_ms", "round.2000x200.full_fleet.p99_ratio"):
         assert f"B17.{name}" in figures
     # counts, not timings: nothing completed runs again, every preempted execution completes, no sample over quota
     for name in ("preemption.completed_tasks_rerun", "preemption.preempted_completed_later", "preemption.low_completed",
