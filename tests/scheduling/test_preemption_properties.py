@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from contention_cases import REQUESTS, demands, fresh, seeded, workers
 from flux.domain.allotment import Allotment
+from flux.domain.quotas import Quota
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import Resources
 from flux.scheduling.allocation import with_allotments
@@ -22,6 +23,7 @@ from flux.scheduling.filters import active, bound
 from flux.scheduling.holders import Holder
 from flux.scheduling.placement import place
 from flux.scheduling.preemption import best_room, find_room, fits, room_view
+from flux.scheduling.quotas import QuotaLedger
 from flux.scheduling.snapshot import WorkerView
 
 LOW, PRIORITIES = -100, (-100, -50, 0)
@@ -202,3 +204,12 @@ def test_an_execution_that_is_not_preemptible_is_never_a_victim(case):
     steadfast = [dataclasses.replace(h, preemptible=False) for h in holders]
     contention = _make_room(fleet, steadfast, [demand], floor=LOW)
     assert contention.preemptions == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases(max_workers=3))
+def test_an_execution_its_quota_refuses_preempts_nothing(case):
+    fleet, holders, demand = case
+    contention = Contention(holders, QuotaLedger({demand.namespace: Quota(executions=0)}, holders), floor=LOW)
+    place([demand], fleet, contention)
+    assert contention.preemptions == [] and contention.waiting[demand.execution_id].filter == "quota"
