@@ -16,8 +16,8 @@ each advertising ``--resource accel=2`` (8 accel in all); every execution holds 
         CLAIMED, RUNNING and CANCELLING executions hold is sampled: samples over quota (aim 0).
   (iv)  ``bench.b17_round``: a round's pure placement cost with and without contention.
 
-    python -m bench.b17_contention            # full: about 3-4 minutes on the 2-core VM
-    python -m bench.b17_contention --quick    # smaller counts: under 90 s
+    python -m bench.b17_contention            # full: about 8 minutes on the shared 2-core VM
+    python -m bench.b17_contention --quick    # smaller counts: 45-80 s there
 """
 
 from __future__ import annotations
