@@ -120,3 +120,22 @@ def test_b19_gpu_quick_runs_end_to_end(tmp_path):
     for name in ("B19.cost_ratio_mix_vs_gpu_n", "B19.packing_efficiency"):
         assert name in result.stdout
     assert json.loads((tmp_path / "b19.json").read_text())
+
+
+@pytest.mark.timeout(240)
+def test_b17_contention_quick_runs_end_to_end(tmp_path):
+    """Issue 34's B17: preemption, fair share, a quota, and a round's placement cost."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.b17_contention", "--quick", "--json", str(tmp_path / "b17.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=220,
+    )
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = {f["name"]: f for f in json.loads((tmp_path / "b17.json").read_text())["figures"]}
+    for name in ("preemption.high_submit_to_started_s", "fair_share.big_40_share_pct", "round.2000x200.free_fleet.contended_ms",
+                 "round.2000x200.full_fleet.contended_ms", "round.2000x200.full_fleet.p99_ratio"):
+        assert f"B17.{name}" in figures
+    # counts, not timings: nothing completed runs again, every preempted execution completes, no sample over quota
+    for name in ("preemption.completed_tasks_rerun", "preemption.preempted_completed_later", "preemption.low_completed",
+                 "quota.samples_over_quota"):
+        assert figures[f"B17.{name}"]["met"], figures[f"B17.{name}"]

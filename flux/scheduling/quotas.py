@@ -49,8 +49,9 @@ class QuotaLedger:
         quota = self.quotas.get(demand.namespace)
         if quota is None:
             return None
-        if quota.executions is not None and self.count.get(demand.namespace, 0) + 1 > quota.executions:
-            return Reason(NAME, PHRASE, f"namespace {demand.namespace} holds {self.count[demand.namespace]} executions, "
+        count = self.count.get(demand.namespace, 0)
+        if quota.executions is not None and count + 1 > quota.executions:
+            return Reason(NAME, PHRASE, f"namespace {demand.namespace} holds {count} executions, "
                                         f"its quota's executions={quota.executions}")
         asked = demand.request.quantities if demand.request is not None else Resources()
         held = self.held.get(demand.namespace, Resources())
