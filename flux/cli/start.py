@@ -100,6 +100,14 @@ def start() -> None:
               help="Folder for bundles over 1 MiB (smaller ones stay in the database); replicas share it [HOME/bundles]")
 @click.option("--secrets-key-file", envvar="FLUX_SECRETS_KEY_FILE", type=click.Path(exists=True, dir_okay=False), default=None,
               help="File with the Fernet key(s) that encrypt secrets at rest (FLUX_SECRETS_KEY wins; 'flux secret generate-key')")
+@click.option("--hooks-allow-private/--no-hooks-allow-private", envvar="FLUX_HOOKS_ALLOW_PRIVATE", default=False, show_default=True,
+              help="Let webhooks reach loopback, link-local and private addresses (the server's own network)")
+@click.option("--hooks-max-age", envvar="FLUX_HOOKS_MAX_AGE", type=DURATION, default="24h", show_default=True,
+              help="How long a webhook delivery is retried before it is dead")
+@click.option("--hooks-backoff", envvar="FLUX_HOOKS_BACKOFF", type=click.FloatRange(min=0.01), default=10.0, show_default=True,
+              help="Seconds before a webhook delivery's first retry, doubled per failure (at most 1 h), with jitter")
+@click.option("--hooks-timeout", envvar="FLUX_HOOKS_TIMEOUT", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds one webhook POST may take in all")
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
@@ -107,7 +115,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
                  body_timeout: float, max_connections: int, max_payload_size: int | None, retention: float | None,
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
-                 secrets_key_file: str | None, log_format: str) -> None:
+                 secrets_key_file: str | None, hooks_allow_private: bool, hooks_max_age: float, hooks_backoff: float,
+                 hooks_timeout: float, log_format: str) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
@@ -128,6 +137,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             lease_interval=lease_interval, shed_after=shed_after, processes=processes,
             default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
             max_bundle_size=max_bundle_size, bundle_dir=bundle_dir, secrets_key_file=secrets_key_file,
+            hooks_allow_private=hooks_allow_private, hooks_max_age=hooks_max_age, hooks_backoff=hooks_backoff,
+            hooks_timeout=hooks_timeout,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-payload-size") from None

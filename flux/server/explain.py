@@ -10,12 +10,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import WAITING_STATES, EventType, ExecutionState
+from flux.domain.hooks import HookEventType
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.snapshot import WorkerView
 from flux.server import executions
 from flux.server.eventlog import append_event
+from flux.server.hooks import outbox
 from flux.server.schemas import AttemptInfo, PlacementInfo, WorkerPlacement
 
 
@@ -110,6 +112,7 @@ def record_waiting(session: Session, page: list, placed: set[str], workers: list
             append_event(
                 session, execution, EventType.WORKFLOW_UNSCHEDULABLE, name=execution.workflow_name, value={"reason": infeasible}
             )
+            outbox.execution_event(session, execution, HookEventType.EXECUTION_UNSCHEDULABLE, reason=infeasible)
         if summary != execution.placement_note:
             append_event(
                 session, execution, EventType.WORKFLOW_PENDING, name=execution.workflow_name, value={"summary": summary}

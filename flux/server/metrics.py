@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.workers import Liveness, WorkerState
+from flux.server.hook_models import HookDeliveryModel
 from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 from flux.server import fleet
 from flux.server.database import StatementCounter
@@ -110,6 +111,15 @@ class ServerMetrics:
             "flux_task_events", "Fallbacks, cache hits and stores, rollbacks and recorded values workers reported, by event type",
             ["type"], registry=self.registry,
         )
+        # webhooks (docs/hooks.md)
+        self.hook_deliveries = Counter(
+            "flux_hook_deliveries", "Webhook attempts by outcome (delivered, failed), and deliveries that died (dead)",
+            ["outcome"], registry=self.registry,
+        )
+        self.hook_outbox_age = Gauge(
+            "flux_hook_outbox_age_seconds", "Age of the oldest webhook delivery not yet delivered or dead (0 when none)",
+            registry=self.registry,
+        )
 
     def count_task_events(self, events: list) -> None:
         """Count the programming model's events of a checkpoint (docs/tasks.md)."""
@@ -140,7 +150,8 @@ class ServerMetrics:
         oldest = session.scalar(
             select(func.min(ExecutionModel.scheduled_at)).where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
         )
-        return {"workers": workers, "executions": executions, "oldest": oldest}
+        oldest_hook = session.scalar(select(func.min(HookDeliveryModel.created_at)).where(HookDeliveryModel.state == "pending"))
+        return {"workers": workers, "executions": executions, "oldest": oldest, "oldest_hook": oldest_hook}
 
     def render(self, snapshot: dict) -> bytes:
         for state in WORKER_STATES:
@@ -149,4 +160,6 @@ class ServerMetrics:
             self.executions.labels(state=state.value).set(snapshot["executions"].get(state.value, 0))
         oldest = snapshot["oldest"]
         self.oldest_scheduled.set(time.time() - oldest if oldest else 0.0)
+        oldest_hook = snapshot.get("oldest_hook")
+        self.hook_outbox_age.set(time.time() - oldest_hook if oldest_hook else 0.0)
         return generate_latest(self.registry)

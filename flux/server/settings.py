@@ -97,6 +97,14 @@ class ServerSettings:
     #: A file holding the Fernet key(s) of the secret store (``FLUX_SECRETS_KEY`` wins);
     #: the key itself is never a setting (settings travel to --processes N as JSON).
     secrets_key_file: Path | None = None
+    #: Webhooks (docs/hooks.md): may a hook reach loopback, link-local and private addresses?
+    hooks_allow_private: bool = False
+    #: Seconds a delivery is retried for before it is dead.
+    hooks_max_age: float = 24 * 3600.0
+    #: Seconds before the first retry (doubled per failure, at most an hour, with jitter).
+    hooks_backoff: float = 10.0
+    #: Seconds one POST may take, all of it (connect, send, answer).
+    hooks_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         self.max_payload_size = self._payload_limit()

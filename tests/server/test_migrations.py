@@ -15,6 +15,7 @@ from sqlalchemy import MetaData, create_engine, inspect
 
 import flux.server.access_models  # noqa: F401 - its tables are part of Base.metadata
 import flux.server.service_models  # noqa: F401 - so are these
+import flux.server.hook_models  # noqa: F401 - and these
 from flux.server.database import MIGRATIONS, migrate, normalise_url
 from flux.server.models import Base
 from shared import SOURCE

@@ -13,8 +13,10 @@ from sqlalchemy.orm import Session
 from flux import tracing
 from flux.domain.attempts import AttemptPolicy
 from flux.domain.events import EventType, ExecutionState
+from flux.domain.hooks import HookEventType
 from flux.server import payloads, workflows
 from flux.server.eventlog import INSERT_EVENT
+from flux.server.hooks import outbox
 from flux.server.executions.reads import info
 from flux.server.models import ExecutionModel
 from flux.server.schemas import ExecutionInfo, RunRequest
@@ -88,4 +90,6 @@ def _submit(
              task_id=None, value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value], time=now, worker_name=None),
     )
     fresh = dict.fromkeys(("output", "error", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
-    return info(SimpleNamespace(**row, **fresh))
+    execution = SimpleNamespace(**row, **fresh)
+    outbox.execution_event(session, execution, HookEventType.EXECUTION_SCHEDULED, scheduled_for=scheduled_for)
+    return info(execution)
