@@ -25,7 +25,7 @@ class HookEventType(StrEnum):
     EXECUTION_FAILED = "execution.failed"
     EXECUTION_CANCELLED = "execution.cancelled"
     EXECUTION_TIMED_OUT = "execution.timed-out"
-    #: Emitted by preemption (another feature) through ``flux.server.hooks.outbox.enqueue``.
+    #: Emitted by preemption (another feature) through ``flux.server.outbox.enqueue``.
     EXECUTION_PREEMPTED = "execution.preempted"
     #: No registered worker could ever run it (dispatch's verdict, recorded when it changes).
     EXECUTION_UNSCHEDULABLE = "execution.unschedulable"

@@ -145,7 +145,7 @@ class Database:
         self.statements = StatementCounter()
         self.statements.attach(self.engine)
         #: What every session finds in ``session.info`` (this replica's hook subscriptions:
-        #: ``flux.server.hooks.outbox``), so a service function of a Session reaches it.
+        #: ``flux.server.outbox``), so a service function of a Session reaches it.
         self.context: dict = {}
         self._sessions = sessionmaker(self.engine, expire_on_commit=False, info=self.context)
         #: SQLite: the one writer, committing what queued together at once; PostgreSQL: None.

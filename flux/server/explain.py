@@ -17,7 +17,7 @@ from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.snapshot import WorkerView
 from flux.server import executions
 from flux.server.eventlog import append_event
-from flux.server.hooks import outbox
+from flux.server import outbox
 from flux.server.schemas import AttemptInfo, PlacementInfo, WorkerPlacement
 
 

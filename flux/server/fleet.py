@@ -36,7 +36,7 @@ from flux.server.models import (
 from flux.domain.attempts import AttemptEnd, AttemptPolicy
 from flux.server import executions
 from flux.server.errors import Conflict, NotFound
-from flux.server.hooks import outbox
+from flux.server import outbox
 from flux.server.registry import Held, Member
 from flux.server.resources import row_values, store_gpus, stored_sample
 from flux.server.schemas import PackageInfo, WorkerInfo, WorkerRegistration

@@ -31,7 +31,7 @@ from flux.domain.attempts import AttemptPolicy
 from flux.domain.hooks import HookEventType
 from flux.server import fleet, topics
 from flux.server.database import Database
-from flux.server.hooks import outbox
+from flux.server import outbox
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry, Member

@@ -17,9 +17,9 @@ from flux.server import secrets as secret_store
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
 from flux.server.dispatch import Dispatcher
-from flux.server.hooks import outbox
+from flux.server import outbox
 from flux.server.hooks.delivery import Deliveries
-from flux.server.hooks.outbox import Subscriptions
+from flux.server.outbox import Subscriptions
 from flux.server.liveness import LivenessKeeper
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier

@@ -30,7 +30,7 @@ class Kind(StrEnum):
 EXECUTIONS = "executions"
 #: Wakes the schedules' firing loop.
 SCHEDULES = "schedules"
-#: A hook was created or deleted (``flux.server.hooks.outbox.Subscriptions``).
+#: A hook was created or deleted (``flux.server.outbox.Subscriptions``).
 HOOKS = "hooks"
 #: A client token was revoked (``flux.server.tokens.TokenCache``).
 TOKENS = "tokens"

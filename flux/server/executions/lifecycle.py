@@ -34,7 +34,7 @@ from flux.server.eventlog import append_event, append_events, event_rows
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server import payloads, task_cache
 from flux.server.executions import waits
-from flux.server.hooks import outbox
+from flux.server import outbox
 from flux.server.executions.reads import get_row, held_by, info, job_for
 from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo
 

@@ -16,7 +16,7 @@ from flux.domain.events import EventType, ExecutionState
 from flux.domain.hooks import HookEventType
 from flux.server import payloads, workflows
 from flux.server.eventlog import INSERT_EVENT
-from flux.server.hooks import outbox
+from flux.server import outbox
 from flux.server.executions.reads import info
 from flux.server.models import ExecutionModel
 from flux.server.schemas import ExecutionInfo, RunRequest

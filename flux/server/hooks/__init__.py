@@ -1,4 +1,5 @@
-"""Webhooks (docs/hooks.md): ``store`` (hooks, deliveries, redelivery), ``outbox``
-(``enqueue``: an event into the outbox, in the caller's transaction; this replica's
-copy of the subscriptions), ``sending`` (one signed POST to a checked address),
-``delivery`` (the loop that sends what is due), ``routes`` and ``schemas``."""
+"""Webhooks (docs/hooks.md): ``store`` (hooks, deliveries, redelivery, a test),
+``sending`` (one signed POST to a checked address), ``delivery`` (the loop that sends
+what is due), ``routes`` and ``schemas``. What enqueues an event is
+``flux.server.outbox``, outside this package: every state change calls it, and it
+imports nothing of this."""

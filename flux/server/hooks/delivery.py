@@ -31,8 +31,9 @@ from sqlalchemy.orm import Session, aliased
 from flux.domain.hooks import retry_delay
 from flux.server.database import Database
 from flux.server.hook_models import HookAttemptModel, HookDeliveryModel, HookModel
-from flux.server.hooks import outbox, sending
-from flux.server.hooks.outbox import DEAD, DELIVERED, PENDING, Subscriptions
+from flux.server import outbox
+from flux.server.hooks import sending
+from flux.server.outbox import DEAD, DELIVERED, PENDING, Subscriptions
 from flux.server.metrics import ServerMetrics
 from flux.server.settings import ServerSettings
 
@@ -50,6 +51,12 @@ POLL = 1.0
 #: Where replicas share the database: how often the copy of the subscriptions is read
 #: again, besides when a hook change is announced.
 REFRESH = 5.0
+
+
+def lease_for(timeout: float) -> float:
+    """How long a claimed delivery is left to its POST: past its timeout, with room to
+    record the outcome; then (its server died) another pass sends it again."""
+    return 1.5 * timeout + 5.0
 
 
 @dataclass(frozen=True)
@@ -176,7 +183,7 @@ class Deliveries:
             return 0
         full = {hook for hook, count in self.in_flight.items() if count >= PER_HOOK}
         free = {hook: PER_HOOK - count for hook, count in self.in_flight.items()}
-        lease = self.settings.hooks_timeout + 30.0
+        lease = lease_for(self.settings.hooks_timeout)
         jobs = await self.db.run(lambda s: claim(s, time.time(), full, free, lease))
         for job in jobs:
             self.in_flight[job.hook_id] += 1

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from flux.domain.hooks import HookEvent, HookEventType
 from flux.server.errors import Conflict, NotFound
 from flux.server.hook_models import HookAttemptModel, HookDeliveryModel, HookModel
-from flux.server.hooks import outbox
+from flux.server import outbox
 from flux.server.hooks.schemas import AttemptInfo, DeliveryInfo, HookCreate, HookInfo
 from flux.server.namespaces import require_active
 from flux.server.secrets import NO_KEY

@@ -25,7 +25,7 @@ from flux.domain.hooks import HookEvent, HookEventType
 from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, plan
 from flux.server import executions
 from flux.server.errors import Conflict, NotFound
-from flux.server.hooks import outbox
+from flux.server import outbox
 from flux.server.models import ExecutionModel, ScheduleModel
 from flux.server.schedules.store import pause_broken, set_next, spec_of
 from flux.server.schemas import RunRequest
