@@ -33,8 +33,9 @@ async def create_hook(body: HookCreate, ns: str = NS, svc: Services = SVC):
     """Subscribe a URL to events of the namespace (and to fleet events); 422 for a URL
     to the server's own network, 409 without a secrets key. The secret the server made
     (none given) is in this answer only."""
+    keys = store.require_key(svc.secrets_keys)
     await sending.check_url(body.url, svc.settings.hooks_allow_private)
-    hook = await svc.db.run(lambda s: store.create(s, svc.secrets_keys, ns, body))
+    hook = await svc.db.run(lambda s: store.create(s, keys, ns, body))
     await _changed(svc)
     return hook
 

@@ -26,6 +26,8 @@ from flux.server.errors import Invalid
 #: Bytes of a receiver's answer read at most (its status is what counts).
 READ_LIMIT = 4096
 USER_AGENT = "flux-hooks/1"
+#: Seconds a creation waits for its URL's name to resolve.
+RESOLVE_WAIT = 5.0
 
 
 class Refused(Exception):
@@ -66,9 +68,13 @@ async def addresses(url: str, allow_private: bool) -> list[str]:
 
 async def check_url(url: str, allow_private: bool) -> None:
     """At creation: 422 for a URL to a forbidden address. A name that does not resolve
-    yet is accepted (its attempts fail, and are retried, until it does)."""
+    yet (or not within ``RESOLVE_WAIT``) is accepted: its attempts fail, and are
+    retried, until it does."""
     try:
-        await addresses(url, allow_private)
+        async with asyncio.timeout(RESOLVE_WAIT):
+            await addresses(url, allow_private)
+    except TimeoutError:
+        return
     except Refused as exc:
         if str(exc).startswith("cannot resolve"):
             return

@@ -40,10 +40,15 @@ def get_row(session: Session, namespace: str, name: str) -> HookModel:
     return row
 
 
-def create(session: Session, keys: MultiFernet | None, namespace: str, body: HookCreate) -> HookInfo:
-    """A hook of ``namespace`` (its URL already checked by the caller: ``sending.check_url``)."""
+def require_key(keys: MultiFernet | None) -> MultiFernet:
+    """The secrets key a hook's secret is encrypted with (409 without one)."""
     if keys is None:
         raise Conflict(f"a hook's signing secret is stored encrypted, and {NO_KEY[len('the '):]}")
+    return keys
+
+
+def create(session: Session, keys: MultiFernet, namespace: str, body: HookCreate) -> HookInfo:
+    """A hook of ``namespace`` (its URL already checked by the caller: ``sending.check_url``)."""
     require_active(session, namespace)
     if session.scalar(select(HookModel.id).where(HookModel.namespace == namespace, HookModel.name == body.name)) is not None:
         raise Conflict(f"hook {body.name!r} already exists (delete it first)")
