@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any, Callable
 
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy import insert as sql_insert
 from sqlalchemy.orm import Session
 
@@ -32,6 +32,8 @@ log = logging.getLogger("flux.server.hooks")
 
 #: The key of ``session.info`` (``Database.context``) under which the subscriptions live.
 SLOT = "flux.hooks"
+#: The key of ``session.info`` that says its transaction enqueued deliveries.
+ENQUEUED = "flux.hooks.enqueued"
 #: Seconds a delivery is retried for, where a session has no ``Subscriptions`` to say.
 DEFAULT_MAX_AGE = 24 * 3600.0
 PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
@@ -50,7 +52,7 @@ class Subscriptions:
     def __init__(self, max_age: float = DEFAULT_MAX_AGE) -> None:
         self.max_age = max_age
         self.hooks: list[Subscription] = []
-        #: Called (from a database thread) after rows were enqueued: wakes the delivery loop.
+        #: Called (from a database thread) once rows enqueued were committed: wakes the delivery loop.
         self.wake: Callable[[], None] = lambda: None
         self._reload: Callable[[], Any] | None = None
 
@@ -107,9 +109,23 @@ def deliver_to(session: Session, event: HookEvent, hook_ids: list[int]) -> list[
             created_at=now, next_attempt_at=now, expires_at=now + max_age, attempts=0, finished_at=None,
         ))
     session.execute(INSERT_DELIVERY, rows)
+    wake_on_commit(session)
+    return [row["id"] for row in rows]
+
+
+def wake_on_commit(session: Session) -> None:
+    """This transaction made deliveries due: wake the delivery loop once it commits."""
+    copy = _copy(session)
+    if copy is not None:
+        session.info[ENQUEUED] = copy
+
+
+@event.listens_for(Session, "after_commit")
+def _committed(session: Session) -> None:
+    """Wake the delivery loop once what a transaction enqueued is there to be read."""
+    copy = session.info.pop(ENQUEUED, None)
     if copy is not None:
         copy.wake()
-    return [row["id"] for row in rows]
 
 
 # --- the events of an execution ------------------------------------------------------------

@@ -147,12 +147,17 @@ def test_an_endpoint_answering_500_three_times_is_retried_until_it_succeeds(hook
         gaps = [b["at"] - a["at"] for a, b in zip(done["attempts"], done["attempts"][1:])]
         assert gaps[2] > gaps[0]  # backing off (0.1-0.2 s, then 0.2-0.4, then 0.4-0.8)
     assert {b["id"] for b in receiver.bodies()} == {delivery["id"]}
+    flux("hook", "redeliver", "flaky", delivery["id"], server_url=cluster.server_url)
+    with FluxClient(cluster.server_url) as client:
+        eventually(lambda: len(client.hook_delivery("flaky", delivery["id"])["attempts"]) == 5, 10, "never redelivered")
+    assert {b["id"] for b in receiver.bodies()} == {delivery["id"]}  # the same id: a receiver deduplicates it
     shown = json.loads(flux("hook", "show", "flaky", "--format", "json", server_url=cluster.server_url).stdout)
-    assert [(d["id"], d["state"], len(d["attempts"])) for d in shown["deliveries"]] == [(delivery["id"], "delivered", 4)]
+    assert [(d["id"], d["state"], len(d["attempts"])) for d in shown["deliveries"]] == [(delivery["id"], "delivered", 5)]
     assert "delivered" in flux("hook", "show", "flaky", server_url=cluster.server_url, env={"COLUMNS": "200"}).stdout
     metrics = FluxClient(cluster.server_url)._http.get("/metrics").text
     assert re.search(r'flux_hook_deliveries_total\{outcome="failed"\} 3\.0', metrics)
-    assert re.search(r'flux_hook_deliveries_total\{outcome="delivered"\} 1\.0', metrics)
+    assert re.search(r'flux_hook_deliveries_total\{outcome="delivered"\} 2\.0', metrics)
+    assert re.search(r"flux_hook_outbox_age_seconds 0\.0", metrics)
 
 
 def _claim_latencies(client: FluxClient, count: int) -> list[float]:

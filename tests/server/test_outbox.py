@@ -109,3 +109,13 @@ def test_a_full_hook_gets_no_more_and_a_deleted_hooks_deliveries_go(db):
     assert db.transaction(lambda s: delivery.claim(s, time.time(), {hook_id}, {}, lease=30)) == []
     db.transaction(lambda s: store.delete_hook(s, "default", "h"))
     assert states(db) == []
+
+
+def test_finished_deliveries_are_pruned_after_a_while_pending_ones_never(db):
+    for subject in ("a", "b"):
+        db.transaction(lambda s, subject=subject: outbox.enqueue(s, event(subject)))
+    job = db.transaction(lambda s: delivery.claim(s, time.time(), set(), {}, lease=30))[0]
+    db.transaction(lambda s: delivery.record(s, job, Outcome(204, 0.01, None), base=1.0))
+    assert db.transaction(lambda s: delivery.prune(s, time.time() - 60)) == 0
+    assert db.transaction(lambda s: delivery.prune(s, time.time() + 1)) == 1
+    assert states(db) == ["pending"]

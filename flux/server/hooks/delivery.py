@@ -17,6 +17,7 @@ until the timeout and nothing else, not dispatch nor the other hooks.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 import httpx
 from cryptography.fernet import InvalidToken, MultiFernet
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, aliased
 
 from flux.domain.hooks import retry_delay
@@ -45,9 +46,12 @@ PER_HOOK = 4
 BATCH = 100
 #: The longest wait between retries, however many failures.
 MAX_BACKOFF = 3600.0
-#: Seconds between looks at the outbox while hooks exist and nothing woke the loop
-#: (a delivery enqueued on another replica, or one whose retry came due).
+#: Seconds before another look at what is due but was blocked.
 POLL = 1.0
+#: Finished deliveries (delivered, dead) are kept this long for ``flux hook show``,
+#: then deleted with their attempts, ``PRUNED`` at a time, every ``PRUNE_EVERY`` seconds.
+KEEP = 7 * 24 * 3600.0
+PRUNED, PRUNE_EVERY = 1000, 3600.0
 #: Where replicas share the database: how often the copy of the subscriptions is read
 #: again, besides when a hook change is announced.
 REFRESH = 5.0
@@ -114,6 +118,16 @@ def record(session: Session, job: Job, outcome: sending.Outcome, base: float) ->
     return row.state
 
 
+def prune(session: Session, before: float) -> int:
+    """Delete up to ``PRUNED`` deliveries finished before ``before``; how many."""
+    d = HookDeliveryModel
+    seqs = list(session.scalars(select(d.seq).where(d.state != PENDING, d.finished_at < before).limit(PRUNED)))
+    if seqs:
+        session.execute(delete(HookAttemptModel).where(HookAttemptModel.delivery_seq.in_(seqs)))
+        session.execute(delete(d).where(d.seq.in_(seqs)))
+    return len(seqs)
+
+
 def next_due(session: Session) -> float | None:
     return session.scalar(select(func.min(HookDeliveryModel.next_attempt_at)).where(HookDeliveryModel.state == PENDING))
 
@@ -127,12 +141,16 @@ class Deliveries:
         self.in_flight: Counter[int] = Counter()
         self._woken = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
+        self._prune_at = time.monotonic() + PRUNE_EVERY
+        self._refreshed_at = float("-inf")
 
     def wake(self) -> None:
-        """Thread-safe: rows were enqueued (maybe not committed yet: the next look finds them)."""
-        self._loop.call_soon_threadsafe(self._woken.set)
+        """Thread-safe: rows were enqueued and committed."""
+        with contextlib.suppress(RuntimeError):  # the loop closed (the server stopping): it finds them at start
+            self._loop.call_soon_threadsafe(self._woken.set)
 
     async def refresh(self) -> None:
+        self._refreshed_at = time.monotonic()
         self.copy.hooks = await self.db.read(outbox.subscriptions, counted=False)
 
     async def run(self) -> None:
@@ -147,33 +165,35 @@ class Deliveries:
             try:
                 claimed = 0
                 while True:
-                    await self._wait(claimed)
                     try:
+                        await self._wait(claimed)
                         claimed = await self._pass()
                     except Exception:  # noqa: BLE001 - the database away: the next pass tries again
                         log.exception("hook delivery pass failed; retrying")
                         claimed = 0
+                        await asyncio.sleep(POLL)
             finally:
                 for task in self._tasks:
                     task.cancel()
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _wait(self, claimed: int) -> None:
-        """Until woken, or the next delivery is due (a second at most while hooks exist).
+        """Until woken (a commit enqueued, a send ended), or the next delivery is due.
         After a pass that claimed nothing, what is due is blocked (its hook's slots are
-        full, an earlier delivery of its subject is in flight): a send's end wakes it."""
-        if not self.copy.hooks:
-            delay = REFRESH if self.shared else None
-        else:
-            due = await self.db.read(next_due, counted=False)
-            delay = POLL if due is None else min(POLL, max(0.0, due - time.time()))
-            if delay == 0.0 and not claimed:
-                delay = POLL
+        full, an earlier delivery of its subject is in flight): a send's end wakes it,
+        or ``POLL``. Where replicas share the database, at least every ``REFRESH``: the
+        subscriptions are read again, and what another replica enqueued is looked at."""
+        due = await self.db.read(next_due, counted=False) if self.copy.hooks else None
+        delay = None if due is None else max(0.0, due - time.time())
+        if delay == 0.0 and not claimed:
+            delay = POLL
+        if self.shared:
+            delay = REFRESH if delay is None else min(delay, REFRESH)
         if delay != 0.0:
             try:
                 await asyncio.wait_for(self._woken.wait(), delay)
             except TimeoutError:
-                if self.shared and not self.copy.hooks:
+                if self.shared and time.monotonic() - self._refreshed_at >= REFRESH:
                     await self.refresh()
         self._woken.clear()
 
@@ -181,6 +201,9 @@ class Deliveries:
         """Claim what is due and start sending it; how many."""
         if not self.copy.hooks:
             return 0
+        if time.monotonic() > self._prune_at:
+            self._prune_at = time.monotonic() + PRUNE_EVERY
+            await self.db.run(lambda s: prune(s, time.time() - KEEP))
         full = {hook for hook, count in self.in_flight.items() if count >= PER_HOOK}
         free = {hook: PER_HOOK - count for hook, count in self.in_flight.items()}
         lease = lease_for(self.settings.hooks_timeout)

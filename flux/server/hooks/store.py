@@ -142,6 +142,7 @@ def redeliver(session: Session, namespace: str, name: str, delivery_id: str, max
     now = time.time()
     row.state, row.next_attempt_at, row.expires_at, row.finished_at = outbox.PENDING, now, now + max_age, None
     session.flush()
+    outbox.wake_on_commit(session)
     return _delivery(row, _attempts(session, [row.seq]).get(row.seq, []))
 
 
