@@ -160,31 +160,34 @@ def test_an_endpoint_answering_500_three_times_is_retried_until_it_succeeds(hook
     assert re.search(r"flux_hook_outbox_age_seconds 0\.0", metrics)
 
 
-def _claim_latencies(client: FluxClient, count: int) -> list[float]:
-    latencies = []
-    for i in range(count):
-        execution = client.run("hello", f"x{i}", wait=30)
-        latencies.append(execution["claimed_at"] - execution["scheduled_at"])
-    return latencies
+def _claim_latency(client: FluxClient, i: int) -> float:
+    execution = client.run("hello", f"x{i}", wait=30)
+    return execution["claimed_at"] - execution["scheduled_at"]
 
 
 @pytest.mark.timeout(120)
 def test_a_hanging_endpoint_delays_neither_placement_nor_other_hooks(make_cluster, monkeypatch, receivers, workflow_file):
+    """Runs of a namespace whose every event goes to a hanging hook, alternated with
+    runs of one without hooks (the same load on both): submit->claimed is the same."""
     monkeypatch.setenv("FLUX_SECRETS_KEY", Fernet.generate_key().decode())
     cluster = make_cluster(server_args=("--hooks-allow-private", "--hooks-timeout", "30"))
     hanging, healthy = receivers(hang=30), receivers()
-    with FluxClient(cluster.server_url) as client:
-        client.register(workflow_file(HELLO))
+    with FluxClient(cluster.server_url) as plain, FluxClient(cluster.server_url, namespace="hooked") as hooked:
+        plain.create_namespace("hooked")
+        for client in (plain, hooked):
+            client.register(workflow_file(HELLO))
+        hooked.create_hook("hangs", hanging.url, EXECUTION_EVENTS, secret=SECRET)
+        hooked.create_hook("healthy", healthy.url, ["execution.completed"], secret=SECRET)
         cluster.start_worker("w1")
-        _claim_latencies(client, 3)  # warm
-        without = _claim_latencies(client, 12)
-        client.create_hook("hangs", hanging.url, EXECUTION_EVENTS, secret=SECRET)
-        client.create_hook("healthy", healthy.url, ["execution.completed"], secret=SECRET)
         started = time.monotonic()
-        with_hook = _claim_latencies(client, 12)
-        eventually(lambda: len(healthy.bodies()) >= 12, 10, "the healthy hook waited on the hanging one")
+        without, with_hook = [], []
+        for i in range(14):
+            without.append(_claim_latency(plain, i))
+            with_hook.append(_claim_latency(hooked, i))
+        eventually(lambda: len(healthy.bodies()) >= 14, 10, "the healthy hook waited on the hanging one")
         assert time.monotonic() - started < 25  # well before the hanging POSTs time out
-    baseline, hooked_median = statistics.median(without), statistics.median(with_hook)
+    baseline, hooked_median = statistics.median(without[2:]), statistics.median(with_hook[2:])  # the first two warm up
+    print(f"submit->claimed median: {baseline * 1000:.1f} ms without hooks, {hooked_median * 1000:.1f} ms with a hanging one")
     assert hooked_median <= max(3 * baseline, baseline + 0.05), (without, with_hook)
     assert len(hanging.bodies()) <= 4  # its four slots, nothing more while they hang
 
