@@ -136,8 +136,11 @@ def test_every_event_arrives_once_per_delivery_id_across_a_server_sigkill(hooked
 def test_an_endpoint_answering_500_three_times_is_retried_until_it_succeeds(hooked, receivers):
     receiver = receivers(answers=[500, 500, 500])
     cluster = hooked()
+    created = json.loads(flux("hook", "create", "flaky", "--url", receiver.url, "--event", "execution.failed", "--format", "json",
+                              server_url=cluster.server_url).stdout)
+    assert created["secret"].startswith("whsec_")  # made by the server, shown this once
     with FluxClient(cluster.server_url) as client:
-        client.create_hook("flaky", receiver.url, ["execution.failed"], secret=SECRET)
+        assert client.show_hook("flaky")["secret"] is None
         delivery = client.test_hook("flaky")
         done = eventually(lambda: (d := client.hook_delivery("flaky", delivery["id"]))["state"] != "pending" and d, 30,
                           "never delivered")
@@ -213,6 +216,8 @@ def test_the_documented_receiver_verifies_real_deliveries(hooked, receivers, mon
         delivery = client.test_hook("documented")
         done = eventually(lambda: (d := client.hook_delivery("documented", delivery["id"]))["attempts"] and d, 30, "no attempt")
         assert done["attempts"][0]["status_code"] == 204  # the example verified the signature
+        tested = flux("hook", "test", "documented", server_url=cluster.server_url, env={"COLUMNS": "200"})
+        assert "delivered" in tested.stdout and "204" in tested.stdout
         client.delete_hook("documented")
         client.create_hook("documented", receiver.url, ["execution.failed"], secret="another-secret-0123456789")
         refused = client.test_hook("documented")
@@ -239,3 +244,14 @@ def test_a_url_to_the_servers_own_network_is_refused(make_cluster, monkeypatch):
     line = error_line(flux("hook", "create", "inside", "--url", PRIVATE[0], "--event", "execution.failed",
                            server_url=cluster.server_url, check=False))
     assert "--hooks-allow-private" in line
+
+
+@pytest.mark.timeout(60)
+def test_without_a_secrets_key_a_hook_is_refused_naming_the_fix(make_cluster, monkeypatch):
+    monkeypatch.delenv("FLUX_SECRETS_KEY", raising=False)
+    cluster = make_cluster(server_args=("--hooks-allow-private",))
+    with FluxClient(cluster.server_url) as client:
+        with pytest.raises(FluxClientError, match="FLUX_SECRETS_KEY or --secrets-key-file") as refused:
+            client.create_hook("keyless", "https://example.com/hook", ["execution.failed"], secret=SECRET)
+        assert refused.value.status == 409
+        assert client.list_hooks() == []
