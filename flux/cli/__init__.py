@@ -4,7 +4,7 @@ inspect executions and workers.
 Rooms: ``core`` (the group, failures as one line and an exit code, client options,
 output helpers), ``start`` (server, worker, demo), ``workflows``, ``executions``,
 ``workers``, ``schedules``, ``watch`` (following an execution live), ``cache`` (the task cache),
-``secrets`` (the secret store), ``namespaces``, ``tokens`` (client tokens and their
+``secrets`` (the secret store), ``hooks`` (webhooks), ``namespaces``, ``tokens`` (client tokens and their
 roles), ``audit`` (the audit log). ``flux.cli:main`` is the
 console script; ``python -m flux`` and ``python -m flux.cli`` run it too.
 """
@@ -51,6 +51,7 @@ COMMANDS = {
     "worker": "flux.cli.workers:worker_group",
     "cache": "flux.cli.cache:cache_group",
     "secret": "flux.cli.secrets:secret_group",
+    "hook": "flux.cli.hooks:hook_group",
     "namespace": "flux.cli.namespaces:namespace_group",
     "token": "flux.cli.tokens:token_group",
     "audit": "flux.cli.audit:audit_group",

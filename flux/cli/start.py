@@ -105,6 +105,14 @@ def start() -> None:
                    "batch=-1000); ':never' makes its work wait rather than preempt (docs/contention.md)")
 @click.option("--preemption-grace", envvar="FLUX_PREEMPTION_GRACE", type=click.FloatRange(min=0), default=30.0, show_default=True,
               help="Seconds a preempted attempt has before it ends (the task sees current_task().preempting)")
+@click.option("--hooks-allow-private/--no-hooks-allow-private", envvar="FLUX_HOOKS_ALLOW_PRIVATE", default=False, show_default=True,
+              help="Let webhooks reach loopback, link-local and private addresses (the server's own network)")
+@click.option("--hooks-max-age", envvar="FLUX_HOOKS_MAX_AGE", type=DURATION, default="24h", show_default=True,
+              help="How long a webhook delivery is retried before it is dead")
+@click.option("--hooks-backoff", envvar="FLUX_HOOKS_BACKOFF", type=click.FloatRange(min=0.01), default=10.0, show_default=True,
+              help="Seconds before a webhook delivery's first retry, doubled per failure (at most 1 h), with jitter")
+@click.option("--hooks-timeout", envvar="FLUX_HOOKS_TIMEOUT", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds one webhook POST may take in all")
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
@@ -113,6 +121,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
                  secrets_key_file: str | None, priority_classes: tuple[str, ...], preemption_grace: float,
+                 hooks_allow_private: bool, hooks_max_age: float, hooks_backoff: float, hooks_timeout: float,
                  log_format: str) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
@@ -135,6 +144,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
             max_bundle_size=max_bundle_size, bundle_dir=bundle_dir, secrets_key_file=secrets_key_file,
             priority_classes=list(priority_classes), preemption_grace=preemption_grace,
+            hooks_allow_private=hooks_allow_private, hooks_max_age=hooks_max_age, hooks_backoff=hooks_backoff,
+            hooks_timeout=hooks_timeout,
         )
     except ValueError as exc:
         hint = "--priority-class" if "priority class" in str(exc) else "--max-payload-size"

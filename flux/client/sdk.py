@@ -18,6 +18,7 @@ import httpx
 
 from flux.bundles.archive import BundleError
 from flux.client.errors import FluxClientError, FluxConnectionError, error_from
+from flux.client.hooks import HookMethods
 from flux.client.streams import Following
 from flux.client.urls import given, segment
 from flux.domain.events import HOLDING_STATES, TERMINAL_STATES
@@ -49,7 +50,7 @@ def tls_verify(*urls: str) -> bool:
 
 
 
-class FluxClient(Following):
+class FluxClient(HookMethods, Following):
     """A client of one server, acting in one namespace (``namespace``, else
     ``FLUX_NAMESPACE``, else ``default``): every call on namespaced things goes to
     ``/namespaces/NAME/...`` (docs/namespaces.md)."""

@@ -38,6 +38,8 @@ class Action(StrEnum):
     #: Create, change or delete a schedule.
     MANAGE_SCHEDULES = "manage_schedules"
     MANAGE_SECRETS = "manage_secrets"
+    #: Create, delete, test, read webhooks and redeliver (their URLs may carry credentials).
+    MANAGE_HOOKS = "manage_hooks"
     CLEAR_CACHE = "clear_cache"
     PRUNE = "prune"
     READ_AUDIT = "read_audit"
@@ -55,7 +57,7 @@ ADMIN_ACTIONS = frozenset({Action.MANAGE_TOKENS, Action.MANAGE_NAMESPACES})
 _VIEWER = frozenset({Action.READ})
 _DEVELOPER = _VIEWER | {Action.REGISTER, Action.RUN, Action.CANCEL, Action.RESUME, Action.OPERATE_SCHEDULE}
 _OPERATOR = _DEVELOPER | {
-    Action.MANAGE_SCHEDULES, Action.MANAGE_SECRETS, Action.CLEAR_CACHE, Action.PRUNE, Action.READ_AUDIT,
+    Action.MANAGE_SCHEDULES, Action.MANAGE_SECRETS, Action.MANAGE_HOOKS, Action.CLEAR_CACHE, Action.PRUNE, Action.READ_AUDIT,
     Action.READ_FLEET, Action.DRAIN,
 }
 #: The actions each role allows.
@@ -102,6 +104,7 @@ PHRASES: dict[Action, str] = {
     Action.OPERATE_SCHEDULE: "pause, resume or trigger schedules",
     Action.MANAGE_SCHEDULES: "create, change or delete schedules",
     Action.MANAGE_SECRETS: "manage secrets",
+    Action.MANAGE_HOOKS: "manage webhooks",
     Action.CLEAR_CACHE: "clear the task cache",
     Action.PRUNE: "prune the history",
     Action.READ_AUDIT: "read the audit log",

@@ -14,6 +14,7 @@ from flux.server import access, access_routes, auth, bundle_routes, cache_routes
 from flux.server import log_routes, namespace_routes, schedules, scope, secret_routes, watch, workflow_routes
 from flux.server import secrets as secret_store
 from flux.server.audit import AuditMiddleware, AuditSource
+from flux.server.hooks import routes as hook_routes
 from flux.server.limits import EdgeLimits, credential_gate, flattened
 from flux.server.services import Services, install
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token, prepare_home
@@ -24,13 +25,13 @@ from flux.server.workers import routes as worker_routes
 #: In the order they match: workflows (and /health, /metrics), workers, executions and
 #: their output, the watch stream, the console (docs/console.md), bundles
 #: (docs/bundles.md), schedules (docs/schedules.md), the task cache and secrets (docs/tasks.md),
-#: namespaces (docs/namespaces.md), tokens and the audit log (docs/security.md#roles). Routes
+#: namespaces (docs/namespaces.md), tokens and the audit log (docs/security.md#roles), webhooks (docs/hooks.md). Routes
 #: that take a namespace are mounted under /namespaces/{namespace} and at their old path for
 #: 'default' (``scope``).
 ROUTERS = (workflow_routes.router, worker_routes.router, execution_routes.router, log_routes.router, watch.router)
 LATER_ROUTERS = (
     bundle_routes.router, schedules.router, cache_routes.router, secret_routes.router, namespace_routes.router,
-    access_routes.router,
+    access_routes.router, hook_routes.router,
 )
 
 

@@ -144,7 +144,10 @@ class Database:
         self.engine = make_engine(self.url)
         self.statements = StatementCounter()
         self.statements.attach(self.engine)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        #: What every session finds in ``session.info`` (this replica's hook subscriptions:
+        #: ``flux.server.outbox``), so a service function of a Session reaches it.
+        self.context: dict = {}
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False, info=self.context)
         #: SQLite: the one writer, committing what queued together at once; PostgreSQL: None.
         self._writer: GroupWriter | None = None
         if is_sqlite(self.url):

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from flux.domain.events import WAITING_STATES, EventType, ExecutionState
 from flux.server.models import ExecutionEventModel, ExecutionModel, NamespaceModel
 from flux.server.namespaces import usage
+from flux.domain.hooks import HookEventType
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.filters import Reason
@@ -20,6 +21,7 @@ from flux.scheduling.snapshot import WorkerView
 from flux.server import executions
 from flux.server.eventlog import append_event
 from flux.server.schemas import AttemptInfo, PlacementInfo, QueueInfo, WorkerPlacement
+from flux.server import outbox
 
 
 def _last_claim(session: Session, execution_id: str) -> dict | None:
@@ -144,6 +146,7 @@ def record_waiting(
             append_event(
                 session, execution, EventType.WORKFLOW_UNSCHEDULABLE, name=execution.workflow_name, value={"reason": infeasible}
             )
+            outbox.execution_event(session, execution, HookEventType.EXECUTION_UNSCHEDULABLE, reason=infeasible)
         if summary != execution.placement_note:
             append_event(
                 session, execution, EventType.WORKFLOW_PENDING, name=execution.workflow_name, value={"summary": summary}

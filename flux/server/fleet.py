@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.dml import Insert
 
 from flux.domain.events import HOLDING_STATES
+from flux.domain.hooks import HookEventType
 from flux.domain.workers import Liveness, WorkerState
 from flux.server.models import (
     ExecutionModel,
@@ -36,6 +37,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.policy import ExecutionPolicy
 from flux.server import executions
 from flux.server.errors import Conflict, NotFound
+from flux.server import outbox
 from flux.server.registry import Held, Member
 from flux.server.resources import gpu_allotments, row_values, store_gpus, stored_sample
 from flux.server.schemas import PackageInfo, WorkerInfo, WorkerRegistration
@@ -177,6 +179,7 @@ def register(
         held = held_map(kept)
     if known is None or known.packages_digest != digest:
         store_package_set(session, digest, body.packages)
+    outbox.fleet_event(session, HookEventType.WORKER_ONLINE, body.name, labels=body.labels, restarted=known is not None)
     member = Member(
         id=worker_id,
         name=body.name,
@@ -259,7 +262,10 @@ def set_draining(session: Session, name: str, draining: bool, liveness: Liveness
     worker = get(session, name)
     worker.draining = draining
     session.flush()
-    return show(session, name, liveness)
+    shown = show(session, name, liveness)
+    if draining:
+        outbox.worker_left(session, name)  # idle already: drained at once
+    return shown
 
 
 # --- leases and the end of a worker ----------------------------------------------------
@@ -316,7 +322,9 @@ def evict_if_silent(session: Session, name: str, heard_after: float, cause: str,
     ).first()
     if row is None or row.state == WorkerState.OFFLINE or row.last_heartbeat_at > heard_after:
         return None
-    return release(session, name, AttemptEnd.WORKER_LOST, cause, policy)
+    requeued = release(session, name, AttemptEnd.WORKER_LOST, cause, policy)
+    outbox.fleet_event(session, HookEventType.WORKER_EVICTED, name, reason=cause, requeued=requeued)
+    return requeued
 
 
 # --- reads -----------------------------------------------------------------------------

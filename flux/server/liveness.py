@@ -28,8 +28,10 @@ import time
 from typing import Callable
 
 from flux.domain.policy import ExecutionPolicy
+from flux.domain.hooks import HookEventType
 from flux.server import fleet, topics
 from flux.server.database import Database
+from flux.server import outbox
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry, Member
@@ -125,6 +127,7 @@ class LivenessKeeper:
                 self.registry.mark_stale(member, now)
                 log.info("worker %s is stale (silent %.1fs)", member.name, silence)
                 self.kick()  # placement must stop counting on it
+                await outbox.fleet_event_alone(self.db.context, self.db.run, HookEventType.WORKER_STALE, member.name, silence=silence)
             elif silence > self.grace and now - member.stale_since >= self.tick:
                 await self.evict(member, silence)
 

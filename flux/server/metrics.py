@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.workers import Liveness, WorkerState
+from flux.server.hook_models import HookDeliveryModel
 from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 from flux.server import fleet, namespaces
 from flux.server.database import StatementCounter
@@ -119,6 +120,15 @@ class ServerMetrics:
             "flux_task_events", "Fallbacks, cache hits and stores, rollbacks and recorded values workers reported, by event type",
             ["type"], registry=self.registry,
         )
+        # webhooks (docs/hooks.md)
+        self.hook_deliveries = Counter(
+            "flux_hook_deliveries", "Webhook attempts by outcome (delivered, failed), and deliveries that died (dead)",
+            ["outcome"], registry=self.registry,
+        )
+        self.hook_outbox_age = Gauge(
+            "flux_hook_outbox_age_seconds", "Age of the oldest webhook delivery not yet delivered or dead (0 when none)",
+            registry=self.registry,
+        )
 
     def count_task_events(self, events: list) -> None:
         """Count the programming model's events of a checkpoint (docs/tasks.md)."""
@@ -155,7 +165,9 @@ class ServerMetrics:
             .group_by(ExecutionModel.namespace, ExecutionModel.priority)
         ).all()
         quotas = {name: (quota, namespaces.usage(session, name)["held"]) for name, quota in namespaces.rules(session)[0].items()}
-        return {"workers": workers, "executions": executions, "oldest": oldest, "pending": pending, "quotas": quotas}
+        oldest_hook = session.scalar(select(func.min(HookDeliveryModel.created_at)).where(HookDeliveryModel.state == "pending"))
+        return {"workers": workers, "executions": executions, "oldest": oldest, "pending": pending, "quotas": quotas,
+                "oldest_hook": oldest_hook}
 
     def render(self, snapshot: dict) -> bytes:
         self.pending.clear()
@@ -173,4 +185,6 @@ class ServerMetrics:
             self.executions.labels(state=state.value).set(snapshot["executions"].get(state.value, 0))
         oldest = snapshot["oldest"]
         self.oldest_scheduled.set(time.time() - oldest if oldest else 0.0)
+        oldest_hook = snapshot.get("oldest_hook")
+        self.hook_outbox_age.set(time.time() - oldest_hook if oldest_hook else 0.0)
         return generate_latest(self.registry)

@@ -32,12 +32,13 @@ from flux.server.errors import Conflict
 from flux.server.models import ExecutionModel, NamespaceModel, ScheduleModel, WorkflowModel
 from flux.server.namespace_schemas import NamespaceDeletion
 from flux.server.notify import Notifier
+from flux.server.hook_models import HookModel
 from flux.server.service_models import SecretModel, TaskCacheModel
 
 #: Executions cancelled or deleted per transaction.
 BATCH = 500
 #: What the namespace holds besides its executions, deleted in the last transaction.
-HOLDINGS = (ScheduleModel, SecretModel, TaskCacheModel, WorkflowModel)
+HOLDINGS = (ScheduleModel, SecretModel, TaskCacheModel, WorkflowModel, HookModel)
 #: Told (execution ids changed, workers to wake) after each batch of cancellations.
 Changed = Callable[[list[str], list[str]], None]
 TO_CANCEL = [state for state in namespaces.UNFINISHED if state != ExecutionState.CANCELLING.value]

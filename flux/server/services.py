@@ -15,6 +15,7 @@ from flux.server import topics
 from flux.server.audit import AuditTrail
 from flux.server.database import Database
 from flux.server.dispatch import Dispatcher
+from flux.server.outbox import Subscriptions
 from flux.server.metrics import ServerMetrics
 from flux.server.namespaces import NamespaceCache
 from flux.server.notify import Notifier
@@ -45,6 +46,8 @@ class Services:
     namespaces: NamespaceCache = field(default_factory=NamespaceCache)
     #: Client tokens by hash, this replica's copy (``flux.server.tokens``).
     tokens: TokenCache = field(init=False)
+    #: The hooks' subscriptions, this replica's copy (``flux.server.outbox``).
+    hooks: Subscriptions = field(init=False)
 
     def wake_worker(self, name: str | None) -> None:
         """Its claim (here or on another replica) re-reads what it holds."""

@@ -103,6 +103,14 @@ class ServerSettings:
     priority_classes: list[str] = field(default_factory=list)
     #: Seconds a preempted attempt has before it is ended (the task sees ``preempting`` meanwhile).
     preemption_grace: float = DEFAULT_PREEMPTION_GRACE
+    #: Webhooks (docs/hooks.md): may a hook reach loopback, link-local and private addresses?
+    hooks_allow_private: bool = False
+    #: Seconds a delivery is retried for before it is dead.
+    hooks_max_age: float = 24 * 3600.0
+    #: Seconds before the first retry (doubled per failure, at most an hour, with jitter).
+    hooks_backoff: float = 10.0
+    #: Seconds one POST may take, all of it (connect, send, answer).
+    hooks_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         self.max_payload_size = self._payload_limit()

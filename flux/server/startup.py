@@ -17,6 +17,9 @@ from flux.server import secrets as secret_store
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
 from flux.server.dispatch import Dispatcher
+from flux.server import outbox
+from flux.server.hooks.delivery import Deliveries
+from flux.server.outbox import Subscriptions
 from flux.server.liveness import LivenessKeeper
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
@@ -82,16 +85,21 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
         svc.notifier.remote = broadcast
     svc.metrics = ServerMetrics(svc.db.statements)
     svc.dispatcher = Dispatcher(svc.db, svc.notifier, svc.registry, svc.metrics, svc.policy)
+    svc.hooks = Subscriptions(settings.hooks_max_age)
+    svc.db.context[outbox.SLOT] = svc.hooks  # what enqueue matches against (docs/hooks.md)
+    svc.notifier.hooks.append(svc.hooks.on_notify)
     return broadcast
 
 
 def _loops(svc: Services) -> tuple[LivenessKeeper, list[asyncio.Task]]:
-    """Dispatch, liveness, schedules, timers, the audit trail's writes and retention, each a task of its own."""
+    """Dispatch, liveness, schedules, timers, the audit trail's writes, webhooks and retention, each a task of its own."""
     shared, kick, policy = svc.registry.shared, svc.dispatcher.kick, svc.policy
     keeper = LivenessKeeper(svc.db, svc.registry, svc.notifier, svc.metrics, svc.settings.eviction_grace_period, kick, policy)
     firing = schedules.ScheduleLoop(svc.db, svc.notifier, svc.metrics, kick, policy, shared)
     timers = Timers(svc.db, svc.notifier, kick, shared=shared)  # due sleeps, timeouts (docs/waits.md)
-    loops = [asyncio.create_task(loop) for loop in (svc.dispatcher.run(), keeper.run(), firing.run(), timers.run(), svc.audit.run(svc.db))]
+    deliveries = Deliveries(svc.db, svc.hooks, svc.secrets_keys, svc.settings, svc.metrics, shared)  # webhooks
+    runs = (svc.dispatcher.run(), keeper.run(), firing.run(), timers.run(), svc.audit.run(svc.db), deliveries.run())
+    loops = [asyncio.create_task(loop) for loop in runs]
     if svc.settings.retention:
         loops.append(asyncio.create_task(retention.keep(svc.db, svc.settings.retention)))
     return keeper, loops

@@ -30,6 +30,8 @@ class Kind(StrEnum):
 EXECUTIONS = "executions"
 #: Wakes the schedules' firing loop.
 SCHEDULES = "schedules"
+#: A hook was created or deleted (``flux.server.outbox.Subscriptions``).
+HOOKS = "hooks"
 #: A client token was revoked (``flux.server.tokens.TokenCache``).
 TOKENS = "tokens"
 #: How much of a token's hash an ``auth`` key carries; ``REVOKED`` stands for none.

@@ -15,6 +15,7 @@ from sqlalchemy import MetaData, create_engine, inspect
 
 import flux.server.access_models  # noqa: F401 - its tables are part of Base.metadata
 import flux.server.service_models  # noqa: F401 - so are these
+import flux.server.hook_models  # noqa: F401 - and these
 from flux.server.database import MIGRATIONS, migrate, normalise_url
 from flux.server.models import Base
 from shared import SOURCE
@@ -142,3 +143,15 @@ def test_every_execution_stored_before_namespaces_is_readable_in_default(backend
     assert namespace["executions"] == {"COMPLETED": 1, "FAILED": 1, "CANCELLED": 1, "SCHEDULED": 2}
     assert namespace["workflows"] == 1 and namespace["schedules"] == 1 and namespace["unfinished"] == 2
     assert schedule["workflow"] == "etl" and [v["version"] for v in versions] == [1]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_hooks_migration_goes_up_and_down(backend, tmp_path, request):
+    url = f"sqlite:///{tmp_path / 'hooks.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    migrate(url)
+    assert schema_diff(url) == []
+    assert {"hooks", "hook_deliveries", "hook_attempts"} <= tables(url)
+    alembic(url).downgrade("0018")
+    assert not {"hooks", "hook_deliveries", "hook_attempts"} & tables(url)
+    migrate(url)
+    assert schema_diff(url) == []

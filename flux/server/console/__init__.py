@@ -5,7 +5,7 @@ in process. ``docs/console.md`` says what each page shows and why this stack.
 ``pages`` renders the views, ``actions`` the buttons and the login, ``session`` the
 cookies and CSRF, ``api`` the calls to the API and the bridge the page's live
 updates stream through, ``paging`` the executions list's filters, ``gantt`` an
-execution's tasks in time, ``views`` how values read, ``audit`` the audit log's page, ``queue`` the current namespace's queue and quota.
+execution's tasks in time, ``views`` how values read, ``audit`` the audit log's page, ``queue`` the current namespace's queue and quota (the hooks page is in ``pages``).
 """
 
 from __future__ import annotations

@@ -39,6 +39,10 @@ def register(api: APIRouter, console: Console) -> None:
             return console.error(request, 404, f"no action {verb!r}")
         return await act(request, f"/workers/{quote(name, safe='')}/{verb}", "/ui/fleet")
 
+    @api.post("/ui/hooks/{name}/deliveries/{delivery_id}/redeliver", include_in_schema=False)
+    async def redeliver(name: str, delivery_id: str, request: Request) -> Response:
+        return await act(request, f"/hooks/{quote(name, safe='')}/deliveries/{quote(delivery_id, safe='')}/redeliver", "/ui/hooks")
+
     @api.post("/ui/executions/{execution_id}/cancel", include_in_schema=False)
     async def cancel(execution_id: str, request: Request) -> Response:
         return await act(request, f"/executions/{quote(execution_id, safe='')}/cancel", f"/ui/executions/{quote(execution_id)}")

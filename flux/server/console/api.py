@@ -29,7 +29,7 @@ from flux.server.console.session import Session
 #: The prefix under which the browser reads the API with its cookie.
 BRIDGE = "/ui/api"
 #: The API paths of namespaced things (the rest, /workers, belongs to no namespace).
-NAMESPACED = ("/workflows", "/executions", "/schedules", "/secrets", "/cache", "/watch/")
+NAMESPACED = ("/workflows", "/executions", "/schedules", "/secrets", "/cache", "/watch/", "/hooks")
 
 
 def current(request: Request) -> str:

@@ -28,8 +28,8 @@ from flux.server.console.views import environment
 
 #: The menu: each page, and what its reads need (the fleet and the audit log are not for every role).
 NAV = [("fleet", "Fleet", Action.READ_FLEET), ("executions", "Executions", Action.READ), ("queue", "Queue", Action.READ),
-       ("workflows", "Workflows", Action.READ),
-       ("schedules", "Schedules", Action.READ), ("audit", "Audit", Action.READ_AUDIT)]
+       ("workflows", "Workflows", Action.READ), ("schedules", "Schedules", Action.READ), ("hooks", "Hooks", Action.MANAGE_HOOKS),
+       ("audit", "Audit", Action.READ_AUDIT)]
 
 
 def viewer(request: Request) -> Principal | None:

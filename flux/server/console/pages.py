@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, RedirectResponse
@@ -23,6 +24,8 @@ STATIC = Path(__file__).parent / "static"
 LOG_PAGE = 1000
 #: Recent runs per workflow behind its success rate.
 RECENT = 20
+#: Deliveries the hooks page shows per hook.
+HOOK_DELIVERIES = 10
 LOG_FILTERS = ("task", "stream", "level", "attempt", "after")
 
 
@@ -142,5 +145,17 @@ def register(api: APIRouter, console: Console) -> None:
             async with console.api(request) as client:
                 items = await client.get("/schedules")
             return console.render(request, "schedules.html", title="Schedules", active="schedules", schedules=items, now=time.time())
+
+        return await answer(console, request, page)
+
+    @api.get("/ui/hooks", include_in_schema=False)
+    async def hook_list(request: Request) -> Response:
+        """Each hook, and its newest deliveries with their attempts (docs/hooks.md)."""
+        async def page() -> Response:
+            async with console.api(request) as client:
+                hooks = await client.get("/hooks")
+                deliveries = await asyncio.gather(*(client.get(f"/hooks/{quote(h['name'], safe='')}/deliveries") for h in hooks))
+            rows = [{"hook": h, "deliveries": d[:HOOK_DELIVERIES]} for h, d in zip(hooks, deliveries)]
+            return console.render(request, "hooks.html", title="Hooks", active="hooks", rows=rows, now=time.time())
 
         return await answer(console, request, page)

@@ -29,11 +29,13 @@ from flux.domain.allotment import Allotment
 from flux.domain.attempts import WORKER_REPORTED, AttemptEnd
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import STATE_AFTER, WAITING_STATES, WORKER_EVENTS, EventType, ExecutionState
+from flux.domain.hooks import HookEventType
 from flux.server.models import ExecutionModel
 from flux.server.eventlog import append_event, append_events, event_rows
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server import payloads, task_cache
 from flux.server.executions import waits
+from flux.server import outbox
 from flux.server.executions.reads import get_row, held_by, info, job_for
 from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo
 
@@ -149,6 +151,7 @@ def checkpoint(
             execution.started_at = execution.started_at or event.time
             if execution.state == S.CLAIMED.value:
                 execution.state = S.RUNNING.value
+                outbox.execution_event(session, execution, HookEventType.EXECUTION_STARTED)
         elif new_state is not None:
             append_events(session, execution, logged)  # the terminal event closes the log: stragglers are dropped
             finish(session, execution, new_state, event.value, event.time)
@@ -262,6 +265,7 @@ def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, c
     append_events(session, execution, events)
     execution.leave_worker()
     execution.state = S.SCHEDULED.value
+    outbox.worker_left(session, worker)
     execution.pending_since = now
     execution.ready_at = now + delay if delay else None
     execution.placement_note = (
@@ -280,6 +284,8 @@ def finish(session: Session, execution: ExecutionModel, state: ExecutionState, v
         execution.error = value.get("error") or value.get("reason")
     if execution.parent_id is not None:
         waits.child_ended(session, execution)
+    outbox.execution_ended(session, execution)
+    outbox.worker_left(session, execution.worker_name)
 
 
 def finished_event(execution: ExecutionModel, outcome: str, at: float) -> dict:

@@ -14,8 +14,10 @@ from flux import tracing
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.concurrency import Concurrency
 from flux.domain.events import EventType, ExecutionState
+from flux.domain.hooks import HookEventType
 from flux.server import payloads, workflows
 from flux.server.eventlog import INSERT_EVENT
+from flux.server import outbox
 from flux.server.executions.reads import info
 from flux.server.models import ExecutionModel
 from flux.server.errors import Invalid
@@ -96,7 +98,9 @@ def _submit(
              task_id=None, value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value], time=now, worker_name=None),
     )
     fresh = dict.fromkeys(("output", "error", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
-    return info(SimpleNamespace(**row, **fresh))
+    execution = SimpleNamespace(**row, **fresh)
+    outbox.execution_event(session, execution, HookEventType.EXECUTION_SCHEDULED, scheduled_for=scheduled_for)
+    return info(execution)
 
 
 def _contention(workflow, run: RunRequest, policy: ExecutionPolicy, inherited: int | None) -> dict:  # noqa: ANN001 - a header row

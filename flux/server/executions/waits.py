@@ -23,6 +23,7 @@ from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import TERMINAL_STATES, EventType, ExecutionState
 from flux.domain.waits import STATE_OF, WaitKind, child_id, note
 from flux.server.errors import Conflict, Invalid, NotFound
+from flux.server import outbox
 from flux.server.eventlog import append_events
 from flux.server.executions.reads import get_row, info
 from flux.server.executions.submission import submit_child
@@ -47,6 +48,7 @@ def suspend(session: Session, execution: ExecutionModel, event: EventIn, worker_
         dict(type=EventType.WORKFLOW_SUSPENDED, name=event.name, task_id=wait["id"], value=wait, time=event.time, worker_name=worker_name),
     ])
     execution.leave_worker()
+    outbox.worker_left(session, worker_name)
     execution.state = STATE_OF[kind].value
     execution.wait = wait
     execution.ready_at = wait["until"] if kind is WaitKind.SLEEP else None

@@ -21,9 +21,11 @@ from sqlalchemy.orm import Session
 
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import ExecutionState
+from flux.domain.hooks import HookEvent, HookEventType
 from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, plan
 from flux.server import executions
 from flux.server.errors import Conflict, Invalid, NotFound
+from flux.server import outbox
 from flux.server.models import ExecutionModel, ScheduleModel
 from flux.server.schedules.store import pause_broken, set_next, spec_of
 from flux.server.schemas import RunRequest
@@ -83,6 +85,8 @@ def _fire_batch(session: Session, now: float, policy: ExecutionPolicy, batch: in
             pause_broken(row, spec.problem() or str(exc))
             continue
         done.skipped["catch_up"] += steps.skipped
+        if steps.skipped:
+            _tell(session, row, HookEventType.SCHEDULE_MISSED, missed=steps.skipped, next_due=steps.next_due)
         for due in steps.fire:
             _fire_or_hold(session, row, due, active.setdefault((row.namespace, row.name), []), policy, done)
         set_next(row, steps.next_due)
@@ -112,13 +116,13 @@ def _fire_or_hold(session: Session, row: ScheduleModel, due: float, active: list
     """Apply the overlap policy to one due time while ``active`` runs are not over."""
     overlap = OverlapPolicy(row.overlap)
     if active and overlap is OverlapPolicy.SKIP:
-        done.skipped["overlap"] += 1
+        _skip(session, row, due, "overlap", done)
         return
     if active and overlap is OverlapPolicy.QUEUE_ONE:
         if row.queued_due is None:
             row.queued_due = due
         else:
-            done.skipped["overlap"] += 1
+            _skip(session, row, due, "overlap", done)
         return
     if active and overlap is OverlapPolicy.CANCEL_PREVIOUS:
         for execution_id in active:
@@ -139,10 +143,10 @@ def _fire(session: Session, row: ScheduleModel, due: float, policy: ExecutionPol
         execution = executions.submit(session, row.namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=due)
     except NotFound as exc:  # the pinned version is gone: this due time cannot run
         log.warning("schedule %s skipped its run due at %s: %s", row.name, due, exc)
-        done.skipped["workflow_missing"] += 1
+        _skip(session, row, due, "workflow_missing", done)
         return None
     except Conflict:  # its namespace is being deleted (docs/namespaces.md)
-        done.skipped["namespace_terminating"] += 1
+        _skip(session, row, due, "namespace_terminating", done)
         return None
     except Invalid as exc:  # its priority class is gone, or its input no longer renders a concurrency key
         log.warning("schedule %s skipped its run due at %s: %s", row.name, due, exc)
@@ -150,3 +154,17 @@ def _fire(session: Session, row: ScheduleModel, due: float, policy: ExecutionPol
         return None
     done.lateness.append(max(0.0, execution.scheduled_at - due))
     return execution.id
+
+
+def _skip(session: Session, row: ScheduleModel, due: float, reason: str, done: Pass) -> None:
+    """A due time that starts nothing: counted, and told to the hooks that want it."""
+    done.skipped[reason] += 1
+    _tell(session, row, HookEventType.SCHEDULE_SKIPPED, due=due, reason=reason)
+
+
+def _tell(session: Session, row: ScheduleModel, type_: HookEventType, **data) -> None:  # noqa: ANN003 - the event's data
+    """A schedule's event, in the transaction of the pass (docs/hooks.md)."""
+    if outbox.wants(session, type_):
+        event = HookEvent(type_, f"schedule:{row.name}", row.namespace, {"schedule": row.name, "workflow": row.workflow_name, **data},
+                          workflow=row.workflow_name)
+        outbox.enqueue(session, event)
