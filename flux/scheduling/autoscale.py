@@ -207,7 +207,8 @@ def _decide(template: PoolTemplate, members: list[Member], new: int, asked_for: 
     current = len(running) + starting
     start = max(0, desired - current)
     stop = tuple(m.name for m in expired[: max(0, current - desired)])
-    reason = f"{busy} busy, {kept_idle + len(expired)} idle, {starting} starting"
+    stopping = sum(1 for m in members if m.state == MemberState.STOPPING)
+    reason = f"{busy} busy, {kept_idle + len(expired)} idle, {starting} starting" + (f", {stopping} stopping" if stopping else "")
     if asked_for:
         reason += f"; {asked_for} waiting executions fit only new or starting workers ({new} new)"
     if capped or wanted > template.maximum:

@@ -56,5 +56,7 @@ class PoolWorkerModel(Base):
     state: Mapped[str] = mapped_column(String(16))
     requested_at: Mapped[float] = mapped_column(Float)
     idle_since: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: When it was drained for scale-down (it is stopped no sooner than ``loop.DRAIN_GRACE`` later).
+    stopping_since: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: What the provider knows it by (the local provider: its process id), for any replica to stop it.
     handle: Mapped[str | None] = mapped_column(String(255), nullable=True)

@@ -44,6 +44,7 @@ def lifespan(svc: Services, shedding: LoadShedding):  # noqa: ANN201 - FastAPI's
         shedding.watch(svc.db, svc.metrics)
         keeper, loops = _loops(svc)
         autoscaler = Autoscaler(svc)  # worker pools (docs/autoscaling.md)
+        svc.notifier.hooks.append(autoscaler.on_notify)
         loops.append(asyncio.create_task(autoscaler.run()))
         # What it took to start (modules, the app, its models, the schema) lives as long
         # as the process: out of the collector's sight, so that the collections a busy

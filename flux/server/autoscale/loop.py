@@ -1,5 +1,7 @@
-"""The scaling loop: every ``PASS_INTERVAL`` seconds one replica decides, for every
-pool, what to start and what to stop, and then asks the providers.
+"""The scaling loop: every ``PASS_INTERVAL`` seconds, and soon after an execution
+changes (a submission: the first worker of an empty pool should not wait out the
+interval), one replica decides, for every pool, what to start and what to stop, and
+then asks the providers.
 
 A pass is one transaction under a PostgreSQL advisory lock (``AUTOSCALE_LOCK``; a
 replica that does not get it skips the pass), so two replicas never both count a
@@ -16,6 +18,7 @@ and undrains it if work reached it in between.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -40,14 +43,17 @@ from flux.server.services import Services
 
 log = logging.getLogger("flux.server.autoscale")
 
-#: Seconds between passes.
-PASS_INTERVAL = 2.0
+#: Seconds between passes with nothing said; and the least between two passes.
+PASS_INTERVAL, MIN_GAP = 2.0, 0.5
 #: The PostgreSQL advisory lock a replica holds during its pass (dispatch's is 727073).
 AUTOSCALE_LOCK = 727075
 #: A worker asked for and not registered after this long is given up (and stopped).
 START_TIMEOUT = 300.0
 #: A failing provider is called again after 2, 4, 8 ... seconds, at most this.
 MAX_BACKOFF = 60.0
+#: A drained worker is stopped no sooner than this after its drain, so that dispatch on
+#: every replica has heard of the drain before the last check that it holds nothing.
+DRAIN_GRACE = 5.0
 #: Waiting executions one pass reads at most (oldest first).
 WAITING_LIMIT = 5000
 
@@ -73,14 +79,24 @@ class Autoscaler:
         host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
         self.context = Context(f"http://{host}:{settings.port}", str(settings.home), svc.bootstrap_token.decode())
         self.providers: dict[str, Provider] = {}
+        self._wake = asyncio.Event()
+
+    def on_notify(self, key: str) -> None:
+        """A ``Notifier`` hook: an execution changed, here or on another replica."""
+        topic = topics.parse(key)
+        if topic is not None and topic.kind == topics.Kind.EXECUTION:
+            self._wake.set()
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            self._wake.clear()
             try:
                 await self.pass_once()
             except Exception:  # noqa: BLE001 - a failed pass is tried again next time
                 log.exception("scaling pass failed; retrying")
+            await asyncio.sleep(MIN_GAP)
 
     async def close(self) -> None:
         for each in self.providers.values():
@@ -196,14 +212,14 @@ def _act(session: Session, pool: PoolModel, decision: autoscale.Decision, rows: 
         if row.state != MemberState.STOPPING:
             continue
         if held.get(row.name):  # work reached it before its drain did: keep it
-            row.state, row.idle_since = MemberState.RUNNING, None
+            row.state, row.idle_since, row.stopping_since = MemberState.RUNNING, None, None
             _set_draining(session, row.name, False)
             outcome.undrained.append(row.name)
-        else:
+        elif row.stopping_since is None or now - row.stopping_since >= DRAIN_GRACE:
             stops.append(Stop(row.name, row.handle))
     for name in decision.stop:
         row = next(r for r in rows if r.name == name)
-        row.state = MemberState.STOPPING
+        row.state, row.stopping_since = MemberState.STOPPING, now
         _set_draining(session, name, True)
         outcome.drained.append(name)
     start = tuple(f"{pool.name}-{secrets.token_hex(4)}" for _ in range(decision.start))

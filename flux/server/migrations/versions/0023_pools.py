@@ -45,6 +45,7 @@ def upgrade() -> None:
         sa.Column('state', sa.String(length=16), nullable=False),
         sa.Column('requested_at', sa.Float(), nullable=False),
         sa.Column('idle_since', sa.Float(), nullable=True),
+        sa.Column('stopping_since', sa.Float(), nullable=True),
         sa.Column('handle', sa.String(length=255), nullable=True),
         sa.PrimaryKeyConstraint('name'),
     )
