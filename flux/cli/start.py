@@ -100,6 +100,8 @@ def start() -> None:
               help="Folder for bundles over 1 MiB (smaller ones stay in the database); replicas share it [HOME/bundles]")
 @click.option("--secrets-key-file", envvar="FLUX_SECRETS_KEY_FILE", type=click.Path(exists=True, dir_okay=False), default=None,
               help="File with the Fernet key(s) that encrypt secrets at rest (FLUX_SECRETS_KEY wins; 'flux secret generate-key')")
+@click.option("--autoscale/--no-autoscale", envvar="FLUX_AUTOSCALE", default=True, show_default=True,
+              help="Start and stop the workers of worker pools (docs/autoscaling.md); off: pools are kept but not acted on")
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
@@ -107,7 +109,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
                  body_timeout: float, max_connections: int, max_payload_size: int | None, retention: float | None,
                  max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
-                 secrets_key_file: str | None, log_format: str) -> None:
+                 secrets_key_file: str | None, autoscale: bool, log_format: str) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
@@ -128,6 +130,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             lease_interval=lease_interval, shed_after=shed_after, processes=processes,
             default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
             max_bundle_size=max_bundle_size, bundle_dir=bundle_dir, secrets_key_file=secrets_key_file,
+            autoscale=autoscale,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--max-payload-size") from None

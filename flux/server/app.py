@@ -19,7 +19,7 @@ from flux.server.services import Services, install
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token, prepare_home
 from flux.server.shedding import LoadShedding
 from flux.server.startup import lifespan
-from flux.server.autoscale import routes as pool_routes
+from flux.server import pool_routes
 from flux.server.workers import routes as worker_routes
 
 #: In the order they match: workflows (and /health, /metrics), workers, executions and

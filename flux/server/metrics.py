@@ -25,6 +25,7 @@ from flux.domain.events import EventType, ExecutionState
 from flux.domain.workers import Liveness, WorkerState
 from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 from flux.server import fleet
+from flux.server.autoscale import store as pool_store
 from flux.server.database import StatementCounter
 
 WORKER_STATES = tuple(WorkerState)
@@ -70,6 +71,10 @@ class ServerMetrics:
         )
         self.workers = Gauge("flux_workers", "Registered workers by state", ["state"], registry=self.registry)
         self.executions = Gauge("flux_executions", "Executions by state", ["state"], registry=self.registry)
+        self.pool_workers = Gauge("flux_pool_workers", "Workers of each worker pool: desired (the last pass's decision), "
+                                  "starting, running, idle, stopping", ["pool", "state"], registry=self.registry)
+        self.pool_failures = Gauge("flux_pool_provider_failures", "A pool's provider failures in a row (0: the last call worked)",
+                                   ["pool"], registry=self.registry)
         self.oldest_scheduled = Gauge(
             "flux_oldest_scheduled_age_seconds", "Age of the oldest SCHEDULED execution (0 when none)", registry=self.registry
         )
@@ -140,7 +145,7 @@ class ServerMetrics:
         oldest = session.scalar(
             select(func.min(ExecutionModel.scheduled_at)).where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
         )
-        return {"workers": workers, "executions": executions, "oldest": oldest}
+        return {"workers": workers, "executions": executions, "oldest": oldest, "pools": pool_store.gauges(session)}
 
     def render(self, snapshot: dict) -> bytes:
         for state in WORKER_STATES:
@@ -149,4 +154,10 @@ class ServerMetrics:
             self.executions.labels(state=state.value).set(snapshot["executions"].get(state.value, 0))
         oldest = snapshot["oldest"]
         self.oldest_scheduled.set(time.time() - oldest if oldest else 0.0)
+        self.pool_workers.clear()  # a deleted pool's series go with it
+        self.pool_failures.clear()
+        for pool in snapshot["pools"]:
+            for state, count in pool.workers.items():
+                self.pool_workers.labels(pool=pool.name, state=state).set(count)
+            self.pool_failures.labels(pool=pool.name).set(pool.failures)
         return generate_latest(self.registry)

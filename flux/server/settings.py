@@ -97,6 +97,8 @@ class ServerSettings:
     #: A file holding the Fernet key(s) of the secret store (``FLUX_SECRETS_KEY`` wins);
     #: the key itself is never a setting (settings travel to --processes N as JSON).
     secrets_key_file: Path | None = None
+    #: Run the scaling loop of worker pools (docs/autoscaling.md); off: pools are only rows.
+    autoscale: bool = True
 
     def __post_init__(self) -> None:
         self.max_payload_size = self._payload_limit()

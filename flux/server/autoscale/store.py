@@ -5,6 +5,7 @@ loop removes the row once none is left), as deleting a namespace does its work."
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -103,3 +104,23 @@ def template(row: PoolModel) -> PoolTemplate:
 
 def desired(session: Session) -> PoolDemand:
     return PoolDemand(pools=dict(session.execute(select(PoolModel.name, PoolModel.desired).order_by(PoolModel.name)).all()))
+
+
+@dataclass(frozen=True)
+class PoolGauges:
+    """One pool's figures for ``/metrics``."""
+
+    name: str
+    failures: int
+    #: desired, starting, running, idle, stopping -> workers.
+    workers: dict[str, int]
+
+
+def gauges(session: Session) -> list[PoolGauges]:
+    found = []
+    for row in session.scalars(select(PoolModel).order_by(PoolModel.name)):
+        pool = info(session, row)
+        counts = {"desired": pool.desired, "starting": pool.starting, "running": pool.running, "idle": pool.idle,
+                  "stopping": pool.stopping}
+        found.append(PoolGauges(row.name, row.failures, counts))
+    return found
