@@ -107,3 +107,27 @@ def test_a_failing_provider_is_retried_with_backoff_and_reported(cluster, client
     first = client.show_pool("broken")["failures"]
     time.sleep(2.5)
     assert client.show_pool("broken")["failures"] - first <= 1  # backing off, not once a pass
+
+
+@pytest.mark.slow
+def test_two_replicas_never_double_the_desired_count(replicas, tmp_path):
+    """Both servers run the scaling loop on one PostgreSQL; the pass is one replica's at a time."""
+    first, second = replicas
+    source = tmp_path / "wf.py"
+    source.write_text(SOURCE)
+    with FluxClient(first.server_url) as one, FluxClient(second.server_url) as two:
+        one.register_file(source)
+        local_pool(one, resources={"accel": 1}, slots=1, max=6, idle_timeout=30)
+        ids = [client.run("accelerated", 4)["id"] for client in (one, two) for _ in range(2)]  # 4 x accel=1: 4 workers
+        seen = set()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            pool = two.show_pool("accel")
+            assert pool["starting"] + pool["running"] + pool["stopping"] <= 4, pool
+            seen |= {w["name"] for w in workers_of(one, "accel")}
+            time.sleep(0.2)
+        for execution_id in ids:
+            assert one.wait(execution_id, WAIT)["state"] == "COMPLETED"
+        seen |= {w["name"] for w in workers_of(one, "accel")}
+        assert len(seen) == 4, seen
+        assert one.show_pool("accel")["desired"] == 4

@@ -62,7 +62,7 @@ class PoolSpec(Strict):
     """What a pool is: the template of its workers, its bounds and its provider."""
 
     labels: dict[str, str] = Field(default_factory=dict, description="Labels its workers advertise (and flux.pool=NAME)")
-    resources: dict[str, float | str] = Field(default_factory=dict, description="cpu, memory, disk, gpu and custom resources each worker has")
+    resources: dict[str, int | float | str] = Field(default_factory=dict, description="cpu, memory, disk, gpu and custom resources each worker has")
     packages: list[str] = Field(default_factory=list, max_length=1000, description="Distributions its workers have installed: name or name==version")
     slots: int = Field(default=4, ge=1, le=1024, description="Executions one worker runs at once")
     min: int = Field(default=0, ge=0, le=10_000)
@@ -73,7 +73,7 @@ class PoolSpec(Strict):
 
     @field_validator("resources")
     @classmethod
-    def _resources(cls, value: dict[str, float | str]) -> dict[str, float | str]:
+    def _resources(cls, value: dict[str, int | float | str]) -> dict[str, int | float | str]:
         template_request(value)
         return value
 
@@ -113,7 +113,7 @@ class PoolCreate(PoolSpec):
     name: str = Field(pattern=POOL_NAME, description="Lowercase letters, digits and '-', at most 40")
 
 
-def template_request(resources: dict[str, float | str]) -> ResourceRequest:
+def template_request(resources: dict[str, int | float | str]) -> ResourceRequest:
     """A template's resources as a request's: cpu, memory, disk, gpu by name, the rest custom."""
     known = {k: v for k, v in resources.items() if k in ("cpu", "memory", "disk", "gpu")}
     custom = {k: v for k, v in resources.items() if k not in known}
