@@ -1,6 +1,6 @@
 """CI smoke for the fleet benchmark (issue 22), the chaos benchmark (issue 13), the schedules
 benchmark (issue 17), the bundles benchmark (issue 15) and the history, footprint and payload
-benchmarks (issue 18): ``python -m bench.b7_fleet --quick``, ``python -m bench.b8_chaos --quick`` and the others run end to
+benchmarks (issue 18) and the autoscaling benchmark (issue 35): ``python -m bench.b7_fleet --quick``, ``python -m bench.b8_chaos --quick`` and the others run end to
 end against real processes. Speed figures are printed, never asserted: this machine is
 noisy, and speed is measured by the benchmark, not by tests. B8's correctness figures
 (no run lost, no recorded task run again, no write from a fenced attempt) are counts, not
@@ -107,3 +107,18 @@ def test_b10_schedules_quick_runs_end_to_end(tmp_path):
         assert f"B10.{name} " in result.stdout
     figures = {f["name"]: f for f in json.loads((tmp_path / "b10.json").read_text())}
     assert figures["B10.fires"]["met"], figures["B10.fires"]["note"]  # a count, not a timing: every due time fired once
+
+
+@pytest.mark.timeout(240)
+def test_b18_autoscale_quick_runs_end_to_end(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.b18_autoscale", "--quick", "--json", str(tmp_path / "b18.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=220,
+    )
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("unfit_workers_started", "first_start_s", "makespan_s", "back_to_min_s", "static_makespan_s", "makespan_ratio"):
+        assert f"B18.{name} " in result.stdout
+    figures = {f["name"]: f for f in json.loads((tmp_path / "b18.json").read_text())}
+    for count in ("B18.unfit_workers_started", "B18.lost", "B18.run_twice"):  # counts, not timings
+        assert figures[count]["median"] == 0, figures[count]
