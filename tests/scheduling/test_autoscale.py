@@ -88,6 +88,9 @@ def test_properties(pools, requests, starting):
     for pool in pools:
         decision = result.decisions[pool.name]
         assert pool.minimum <= decision.desired <= max(pool.maximum, starting if pool is pools[0] else 0)
+        current = sum(1 for m in members if m.pool == pool.name)
+        assert current + decision.start <= max(pool.maximum, current)  # never beyond max
+        assert decision.stop == ()  # nothing idle here: nothing stopped
         # never more new workers than executions that only a new worker of this pool fits
         assert decision.start <= max(pool.minimum, sum(1 for d in fitting if fits(pool, d)))
     # every waiting execution a template fits is either given room or counted as capped
