@@ -103,6 +103,8 @@ class Autoscaler:
             await each.close()
 
     async def pass_once(self) -> None:
+        if not await self.svc.db.read(store.any_pool):  # the common case: no pool, no write transaction
+            return
         now = time.time()
         outcome = await self.svc.db.run(lambda s: self.decide(s, now))
         if outcome is None:

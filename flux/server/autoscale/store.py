@@ -70,6 +70,10 @@ def delete(session: Session, name: str) -> PoolInfo:
     return info(session, row)
 
 
+def any_pool(session: Session) -> bool:
+    return session.scalar(select(PoolModel.name).limit(1)) is not None
+
+
 def members(session: Session, pool: str | None = None) -> list[PoolWorkerModel]:
     query = select(PoolWorkerModel).order_by(PoolWorkerModel.requested_at, PoolWorkerModel.name)
     return list(session.scalars(query if pool is None else query.where(PoolWorkerModel.pool == pool)))
