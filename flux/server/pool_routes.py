@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Path
 
+from flux.server import topics
 from flux.server.auth import CLIENT
 from flux.server.autoscale import store
 from flux.server.autoscale.schemas import POOL_NAME, PoolCreate, PoolDemand, PoolInfo, PoolSpec
@@ -17,16 +18,23 @@ SVC = Depends(services)
 NAME = Path(pattern=POOL_NAME, max_length=40)
 
 
+async def change(svc: Services, fn):  # noqa: ANN001, ANN202 - a store function of a Session
+    """One transaction, then the scaling loop (here or on another replica) acts on it at once."""
+    result = await svc.db.run(fn)
+    svc.notifier.notify(topics.POOLS)
+    return result
+
+
 @router.post("/pools", response_model=PoolInfo, status_code=201, responses=CHANGE)
 async def create_pool(body: PoolCreate, svc: Services = SVC):
     """A pool of workers started on demand; 409 if the name is taken."""
-    return await svc.db.run(lambda s: store.create(s, body))
+    return await change(svc, lambda s: store.create(s, body))
 
 
 @router.put("/pools/{name}", response_model=PoolInfo, responses=CHANGE)
 async def apply_pool(body: PoolSpec, name: str = NAME, svc: Services = SVC):
     """Create the pool or replace its template, bounds and provider (its workers stay)."""
-    return await svc.db.run(lambda s: store.apply(s, name, body))
+    return await change(svc, lambda s: store.apply(s, name, body))
 
 
 @router.get("/pools", response_model=list[PoolInfo], responses=READ)
@@ -42,7 +50,7 @@ async def show_pool(name: str = NAME, svc: Services = SVC):
 @router.delete("/pools/{name}", response_model=PoolInfo, responses=READ_ONE)
 async def delete_pool(name: str = NAME, svc: Services = SVC):
     """Its workers are drained and stopped (busy ones finish first); then it is gone."""
-    return await svc.db.run(lambda s: store.delete(s, name))
+    return await change(svc, lambda s: store.delete(s, name))
 
 
 @router.get("/autoscale/desired", response_model=PoolDemand, responses=READ)

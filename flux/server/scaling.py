@@ -82,9 +82,9 @@ class Autoscaler:
         self._wake = asyncio.Event()
 
     def on_notify(self, key: str) -> None:
-        """A ``Notifier`` hook: an execution changed, here or on another replica."""
+        """A ``Notifier`` hook: an execution or a pool changed, here or on another replica."""
         topic = topics.parse(key)
-        if topic is not None and topic.kind == topics.Kind.EXECUTION:
+        if key == topics.POOLS or (topic is not None and topic.kind == topics.Kind.EXECUTION):
             self._wake.set()
 
     async def run(self) -> None:

@@ -30,6 +30,8 @@ class Kind(StrEnum):
 EXECUTIONS = "executions"
 #: Wakes the schedules' firing loop.
 SCHEDULES = "schedules"
+#: A pool was created, changed or deleted: wakes the scaling loop (docs/autoscaling.md).
+POOLS = "pools"
 #: A client token was revoked (``flux.server.tokens.TokenCache``).
 TOKENS = "tokens"
 #: How much of a token's hash an ``auth`` key carries; ``REVOKED`` stands for none.
