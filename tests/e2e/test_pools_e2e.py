@@ -107,6 +107,10 @@ def test_a_failing_provider_is_retried_with_backoff_and_reported(cluster, client
     first = client.show_pool("broken")["failures"]
     time.sleep(2.5)
     assert client.show_pool("broken")["failures"] - first <= 1  # backing off, not once a pass
+    # a deleted pool's workers are drained and stopped, its minimum notwithstanding; then it is gone
+    client.delete_pool("fine")
+    eventually(lambda: [p["name"] for p in client.list_pools()] == ["broken"] and not workers_of(client, "fine"), 30,
+               "the deleted pool's worker was never stopped")
 
 
 @pytest.mark.slow
