@@ -54,10 +54,6 @@ class CommandOptions(Strict):
 OPTIONS: dict[str, type[Strict]] = {"local": LocalOptions, "kubernetes": KubernetesOptions, "command": CommandOptions}
 
 
-def _invalid(message: str) -> ValueError:
-    return ValueError(message)
-
-
 class PoolSpec(Strict):
     """What a pool is: the template of its workers, its bounds and its provider."""
 
@@ -82,7 +78,7 @@ class PoolSpec(Strict):
     def _packages(cls, value: list[str]) -> list[str]:
         bad = [p for p in value if not _PACKAGE.fullmatch(p)]
         if bad:
-            raise _invalid(f"{bad[0]!r} is not a package (name or name==version)")
+            raise ValueError(f"{bad[0]!r} is not a package (name or name==version)")
         return value
 
     @field_validator("idle_timeout")
@@ -91,21 +87,21 @@ class PoolSpec(Strict):
         try:
             seconds = parse_duration(value, "idle_timeout")
         except InvalidDuration as exc:
-            raise _invalid(str(exc)) from None
+            raise ValueError(str(exc)) from None
         if seconds < 0:
-            raise _invalid("idle_timeout: must not be negative")
+            raise ValueError("idle_timeout: must not be negative")
         return seconds
 
     @model_validator(mode="after")
     def _bounds_and_options(self) -> "PoolSpec":
         if self.min > self.max:
-            raise _invalid(f"min {self.min} is more than max {self.max}")
+            raise ValueError(f"min {self.min} is more than max {self.max}")
         try:
             self.options = OPTIONS[self.provider].model_validate(self.options).model_dump(exclude_none=True)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
-            raise _invalid(f"options for provider {self.provider}: {where + ': ' if where else ''}{first['msg']}") from None
+            raise ValueError(f"options for provider {self.provider}: {where + ': ' if where else ''}{first['msg']}") from None
         return self
 
 
@@ -120,7 +116,7 @@ def template_request(resources: dict[str, int | float | str]) -> ResourceRequest
     try:
         return ResourceRequest(**known, resources=custom or None)
     except InvalidResourceRequest as exc:
-        raise _invalid(str(exc)) from None
+        raise ValueError(str(exc)) from None
 
 
 class PoolWorkerInfo(BaseModel):

@@ -82,9 +82,8 @@ def members(session: Session, pool: str | None = None) -> list[PoolWorkerModel]:
 def info(session: Session, row: PoolModel) -> PoolInfo:
     workers = members(session, row.name)
     running = [w for w in workers if w.state == MemberState.RUNNING]
-    custom = {k: v for k, v in row.resources.items()}
     return PoolInfo(
-        name=row.name, labels=row.labels, resources={**custom, **({"gpu": row.gpus} if row.gpus else {})},
+        name=row.name, labels=row.labels, resources={**row.resources, **({"gpu": row.gpus} if row.gpus else {})},
         packages=[f"{n}=={v}" if v else n for n, v in row.packages.items()], slots=row.slots, min=row.minimum,
         max=row.maximum, idle_timeout=row.idle_timeout, provider=row.provider, options=row.options,
         created_at=row.created_at, desired=row.desired,

@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from flux.scheduling.autoscale import POOL_LABEL
+
 
 class ProviderError(Exception):
     """A provider could not do what it was asked (the message is shown in ``flux pool show``)."""
@@ -53,17 +55,17 @@ class Context:
     bootstrap_token: str = field(repr=False)
 
 
-CUSTOM_EXCLUDED = ("cpu", "memory", "disk")
+#: The template's dimensions a worker probes rather than advertises.
+PROBED = ("cpu", "memory", "disk")
 
 
 def custom_resources(change: Change) -> dict[str, float]:
     """The template's countable resources, which a worker advertises with ``--resource``."""
-    return {name: amount for name, amount in change.resources.items() if name not in CUSTOM_EXCLUDED}
+    return {name: amount for name, amount in change.resources.items() if name not in PROBED}
 
 
 def worker_labels(change: Change) -> dict[str, str]:
-    from flux.scheduling.autoscale import POOL_LABEL
-
+    """The template's labels and ``flux.pool=NAME``, which every worker of a pool carries."""
     return {**change.labels, POOL_LABEL: change.pool}
 
 

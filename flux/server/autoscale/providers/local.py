@@ -12,12 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flux.server.autoscale.providers.base import Change, Provider, ProviderError, custom_resources, worker_labels
+from flux.server.autoscale.providers.base import Change, Context, Provider, ProviderError, custom_resources, worker_labels
 from flux.server.autoscale.schemas import LocalOptions
 
 
 class LocalProvider(Provider):
-    def __init__(self, context):  # noqa: ANN001 - base.Context
+    def __init__(self, context: Context):
         super().__init__(context)
         self.processes: dict[str, subprocess.Popen] = {}
 
