@@ -54,6 +54,8 @@ MAX_BACKOFF = 60.0
 #: A drained worker is stopped no sooner than this after its drain, so that dispatch on
 #: every replica has heard of the drain before the last check that it holds nothing.
 DRAIN_GRACE = 5.0
+#: A provider call that takes longer is a failure: the loop waits for it no longer.
+PROVIDER_TIMEOUT = 120.0
 #: Waiting executions one pass reads at most (oldest first).
 WAITING_LIMIT = 5000
 
@@ -116,16 +118,15 @@ class Autoscaler:
                 self.svc.notifier.notify(topics.status(name))
         if outcome.drained or outcome.undrained:
             self.svc.dispatcher.kick()
-        for change in outcome.changes:
-            await self.apply(change)
+        await asyncio.gather(*(self.apply(change) for change in outcome.changes))  # one slow pool holds up no other
 
     async def apply(self, change: Change) -> None:
         kind = change.provider
         each = self.providers.get(kind) or self.providers.setdefault(kind, provider(kind, self.context))
         try:
-            handles = await each.apply(change)
+            handles = await asyncio.wait_for(each.apply(change), PROVIDER_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - any provider failure is reported and retried
-            message = str(exc) or type(exc).__name__
+            message = f"no answer within {PROVIDER_TIMEOUT:g}s" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             log.warning("pool %s: provider %s failed: %s", change.pool, kind, message)
             await self.svc.db.run(lambda s: _failed(s, change, message, time.time()))
             return
