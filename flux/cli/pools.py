@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from flux.cli.core import UsageProblem, client_command, console, parse_labels, render_record, render_rows, renders
+from flux.cli.core import UsageProblem, client_command, console, parse_labels, render_record, render_rows, renders, when
 from flux.client import FluxClient
 
 COLUMNS = ["name", "provider", "min", "max", "desired", "starting", "running", "idle", "stopping", "provider_error"]
@@ -57,7 +57,8 @@ def _read_manifest(path: str) -> dict:
 def _render_one(pool: dict) -> None:
     render_record({k: v for k, v in pool.items() if k != "workers"})
     if pool["workers"]:
-        render_rows(["name", "state", "requested_at", "idle_since"], pool["workers"], title="workers")
+        rows = [{**w, "idle_since": when(w["idle_since"]) if w["idle_since"] else "-"} for w in pool["workers"]]
+        render_rows(["name", "state", "requested_at", "idle_since"], rows, title="workers")
 
 
 @pool_group.command("create")
