@@ -97,3 +97,14 @@ def test_properties(pools, requests, starting):
     assert sum(d.waiting for d in result.decisions.values()) + result.capped == len(fitting)
     if not fitting:
         assert all(d.start <= t.minimum for t, d in ((t, result.decisions[t.name]) for t in pools))
+
+
+@settings(max_examples=100, deadline=None)
+@given(templates, shapes)
+def test_room_on_an_idle_worker_of_the_pool_starts_nothing(pool, shape):
+    """An execution the template fits goes to an idle worker of the pool: no new one beyond the minimum."""
+    demand = Demand("e0", ResourceRequest(**shape) if shape else None, None)
+    idle = template_view(pool, f"{pool.name}-live")
+    decision = plan([pool], [demand], [idle], [Member(idle.name, pool.name, MemberState.RUNNING)]).decisions[pool.name]
+    assert decision.waiting == 0
+    assert decision.start == (max(0, min(pool.minimum, pool.maximum) - 1))
