@@ -139,3 +139,18 @@ def test_b17_contention_quick_runs_end_to_end(tmp_path):
     for name in ("preemption.completed_tasks_rerun", "preemption.preempted_completed_later", "preemption.low_completed",
                  "quota.samples_over_quota"):
         assert figures[f"B17.{name}"]["met"], figures[f"B17.{name}"]
+
+
+@pytest.mark.timeout(240)
+def test_b18_autoscale_quick_runs_end_to_end(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.b18_autoscale", "--quick", "--json", str(tmp_path / "b18.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=220,
+    )
+    print(result.stdout[-4000:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("unfit_workers_started", "first_start_s", "makespan_s", "back_to_min_s", "static_makespan_s", "makespan_ratio"):
+        assert f"B18.{name} " in result.stdout
+    figures = {f["name"]: f for f in json.loads((tmp_path / "b18.json").read_text())}
+    for count in ("B18.unfit_workers_started", "B18.lost", "B18.run_twice"):  # counts, not timings
+        assert figures[count]["median"] == 0, figures[count]

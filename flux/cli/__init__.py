@@ -3,7 +3,8 @@ inspect executions and workers.
 
 Rooms: ``core`` (the group, failures as one line and an exit code, client options,
 output helpers), ``start`` (server, worker, demo), ``workflows``, ``executions``,
-``workers``, ``schedules``, ``watch`` (following an execution live), ``cache`` (the task cache),
+``workers``, ``pools`` (worker pools that scale on demand), ``schedules``, ``watch`` (following an
+execution live), ``cache`` (the task cache),
 ``secrets`` (the secret store), ``hooks`` (webhooks), ``namespaces``, ``tokens`` (client tokens and their
 roles), ``audit`` (the audit log). ``flux.cli:main`` is the
 console script; ``python -m flux`` and ``python -m flux.cli`` run it too.
@@ -49,6 +50,7 @@ COMMANDS = {
     "execution": "flux.cli.executions:execution_group",
     "schedule": "flux.cli.schedules:schedule_group",
     "worker": "flux.cli.workers:worker_group",
+    "pool": "flux.cli.pools:pool_group",
     "cache": "flux.cli.cache:cache_group",
     "secret": "flux.cli.secrets:secret_group",
     "hook": "flux.cli.hooks:hook_group",

@@ -113,6 +113,8 @@ def start() -> None:
               help="Seconds before a webhook delivery's first retry, doubled per failure (at most 1 h), with jitter")
 @click.option("--hooks-timeout", envvar="FLUX_HOOKS_TIMEOUT", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               help="Seconds one webhook POST may take in all")
+@click.option("--autoscale/--no-autoscale", envvar="FLUX_AUTOSCALE", default=True, show_default=True,
+              help="Start and stop the workers of worker pools (docs/autoscaling.md); off: pools are kept but not acted on")
 @log_format_option
 def start_server(home: str | None, host: str, port: int, database_url: str | None, eviction_grace_period: float,
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
@@ -122,7 +124,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
                  secrets_key_file: str | None, priority_classes: tuple[str, ...], preemption_grace: float,
                  hooks_allow_private: bool, hooks_max_age: float, hooks_backoff: float, hooks_timeout: float,
-                 log_format: str) -> None:
+                 autoscale: bool, log_format: str) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
 
@@ -146,6 +148,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             priority_classes=list(priority_classes), preemption_grace=preemption_grace,
             hooks_allow_private=hooks_allow_private, hooks_max_age=hooks_max_age, hooks_backoff=hooks_backoff,
             hooks_timeout=hooks_timeout,
+            autoscale=autoscale,
         )
     except ValueError as exc:
         hint = "--priority-class" if "priority class" in str(exc) else "--max-payload-size"

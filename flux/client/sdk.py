@@ -324,6 +324,29 @@ class FluxClient(HookMethods, Following):
 
     # --- schedules (docs/schedules.md) -----------------------------------------------------
 
+    def create_pool(self, name: str, provider: str, **spec: Any) -> dict:
+        """A worker pool (docs/autoscaling.md); ``spec``: labels, resources, packages, slots,
+        min, max, idle_timeout, options (the provider's)."""
+        return self._request("POST", "/pools", json={"name": name, "provider": provider, **spec})
+
+    def apply_pool(self, name: str, provider: str, **spec: Any) -> dict:
+        """Create the pool, or replace its template, bounds and provider."""
+        return self._request("PUT", f"/pools/{segment(name)}", json={"provider": provider, **spec})
+
+    def list_pools(self) -> list[dict]:
+        return self._request("GET", "/pools")
+
+    def show_pool(self, name: str) -> dict:
+        return self._request("GET", f"/pools/{segment(name)}")
+
+    def delete_pool(self, name: str) -> dict:
+        """Its workers are drained and stopped, then it is gone."""
+        return self._request("DELETE", f"/pools/{segment(name)}")
+
+    def desired_workers(self) -> dict[str, int]:
+        """Desired workers per pool (what KEDA's metrics-api scaler reads)."""
+        return self._request("GET", "/autoscale/desired")["pools"]
+
     def create_schedule(self, name: str, workflow: str, *, cron: str | None = None, every: float | str | None = None,
                         at: float | str | None = None, **options: Any) -> dict:
         """One of ``cron``, ``every`` (seconds or "5m") or ``at`` (ISO 8601); ``options``: version,

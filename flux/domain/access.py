@@ -4,7 +4,7 @@ Four roles, each allowing what the one below it does and more (as Kubernetes'
 default ClusterRoles view < edit < admin < cluster-admin): ``viewer`` reads;
 ``developer`` also registers, runs, cancels and resumes, and pauses, resumes or
 triggers schedules; ``operator`` also manages schedules and secrets, clears the
-task cache, prunes history, reads the audit log and drains workers; ``admin`` does
+task cache, prunes history, reads the audit log, drains workers and manages worker pools; ``admin`` does
 everything in every namespace, tokens and namespaces included.
 
 A token is scoped to namespaces (or to all of them). Namespaced actions need the
@@ -45,12 +45,14 @@ class Action(StrEnum):
     READ_AUDIT = "read_audit"
     READ_FLEET = "read_fleet"
     DRAIN = "drain"
+    #: Create, change or delete worker pools (docs/autoscaling.md).
+    MANAGE_POOLS = "manage_pools"
     MANAGE_TOKENS = "manage_tokens"
     MANAGE_NAMESPACES = "manage_namespaces"
 
 
 #: Actions on the fleet, which belongs to no namespace.
-FLEET_ACTIONS = frozenset({Action.READ_FLEET, Action.DRAIN})
+FLEET_ACTIONS = frozenset({Action.READ_FLEET, Action.DRAIN, Action.MANAGE_POOLS})
 #: Actions only an admin takes (they change who may do what, or what exists).
 ADMIN_ACTIONS = frozenset({Action.MANAGE_TOKENS, Action.MANAGE_NAMESPACES})
 
@@ -58,7 +60,7 @@ _VIEWER = frozenset({Action.READ})
 _DEVELOPER = _VIEWER | {Action.REGISTER, Action.RUN, Action.CANCEL, Action.RESUME, Action.OPERATE_SCHEDULE}
 _OPERATOR = _DEVELOPER | {
     Action.MANAGE_SCHEDULES, Action.MANAGE_SECRETS, Action.MANAGE_HOOKS, Action.CLEAR_CACHE, Action.PRUNE, Action.READ_AUDIT,
-    Action.READ_FLEET, Action.DRAIN,
+    Action.READ_FLEET, Action.DRAIN, Action.MANAGE_POOLS,
 }
 #: The actions each role allows.
 ALLOWED: dict[Role, frozenset[Action]] = {
@@ -110,6 +112,7 @@ PHRASES: dict[Action, str] = {
     Action.READ_AUDIT: "read the audit log",
     Action.READ_FLEET: "read the fleet",
     Action.DRAIN: "drain or undrain workers",
+    Action.MANAGE_POOLS: "manage worker pools",
     Action.MANAGE_TOKENS: "manage tokens",
     Action.MANAGE_NAMESPACES: "manage namespaces",
 }

@@ -20,18 +20,19 @@ from flux.server.services import Services, install
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token, prepare_home
 from flux.server.shedding import LoadShedding
 from flux.server.startup import lifespan
+from flux.server import pool_routes
 from flux.server.workers import routes as worker_routes
 
 #: In the order they match: workflows (and /health, /metrics), workers, executions and
 #: their output, the watch stream, the console (docs/console.md), bundles
 #: (docs/bundles.md), schedules (docs/schedules.md), the task cache and secrets (docs/tasks.md),
-#: namespaces (docs/namespaces.md), tokens and the audit log (docs/security.md#roles), webhooks (docs/hooks.md). Routes
-#: that take a namespace are mounted under /namespaces/{namespace} and at their old path for
+#: namespaces (docs/namespaces.md), tokens and the audit log (docs/security.md#roles), webhooks
+#: (docs/hooks.md), worker pools (docs/autoscaling.md). Routes that take a namespace are mounted under /namespaces/{namespace} and at their old path for
 #: 'default' (``scope``).
 ROUTERS = (workflow_routes.router, worker_routes.router, execution_routes.router, log_routes.router, watch.router)
 LATER_ROUTERS = (
     bundle_routes.router, schedules.router, cache_routes.router, secret_routes.router, namespace_routes.router,
-    access_routes.router, hook_routes.router,
+    access_routes.router, hook_routes.router, pool_routes.router,
 )
 
 

@@ -11,6 +11,8 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import HOLDING_STATES, EventType
 from flux.domain.policy import ExecutionPolicy
 from flux.scheduling.contention import Preemption
+from flux.domain.hooks import HookEventType
+from flux.server import outbox
 from flux.server.eventlog import append_event
 from flux.server.executions.lifecycle import end_attempt
 from flux.server.models import ExecutionModel
@@ -41,6 +43,7 @@ def preempt(session: Session, preemptions: list[Preemption], grace: float, now: 
             value = {"by": preemption.preemptor, "worker": preemption.worker, "grace": grace, "deadline": deadline}
             append_event(session, victim, EventType.PREEMPTED, name=victim.workflow_name, value=value, at=now,
                          worker_name=victim.worker_name)
+            outbox.execution_event(session, victim, HookEventType.EXECUTION_PREEMPTED, **value)
             noticed.append(victim)
         preemptor = session.get(ExecutionModel, preemption.preemptor)
         value = {"worker": preemption.worker, "victims": [v.id for v in victims], "deadline": deadline}

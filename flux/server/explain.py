@@ -19,6 +19,7 @@ from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.filters import Reason
 from flux.scheduling.snapshot import WorkerView
 from flux.server import executions
+from flux.server.autoscale import notes
 from flux.server.eventlog import append_event
 from flux.server.schemas import AttemptInfo, PlacementInfo, QueueInfo, WorkerPlacement
 from flux.server import outbox
@@ -67,7 +68,9 @@ def placement(session: Session, execution_id: str, workers: list[WorkerView], na
     states = {worker.name: worker.state for worker in workers}
     chosen = None
     if execution.state == ExecutionState.SCHEDULED.value:
+        starting = notes.starting_for(session, demand)  # worker pools (docs/autoscaling.md)
         summary = summarize(verdicts)
+        summary = f"{summary.rstrip('.')}; {starting}." if starting else summary
     elif execution.state in WAITING_STATES:  # on the server, not on a worker (docs/waits.md)
         summary = f"{execution.state}: {execution.placement_note}"
     else:

@@ -26,6 +26,7 @@ from flux.domain.workers import Liveness, WorkerState
 from flux.server.hook_models import HookDeliveryModel
 from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 from flux.server import fleet, namespaces
+from flux.server.autoscale import store as pool_store
 from flux.server.database import StatementCounter
 
 WORKER_STATES = tuple(WorkerState)
@@ -71,6 +72,10 @@ class ServerMetrics:
         )
         self.workers = Gauge("flux_workers", "Registered workers by state", ["state"], registry=self.registry)
         self.executions = Gauge("flux_executions", "Executions by state", ["state"], registry=self.registry)
+        self.pool_workers = Gauge("flux_pool_workers", "Workers of each worker pool: desired (the last pass's decision), "
+                                  "starting, running, idle, stopping", ["pool", "state"], registry=self.registry)
+        self.pool_failures = Gauge("flux_pool_provider_failures", "A pool's provider failures in a row (0: the last call worked)",
+                                   ["pool"], registry=self.registry)
         self.oldest_scheduled = Gauge(
             "flux_oldest_scheduled_age_seconds", "Age of the oldest SCHEDULED execution (0 when none)", registry=self.registry
         )
@@ -167,7 +172,7 @@ class ServerMetrics:
         quotas = {name: (quota, namespaces.usage(session, name)["held"]) for name, quota in namespaces.rules(session)[0].items()}
         oldest_hook = session.scalar(select(func.min(HookDeliveryModel.created_at)).where(HookDeliveryModel.state == "pending"))
         return {"workers": workers, "executions": executions, "oldest": oldest, "pending": pending, "quotas": quotas,
-                "oldest_hook": oldest_hook}
+                "oldest_hook": oldest_hook, "pools": pool_store.gauges(session)}
 
     def render(self, snapshot: dict) -> bytes:
         self.pending.clear()
@@ -187,4 +192,10 @@ class ServerMetrics:
         self.oldest_scheduled.set(time.time() - oldest if oldest else 0.0)
         oldest_hook = snapshot.get("oldest_hook")
         self.hook_outbox_age.set(time.time() - oldest_hook if oldest_hook else 0.0)
+        self.pool_workers.clear()  # a deleted pool's series go with it
+        self.pool_failures.clear()
+        for pool in snapshot["pools"]:
+            for state, count in pool.workers.items():
+                self.pool_workers.labels(pool=pool.name, state=state).set(count)
+            self.pool_failures.labels(pool=pool.name).set(pool.failures)
         return generate_latest(self.registry)

@@ -111,6 +111,8 @@ class ServerSettings:
     hooks_backoff: float = 10.0
     #: Seconds one POST may take, all of it (connect, send, answer).
     hooks_timeout: float = 10.0
+    #: Run the scaling loop of worker pools (docs/autoscaling.md); off: pools are only rows.
+    autoscale: bool = True
 
     def __post_init__(self) -> None:
         self.max_payload_size = self._payload_limit()

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from flux import tracing
 from flux.server import fleet, retention, schedules, watch
 from flux.server import secrets as secret_store
+from flux.server.scaling import Autoscaler
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
 from flux.server.dispatch import Dispatcher
@@ -45,6 +46,10 @@ def lifespan(svc: Services, shedding: LoadShedding):  # noqa: ANN201 - FastAPI's
         broadcast = await _open(svc)
         shedding.watch(svc.db, svc.metrics)
         keeper, loops = _loops(svc)
+        autoscaler = Autoscaler(svc)  # worker pools (docs/autoscaling.md)
+        if svc.settings.autoscale:
+            svc.notifier.hooks.append(autoscaler.on_notify)
+            loops.append(asyncio.create_task(autoscaler.run()))
         # What it took to start (modules, the app, its models, the schema) lives as long
         # as the process: out of the collector's sight, so that the collections a busy
         # server keeps triggering no longer walk it (py-spy at 1,000 idle workers: the
@@ -56,6 +61,7 @@ def lifespan(svc: Services, shedding: LoadShedding):  # noqa: ANN201 - FastAPI's
                 yield
         finally:
             await _close(svc, keeper, loops, broadcast)
+            await autoscaler.close()  # the local provider's workers end with the server
 
     return run
 

@@ -32,6 +32,9 @@ EXECUTIONS = "executions"
 SCHEDULES = "schedules"
 #: A hook was created or deleted (``flux.server.outbox.Subscriptions``).
 HOOKS = "hooks"
+
+#: A pool was created, changed or deleted: wakes the scaling loop (docs/autoscaling.md).
+POOLS = "pools"
 #: A client token was revoked (``flux.server.tokens.TokenCache``).
 TOKENS = "tokens"
 #: How much of a token's hash an ``auth`` key carries; ``REVOKED`` stands for none.

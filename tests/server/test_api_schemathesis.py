@@ -96,7 +96,8 @@ def api(tmp_path_factory) -> Iterator[Api]:
     token_file = home / "api-token-for-clients"
     token_file.write_text(secrets.token_urlsafe(16))
     with LocalCluster(home / "home", eviction_grace_period=3600) as cluster:  # its session outlives the run
-        cluster.start_server(extra_args=("--api-token-file", str(token_file)))
+        # --no-autoscale: a fuzzed pool must not start processes or run commands (docs/autoscaling.md)
+        cluster.start_server(extra_args=("--api-token-file", str(token_file), "--no-autoscale"))
         api_token = token_file.read_text()
         bootstrap = (cluster.home / "bootstrap-token").read_text().strip()
         registration = {"name": "fuzz", **probe.get_resources_info({}, 1, gpu_source="none")}

@@ -135,6 +135,14 @@ def test_every_page_loads_reads_at_both_widths_and_follows_the_system_theme(page
     assert card.locator("time").get_attribute("title").endswith("UTC")  # absolute on hover
     page.screenshot(path=shots / "fleet.png", full_page=True)
 
+    client.create_pool("gpu", "command", resources={"gpu": 1}, max=2, options={"command": ["true"]})
+    eventually(lambda: client.show_pool("gpu")["decided_at"], 20, "no scaling pass decided")
+    page.goto("/ui/fleet")  # pools above the workers: desired, by state, the last decision and why
+    row = page.locator('table.pools tr[data-pool="gpu"]')
+    expect(row.locator(".desired")).to_have_text("0")
+    expect(row.locator(".decision")).to_contain_text("0 busy, 0 idle, 0 starting")
+    client.delete_pool("gpu")
+
     page.goto("/ui/fleet?label=zone%3Db")  # a filter is a URL
     expect(page.locator("section.worker")).to_have_count(0)
     page.goto("/ui/fleet?label=zone%3Da")

@@ -16,6 +16,7 @@ from sqlalchemy import MetaData, create_engine, inspect
 import flux.server.access_models  # noqa: F401 - its tables are part of Base.metadata
 import flux.server.service_models  # noqa: F401 - so are these
 import flux.server.hook_models  # noqa: F401 - and these
+import flux.server.pool_models  # noqa: F401 - and the pools' tables
 from flux.server.database import MIGRATIONS, migrate, normalise_url
 from flux.server.models import Base
 from shared import SOURCE
@@ -87,6 +88,17 @@ def test_the_worker_namespaces_migration_goes_up_and_down(backend, tmp_path, req
     migrate(url)
     assert schema_diff(url) == []
 
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_pools_migration_goes_up_and_down(backend, tmp_path, request):
+    url = f"sqlite:///{tmp_path / 'pools.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    migrate(url)
+    assert {"pools", "pool_workers"} <= tables(url)
+    alembic(url).downgrade("0018")
+    assert not {"pools", "pool_workers"} & tables(url)
+    migrate(url)
+    assert schema_diff(url) == []
 
 # --- 0016: namespaces (docs/namespaces.md) -----------------------------------------------
 

@@ -56,6 +56,12 @@ EXPECTED = {
     ("POST", "/workers/{name}/undrain"): Role.OPERATOR,
     ("GET", "/workers"): "fleet",
     ("GET", "/workers/{name}"): "fleet",
+    ("POST", "/pools"): Role.OPERATOR,
+    ("PUT", "/pools/{name}"): Role.OPERATOR,
+    ("DELETE", "/pools/{name}"): Role.OPERATOR,
+    ("GET", "/pools"): "fleet",
+    ("GET", "/pools/{name}"): "fleet",
+    ("GET", "/autoscale/desired"): "fleet",
     ("POST", "/tokens"): Role.ADMIN,
     ("GET", "/tokens"): Role.ADMIN,
     ("DELETE", "/tokens/{name}"): Role.ADMIN,
@@ -65,7 +71,7 @@ EXPECTED = {
     ("DELETE", "/namespaces/{name}"): Role.ADMIN,
 }
 #: Operations about no namespace: a token of another namespace is judged by its role alone.
-UNNAMESPACED = {op for op, role in EXPECTED.items() if role == "fleet" or op[1].startswith(("/workers", "/tokens", "/audit"))}
+UNNAMESPACED = {op for op, role in EXPECTED.items() if role == "fleet" or op[1].startswith(("/workers", "/pools", "/tokens", "/audit"))}
 UNNAMESPACED |= {("GET", "/namespaces"), ("POST", "/namespaces")}  # the list shows each token what it sees
 UNNAMESPACED |= {("POST", "/bundles")}  # a bundle is stored once for all; registering it is namespaced
 #: The worker protocol and what needs no token: not client operations.

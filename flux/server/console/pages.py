@@ -70,10 +70,11 @@ def register(api: APIRouter, console: Console) -> None:
             wanted = [term for term in request.query_params.getlist("label") if term.strip()]
             async with console.api(request) as client:
                 workers = await client.get("/workers")
+                pools = await client.get("/pools")  # worker pools (docs/autoscaling.md)
             shown = [w for w in workers if label_matches(w["labels"], wanted)]
             labels = sorted({f"{k}={v}" for w in workers for k, v in w["labels"].items()})
             return console.render(request, "fleet.html", title="Fleet", active="fleet", workers=shown,
-                                  total=len(workers), wanted=wanted, labels=labels, now=time.time())
+                                  total=len(workers), wanted=wanted, labels=labels, pools=pools, now=time.time())
 
         return await answer(console, request, page)
 

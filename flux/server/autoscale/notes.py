@@ -1,0 +1,27 @@
+"""What ``flux execution explain`` adds about pools: that a worker which could take
+this execution is starting, and since when ("a worker of pool gpu-a100 is starting
+(requested 12:03:04)", UTC)."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from flux.scheduling.autoscale import MemberState, fits
+from flux.scheduling.demand import Demand
+from flux.server.autoscale import store
+from flux.server.pool_models import PoolModel, PoolWorkerModel
+
+
+def starting_for(session: Session, demand: Demand) -> str | None:
+    """The note, when a starting worker's pool fits ``demand``; None otherwise."""
+    rows = session.execute(
+        select(PoolWorkerModel.pool, PoolWorkerModel.requested_at).where(PoolWorkerModel.state == MemberState.STARTING)
+        .order_by(PoolWorkerModel.requested_at)).all()
+    for pool_name, requested_at in rows:
+        pool = session.get(PoolModel, pool_name)
+        if pool is not None and fits(store.template(pool), demand):
+            return f"a worker of pool {pool_name} is starting (requested {time.strftime('%H:%M:%S', time.gmtime(requested_at))})"
+    return None
