@@ -353,7 +353,7 @@ def test_each_token_sees_what_its_role_may_do_and_the_server_still_refuses(brows
             sign_in(viewer)
             expect(page).to_have_url(re.compile(r"/ui/executions$"))  # the fleet is not for it
             expect(page.locator(".who")).to_have_text("watcher · viewer")
-            assert page.locator("nav a").all_inner_texts() == ["Executions", "Workflows", "Schedules"]
+            assert page.locator("nav a").all_inner_texts() == ["Executions", "Queue", "Workflows", "Schedules"]
             page.goto(f"/ui/executions/{waiting['id']}")
             expect(page.locator("[data-live-state] .badge")).to_have_text("SCHEDULED")
             expect(page.locator("button:has-text('Cancel')")).to_have_count(0)
@@ -368,7 +368,7 @@ def test_each_token_sees_what_its_role_may_do_and_the_server_still_refuses(brows
             page.click("button:has-text('Log out')")
             sign_in(operator)
             expect(page).to_have_url(re.compile(r"/ui/fleet$"))
-            assert page.locator("nav a").all_inner_texts() == ["Fleet", "Executions", "Workflows", "Schedules", "Hooks", "Audit"]
+            assert page.locator("nav a").all_inner_texts() == ["Fleet", "Executions", "Queue", "Workflows", "Schedules", "Hooks", "Audit"]
             page.goto(f"/ui/executions/{waiting['id']}")
             expect(page.locator("button:has-text('Cancel')")).to_have_count(1)
             page.goto("/ui/audit?token=watcher")

@@ -69,6 +69,7 @@ EXPECTED = {
     ("GET", "/namespaces/{name}"): Role.VIEWER,
     ("POST", "/namespaces"): Role.ADMIN,
     ("DELETE", "/namespaces/{name}"): Role.ADMIN,
+    ("PATCH", "/namespaces/{name}"): Role.ADMIN,  # its weight and quota (docs/contention.md)
 }
 #: Operations about no namespace: a token of another namespace is judged by its role alone.
 UNNAMESPACED = {op for op, role in EXPECTED.items() if role == "fleet" or op[1].startswith(("/workers", "/pools", "/tokens", "/audit"))}
