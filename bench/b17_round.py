@@ -35,7 +35,7 @@ from flux.scheduling.ordering import order
 from flux.scheduling.placement import place
 from flux.scheduling.pool import FreePool
 from flux.scheduling.quotas import QuotaLedger
-from flux.server.dispatch import ROUND_SIZE
+from flux.server.queue import PAGE_SIZE as ROUND_SIZE
 
 PRIORITIES = (1000, 100, 0, -100, -1000)
 AIM_MS, AIM_RATIO = 50.0, 2.0
