@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import DURATION, Output, cell, client_command, console, execution_id_argument, render_rows, renders, when
+from flux.cli.core import (
+    DURATION, Output, cell, client_command, console, execution_id_argument, render_record, render_rows, renders, when,
+)
 from flux.cli.watch import event_line, follow, log_line
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
 from flux.domain.events import ExecutionState
+from flux.protocol.failures import Failure
 
 STATES = [state.value for state in ExecutionState]
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -75,10 +78,19 @@ def execution_prune(client: FluxClient, older_than: float) -> dict:
 
 @execution_group.command("show")
 @execution_id_argument
+@click.option("--full", is_flag=True, help="A failure's whole traceback, Flux's and the standard library's frames too")
 @client_command
-def execution_show(client: FluxClient, execution_id: str) -> dict:
-    """Show an execution's state, output and placement."""
-    return client.execution(client.resolve_execution(execution_id))
+def execution_show(client: FluxClient, execution_id: str, full: bool) -> Output:
+    """Show an execution's state, output and placement; a failure's traceback, user frames first."""
+    execution = client.execution(client.resolve_execution(execution_id))
+
+    def render(record: dict) -> None:
+        render_record({key: value for key, value in record.items() if key != "failure"})
+        failure = Failure.parsed(record)
+        if failure is not None:
+            console.print(failure.rendered(full=full), markup=False, highlight=False, soft_wrap=True)
+
+    return Output(execution, render)
 
 
 @execution_group.command("events")

@@ -65,6 +65,17 @@ WORKFLOWS = """
     async def huge(ctx):
         return "never"
 
+    def parse(text):
+        raise ValueError(f"bad input {text!r}")
+
+    @task
+    def read_order(text):
+        return parse(text)
+
+    @workflow
+    async def broken(ctx):
+        return await read_order("x")
+
     @workflow
     async def approval(ctx):
         answer = await pause("sign-off", {"amount": 12})
@@ -256,6 +267,26 @@ def test_a_worker_drains_and_undrains_from_the_fleet_page(page, fleet, shots):
     page.screenshot(path=shots / "fleet-drained.png", full_page=True)
     card.locator("button:has-text('Undrain')").click()
     expect(card.locator(".badge")).to_have_text("ONLINE")
+
+
+def test_a_failed_execution_shows_its_traceback_in_an_error_panel(page, fleet, shots):
+    cluster, client = fleet
+    ended = client.run("broken", wait=30)
+    assert ended["state"] == "FAILED"
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(f"/ui/executions/{ended['id']}")
+    panel = page.locator("[data-error-panel]")
+    expect(panel.locator("pre.problem")).to_contain_text("bad input 'x'")
+    traceback = panel.locator("pre[data-traceback]")
+    expect(traceback).to_contain_text("in parse")  # the user's frames, where it was raised
+    expect(traceback).to_contain_text("raise ValueError(f\"bad input {text!r}\")")
+    expect(traceback).not_to_contain_text("flux/model/runtime.py")
+    expect(panel.locator("details.task-failure")).to_contain_text("read_order:1")
+    page.screenshot(path=shots / "execution-failed.png", full_page=True)
+    panel.locator("button[data-copy]").click()
+    expect(panel.locator("button[data-copy]")).to_have_text("Copied")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert "flux/model/runtime.py" in copied and "ValueError: bad input 'x'" in copied  # the whole traceback
 
 
 def test_an_action_without_a_csrf_token_is_refused(fleet, page):

@@ -13,9 +13,10 @@ from starlette.responses import Response
 
 from flux.domain.access import Action
 from flux.domain.events import ExecutionState
+from flux.protocol.failures import Failure
 from flux.server.console.api import Api, Forward
 from flux.server.console.base import Console, answer, may
-from flux.server.console.gantt import gantt
+from flux.server.console.gantt import gantt, task_failures
 from flux.server.console.paging import SINCE, STATES, Filters, page_of_executions
 
 STATIC = Path(__file__).parent / "static"
@@ -107,6 +108,7 @@ def register(api: APIRouter, console: Console) -> None:
                 request, "execution.html", title=f"Execution {execution_id[:12]}", active="executions",
                 execution=execution, events=events, placement=placement, logs=logs, log_filters=log_filters,
                 chart=gantt(events, now), now=now, terminal=ExecutionState(execution["state"]).is_terminal,
+                failure=Failure.parsed(execution), task_failures=task_failures(events),
                 tasks=sorted({e["name"] for e in events if e["type"] == "TASK_STARTED" and e.get("name")}),
             )
 

@@ -34,7 +34,7 @@ from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server import payloads, task_cache
 from flux.server.executions import waits
 from flux.server.executions.reads import get_row, held_by, info, job_for
-from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo
+from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo, Failure
 
 S = ExecutionState
 
@@ -276,6 +276,8 @@ def finish(session: Session, execution: ExecutionModel, state: ExecutionState, v
         execution.output = value
     elif isinstance(value, dict):
         execution.error = value.get("error") or value.get("reason")
+        failure = Failure.parsed(value)  # what user code raised, when it did: the worker's event carries it
+        execution.failure = failure.model_dump() if failure else None
     if execution.parent_id is not None:
         waits.child_ended(session, execution)
 

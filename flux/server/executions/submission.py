@@ -87,5 +87,5 @@ def _submit(
         dict(execution_id=row["id"], seq=1, type=EventType.WORKFLOW_SCHEDULED.value, name=workflow.name,
              task_id=None, value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value], time=now, worker_name=None),
     )
-    fresh = dict.fromkeys(("output", "error", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
+    fresh = dict.fromkeys(("output", "error", "failure", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
     return info(SimpleNamespace(**row, **fresh))

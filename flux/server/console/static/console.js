@@ -153,11 +153,21 @@ function checkJson(form) {
   });
 }
 
+/* "Copy traceback": the whole traceback to the clipboard, and say so. */
+function copyButton(button) {
+  button.addEventListener("click", async () => {
+    const text = document.querySelector(button.dataset.copy).textContent;
+    try { await navigator.clipboard.writeText(text); button.textContent = "Copied"; }
+    catch (error) { button.textContent = "Select the text to copy"; }
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   setInterval(refreshTimes, 10000);
   const table = document.querySelector("table[data-watch]"); if (table) watchExecutions(table);
   const execution = document.querySelector("[data-execution]"); if (execution) followExecution(execution);
   const logs = document.querySelector("pre[data-logs]"); if (logs) followLogs(logs);
   for (const form of document.querySelectorAll("form[data-json-form]")) checkJson(form);
+  for (const button of document.querySelectorAll("button[data-copy]")) copyButton(button);
   const switcher = document.querySelector("form[data-switcher]"); if (switcher) switchOnChange(switcher);
 });
