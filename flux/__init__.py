@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_
     from flux.model.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
     from flux.model.determinism import choice, now, randint, random, uuid4
     from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
+    from flux.domain.secrets import SecretsUnavailable
     from flux.model.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
     from flux.model.task import TaskFailedError, parallel, task
     from flux.model.waits import ChildWorkflowError, call, pause, sleep
@@ -48,6 +49,7 @@ _EXPORTS = {
     "InvalidSchedule": "flux.domain.schedules",
     "OverlapPolicy": "flux.domain.schedules",
     "Schedule": "flux.domain.schedules",
+    "SecretsUnavailable": "flux.domain.secrets",
     "ExecutionContext": "flux.model.runtime",
     "TaskCall": "flux.model.runtime",
     "current_task": "flux.model.runtime",
@@ -98,6 +100,7 @@ __all__ = [
     "ResourceRequest",
     "RoutingPolicy",
     "Schedule",
+    "SecretsUnavailable",
     "TaskCall",
     "TaskFailedError",
     "Workflow",

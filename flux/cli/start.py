@@ -161,11 +161,12 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
 
 def _check_secrets_key(settings: ServerSettings) -> None:
     """Stored secrets and no key (or the wrong one): refuse to start, with the reason."""
-    from flux.server.secrets import SecretsKeyError, check_at_start
+    from flux.server.secrets import SecretsKeyError, check_at_start, home_key
     from flux.server.settings import prepare_home
 
     prepare_home(settings)
     try:
+        settings.secrets_key_file = home_key(settings.home, settings.database_url, settings.secrets_key_file)
         check_at_start(settings.database_url, settings.secrets_key_file)
     except (SecretsKeyError, OSError) as exc:
         raise click.ClickException(f"cannot start: {exc}") from None

@@ -19,6 +19,7 @@ from flux.model.calls import call_with, describe_error, failure_of
 from flux.model.saga import compensate
 from flux.domain.events import EventType, make_event
 from flux.domain.payloads import PayloadRefused, check_levels, check_size, encoded
+from flux.domain.secrets import SecretsUnavailable
 
 EventSink = Callable[[dict], None]
 #: The worker's services to an attempt: ``await ask(kind, body)`` (``flux.services``).
@@ -253,12 +254,15 @@ class ExecutionContext:
         if self.ask is not None:
             wanted = [name for name in names if name not in self._fetched_secrets]
             if wanted:  # once per attempt: later calls of the attempt reuse them
-                self._fetched_secrets.update((await self.ask("secrets", {"names": wanted}))["values"])
+                try:
+                    self._fetched_secrets.update((await self.ask("secrets", {"names": wanted}))["values"])
+                except Exception as exc:  # noqa: BLE001 - the server's reason, under a name people can catch
+                    raise SecretsUnavailable(str(exc)) from None
             return {name: self._fetched_secrets[name] for name in names}
         available = self.secrets or {}
         missing = [name for name in names if name not in available]
         if missing:
-            raise LookupError(f"secret(s) not set: {', '.join(missing)} (pass secrets= to run() in a local run)")
+            raise SecretsUnavailable(f"secret(s) not set: {', '.join(missing)} (pass secrets= to run() in a local run)")
         return {name: available[name] for name in names}
 
     async def _fall_back(
