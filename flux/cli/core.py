@@ -26,6 +26,8 @@ from flux.objects import import_object
 from flux.server.settings import read_token_file
 
 EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_RUNNING = 1, 2, 3, 4
+#: ``flux start server``: its address is taken (another server?), told before anything else is done.
+EXIT_ADDRESS_IN_USE = 5
 
 class LazyConsole:
     """rich's Console, made on first use: a process that prints no table (a worker, a
@@ -57,6 +59,12 @@ class UsageProblem(click.ClickException):
     """A bad argument told in one line (click's own usage errors print the usage too)."""
 
     exit_code = EXIT_USAGE
+
+
+class AddressInUse(click.ClickException):
+    """A server's address is taken: one line and its own exit code (not CANCELLED's)."""
+
+    exit_code = EXIT_ADDRESS_IN_USE
 
 
 class QuantityType(click.ParamType):
@@ -231,6 +239,19 @@ def token_from_file(path: str, what: str) -> str:
         raise click.ClickException(f"cannot read the {what} token: {exc}") from None
 
 
+class TopOptions(dict):
+    """Client options given before the command (``flux -n ml workflow list``), by parameter name."""
+
+
+def top_option(ctx: click.Context, name: str, own: Any) -> Any:
+    """The command's own value of a client option, unless the same option was given
+    before the command and the command's own was not on its command line."""
+    given = ctx.find_root().obj
+    if not isinstance(given, TopOptions) or name not in given or ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+        return own
+    return given[name]
+
+
 _RANK = {ParameterSource.COMMANDLINE: 3, ParameterSource.ENVIRONMENT: 2, ParameterSource.DEFAULT_MAP: 1}
 
 
@@ -269,7 +290,9 @@ def client_command(fn: Callable | None = None, *, namespaced: bool = True) -> Ca
     def wrapper(server_url: str, api_token: str | None, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
         if wants_format:
             kwargs["fmt"] = fmt
-        namespace = kwargs.pop("namespace") if namespaced else DEFAULT
+        ctx = click.get_current_context()
+        server_url, api_token_file = top_option(ctx, "server_url", server_url), top_option(ctx, "api_token_file", api_token_file)
+        namespace = top_option(ctx, "namespace", kwargs.pop("namespace")) if namespaced else DEFAULT
         with FluxClient(server_url, api_token=_api_token(api_token, api_token_file), namespace=namespace) as client:
             result = fn(client, **kwargs)
             output = result if isinstance(result, Output) else Output(result, getattr(fn, "render", None))

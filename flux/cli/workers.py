@@ -112,8 +112,12 @@ def render_worker(worker: dict, running: list[dict], packages: bool) -> None:
 def worker_show(client: FluxClient, name: str, packages: bool) -> Output:
     """A worker at a glance: state, labels, capacity and use, GPUs, slots, last
     heartbeat, what it runs (--format json: the full record)."""
-    worker = client.show_worker(name)
-    return Output(worker, lambda w: render_worker(w, client.executions_on(name), packages))
+    return summary(client, client.show_worker(name), packages)
+
+
+def summary(client: FluxClient, worker: dict, packages: bool = False) -> Output:
+    """A worker's record for scripts (--format json), its summary for people."""
+    return Output(worker, lambda w: render_worker(w, client.executions_on(w["name"]), packages))
 
 
 @worker_group.command("drain")
@@ -121,17 +125,17 @@ def worker_show(client: FluxClient, name: str, packages: bool) -> Output:
 @click.option("--wait", is_flag=True, help="Return once the worker runs nothing (DRAINED)")
 @click.option("--timeout", type=click.FloatRange(min=0), default=3600.0, show_default=True, help="Seconds to wait with --wait")
 @client_command
-def worker_drain(client: FluxClient, name: str, wait: bool, timeout: float) -> dict:
+def worker_drain(client: FluxClient, name: str, wait: bool, timeout: float) -> Output:
     """Stop giving NAME new work; it finishes what it runs, then shows DRAINED."""
     worker = client.drain_worker(name, wait=timeout if wait else None)
     if wait:
         click.echo(f"worker {name} is {worker['state']}: it runs nothing", err=True)
-    return worker
+    return summary(client, worker)
 
 
 @worker_group.command("undrain")
 @click.argument("name")
 @client_command
-def worker_undrain(client: FluxClient, name: str) -> dict:
+def worker_undrain(client: FluxClient, name: str) -> Output:
     """Let a drained worker take work again."""
-    return client.undrain_worker(name)
+    return summary(client, client.undrain_worker(name))

@@ -129,6 +129,7 @@ class StatementCounter:
 
 def migrate(url: str) -> None:
     """Bring the schema to the newest Alembic revision."""
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its plugins and each revision, on every first start: nothing for people
     from alembic import command
     from alembic.config import Config
 

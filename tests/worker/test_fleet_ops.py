@@ -85,6 +85,7 @@ def test_server_killed_and_restarted_loses_no_execution(cluster, sleepy):
             types = [e["type"] for e in again.events(execution["id"])]
             assert types.count("WORKFLOW_COMPLETED") == 1 and types.count("WORKFLOW_STARTED") == 1
         assert again.run("sleepy", 0, wait=30)["state"] == "COMPLETED"  # claiming resumed
+    assert "server call" in cluster.log("worker-w1") and "reachable again after" in cluster.log("worker-w1")  # it says it is back
 
 
 def test_metrics_endpoint_reports_fleet_queue_and_dispatch(cluster, sleepy):

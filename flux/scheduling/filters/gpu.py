@@ -62,6 +62,8 @@ class GPUs(Filter):
             usable = usable_gpus(worker)
             if usable >= wanted:
                 return None
+            if not worker.gpus:
+                return self.reason(f"has no GPUs (requested {wanted})")
             what = "unallotted gpus with free memory" if worker.reserves else "gpus with free memory"
             return self.reason(f"{what} {usable} < requested {wanted}")
 
