@@ -3,12 +3,14 @@ unique prefix of it (``FluxClient.resolve_execution``)."""
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from flux.cli.core import (
     DURATION, Output, cell, client_command, console, execution_id_argument, render_record, render_rows, renders, when,
 )
-from flux.cli.watch import event_line, follow, log_line
+from flux.cli.watch import event_line, follow, log_line, stamp
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
 from flux.domain.events import ExecutionState
@@ -93,11 +95,25 @@ def execution_show(client: FluxClient, execution_id: str, full: bool) -> Output:
     return Output(execution, render)
 
 
+#: What an event's value carries that the events table leaves to ``execution show`` (a traceback).
+LONG_KEYS = ("failure", "traceback")
+
+
+def event_row(event: dict) -> dict:
+    """An event as a row for people: its time of day (to the millisecond) and its value
+    without the traceback (``flux execution show ID`` prints it)."""
+    value = event.get("value")
+    if isinstance(value, dict):
+        value = {key: item for key, item in value.items() if key not in LONG_KEYS}
+    text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), default=str)  # spaces: it wraps
+    return {**event, "time": stamp(event.get("time"))[11:], "value": text if value is not None else "-"}
+
+
 @execution_group.command("events")
 @execution_id_argument
 @click.option("--follow", "-f", "follow_", is_flag=True, help=FOLLOW_HELP)
 @client_command
-@renders(lambda rows: render_rows(["seq", "type", "name", "task_id", "value", "worker_name"], rows))
+@renders(lambda rows: render_rows(["seq", "time", "type", "task_id", "value"], [event_row(row) for row in rows], whole=("seq", "time", "type")))
 def execution_events(client: FluxClient, execution_id: str, follow_: bool, fmt: str) -> list[dict] | None:
     """Show an execution's event log (with --follow: one line per event, JSON lines with --format json)."""
     execution_id = client.resolve_execution(execution_id)

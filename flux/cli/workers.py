@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import click
 
-from flux.cli.core import Output, client_command, console, render_rows, renders
+from flux.cli.core import Output, ago, client_command, console, labels_text, render_rows, renders
 from flux.client import FluxClient
 from flux.domain.numbers import human_size
 from flux.domain.workers import WorkerState
@@ -28,12 +27,44 @@ def served(worker: dict) -> str:
     return ", ".join(worker.get("namespaces") or ()) or "all"
 
 
-COLUMNS = ["name", "state", "running", "max_concurrent_executions", "namespaces", "labels", "last_heartbeat_at"]
+COLUMNS = ["name", "state", "slots", "cpu", "memory", "labels", "namespaces", "heartbeat"]
+
+
+def list_row(worker: dict) -> dict:
+    """A worker as one row of ``flux worker list``: its use from its last sample (memory used/total)."""
+    res = worker.get("resources") or {}
+    return {
+        "name": worker["name"],
+        "state": worker["state"],
+        "slots": f"{worker['running']}/{worker['max_concurrent_executions']}",
+        "cpu": cpu_text(res) if res else "-",
+        "memory": f"{gib(res['memory_total'] - res['memory_available'])}/{gib(res['memory_total'])} Gi" if res else "-",
+        "labels": labels_text(worker.get("labels")),
+        "namespaces": served(worker),
+        "heartbeat": ago(worker.get("last_heartbeat_at")).removesuffix(" ago"),
+    }
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.1f}"
+
+
+def _render_list(rows: list[dict]) -> None:
+    columns = list(COLUMNS)
+    if not any(row.get("namespaces") for row in rows):
+        columns.remove("namespaces")  # every worker serves every namespace: room for the rest
+    render_rows(columns, [list_row(row) for row in rows], whole=("name",))
+
+
+def cpu_text(res: dict) -> str:
+    """How busy its cores are (the sample's cpu_percent), of how many: ``35% of 4``. The
+    affinity mask (``cpu_available``) is what it may use, not what is free."""
+    return f"{res['cpu_percent']:.0f}% of {res['cpu_total']:g}"
 
 
 @worker_group.command("list")
 @client_command
-@renders(lambda rows: render_rows(COLUMNS, [{**row, "namespaces": served(row)} for row in rows]))
+@renders(_render_list)
 def worker_list(client: FluxClient) -> list[dict]:
     """List registered workers."""
     return client.list_workers()
@@ -43,16 +74,6 @@ def size(n: float | None) -> str:
     return "-" if n is None else human_size(n)
 
 
-def ago(epoch: float | None) -> str:
-    if not epoch:
-        return "never"
-    seconds = max(0, int(time.time() - epoch))
-    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= length:
-            return f"{seconds // length}{unit} ago"
-    return f"{seconds}s ago"
-
-
 def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tuple[str, str | Text]]:
     """What one wants to know of a worker at a glance (the full record: --format json)."""
     from rich.text import Text
@@ -60,13 +81,13 @@ def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tupl
     res = worker.get("resources") or {}
     rows: list[tuple[str, str | Text]] = [
         ("state", Text(worker["state"], style=STATE_COLOURS.get(worker["state"], ""))),
-        ("labels", " ".join(f"{k}={v}" for k, v in sorted(worker["labels"].items())) or "-"),
+        ("labels", labels_text(worker["labels"])),
         ("namespaces", served(worker)),
         ("slots", f"{worker['running']} running of {worker['max_concurrent_executions']}"),
     ]
     if res:
         rows += [
-            ("cpu", f"{res['cpu_available']:g} of {res['cpu_total']:g} available ({res['cpu_percent']:.0f}% busy)"),
+            ("cpu", f"{cpu_text(res)} cores busy"),
             ("memory", f"{size(res['memory_available'])} of {size(res['memory_total'])} available"),
             ("disk", f"{size(res['disk_free'])} of {size(res['disk_total'])} free"),
         ]

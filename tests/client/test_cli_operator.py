@@ -32,7 +32,7 @@ WORKFLOWS = """
         return f"Hello, {name}"
 
     @workflow.with_options(requests=ResourceRequest(cpu=2, memory="512Mi"))
-    async def a_workflow_with_a_rather_long_name_indeed(ctx):
+    async def nightly_feature_backfill_v2(ctx):
         return await greet(ctx.input)
 """
 
@@ -99,7 +99,7 @@ def test_a_first_start_prints_no_migration_lines(fleet):
 def test_client_options_may_come_before_the_command(fleet):
     listed = flux("--server-url", fleet.server_url, "workflow", "list", "--format", "json")
     assert listed.returncode == 0, listed.stderr
-    assert [w["name"] for w in json.loads(listed.stdout)] == ["a_workflow_with_a_rather_long_name_indeed"]
+    assert [w["name"] for w in json.loads(listed.stdout)] == ["nightly_feature_backfill_v2"]
     assert flux("-n", "default", "--server-url", fleet.server_url, "workflow", "list").returncode == 0
     elsewhere = flux("-n", "nowhere", "--server-url", fleet.server_url, "workflow", "list")
     assert elsewhere.returncode != 0 and "nowhere" in elsewhere.stderr, elsewhere.stderr
@@ -134,3 +134,40 @@ def test_progress_reads_as_a_bar_and_fits_80_columns():
 def test_a_paused_execution_left_by_timeout_suggests_resume():
     assert "flux execution resume 3f2a1b2c --input JSON" in _goes_on("3f2a1b2c" * 4, "PAUSED")
     assert "flux execution cancel 3f2a1b2c" in _goes_on("3f2a1b2c" * 4, "RUNNING")
+
+
+# --- tables at 80 columns -------------------------------------------------------------------
+
+
+def test_workflow_list_fits_80_columns_with_whole_names_and_readable_requests(fleet):
+    shown = flux("workflow", "list", url=fleet.server_url).stdout
+    fits(shown)
+    assert "nightly_feature_backfill_v2" in shown  # not cut
+    row = next(line for line in shown.splitlines() if "nightly_feature_backfill_v2" in line)
+    assert "cpu=2," in row and "memory=512Mi" in shown
+    assert "536870912" not in shown and '{"' not in shown
+
+
+def test_worker_list_has_use_columns_and_labels_as_key_value(fleet):
+    shown = flux("worker", "list", url=fleet.server_url).stdout
+    fits(shown)
+    header = shown.splitlines()[1]
+    assert all(column in header for column in ("slots", "cpu", "memory", "labels"))
+    row = next(line for line in shown.splitlines() if "w1" in line)
+    assert "0/3" in row and "zone=a" in row and "% of " in row and '{"' not in shown
+
+
+def test_execution_show_lists_only_what_has_a_value_and_events_have_a_time(fleet):
+    with FluxClient(fleet.server_url) as client:
+        done = client.run("nightly_feature_backfill_v2", "Ada", wait=60)
+    shown = flux("execution", "show", done["id"], url=fleet.server_url).stdout
+    fits(shown)
+    fields = [line.split("│")[1].strip() for line in shown.splitlines() if line.startswith("│") and line.split("│")[1].strip()]
+    assert {"id", "state", "output", "worker_name", "finished_at"} <= set(fields)
+    assert not {"unschedulable", "placement_note", "schedule", "wait", "parent", "children", "deadline"} & set(fields)
+    assert "│ -" not in shown
+    events = flux("execution", "events", done["id"], url=fleet.server_url).stdout
+    fits(events)
+    assert "time" in events.splitlines()[1]
+    started = next(line for line in events.splitlines() if "WORKFLOW_STARTED" in line)
+    assert any(len(part.strip()) == 12 and part.strip().count(":") == 2 for part in started.split("│"))  # 17:11:07.123
