@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -267,6 +269,28 @@ def test_a_worker_drains_and_undrains_from_the_fleet_page(page, fleet, shots):
     page.screenshot(path=shots / "fleet-drained.png", full_page=True)
     card.locator("button:has-text('Undrain')").click()
     expect(card.locator(".badge")).to_have_text("ONLINE")
+
+
+def test_the_fleet_page_is_live_summarised_and_reads_cpu_from_the_sample(page, fleet, shots):
+    cluster, client = fleet
+    page.goto("/ui/fleet")
+    card = page.locator('section.worker[data-worker="w1"]')
+    expect(card.locator('.meter', has_text="cpu")).to_contain_text("% busy of")  # the sample's reading, not the mask
+    expect(page.locator('[data-summary="queued"]')).to_have_text("0")
+    pending = client.run("huge")  # never fits: queued and unschedulable, shown without a reload
+    expect(page.locator('[data-summary="queued"]')).to_contain_text("1")
+    expect(page.locator('[data-summary="unschedulable"]')).to_have_text("1")
+    summary = httpx.get(f"{cluster.server_url}/fleet").json()
+    assert summary["queued"] == 1 and summary["unschedulable"] == 1 and summary["workers"] == {"ONLINE": 1}
+    drained = subprocess.run([sys.executable, "-m", "flux", "worker", "drain", "w1", "--server-url", cluster.server_url],
+                             capture_output=True, text=True, timeout=60)  # from the command line, not the page
+    assert drained.returncode == 0, drained.stderr
+    expect(card.locator(".badge")).to_have_text("DRAINED", timeout=5_000)
+    page.screenshot(path=shots / "fleet-live.png", full_page=True)
+    client.undrain_worker("w1")
+    expect(card.locator(".badge")).to_have_text("ONLINE", timeout=5_000)
+    client.cancel(pending["id"])
+    expect(page.locator('[data-summary="queued"]')).to_have_text("0")
 
 
 def test_a_failed_execution_shows_its_traceback_in_an_error_panel(page, fleet, shots):

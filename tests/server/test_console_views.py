@@ -52,8 +52,9 @@ def test_filters_are_urls():
 
 
 def test_a_fleet_row_has_a_bar_for_each_probed_dimension_the_worker_publishes():
-    res = {"cpu_total": 8.0, "cpu_available": 6.0, "memory_total": 100, "memory_available": 50, "disk_total": 10,
+    res = {"cpu_total": 8.0, "cpu_available": 8.0, "cpu_percent": 25.4, "memory_total": 100, "memory_available": 50, "disk_total": 10,
            "disk_free": 10, "capacity": {"scratch": 200}, "available": {"scratch": 50}, "gpus": []}
     bars = usage({"resources": res})
     assert [(b["label"], b["pct"]) for b in bars] == [("cpu", 25), ("memory", 50), ("disk", 0), ("scratch", 75)]
     assert bars[-1]["text"] == "150 / 200"
+    assert bars[0]["text"] == "25% busy of 8 cores"  # the sample's reading; cpu_available is the affinity mask

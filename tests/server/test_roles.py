@@ -48,6 +48,7 @@ EXPECTED = {
     ("POST", "/workers/{name}/undrain"): Role.OPERATOR,
     ("GET", "/workers"): "fleet",
     ("GET", "/workers/{name}"): "fleet",
+    ("GET", "/fleet"): "fleet",
     ("POST", "/tokens"): Role.ADMIN,
     ("GET", "/tokens"): Role.ADMIN,
     ("DELETE", "/tokens/{name}"): Role.ADMIN,

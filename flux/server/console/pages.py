@@ -67,10 +67,10 @@ def register(api: APIRouter, console: Console) -> None:
                 return RedirectResponse("/ui/executions", status_code=303)
             wanted = [term for term in request.query_params.getlist("label") if term.strip()]
             async with console.api(request) as client:
-                workers = await client.get("/workers")
+                workers, summary = await asyncio.gather(client.get("/workers"), client.get("/fleet"))
             shown = [w for w in workers if label_matches(w["labels"], wanted)]
             labels = sorted({f"{k}={v}" for w in workers for k, v in w["labels"].items()})
-            return console.render(request, "fleet.html", title="Fleet", active="fleet", workers=shown,
+            return console.render(request, "fleet.html", title="Fleet", active="fleet", workers=shown, summary=summary,
                                   total=len(workers), wanted=wanted, labels=labels, now=time.time())
 
         return await answer(console, request, page)

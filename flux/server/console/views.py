@@ -98,8 +98,9 @@ def usage(worker: dict) -> list[dict]:
         used = max(total - free, 0)
         return {"label": label, "pct": round(100 * used / total) if total else 0, "text": text(used, total)}
 
+    busy = res["cpu_percent"]  # the sample's reading, as `flux worker show`; cpu_available is the affinity mask
     bars = [
-        bar("cpu", res["cpu_total"], res["cpu_available"], lambda u, t: f"{u:g} / {t:g} cores"),
+        {"label": "cpu", "pct": round(busy), "text": f"{busy:.0f}% busy of {res['cpu_total']:g} cores"},
         bar("memory", res["memory_total"], res["memory_available"], lambda u, t: f"{size(u)} / {size(t)}"),
         bar("disk", res["disk_total"], res["disk_free"], lambda u, t: f"{size(u)} / {size(t)}"),
     ]

@@ -153,6 +153,26 @@ function checkJson(form) {
   });
 }
 
+/* The fleet page, live: each 'fleet' event of GET /fleet?follow=true (a worker's state,
+   sample or drain, or an execution changed) reads the page again and swaps it in, so
+   the cards are the server's own rendering; a form being used is left alone. */
+function followFleet(root) {
+  const source = new EventSource(root.dataset.fleet);
+  let reading = null;
+  source.onopen = () => setStatus("Live: the fleet updates as it changes.");
+  source.onerror = () => setStatus("Live updates interrupted; reconnecting…");
+  source.addEventListener("fleet", () => {
+    if (reading || root.contains(document.activeElement) && document.activeElement.matches("input, select")) return;
+    reading = fetch(location.href, { headers: { Accept: "text/html" } })
+      .then((response) => response.ok ? response.text() : null)
+      .then((html) => {
+        const fresh = html && new DOMParser().parseFromString(html, "text/html").querySelector("[data-fleet]");
+        if (fresh) root.replaceChildren(...fresh.childNodes);
+      })
+      .finally(() => { reading = null; });
+  });
+}
+
 /* "Copy traceback": the whole traceback to the clipboard, and say so. */
 function copyButton(button) {
   button.addEventListener("click", async () => {
@@ -165,6 +185,7 @@ function copyButton(button) {
 document.addEventListener("DOMContentLoaded", () => {
   setInterval(refreshTimes, 10000);
   const table = document.querySelector("table[data-watch]"); if (table) watchExecutions(table);
+  const fleet = document.querySelector("[data-fleet]"); if (fleet) followFleet(fleet);
   const execution = document.querySelector("[data-execution]"); if (execution) followExecution(execution);
   const logs = document.querySelector("pre[data-logs]"); if (logs) followLogs(logs);
   for (const form of document.querySelectorAll("form[data-json-form]")) checkJson(form);
