@@ -10,6 +10,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_imports.py keeps it equal to _EXPORTS
+    from flux.client.typed import AsyncClient, Client, ExecutionCancelled, ExecutionError, ExecutionFailed, ExecutionTimedOut
     from flux.domain.affinity import DoesNotExist, Exists, Gt, In, Lt, NotIn
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
@@ -25,6 +26,12 @@ if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_
 
 #: Each exported name and the module that defines it.
 _EXPORTS = {
+    "AsyncClient": "flux.client.typed",
+    "Client": "flux.client.typed",
+    "ExecutionCancelled": "flux.client.typed",
+    "ExecutionError": "flux.client.typed",
+    "ExecutionFailed": "flux.client.typed",
+    "ExecutionTimedOut": "flux.client.typed",
     "DoesNotExist": "flux.domain.affinity",
     "Exists": "flux.domain.affinity",
     "Gt": "flux.domain.affinity",
@@ -84,10 +91,16 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AsyncClient",
     "CatchUpPolicy",
     "ChildWorkflowError",
+    "Client",
     "DoesNotExist",
+    "ExecutionCancelled",
     "ExecutionContext",
+    "ExecutionError",
+    "ExecutionFailed",
+    "ExecutionTimedOut",
     "Exists",
     "Gt",
     "In",

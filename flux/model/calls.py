@@ -11,13 +11,12 @@ import sysconfig
 import traceback
 from typing import Any, Callable
 
-import flux
 from flux.protocol.failures import MAX_CHAIN, MAX_FRAMES, MAX_TEXT, Failure, Frame, RaisedError
 
 #: Where frames that are not the user's live: Flux itself and the standard library.
 _NOT_USERS = tuple(
     os.path.join(os.path.realpath(path), "")
-    for path in {os.path.dirname(flux.__file__), sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+    for path in {os.path.dirname(os.path.dirname(__file__)), sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
 )
 
 
