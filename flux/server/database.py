@@ -161,6 +161,12 @@ class Database:
         #: The longest a unit of work waited for a thread, since it was last read.
         self.max_queue_wait = 0.0
 
+    def after_commit(self, hook: Callable[[Session], None]) -> None:
+        """``hook(session)`` after each commit of this database's sessions, and nothing
+        after a rollback: what a transaction left in ``session.info`` for later."""
+        event.listen(self._sessions, "after_commit", hook)
+        event.listen(self._sessions, "after_rollback", lambda session: session.info.clear())
+
     def transaction(self, fn: Callable[[Session], T]) -> T:
         """One transaction; retried when a concurrent writer (another replica) won a race.
 

@@ -30,7 +30,7 @@ from flux.server import executions, topics
 from flux.server.database import Database
 from flux.server.eventlog import INSERT_EVENT
 from flux.server.explain import record_waiting
-from flux.server.metrics import ServerMetrics
+from flux.server.metrics import Claimed, ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry
 from flux.server.snapshot import FleetSnapshot
@@ -92,9 +92,9 @@ class Dispatcher:
                 self.snapshot.invalidate()
                 await asyncio.sleep(0.1)
                 continue
-            for worker_name, waited in assigned:
-                self.metrics.observe_dispatch(worker_name, waited)
-            for worker_name in {worker_name for worker_name, _ in assigned}:
+            for claimed in assigned:
+                self.metrics.observe_dispatch(claimed)
+            for worker_name in {claimed.worker for claimed in assigned}:
                 self.notifier.notify(topics.worker(worker_name))
 
 
@@ -122,7 +122,7 @@ class Dispatcher:
             query = query.where(tuple_(ExecutionModel.scheduled_at, ExecutionModel.id) > after)
         return session.execute(query).all()
 
-    def _round(self, session: Session) -> tuple[list[tuple[str, float]], bool]:
+    def _round(self, session: Session) -> tuple[list[Claimed], bool]:
         started, cpu = time.perf_counter(), time.thread_time()
         with self.snapshot.lock:  # the round changes the views it places on in place
             placed = self._place(session)
@@ -130,12 +130,12 @@ class Dispatcher:
         self.metrics.rounds.labels(part="cpu").observe(time.thread_time() - cpu)
         return placed
 
-    def _place(self, session: Session) -> tuple[list[tuple[str, float]], bool]:
+    def _place(self, session: Session) -> tuple[list[Claimed], bool]:
         """One placement pass over the queue, oldest first, page by page while slots remain.
 
         Paging means executions that fit nowhere cannot block newer ones behind them
         (no head-of-line blocking), however many of them there are. Returns
-        (worker, seconds the execution waited) per assignment, and whether any
+        a ``Claimed`` per assignment (worker, namespace, workflow, seconds waited), and whether any
         execution was left waiting.
         """
         first = self._pending(session, None)
@@ -186,7 +186,11 @@ class Dispatcher:
         for placement in placements:
             claimed_events += executions.claim(rows[placement.execution_id], placement.worker_name, placement.allotment, placement.reason, now)
         session.execute(INSERT_EVENT, claimed_events)  # one statement; the rows' updates flush first
-        return [(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements], backlog
+        claimed = []
+        for p in placements:
+            row = rows[p.execution_id]
+            claimed.append(Claimed(p.worker_name, row.namespace, row.workflow_name, now - row.pending_since))
+        return claimed, backlog
 
     def _keep_warm(self, session: Session) -> None:
         """With nothing to place, read what changed in the fleet so that the next

@@ -81,6 +81,7 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
         await broadcast.start()
         svc.notifier.remote = broadcast
     svc.metrics = ServerMetrics(svc.db.statements)
+    svc.db.after_commit(svc.metrics.observe_finished)  # durations, once what ended them is committed
     svc.dispatcher = Dispatcher(svc.db, svc.notifier, svc.registry, svc.metrics)
     return broadcast
 

@@ -32,7 +32,7 @@ from flux.server.models import ExecutionModel
 from flux.server.eventlog import append_event, append_events, event_rows
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server import payloads, task_cache
-from flux.server.executions import waits
+from flux.server.executions import finishes, waits
 from flux.server.executions.reads import get_row, held_by, info, job_for
 from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo, Failure
 
@@ -272,6 +272,8 @@ def finish(session: Session, execution: ExecutionModel, state: ExecutionState, v
     execution.state = state.value
     execution.finished_at = at
     execution.wait = None
+    ran = at - execution.started_at if execution.started_at else None
+    finishes.record(session, finishes.Finished(execution.namespace, execution.workflow_name, state.value, ran))
     if state is S.COMPLETED:
         execution.output = value
     elif isinstance(value, dict):
