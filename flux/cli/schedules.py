@@ -9,6 +9,7 @@ import click
 from flux.cli.core import UsageProblem, client_command, console, render_record, render_rows, renders
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
+from flux.domain.durations import format_duration
 from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
 
 OVERLAP = click.Choice([p.value for p in OverlapPolicy])
@@ -22,7 +23,7 @@ def schedule_group() -> None:
 
 
 def _row(schedule: dict) -> dict:
-    when = schedule["cron"] or (f"every {schedule['every']:g}s" if schedule["every"] else f"at {schedule['at']}")
+    when = schedule["cron"] or (f"every {format_duration(schedule['every'])}" if schedule["every"] else f"at {schedule['at']}")
     upcoming = schedule["next_fire_times"]
     return {**schedule, "when": when, "next": upcoming[0] if upcoming else "-"}
 

@@ -78,6 +78,17 @@ WORKFLOWS = """
     async def broken(ctx):
         return await read_order("x")
 
+    @task
+    def step(i):
+        print(f"step {i}", flush=True)
+        time.sleep(1)
+        return i
+
+    @workflow
+    async def steps(ctx):
+        for i in range(5):
+            await step(i)
+
     @workflow
     async def approval(ctx):
         answer = await pause("sign-off", {"amount": 12})
@@ -311,6 +322,60 @@ def test_a_failed_execution_shows_its_traceback_in_an_error_panel(page, fleet, s
     expect(panel.locator("button[data-copy]")).to_have_text("Copied")
     copied = page.evaluate("navigator.clipboard.readText()")
     assert "flux/model/runtime.py" in copied and "ValueError: bad input 'x'" in copied  # the whole traceback
+
+
+def test_a_running_executions_gantt_header_and_logs_move_without_a_reload(page, fleet, shots):
+    cluster, client = fleet
+    running = client.run("steps")
+    page.goto(f"/ui/executions/{running['id'][:8]}")  # a prefix leads to it
+    expect(page).to_have_url(re.compile(f"/ui/executions/{running['id']}$"))
+    page.evaluate("window.notReloaded = true")
+    expect(page.locator(".gantt-row")).to_have_count(3, timeout=15_000)  # bars appear as tasks start
+    assert page.evaluate("window.notReloaded === true")
+    expect(page.locator("[data-live-state] .badge")).to_have_text("RUNNING")
+    line = page.locator("pre.logs .line", has_text="step 0")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", line.locator("time").inner_text())  # each line has its time
+    page.screenshot(path=shots / "execution-running.png", full_page=True)
+    client.wait(running["id"], 30)
+    expect(page.locator(".gantt-row")).to_have_count(5)
+
+
+def test_schedules_read_as_the_cli_says_and_are_created_and_deleted_from_the_page(page, fleet, shots):
+    cluster, client = fleet
+    client.create_schedule("ten-seconds", "quick", every="10s", catch_up="all", paused=True)
+    page.goto("/ui/schedules")
+    row = page.locator("table.schedules tr", has_text="ten-seconds")
+    expect(row).to_contain_text("every 10s")
+    expect(row.locator("td").nth(3)).to_have_text("skip")
+    expect(row.locator("td").nth(4)).to_contain_text("all")
+    page.fill("#s-name", "from-the-page")
+    page.select_option("#s-workflow", "quick")
+    page.select_option("#s-kind", "every")
+    page.fill("#s-timing", "5m")
+    page.fill("#s-input", '{"name": "Lovelace"}')
+    page.click("button:has-text('Create')")
+    created = page.locator("table.schedules tr", has_text="from-the-page")
+    expect(created).to_contain_text("every 5m")
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", created.locator("td").nth(5).inner_text())  # not raw ISO
+    assert client.show_schedule("from-the-page")["input"] == {"name": "Lovelace"}
+    page.screenshot(path=shots / "schedules-actions.png", full_page=True)
+    page.once("dialog", lambda dialog: dialog.accept())
+    created.locator("button:has-text('Delete')").click()
+    expect(page.locator("table.schedules tr", has_text="from-the-page")).to_have_count(0)
+    client.delete_schedule("ten-seconds")
+
+
+def test_the_console_has_a_favicon_an_html_404_and_says_why_in_the_list(page, fleet):
+    cluster, client = fleet
+    page.goto("/ui/fleet")
+    icon = page.locator('link[rel="icon"]').get_attribute("href")
+    assert httpx.get(cluster.server_url + icon).headers["content-type"].startswith("image/svg")
+    missing = page.goto("/ui/no-such-page")
+    assert missing.status == 404 and "text/html" in missing.headers["content-type"]
+    expect(page.locator("main")).to_contain_text("no page /ui/no-such-page")
+    failed = client.run("broken", wait=30)
+    page.goto("/ui/executions?state=FAILED")
+    expect(page.locator(f'tr[data-id="{failed["id"]}"] .why')).to_contain_text("bad input 'x'")
 
 
 def test_an_action_without_a_csrf_token_is_refused(fleet, page):

@@ -25,4 +25,5 @@ def router(login: bool, key: bytes) -> APIRouter:
     pages.register(api, console)
     actions.register(api, console)
     audit.register(api, console)
+    pages.register_not_found(api, console)  # last: what no route above matched
     return api

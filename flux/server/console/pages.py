@@ -4,6 +4,7 @@ reads without JavaScript; every view and filter is a URL with a query string."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 
@@ -25,6 +26,8 @@ LOG_PAGE = 1000
 #: Recent runs per workflow behind its success rate.
 RECENT = 20
 LOG_FILTERS = ("task", "stream", "level", "attempt", "after")
+#: An execution's id, and what may be a prefix of one (a unique one leads to it).
+FULL_ID, HEX = re.compile(r"[0-9a-f]{32}"), re.compile(r"[0-9a-fA-F]{1,31}")
 
 
 def label_matches(labels: dict[str, str], wanted: list[str]) -> bool:
@@ -97,6 +100,10 @@ def register(api: APIRouter, console: Console) -> None:
         async def page() -> Response:
             log_filters = {key: request.query_params.get(key, "") for key in LOG_FILTERS}
             async with console.api(request) as client:
+                if not FULL_ID.fullmatch(execution_id) and HEX.fullmatch(execution_id):  # a prefix, as the CLI takes
+                    found = await client.get("/executions", id_prefix=execution_id.lower(), limit=2)
+                    if len(found) == 1:
+                        return RedirectResponse(f"/ui/executions/{found[0]['id']}", status_code=307)
                 execution, events, placement = await asyncio.gather(
                     client.get(f"/executions/{execution_id}"),
                     client.get(f"/executions/{execution_id}/events"),
@@ -142,7 +149,15 @@ def register(api: APIRouter, console: Console) -> None:
     async def schedule_list(request: Request) -> Response:
         async def page() -> Response:
             async with console.api(request) as client:
-                items = await client.get("/schedules")
-            return console.render(request, "schedules.html", title="Schedules", active="schedules", schedules=items, now=time.time())
+                items, workflows = await asyncio.gather(client.get("/schedules"), client.get("/workflows"))
+            return console.render(request, "schedules.html", title="Schedules", active="schedules", schedules=items,
+                                  workflows=workflows, now=time.time())
 
         return await answer(console, request, page)
+
+
+def register_not_found(api: APIRouter, console: Console) -> None:
+    @api.get("/ui/{path:path}", include_in_schema=False)
+    async def not_found(path: str, request: Request) -> Response:
+        """A page the console does not have: a page that says so, not the API's JSON."""
+        return console.error(request, 404, f"the console has no page /ui/{path}")

@@ -12,6 +12,7 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from flux.domain.durations import format_duration
 from flux.domain.numbers import human_size
 from flux.domain.workers import WorkerState
 
@@ -36,10 +37,27 @@ def ago(ts: float | None, now: float | None = None) -> str:
     return f"in {text}" if future else f"{text} ago"
 
 
+def local_time(text: str | None) -> str:
+    """An ISO 8601 time with its offset (a schedule's due times) as people read it: ``2026-12-06 18:00 +01:00``."""
+    if not text:
+        return ""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    offset = moment.strftime("%z")
+    return moment.strftime("%Y-%m-%d %H:%M") + (f" {offset[:3]}:{offset[3:]}" if offset else "")
+
+
 def absolute(ts: float | None) -> str:
     if ts is None:
         return ""
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def clock(ts: float | None) -> str:
+    """The time of day to the millisecond, UTC (a log line's)."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%S.%f")[:-3] if ts else ""
 
 
 def iso(ts: float | None) -> str:
@@ -129,5 +147,5 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ago=ago, absolute=absolute, iso=iso, duration=duration, size=size, shown=shown, short=short, usage=usage,
-                       drain_action=drain_action)
+                       drain_action=drain_action, local_time=local_time, every=format_duration, clock=clock)
     return env
