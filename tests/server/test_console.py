@@ -177,6 +177,8 @@ def test_every_page_loads_reads_at_both_widths_and_follows_the_system_theme(page
     page.screenshot(path=shots / "workflows.png", full_page=True)
     page.goto("/ui/workflows/quick")
     expect(page.locator("#run-input")).to_be_visible()
+    expect(page.locator("svg.chart-durations rect.bar")).to_have_count(1)  # drawn by the server: no script, no CDN
+    expect(page.locator("svg.chart-outcomes rect.outcome-completed")).to_have_count(1)
     page.screenshot(path=shots / "workflow.png", full_page=True)
 
     page.goto(f"/ui/executions/{done['id']}")

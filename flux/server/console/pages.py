@@ -15,6 +15,7 @@ from starlette.responses import Response
 from flux.domain.access import Action
 from flux.domain.events import ExecutionState
 from flux.protocol.failures import Failure
+from flux.server.console import charts
 from flux.server.console.api import Api, Forward
 from flux.server.console.base import Console, answer, may
 from flux.server.console.gantt import gantt, task_failures
@@ -25,6 +26,8 @@ STATIC = Path(__file__).parent / "static"
 LOG_PAGE = 1000
 #: Recent runs per workflow behind its success rate.
 RECENT = 20
+#: Runs a workflow's charts are drawn from (one page of the history).
+CHARTED = 200
 LOG_FILTERS = ("task", "stream", "level", "attempt", "after")
 #: An execution's id, and what may be a prefix of one (a unique one leads to it).
 FULL_ID, HEX = re.compile(r"[0-9a-f]{32}"), re.compile(r"[0-9a-fA-F]{1,31}")
@@ -139,9 +142,12 @@ def register(api: APIRouter, console: Console) -> None:
     async def workflow(name: str, request: Request) -> Response:
         async def page() -> Response:
             async with console.api(request) as client:
-                info, runs = await asyncio.gather(client.get(f"/workflows/{name}"), recent_runs(client, name))
+                info, runs, history = await asyncio.gather(
+                    client.get(f"/workflows/{name}"), recent_runs(client, name), client.get("/executions", workflow=name, limit=CHARTED)
+                )
             return console.render(request, "workflow.html", title=f"Workflow {name}", active="workflows", workflow=info,
-                                  runs=runs, rate=success_rate(runs), now=time.time(), input_text="", problem=None)
+                                  runs=runs, rate=success_rate(runs), now=time.time(), input_text="", problem=None,
+                                  histogram=charts.duration_histogram(history), outcomes=charts.outcomes(history))
 
         return await answer(console, request, page)
 

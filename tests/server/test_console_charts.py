@@ -1,0 +1,33 @@
+"""The console's server-drawn charts (flux/server/console/charts.py): a workflow's
+durations as a histogram and how its runs ended, as inline SVG (no script, no CDN)."""
+
+from __future__ import annotations
+
+from flux.server.console.charts import bins, duration_histogram, outcomes
+
+
+def run(i: int, state: str = "COMPLETED", ran: float | None = 1.0) -> dict:
+    started = 100.0 + i
+    return {"id": f"{i:032x}", "state": state, "scheduled_at": started - 1, "started_at": started,
+            "finished_at": started + ran if ran is not None else None}
+
+
+def test_bins_cover_every_duration_from_shortest_to_longest():
+    made = bins([1.0, 2.0, 2.5, 9.0])
+    assert sum(b.count for b in made) == 4 and made[0].low == 1.0 and made[-1].high == 9.0
+    assert bins([3.0, 3.0])[0].count == 2  # one width of zero: one bin
+    assert bins([]) == []
+
+
+def test_the_histogram_draws_a_bar_per_bin_with_its_count_and_escapes_nothing_unsafe():
+    svg = str(duration_histogram([run(i, ran=float(i % 5 + 1)) for i in range(25)]))
+    assert svg.startswith('<svg class="chart chart-durations"') and svg.count('<rect class="bar"') == 5
+    assert "Durations of the last 25 ended runs" in svg and "<script" not in svg
+    assert str(duration_histogram([run(1, "RUNNING", ran=None)])) == ""  # nothing ended: no chart
+
+
+def test_outcomes_are_oldest_first_one_column_per_ended_run():
+    svg = str(outcomes([run(3, "FAILED"), run(1), run(2, "CANCELLED"), run(4, "RUNNING", ran=None)]))
+    assert svg.count("<rect") == 3
+    assert svg.index("outcome-completed") < svg.index("outcome-cancelled") < svg.index("outcome-failed")
+    assert "1 of the last 3 ended runs completed" in svg
