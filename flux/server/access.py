@@ -51,6 +51,7 @@ ACTIONS: dict[tuple[str, str], Action] = {
     ("GET", "/workers"): Action.READ_FLEET,
     ("GET", "/workers/{name}"): Action.READ_FLEET,
     ("GET", "/fleet"): Action.READ_FLEET,
+    ("GET", "/fleet/history"): Action.READ_FLEET,
     ("POST", "/tokens"): Action.MANAGE_TOKENS,
     ("GET", "/tokens"): Action.MANAGE_TOKENS,
     ("DELETE", "/tokens/{name}"): Action.MANAGE_TOKENS,

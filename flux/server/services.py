@@ -16,6 +16,7 @@ from flux.server.audit import AuditTrail
 from flux.server.database import Database
 from flux.server.dispatch import Dispatcher
 from flux.server.metrics import ServerMetrics
+from flux.server.workers.trend import FleetTrend
 from flux.server.namespaces import NamespaceCache
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry
@@ -45,6 +46,8 @@ class Services:
     namespaces: NamespaceCache = field(default_factory=NamespaceCache)
     #: Client tokens by hash, this replica's copy (``flux.server.tokens``).
     tokens: TokenCache = field(init=False)
+    #: The fleet's summary over the last hours, this replica's samples (``GET /fleet/history``).
+    trend: FleetTrend = field(default_factory=FleetTrend)
 
     def wake_worker(self, name: str | None) -> None:
         """Its claim (here or on another replica) re-reads what it holds."""

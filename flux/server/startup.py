@@ -26,6 +26,7 @@ from flux.server.services import Services
 from flux.server.shedding import LoadShedding
 from flux.server.timers import Timers
 from flux.server.tokens import TokenCache
+from flux.server.workers import summary
 
 #: The GIL hand-over interval of a server process. Database work runs on threads
 #: beside the event loop; with CPython's default 5 ms, a loop kept busy by a thousand
@@ -87,12 +88,13 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
 
 
 def _loops(svc: Services) -> tuple[LivenessKeeper, list[asyncio.Task]]:
-    """Dispatch, liveness, schedules, timers, the audit trail's writes and retention, each a task of its own."""
+    """Dispatch, liveness, schedules, timers, the audit trail's writes, the fleet's trend and retention, each a task of its own."""
     shared, kick, policy = svc.registry.shared, svc.dispatcher.kick, svc.policy
     keeper = LivenessKeeper(svc.db, svc.registry, svc.notifier, svc.metrics, svc.settings.eviction_grace_period, kick, policy)
     firing = schedules.ScheduleLoop(svc.db, svc.notifier, svc.metrics, kick, policy, shared)
     timers = Timers(svc.db, svc.notifier, kick, shared=shared)  # due sleeps, timeouts (docs/waits.md)
-    loops = [asyncio.create_task(loop) for loop in (svc.dispatcher.run(), keeper.run(), firing.run(), timers.run(), svc.audit.run(svc.db))]
+    loops = [asyncio.create_task(loop) for loop in (svc.dispatcher.run(), keeper.run(), firing.run(), timers.run(), svc.audit.run(svc.db),
+                                                    summary.keep_trend(svc))]
     if svc.settings.retention:
         loops.append(asyncio.create_task(retention.keep(svc.db, svc.settings.retention)))
     return keeper, loops

@@ -290,6 +290,10 @@ def test_the_fleet_page_is_live_summarised_and_reads_cpu_from_the_sample(page, f
     card = page.locator('section.worker[data-worker="w1"]')
     expect(card.locator('.meter', has_text="cpu")).to_contain_text("% busy of")  # the sample's reading, not the mask
     expect(page.locator('[data-summary="queued"]')).to_have_text("0")
+    expect(page.locator(".fleet-charts svg.chart-slots polyline")).to_have_count(3)  # busy, slots, queued over time
+    expect(page.locator(".fleet-charts svg.chart-use polyline")).to_have_count(2)  # cpu, memory
+    history = httpx.get(f"{cluster.server_url}/fleet/history").json()
+    assert history["period"] == 15.0 and {"time", "slots", "busy", "queued", "cpu_percent"} <= set(history["points"][-1])
     pending = client.run("huge")  # never fits: queued and unschedulable, shown without a reload
     expect(page.locator('[data-summary="queued"]')).to_contain_text("1")
     expect(page.locator('[data-summary="unschedulable"]')).to_have_text("1")

@@ -31,3 +31,20 @@ def test_outcomes_are_oldest_first_one_column_per_ended_run():
     assert svg.count("<rect") == 3
     assert svg.index("outcome-completed") < svg.index("outcome-cancelled") < svg.index("outcome-failed")
     assert "1 of the last 3 ended runs completed" in svg
+
+
+def test_the_fleet_charts_draw_each_series_over_the_kept_points():
+    from flux.server.console.charts import fleet_charts
+    from flux.server.workers.trend import FleetSummary, FleetTrend
+
+    trend = FleetTrend(keep=3)
+    for i in range(5):  # only the newest three are kept
+        summary = FleetSummary(workers={"ONLINE": 1}, slots=4, busy=i % 4, queued=i, unschedulable=0, waiting=0, running=i % 4,
+                               oldest_queued_at=None, cpu_percent=50.0, memory_used=1.0, memory_total=4.0)
+        trend.add(summary, at=1000.0 + 15 * i)
+    points = [p.model_dump() for p in trend.history().points]
+    assert [p["queued"] for p in points] == [2, 3, 4]
+    slots, use = map(str, fleet_charts(points))
+    assert slots.count("<polyline") == 3 and use.count("<polyline") == 2
+    assert "the last 30.0 s" in slots and "queued: 4 now" in slots and "memory: 25 now" in use
+    assert fleet_charts([]) == [] and len(fleet_charts(points[:1])) == 2  # one sample: still a chart

@@ -49,6 +49,7 @@ EXPECTED = {
     ("GET", "/workers"): "fleet",
     ("GET", "/workers/{name}"): "fleet",
     ("GET", "/fleet"): "fleet",
+    ("GET", "/fleet/history"): "fleet",
     ("POST", "/tokens"): Role.ADMIN,
     ("GET", "/tokens"): Role.ADMIN,
     ("DELETE", "/tokens/{name}"): Role.ADMIN,

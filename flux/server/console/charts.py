@@ -2,7 +2,8 @@
 JavaScript and in a screenshot. Each takes what a page already read from the API (a
 workflow's runs) and returns markup; colours come from the stylesheet's classes, so
 they follow the light and dark themes. Per workflow: the durations of its recent runs
-as a histogram, and how each of them ended, oldest to newest."""
+as a histogram, and how each of them ended, oldest to newest. For the fleet: its
+slots, queue and use over the hours the server kept (``GET /fleet/history``)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,35 @@ def outcomes(runs: list[dict]) -> Markup:
     )
     completed = sum(r["state"] == ExecutionState.COMPLETED for r in ended)
     return _svg("outcomes", f"{completed} of the last {len(ended)} ended runs completed", cells, HEIGHT // 4)
+
+
+def fleet_charts(points: list[dict]) -> list[Markup]:
+    """The fleet over time: slots busy and total with the queue; cpu and memory in use (percent)."""
+    if not points:
+        return []
+    drawn = points if len(points) > 1 else points * 2  # one sample: a flat line from it
+    span = f"the last {duration(drawn[-1]['time'] - drawn[0]['time'])}" if len(points) > 1 else "since the server started"
+    slots = max(max(p["slots"], p["queued"], p["busy"]) for p in drawn) or 1
+    memory = [100 * p["memory_used"] / p["memory_total"] if p["memory_total"] else 0.0 for p in drawn]
+    return [
+        lines("slots", f"Slots busy, slots and queued, {span}", slots,
+              [("busy", [p["busy"] for p in drawn]), ("slots", [p["slots"] for p in drawn]), ("queued", [p["queued"] for p in drawn])]),
+        lines("use", f"Cpu and memory in use (%), {span}", 100.0,
+              [("cpu", [p["cpu_percent"] for p in drawn]), ("memory", memory)]),
+    ]
+
+
+def lines(kind: str, title: str, top: float, series: list[tuple[str, list[float]]]) -> Markup:
+    """Each series a polyline over the same x axis (oldest left), 0 at the bottom, ``top`` at the top."""
+    height = HEIGHT - 16
+    drawn = []
+    for name, values in series:
+        step = WIDTH / max(len(values) - 1, 1)
+        coords = " ".join(f"{i * step:.1f},{height - height * min(v, top) / top:.1f}" for i, v in enumerate(values))
+        drawn.append(f'<polyline class="line line-{name}" points="{coords}"><title>{escape(name)}: {values[-1]:g} now</title></polyline>')
+    legend = "".join(f'<text class="legend line-{name}" x="{i * 90}" y="{HEIGHT - 2}">{escape(name)}</text>' for i, (name, _) in enumerate(series))
+    scale = f'<text x="{WIDTH}" y="10" text-anchor="end">{top:g}</text>'
+    return _svg(kind, title, "".join(drawn) + legend + scale)
 
 
 def _svg(kind: str, title: str, body: str, height: int = HEIGHT) -> Markup:

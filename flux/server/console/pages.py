@@ -73,10 +73,11 @@ def register(api: APIRouter, console: Console) -> None:
                 return RedirectResponse("/ui/executions", status_code=303)
             wanted = [term for term in request.query_params.getlist("label") if term.strip()]
             async with console.api(request) as client:
-                workers, summary = await asyncio.gather(client.get("/workers"), client.get("/fleet"))
+                workers, summary, history = await asyncio.gather(client.get("/workers"), client.get("/fleet"), client.get("/fleet/history"))
             shown = [w for w in workers if label_matches(w["labels"], wanted)]
             labels = sorted({f"{k}={v}" for w in workers for k, v in w["labels"].items()})
             return console.render(request, "fleet.html", title="Fleet", active="fleet", workers=shown, summary=summary,
+                                  charts=charts.fleet_charts(history["points"]),
                                   total=len(workers), wanted=wanted, labels=labels, now=time.time())
 
         return await answer(console, request, page)

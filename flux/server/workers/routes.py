@@ -15,7 +15,7 @@ from flux.server.schemas import ClaimReply, ClaimRequest, Heartbeat, HeartbeatRe
 from flux.server.services import Services, services
 from flux.server.log_routes import wants_stream
 from flux.server.workers import claim, draining, heartbeat, leaving, registration, summary
-from flux.server.workers.summary import FleetSummary
+from flux.server.workers.trend import FleetHistory, FleetSummary
 
 router = APIRouter()
 HELD_TOKEN = Header(default=None, alias="X-Flux-Worker-Token", description="The session token this worker's name is bound to (a restart)")
@@ -71,6 +71,12 @@ async def fleet_summary(request: Request, follow: bool = Query(default=False, de
     if wants_stream(request, follow):
         return summary.stream(svc)
     return await svc.db.read(summary.read(svc))
+
+
+@router.get("/fleet/history", response_model=FleetHistory, dependencies=CLIENT, responses=READ)
+async def fleet_history(svc: Services = Depends(services)):
+    """The fleet's summary every 15 s over the last 4 hours, as this replica sampled it (docs/fleet.md)."""
+    return svc.trend.history()
 
 
 @router.get("/workers/{name}", response_model=WorkerInfo, dependencies=CLIENT, responses=READ_ONE)

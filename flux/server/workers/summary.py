@@ -8,10 +8,10 @@ at least every ``FOLLOW_RECHECK`` seconds (liveness changes with time alone)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from typing import AsyncIterator
 
-from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -21,23 +21,13 @@ from flux.server import fleet, topics
 from flux.server.log_routes import FOLLOW_RECHECK, PING, SEND_TIMEOUT, SEP
 from flux.server.models import ExecutionModel
 from flux.server.services import Services
+from flux.server.workers import trend
 from flux.server.workers.draining import liveness
+from flux.server.workers.trend import FleetSummary
 
+log = logging.getLogger(__name__)
 #: Seconds a stream lets wake-ups accumulate before it reads again (one read per burst).
 COALESCE = 0.5
-
-
-class FleetSummary(BaseModel):
-    """The fleet and its queue, across namespaces (reading it is ``read_fleet``)."""
-
-    workers: dict[str, int] = Field(description="Workers by state: ONLINE, DRAINING, DRAINED, OFFLINE")
-    slots: int = Field(description="Execution slots of the live workers")
-    busy: int = Field(description="Of those, slots running an execution")
-    queued: int = Field(description="Executions waiting for a worker (SCHEDULED)")
-    unschedulable: int = Field(description="Of those, the ones no registered worker could ever take")
-    waiting: int = Field(description="Executions waiting on the server: SLEEPING, PAUSED, AWAITING_CHILD")
-    running: int = Field(description="Executions a worker holds: CLAIMED, RUNNING, CANCELLING")
-    oldest_queued_at: float | None = Field(description="When the longest-queued execution was scheduled")
 
 
 def read(svc: Services):  # noqa: ANN201 - a function of a session, for ``db.read``
@@ -53,8 +43,13 @@ def read(svc: Services):  # noqa: ANN201 - a function of a session, for ``db.rea
         unschedulable, oldest = session.execute(
             select(func.count(ExecutionModel.unschedulable), func.min(ExecutionModel.scheduled_at)).where(scheduled)
         ).one()
+        sampled = [w.resources for w in live if w.resources is not None]
+        cores = sum(r.cpu_total for r in sampled)
         return FleetSummary(
             workers=dict(Counter(w.state for w in workers)),
+            cpu_percent=sum(r.cpu_percent * r.cpu_total for r in sampled) / cores if cores else 0.0,
+            memory_used=sum(r.memory_total - r.memory_available for r in sampled),
+            memory_total=sum(r.memory_total for r in sampled),
             slots=sum(w.max_concurrent_executions for w in live),
             busy=sum(w.running for w in live),
             queued=states.get(ExecutionState.SCHEDULED.value, 0),
@@ -69,6 +64,16 @@ def read(svc: Services):  # noqa: ANN201 - a function of a session, for ``db.rea
 
 def stream(svc: Services) -> EventSourceResponse:
     return EventSourceResponse(_summaries(svc), ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)
+
+
+async def keep_trend(svc: Services) -> None:
+    """The server's loop that samples the summary into ``svc.trend`` every ``trend.PERIOD`` seconds."""
+    while True:
+        try:
+            svc.trend.add(await svc.db.read(read(svc), counted=False))
+        except Exception:  # noqa: BLE001 - a missed point is a gap in a chart, not a reason to stop
+            log.exception("fleet trend: a sample failed")
+        await asyncio.sleep(trend.PERIOD)
 
 
 async def _summaries(svc: Services) -> AsyncIterator[ServerSentEvent]:
