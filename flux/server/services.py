@@ -16,7 +16,7 @@ from flux.server.audit import AuditTrail
 from flux.server.database import Database
 from flux.server.dispatch import Dispatcher
 from flux.server.metrics import ServerMetrics
-from flux.server.workers.trend import FleetTrend
+from flux.server.fleet_trend import FleetTrend
 from flux.server.namespaces import NamespaceCache
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry

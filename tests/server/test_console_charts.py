@@ -35,7 +35,7 @@ def test_outcomes_are_oldest_first_one_column_per_ended_run():
 
 def test_the_fleet_charts_draw_each_series_over_the_kept_points():
     from flux.server.console.charts import fleet_charts
-    from flux.server.workers.trend import FleetSummary, FleetTrend
+    from flux.server.fleet_trend import FleetSummary, FleetTrend
 
     trend = FleetTrend(keep=3)
     for i in range(5):  # only the newest three are kept

@@ -15,7 +15,7 @@ from flux.server.schemas import ClaimReply, ClaimRequest, Heartbeat, HeartbeatRe
 from flux.server.services import Services, services
 from flux.server.log_routes import wants_stream
 from flux.server.workers import claim, draining, heartbeat, leaving, registration, summary
-from flux.server.workers.trend import FleetHistory, FleetSummary
+from flux.server.fleet_trend import FleetHistory, FleetSummary
 
 router = APIRouter()
 HELD_TOKEN = Header(default=None, alias="X-Flux-Worker-Token", description="The session token this worker's name is bound to (a restart)")

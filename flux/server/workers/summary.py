@@ -18,12 +18,11 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from flux.domain.events import HOLDING_STATES, WAITING_STATES, ExecutionState
 from flux.server import fleet, topics
+from flux.server.fleet_trend import PERIOD, FleetSummary
 from flux.server.log_routes import FOLLOW_RECHECK, PING, SEND_TIMEOUT, SEP
 from flux.server.models import ExecutionModel
 from flux.server.services import Services
-from flux.server.workers import trend
 from flux.server.workers.draining import liveness
-from flux.server.workers.trend import FleetSummary
 
 log = logging.getLogger(__name__)
 #: Seconds a stream lets wake-ups accumulate before it reads again (one read per burst).
@@ -67,13 +66,13 @@ def stream(svc: Services) -> EventSourceResponse:
 
 
 async def keep_trend(svc: Services) -> None:
-    """The server's loop that samples the summary into ``svc.trend`` every ``trend.PERIOD`` seconds."""
+    """The server's loop that samples the summary into ``svc.trend`` every ``PERIOD`` seconds (``flux.server.fleet_trend``)."""
     while True:
         try:
             svc.trend.add(await svc.db.read(read(svc), counted=False))
         except Exception:  # noqa: BLE001 - a missed point is a gap in a chart, not a reason to stop
             log.exception("fleet trend: a sample failed")
-        await asyncio.sleep(trend.PERIOD)
+        await asyncio.sleep(PERIOD)
 
 
 async def _summaries(svc: Services) -> AsyncIterator[ServerSentEvent]:
