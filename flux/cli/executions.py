@@ -10,7 +10,7 @@ import click
 from flux.cli.core import (
     DURATION, Output, cell, client_command, console, execution_id_argument, render_record, render_rows, renders, when,
 )
-from flux.cli.watch import event_line, follow, log_line, stamp
+from flux.cli.watch import brief, event_line, follow, log_line, stamp
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
 from flux.domain.events import ExecutionState
@@ -95,16 +95,10 @@ def execution_show(client: FluxClient, execution_id: str, full: bool) -> Output:
     return Output(execution, render)
 
 
-#: What an event's value carries that the events table leaves to ``execution show`` (a traceback).
-LONG_KEYS = ("failure", "traceback")
-
-
 def event_row(event: dict) -> dict:
     """An event as a row for people: its time of day (to the millisecond) and its value
     without the traceback (``flux execution show ID`` prints it)."""
-    value = event.get("value")
-    if isinstance(value, dict):
-        value = {key: item for key, item in value.items() if key not in LONG_KEYS}
+    value = brief(event.get("value"))
     text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), default=str)  # spaces: it wraps
     return {**event, "time": stamp(event.get("time"))[11:], "value": text if value is not None else "-"}
 

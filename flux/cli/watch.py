@@ -77,12 +77,21 @@ def log_line(line: dict) -> str:
     return f"{stamp(line.get('time'))} [{stream}] {line.get('task_id') or '-'}: {line.get('message', '')}"
 
 
+#: What an event's value carries that a line leaves to ``flux execution show`` (a traceback).
+LONG_KEYS = ("failure", "traceback")
+
+
+def brief(value: Any) -> Any:
+    """An event's value without its traceback (``--format json`` keeps it)."""
+    return {key: item for key, item in value.items() if key not in LONG_KEYS} if isinstance(value, dict) else value
+
+
 def event_line(event: dict) -> str:
     parts = [stamp(event.get("time")), f"#{event['seq']}", event["type"]]
     if event.get("task_id"):
         parts.append(event["task_id"])
     if event.get("value") is not None:
-        parts.append(compact(event["value"]))
+        parts.append(compact(brief(event["value"])))
     return " ".join(parts)
 
 

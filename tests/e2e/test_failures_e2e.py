@@ -49,5 +49,7 @@ def test_a_failed_execution_carries_its_traceback_and_show_prints_it(cluster, cl
     assert 'broken_flows.py", line 6, in check' in shown
     assert 'raise ValueError(f"bad input {value!r}")' in shown
     assert "flux/model/runtime.py" not in shown and "--full shows them" in shown
+    events = flux("execution", "events", ended["id"], server_url=cluster.server_url, env={"COLUMNS": "80"}).stdout
+    assert "TASK_FAILED" in events and "Traceback" not in events  # the table leaves it to show
     full = flux("execution", "show", ended["id"], "--full", server_url=cluster.server_url).stdout
     assert "flux/model/runtime.py" in full and "ValueError: bad input 'x'" in full
