@@ -1,8 +1,8 @@
 """The ``flux`` command line: start processes, register and run workflows, follow and
 inspect executions and workers.
 
-Rooms: ``core`` (the group, failures as one line and an exit code, client options,
-output helpers), ``start`` (server, worker, demo), ``workflows``, ``executions``,
+Rooms: ``core`` (the group, failures as one line and an exit code, client options),
+``output`` (consoles, tables, records), ``start`` (server, worker, demo), ``workflows``, ``executions``,
 ``workers``, ``schedules``, ``watch`` (following an execution live), ``cache`` (the task cache),
 ``secrets`` (the secret store), ``namespaces``, ``tokens`` (client tokens and their
 roles), ``audit`` (the audit log). ``flux.cli:main`` is the

@@ -1,5 +1,6 @@
 """What every command shares: the ``flux`` group (``--config``, ``--debug``), how a
-failure becomes one line and an exit code, the client options, output helpers.
+failure becomes one line and an exit code, the client options (tables and the
+console: ``flux.cli.output``).
 
 Exit codes (README "Exit codes"): 0 success, 1 failure (an error, or a FAILED
 execution with ``--wait``), 2 usage or connection error, 3 CANCELLED, 4 still
@@ -11,9 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import time
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Callable, Iterator
 
 import click
@@ -23,38 +22,13 @@ from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError, FluxCon
 from flux.domain.durations import InvalidDuration, parse_duration
 from flux.domain.namespaces import DEFAULT, NAMESPACE_ENV, worker_namespaces
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
+from flux.cli.output import render_record
 from flux.objects import import_object
 from flux.server.settings import read_token_file
 
 EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_RUNNING = 1, 2, 3, 4
 #: ``flux start server``: its address is taken (another server?), told before anything else is done.
 EXIT_ADDRESS_IN_USE = 5
-
-class LazyConsole:
-    """rich's Console, made on first use: a process that prints no table (a worker, a
-    server) never imports rich (~0.05 s of CPU and ~2 MiB at start; docs/footprint.md)."""
-
-    def __init__(self, **options: Any):
-        self._options = options
-        self._console: Any = None
-
-    @property
-    def real(self) -> Any:
-        """The ``rich.console.Console`` itself (for what type-checks it, as ``Live`` does)."""
-        if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**self._options)
-        return self._console
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
-console = LazyConsole()
-#: Progress and notes go to stderr, so that stdout carries the result alone (``| jq``).
-err_console = LazyConsole(stderr=True)
-
 
 class UsageProblem(click.ClickException):
     """A bad argument told in one line (click's own usage errors print the usage too)."""
@@ -323,66 +297,6 @@ def renders(render: Callable[[Any], None]) -> Callable:
 
 def execution_id_argument(fn: Callable) -> Callable:
     return click.argument("execution_id", metavar="ID")(fn)
-
-
-# --- output --------------------------------------------------------------------------------
-
-
-def when(value: float | None) -> str:
-    return datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S") if value else "-"
-
-
-def ago(epoch: float | None) -> str:
-    if not epoch:
-        return "never"
-    seconds = max(0, int(time.time() - epoch))
-    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= length:
-            return f"{seconds // length}{unit} ago"
-    return f"{seconds}s ago"
-
-
-def cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)
-    return str(value)
-
-
-def render_rows(columns: list[str], rows: list[dict], title: str | None = None, whole: tuple[str, ...] = ()) -> None:
-    """A table; the columns in ``whole`` (names, ids) are never cut: the others wrap to
-    make room for them at the terminal's width."""
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=title)
-    cells = [[when(row[c]) if c.endswith("_at") else cell(row.get(c)) for c in columns] for row in rows]
-    for i, column in enumerate(columns):
-        widest = max([len(column), *(len(line[i]) for line in cells)])
-        least = widest if column in whole else min(widest, len(column))  # a header is never cut to "…"
-        table.add_column(column, no_wrap=column in whole, min_width=least, overflow="fold")  # wrapped, never "…"
-    for line in cells:
-        table.add_row(*map(Text, line))  # text, not markup: "packages=[numpy]" stays whole
-    console.print(table)
-
-
-def labels_text(labels: dict[str, Any] | None) -> str:
-    """Labels as people write them: ``zone=a tier=gpu``."""
-    return " ".join(f"{key}={value}" for key, value in sorted((labels or {}).items())) or "-"
-
-
-def render_record(record: dict) -> None:
-    """A record as field and value, leaving out the fields it has no value for."""
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table("field", "value", show_header=False)
-    for key, value in record.items():
-        if key == "source" or value is None or value == [] or value == {}:
-            continue
-        table.add_row(key, Text(when(value) if (key.endswith("_at") or key == "scheduled_for") and value else cell(value)))
-    console.print(table)
 
 
 def parse_labels(pairs: tuple[str, ...], option: str = "--label") -> dict[str, str]:

@@ -7,9 +7,8 @@ import json
 
 import click
 
-from flux.cli.core import (
-    DURATION, Output, cell, client_command, console, execution_id_argument, render_record, render_rows, renders, when,
-)
+from flux.cli.core import DURATION, Output, client_command, execution_id_argument, renders
+from flux.cli.output import cell, console, render_record, render_rows, when
 from flux.cli.watch import brief, event_line, follow, log_line, stamp
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient

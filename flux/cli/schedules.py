@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import UsageProblem, client_command, console, render_record, render_rows, renders
+from flux.cli.core import UsageProblem, client_command, renders
+from flux.cli.output import console, render_record, render_rows
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
 from flux.domain.durations import format_duration

@@ -8,7 +8,8 @@ import socket
 import click
 
 from flux.worker.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
-from flux.cli.core import AddressInUse, DURATION, QUANTITY, QuantityType, console, parse_labels, parse_resources, parse_worker_namespaces, token_from_file
+from flux.cli.core import AddressInUse, DURATION, QUANTITY, QuantityType, parse_labels, parse_resources, parse_worker_namespaces, token_from_file
+from flux.cli.output import console
 from flux.client import DEFAULT_SERVER_URL
 from flux.domain.workers import AllocationMode
 from flux.logformat import FORMATS, configure_logging

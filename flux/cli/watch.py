@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import click
 
-from flux.cli.core import EXIT_CANCELLED, EXIT_FAILED, EXIT_RUNNING, err_console
+from flux.cli.core import EXIT_CANCELLED, EXIT_FAILED, EXIT_RUNNING
+from flux.cli.output import err_console
 from flux.client import FluxClient
 from flux.domain.waits import STATE_OF, WaitKind, note
 

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flux.cli.core import Output, ago, client_command, console, labels_text, render_rows, renders
+from flux.cli.core import Output, client_command, renders
+from flux.cli.output import ago, console, labels_text, render_rows
 from flux.client import FluxClient
 from flux.domain.numbers import human_size
 from flux.domain.workers import WorkerState

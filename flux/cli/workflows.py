@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from flux.cli.core import Output, UsageProblem, ago, client_command, render_rows, renders
+from flux.cli.core import Output, UsageProblem, client_command, renders
+from flux.cli.output import ago, render_rows
 from flux.cli.watch import exit_code, watch
 from flux.client import FluxClient
 from flux.domain.resource_request import ResourceRequest
