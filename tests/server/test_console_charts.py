@@ -48,3 +48,6 @@ def test_the_fleet_charts_draw_each_series_over_the_kept_points():
     assert slots.count("<polyline") == 3 and use.count("<polyline") == 2
     assert "the last 30.0 s" in slots and "queued: 4 now" in slots and "memory: 25 now" in use
     assert fleet_charts([]) == [] and len(fleet_charts(points[:1])) == 2  # one sample: still a chart
+    with_devices = [{**p, "gpus": 2, "gpu_percent": 40.0, "resources": {"fpga": [1.0, 4.0]}} for p in points]
+    use = str(fleet_charts(with_devices)[1])
+    assert use.count("<polyline") == 4 and "gpu: 40 now" in use and "fpga: 25 now" in use

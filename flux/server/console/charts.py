@@ -77,19 +77,27 @@ def outcomes(runs: list[dict]) -> Markup:
 
 
 def fleet_charts(points: list[dict]) -> list[Markup]:
-    """The fleet over time: slots busy and total with the queue; cpu and memory in use (percent)."""
+    """The fleet over time: slots busy and total with the queue; cpu, memory, GPUs (when
+    any) and each probed custom dimension in use, in percent."""
     if not points:
         return []
     drawn = points if len(points) > 1 else points * 2  # one sample: a flat line from it
     span = f"the last {duration(drawn[-1]['time'] - drawn[0]['time'])}" if len(points) > 1 else "since the server started"
     slots = max(max(p["slots"], p["queued"], p["busy"]) for p in drawn) or 1
-    memory = [100 * p["memory_used"] / p["memory_total"] if p["memory_total"] else 0.0 for p in drawn]
+    use = [("cpu", [p["cpu_percent"] for p in drawn]), ("memory", [percent(p["memory_used"], p["memory_total"]) for p in drawn])]
+    if any(p.get("gpus") for p in drawn):
+        use.append(("gpu", [p.get("gpu_percent", 0.0) for p in drawn]))
+    for name in sorted({name for p in drawn for name in p.get("resources") or {}}):  # custom probed dimensions
+        use.append((name, [percent(*(p.get("resources") or {}).get(name, (0.0, 0.0))) for p in drawn]))
     return [
         lines("slots", f"Slots busy, slots and queued, {span}", slots,
               [("busy", [p["busy"] for p in drawn]), ("slots", [p["slots"] for p in drawn]), ("queued", [p["queued"] for p in drawn])]),
-        lines("use", f"Cpu and memory in use (%), {span}", 100.0,
-              [("cpu", [p["cpu_percent"] for p in drawn]), ("memory", memory)]),
+        lines("use", f"In use (%), {span}", 100.0, use),
     ]
+
+
+def percent(used: float, total: float) -> float:
+    return 100 * used / total if total else 0.0
 
 
 def lines(kind: str, title: str, top: float, series: list[tuple[str, list[float]]]) -> Markup:

@@ -44,7 +44,11 @@ def read(svc: Services):  # noqa: ANN201 - a function of a session, for ``db.rea
         ).one()
         sampled = [w.resources for w in live if w.resources is not None]
         cores = sum(r.cpu_total for r in sampled)
+        gpus = [gpu for r in sampled for gpu in r.gpus]
         return FleetSummary(
+            gpus=len(gpus),
+            gpu_percent=sum(gpu.utilization for gpu in gpus) / len(gpus) if gpus else 0.0,
+            resources=_dimensions(sampled),
             workers=dict(Counter(w.state for w in workers)),
             cpu_percent=sum(r.cpu_percent * r.cpu_total for r in sampled) / cores if cores else 0.0,
             memory_used=sum(r.memory_total - r.memory_available for r in sampled),
@@ -59,6 +63,17 @@ def read(svc: Services):  # noqa: ANN201 - a function of a session, for ``db.rea
         )
 
     return summary
+
+
+def _dimensions(sampled: list) -> dict[str, list[float]]:
+    """Each probed dimension beyond cpu, memory and disk: [in use, total] summed over the samples."""
+    totals: dict[str, list[float]] = {}
+    for r in sampled:
+        for name, total in r.capacity.items():
+            used_total = totals.setdefault(name, [0.0, 0.0])
+            used_total[0] += total - r.available.get(name, 0)
+            used_total[1] += total
+    return totals
 
 
 def stream(svc: Services) -> EventSourceResponse:
