@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from flux.domain.durations import format_duration
 from flux.domain.numbers import human_size
@@ -35,6 +36,17 @@ def ago(ts: float | None, now: float | None = None) -> str:
     else:
         text = f"{int(delta)}s"
     return f"in {text}" if future else f"{text} ago"
+
+
+def traceback_html(text: str) -> Markup:
+    """A traceback with its parts marked for the stylesheet: where (``File ...``), the
+    source line under it, what was raised, the notes between links."""
+    lines = []
+    for line in text.splitlines():
+        kind = ("tb-where" if line.startswith("  File ") else "tb-code" if line.startswith("    ")
+                else "tb-note" if line.startswith(("Traceback", "The above", "During handling", "(")) or not line else "tb-raised")
+        lines.append(f'<span class="{kind}">{escape(line)}</span>')
+    return Markup("\n".join(lines))
 
 
 def local_time(text: str | None) -> str:
@@ -147,5 +159,5 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ago=ago, absolute=absolute, iso=iso, duration=duration, size=size, shown=shown, short=short, usage=usage,
-                       drain_action=drain_action, local_time=local_time, every=format_duration, clock=clock)
+                       drain_action=drain_action, local_time=local_time, traceback_html=traceback_html, every=format_duration, clock=clock)
     return env
