@@ -354,6 +354,11 @@ def test_schedules_read_as_the_cli_says_and_are_created_and_deleted_from_the_pag
     expect(row).to_contain_text("every 10s")
     expect(row.locator("td").nth(3)).to_have_text("skip")
     expect(row.locator("td").nth(4)).to_contain_text("all")
+    expect(row.locator("td").nth(6)).to_contain_text("paused")
+    page.evaluate("window.notReloaded = true")
+    client.resume_schedule("ten-seconds")  # elsewhere: the open page follows GET /schedules?follow=true
+    expect(page.locator("table.schedules tr", has_text="ten-seconds").locator("td").nth(6)).to_have_text("active")
+    assert page.evaluate("window.notReloaded === true")
     page.fill("#s-name", "from-the-page")
     page.select_option("#s-workflow", "quick")
     page.select_option("#s-kind", "every")

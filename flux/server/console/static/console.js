@@ -171,20 +171,21 @@ function checkJson(form) {
   });
 }
 
-/* The fleet page, live: each 'fleet' event of GET /fleet?follow=true (a worker's state,
-   sample or drain, or an execution changed) reads the page again and swaps it in, so
-   the cards are the server's own rendering; a form being used is left alone. */
-function followFleet(root) {
-  const source = new EventSource(root.dataset.fleet);
+/* A page that follows a stream of the API (data-live: its URL, data-live-event: the
+   event): each event reads the page again and swaps this part in, so it is the server's
+   own rendering (the fleet: GET /fleet?follow=true; schedules: GET /schedules?follow=true).
+   A form being filled in is left alone. */
+function followPage(root) {
+  const source = new EventSource(root.dataset.live);
   let reading = null;
-  source.onopen = () => setStatus("Live: the fleet updates as it changes.");
+  source.onopen = () => setStatus("Live: this page updates as it changes.");
   source.onerror = () => setStatus("Live updates interrupted; reconnecting…");
-  source.addEventListener("fleet", () => {
-    if (reading || root.contains(document.activeElement) && document.activeElement.matches("input, select")) return;
+  source.addEventListener(root.dataset.liveEvent, () => {
+    if (reading || root.contains(document.activeElement) && document.activeElement.matches("input, select, textarea")) return;
     reading = fetch(location.href, { headers: { Accept: "text/html" } })
       .then((response) => response.ok ? response.text() : null)
       .then((html) => {
-        const fresh = html && new DOMParser().parseFromString(html, "text/html").querySelector("[data-fleet]");
+        const fresh = html && new DOMParser().parseFromString(html, "text/html").querySelector("[data-live]");
         if (fresh) root.replaceChildren(...fresh.childNodes);
       })
       .finally(() => { reading = null; });
@@ -203,7 +204,7 @@ function copyButton(button) {
 document.addEventListener("DOMContentLoaded", () => {
   setInterval(refreshTimes, 10000);
   const table = document.querySelector("table[data-watch]"); if (table) watchExecutions(table);
-  const fleet = document.querySelector("[data-fleet]"); if (fleet) followFleet(fleet);
+  const live = document.querySelector("[data-live]"); if (live) followPage(live);
   const execution = document.querySelector("[data-execution]"); if (execution) followExecution(execution);
   const logs = document.querySelector("pre[data-logs]"); if (logs) followLogs(logs);
   for (const form of document.querySelectorAll("form[data-json-form]")) checkJson(form);
