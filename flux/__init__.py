@@ -10,6 +10,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_imports.py keeps it equal to _EXPORTS
+    from flux.client.typed import AsyncClient, Client, ExecutionCancelled, ExecutionError, ExecutionFailed, ExecutionTimedOut
     from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
     from flux.domain.concurrency import Concurrency
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
@@ -17,6 +18,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_
     from flux.model.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
     from flux.model.determinism import choice, now, randint, random, uuid4
     from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
+    from flux.domain.secrets import SecretsUnavailable
     from flux.model.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
     from flux.model.task import TaskFailedError, parallel, task
     from flux.model.waits import ChildWorkflowError, call, pause, sleep
@@ -25,6 +27,12 @@ if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_
 
 #: Each exported name and the module that defines it.
 _EXPORTS = {
+    "AsyncClient": "flux.client.typed",
+    "Client": "flux.client.typed",
+    "ExecutionCancelled": "flux.client.typed",
+    "ExecutionError": "flux.client.typed",
+    "ExecutionFailed": "flux.client.typed",
+    "ExecutionTimedOut": "flux.client.typed",
     "DoesNotExist": "flux.domain.affinity",
     "Exists": "flux.domain.affinity",
     "Gt": "flux.domain.affinity",
@@ -52,6 +60,7 @@ _EXPORTS = {
     "InvalidSchedule": "flux.domain.schedules",
     "OverlapPolicy": "flux.domain.schedules",
     "Schedule": "flux.domain.schedules",
+    "SecretsUnavailable": "flux.domain.secrets",
     "ExecutionContext": "flux.model.runtime",
     "TaskCall": "flux.model.runtime",
     "current_task": "flux.model.runtime",
@@ -86,11 +95,17 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AsyncClient",
     "CatchUpPolicy",
     "ChildWorkflowError",
+    "Client",
     "Concurrency",
     "DoesNotExist",
+    "ExecutionCancelled",
     "ExecutionContext",
+    "ExecutionError",
+    "ExecutionFailed",
+    "ExecutionTimedOut",
     "Exists",
     "Ge",
     "Gt",
@@ -105,6 +120,7 @@ __all__ = [
     "ResourceRequest",
     "RoutingPolicy",
     "Schedule",
+    "SecretsUnavailable",
     "TaskCall",
     "TaskFailedError",
     "Workflow",

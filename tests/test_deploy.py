@@ -370,3 +370,28 @@ def test_a_worker_started_as_the_manifest_starts_it_advertises_its_cgroup_and_dr
     assert pre_stop.wait(timeout=10) == 0
     del cluster.workers[values["POD_NAME"]]
     assert httpx.get(f"{cluster.server_url}/workers/{values['POD_NAME']}", timeout=5).json()["state"] == "OFFLINE"
+
+
+# --- the Grafana dashboard (docs/production.md#dashboards) -----------------------------------------
+
+DASHBOARD = ROOT / "deploy" / "grafana" / "flux-dashboard.json"
+
+
+def test_the_grafana_dashboard_is_json_and_queries_only_metrics_flux_exports():
+    from prometheus_client import generate_latest
+
+    from flux.server.metrics import ServerMetrics
+
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["uid"] and dashboard["panels"] and dashboard["__inputs"][0]["pluginId"] == "prometheus"
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    exported = generate_latest(ServerMetrics().registry).decode()
+    families = set(re.findall(r"^# TYPE (\w+) (\w+)", exported, re.M))
+    names = {name for name, kind in families} | {f"{name}_{suffix}" for name, kind in families
+                                                for suffix in ("bucket", "count", "sum", "total")}
+    queries = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    queries += [variable["definition"] for variable in dashboard["templating"]["list"]]
+    used = {name for query in queries for name in re.findall(r"\bflux_\w+", query)}
+    assert used and used <= names, used - names
+    assert {"flux_execution_duration_seconds_bucket", "flux_execution_queue_wait_seconds_bucket"} <= used

@@ -1,8 +1,8 @@
 """The ``flux`` command line: start processes, register and run workflows, follow and
 inspect executions and workers.
 
-Rooms: ``core`` (the group, failures as one line and an exit code, client options,
-output helpers), ``start`` (server, worker, demo), ``workflows``, ``executions``,
+Rooms: ``core`` (the group, failures as one line and an exit code, client options),
+``output`` (consoles, tables, records), ``start`` (server, worker, demo), ``workflows``, ``executions``,
 ``workers``, ``pools`` (worker pools that scale on demand), ``schedules``, ``watch`` (following an
 execution live), ``cache`` (the task cache),
 ``secrets`` (the secret store), ``hooks`` (webhooks), ``namespaces``, ``tokens`` (client tokens and their
@@ -38,7 +38,7 @@ def _defer_httpx_cli() -> None:
 
 _defer_httpx_cli()
 
-from flux.cli.core import FluxGroup, client_commands  # noqa: E402 - after the httpx deferral
+from flux.cli.core import FluxGroup, TopOptions, client_commands  # noqa: E402 - after the httpx deferral
 
 #: Each command's module is imported when the command is used (or listed in --help):
 #: ``flux start worker`` never pays for the client commands, nor they for the server's
@@ -67,8 +67,13 @@ COMMANDS = {
               help="TOML settings: [server], [worker] for 'start', [client] for the rest [./flux.toml if present]")
 @click.option("--debug", envvar="FLUX_DEBUG", is_flag=True,
               help="On failure, show the Python traceback instead of one line")
+@click.option("--server-url", default=None, help="For every client command below: the Flux server's URL (its own flag wins)")
+@click.option("--namespace", "-n", default=None, help="For every client command below: the namespace it acts in")
+@click.option("--api-token-file", type=click.Path(dir_okay=False), default=None,
+              help="For every client command below: the file holding the API token")
 @click.pass_context
-def main(ctx: click.Context, config: str | None, debug: bool) -> None:
+def main(ctx: click.Context, config: str | None, debug: bool, server_url: str | None, namespace: str | None,
+         api_token_file: str | None) -> None:
     """Flux: durable Python workflows on a fleet of resource-aware workers.
 
     Exit codes: 0 success, 1 failure (with --wait: the execution FAILED), 2 usage
@@ -82,6 +87,8 @@ def main(ctx: click.Context, config: str | None, debug: bool) -> None:
         return {"server": start_server, "worker": start_worker}
 
     ctx.default_map = load_default_map(config, sections, lambda: client_commands(ctx.command))
+    given = {"server_url": server_url, "namespace": namespace, "api_token_file": api_token_file}
+    ctx.obj = TopOptions({name: value for name, value in given.items() if value is not None})
 
 
 __all__ = ["main"]

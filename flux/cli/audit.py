@@ -8,7 +8,8 @@ import time
 
 import click
 
-from flux.cli.core import DURATION, client_command, render_rows, renders
+from flux.cli.core import DURATION, client_command, renders
+from flux.cli.output import render_rows
 from flux.client import FluxClient
 from flux.domain.access import Action
 

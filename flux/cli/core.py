@@ -1,5 +1,6 @@
 """What every command shares: the ``flux`` group (``--config``, ``--debug``), how a
-failure becomes one line and an exit code, the client options, output helpers.
+failure becomes one line and an exit code, the client options (tables and the
+console: ``flux.cli.output``).
 
 Exit codes (README "Exit codes"): 0 success, 1 failure (an error, or a FAILED
 execution with ``--wait``), 2 usage or connection error, 3 CANCELLED, 4 still
@@ -12,7 +13,6 @@ import functools
 import inspect
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Callable, Iterator
 
 import click
@@ -22,41 +22,24 @@ from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError, FluxCon
 from flux.domain.durations import InvalidDuration, parse_duration
 from flux.domain.namespaces import DEFAULT, NAMESPACE_ENV, worker_namespaces
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
+from flux.cli.output import render_record
 from flux.objects import import_object
 from flux.server.settings import read_token_file
 
 EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_RUNNING = 1, 2, 3, 4
-
-class LazyConsole:
-    """rich's Console, made on first use: a process that prints no table (a worker, a
-    server) never imports rich (~0.05 s of CPU and ~2 MiB at start; docs/footprint.md)."""
-
-    def __init__(self, **options: Any):
-        self._options = options
-        self._console: Any = None
-
-    @property
-    def real(self) -> Any:
-        """The ``rich.console.Console`` itself (for what type-checks it, as ``Live`` does)."""
-        if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**self._options)
-        return self._console
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
-console = LazyConsole()
-#: Progress and notes go to stderr, so that stdout carries the result alone (``| jq``).
-err_console = LazyConsole(stderr=True)
-
+#: ``flux start server``: its address is taken (another server?), told before anything else is done.
+EXIT_ADDRESS_IN_USE = 5
 
 class UsageProblem(click.ClickException):
     """A bad argument told in one line (click's own usage errors print the usage too)."""
 
     exit_code = EXIT_USAGE
+
+
+class AddressInUse(click.ClickException):
+    """A server's address is taken: one line and its own exit code (not CANCELLED's)."""
+
+    exit_code = EXIT_ADDRESS_IN_USE
 
 
 class QuantityType(click.ParamType):
@@ -231,6 +214,19 @@ def token_from_file(path: str, what: str) -> str:
         raise click.ClickException(f"cannot read the {what} token: {exc}") from None
 
 
+class TopOptions(dict):
+    """Client options given before the command (``flux -n ml workflow list``), by parameter name."""
+
+
+def top_option(ctx: click.Context, name: str, own: Any) -> Any:
+    """The command's own value of a client option, unless the same option was given
+    before the command and the command's own was not on its command line."""
+    given = ctx.find_root().obj
+    if not isinstance(given, TopOptions) or name not in given or ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+        return own
+    return given[name]
+
+
 _RANK = {ParameterSource.COMMANDLINE: 3, ParameterSource.ENVIRONMENT: 2, ParameterSource.DEFAULT_MAP: 1}
 
 
@@ -269,7 +265,9 @@ def client_command(fn: Callable | None = None, *, namespaced: bool = True) -> Ca
     def wrapper(server_url: str, api_token: str | None, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
         if wants_format:
             kwargs["fmt"] = fmt
-        namespace = kwargs.pop("namespace") if namespaced else DEFAULT
+        ctx = click.get_current_context()
+        server_url, api_token_file = top_option(ctx, "server_url", server_url), top_option(ctx, "api_token_file", api_token_file)
+        namespace = top_option(ctx, "namespace", kwargs.pop("namespace")) if namespaced else DEFAULT
         with FluxClient(server_url, api_token=_api_token(api_token, api_token_file), namespace=namespace) as client:
             result = fn(client, **kwargs)
             output = result if isinstance(result, Output) else Output(result, getattr(fn, "render", None))
@@ -299,41 +297,6 @@ def renders(render: Callable[[Any], None]) -> Callable:
 
 def execution_id_argument(fn: Callable) -> Callable:
     return click.argument("execution_id", metavar="ID")(fn)
-
-
-# --- output --------------------------------------------------------------------------------
-
-
-def when(value: float | None) -> str:
-    return datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S") if value else "-"
-
-
-def cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)
-    return str(value)
-
-
-def render_rows(columns: list[str], rows: list[dict], title: str | None = None) -> None:
-    from rich.table import Table
-
-    table = Table(*columns, title=title)
-    for row in rows:
-        table.add_row(*(when(row[c]) if c.endswith("_at") else cell(row.get(c)) for c in columns))
-    console.print(table)
-
-
-def render_record(record: dict) -> None:
-    from rich.table import Table
-
-    table = Table("field", "value", show_header=False)
-    for key, value in record.items():
-        if key == "source":
-            continue
-        table.add_row(key, when(value) if (key.endswith("_at") or key == "scheduled_for") and value else cell(value))
-    console.print(table)
 
 
 def parse_labels(pairs: tuple[str, ...], option: str = "--label") -> dict[str, str]:

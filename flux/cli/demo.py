@@ -43,11 +43,16 @@ def run_demo(console: Console, keep_home: bool = False) -> None:
     finally:
         if not keep_home:
             shutil.rmtree(home, ignore_errors=True)
-    console.print(
-        "\n[bold]Next:[/] run your own server and worker:\n"
-        "  flux start server\n"
-        "  flux start worker worker-1 --label region=us-east-1\n"
-        "  flux workflow register examples/resources.py\n"
-        "  flux workflow run hello_world '\"you\"' --wait\n"
-        "  flux execution events <id>   ·   flux worker show worker-1   ·   API docs: http://127.0.0.1:8000/docs"
-    )
+    console.print(NEXT)
+
+
+#: What to try after the tour: each command works after the ones before it.
+NEXT = (
+    "\n[bold]Next:[/] run your own server and worker:\n"
+    "  flux start server\n"
+    "  flux start worker worker-1 --label region=us-east-1\n"
+    "  flux workflow register examples/\n"
+    "  flux workflow run hello_world '\"you\"' --wait\n"
+    "  flux execution show <id>   ·   flux worker show worker-1\n"
+    "  The console: http://127.0.0.1:8000/ui   ·   API docs: http://127.0.0.1:8000/docs"
+)

@@ -3,15 +3,18 @@ unique prefix of it (``FluxClient.resolve_execution``)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import click
 
-from flux.cli.core import DURATION, Output, cell, client_command, console, execution_id_argument, render_rows, renders, when
-from flux.cli.watch import event_line, follow, log_line
+from flux.cli.core import DURATION, Output, client_command, execution_id_argument, renders
+from flux.cli.output import cell, console, render_record, render_rows, when
+from flux.cli.watch import brief, event_line, follow, log_line, stamp
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
 from flux.domain.events import ExecutionState
+from flux.protocol.failures import Failure
 
 STATES = [state.value for state in ExecutionState]
 LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -77,17 +80,34 @@ def execution_prune(client: FluxClient, older_than: float) -> dict:
 
 @execution_group.command("show")
 @execution_id_argument
+@click.option("--full", is_flag=True, help="A failure's whole traceback, Flux's and the standard library's frames too")
 @client_command
-def execution_show(client: FluxClient, execution_id: str) -> dict:
-    """Show an execution's state, output and placement."""
-    return client.execution(client.resolve_execution(execution_id))
+def execution_show(client: FluxClient, execution_id: str, full: bool) -> Output:
+    """Show an execution's state, output and placement; a failure's traceback, user frames first."""
+    execution = client.execution(client.resolve_execution(execution_id))
+
+    def render(record: dict) -> None:
+        render_record({key: value for key, value in record.items() if key != "failure"})
+        failure = Failure.parsed(record)
+        if failure is not None:
+            console.print(failure.rendered(full=full), markup=False, highlight=False, soft_wrap=True)
+
+    return Output(execution, render)
+
+
+def event_row(event: dict) -> dict:
+    """An event as a row for people: its time of day (to the millisecond) and its value
+    without the traceback (``flux execution show ID`` prints it)."""
+    value = brief(event.get("value"))
+    text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), default=str)  # spaces: it wraps
+    return {**event, "time": stamp(event.get("time"))[11:], "value": text if value is not None else "-"}
 
 
 @execution_group.command("events")
 @execution_id_argument
 @click.option("--follow", "-f", "follow_", is_flag=True, help=FOLLOW_HELP)
 @client_command
-@renders(lambda rows: render_rows(["seq", "type", "name", "task_id", "value", "worker_name"], rows))
+@renders(lambda rows: render_rows(["seq", "time", "type", "task_id", "value"], [event_row(row) for row in rows], whole=("seq", "time", "type")))
 def execution_events(client: FluxClient, execution_id: str, follow_: bool, fmt: str) -> list[dict] | None:
     """Show an execution's event log (with --follow: one line per event, JSON lines with --format json)."""
     execution_id = client.resolve_execution(execution_id)

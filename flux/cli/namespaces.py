@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import Output, UsageProblem, client_command, render_record, render_rows, renders
+from flux.cli.core import Output, UsageProblem, client_command, renders
+from flux.cli.output import render_record, render_rows
 from flux.client import FluxClient
 
 

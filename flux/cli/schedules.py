@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import UsageProblem, client_command, console, render_record, render_rows, renders
+from flux.cli.core import UsageProblem, client_command, renders
+from flux.cli.output import console, render_record, render_rows
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
+from flux.domain.durations import format_duration
 from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
 
 OVERLAP = click.Choice([p.value for p in OverlapPolicy])
@@ -22,7 +24,7 @@ def schedule_group() -> None:
 
 
 def _row(schedule: dict) -> dict:
-    when = schedule["cron"] or (f"every {schedule['every']:g}s" if schedule["every"] else f"at {schedule['at']}")
+    when = schedule["cron"] or (f"every {format_duration(schedule['every'])}" if schedule["every"] else f"at {schedule['at']}")
     upcoming = schedule["next_fire_times"]
     return {**schedule, "when": when, "next": upcoming[0] if upcoming else "-"}
 

@@ -8,7 +8,8 @@ import sys
 
 import click
 
-from flux.cli.core import Output, client_command, render_rows, renders
+from flux.cli.core import Output, client_command, renders
+from flux.cli.output import render_rows
 from flux.client import FluxClient
 
 

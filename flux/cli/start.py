@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import socket
+
 import click
 
 from flux.worker.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
-from flux.cli.core import DURATION, QUANTITY, QuantityType, console, parse_labels, parse_resources, parse_worker_namespaces, token_from_file
+from flux.cli.core import AddressInUse, DURATION, QUANTITY, QuantityType, parse_labels, parse_resources, parse_worker_namespaces, token_from_file
+from flux.cli.output import console
 from flux.client import DEFAULT_SERVER_URL
 from flux.domain.workers import AllocationMode
 from flux.logformat import FORMATS, configure_logging
@@ -168,6 +172,9 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
         settings.api_token, token_note = resolve_api_token(settings)
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"cannot read the API token: {exc}") from None
+    sock = _listen(host, port)  # before migrations: a port in use is told at once
+    if processes > 1:
+        sock.close()  # uvicorn's process manager binds it again
     click.echo(f"Flux server on http://{host}:{port}  database: {redact_url(settings.database_url)}  home: {settings.home}"
                + (f"  processes: {processes}" if processes > 1 else ""))
     if token_note:
@@ -176,18 +183,30 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
     if processes == 1:
         from flux.server.app import create_app
 
-        serve(create_app(settings), settings)
+        serve(create_app(settings), settings, sock)
     else:
         serve_processes(settings)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    from flux.server.serve import listen
+
+    try:
+        return listen(host, port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise AddressInUse(f"cannot start: {host}:{port} is in use (another Flux server?); stop it or choose --port") from None
+        raise click.ClickException(f"cannot start: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def _check_secrets_key(settings: ServerSettings) -> None:
     """Stored secrets and no key (or the wrong one): refuse to start, with the reason."""
-    from flux.server.secrets import SecretsKeyError, check_at_start
+    from flux.server.secrets import SecretsKeyError, check_at_start, home_key
     from flux.server.settings import prepare_home
 
     prepare_home(settings)
     try:
+        settings.secrets_key_file = home_key(settings.home, settings.database_url, settings.secrets_key_file)
         check_at_start(settings.database_url, settings.secrets_key_file)
     except (SecretsKeyError, OSError) as exc:
         raise click.ClickException(f"cannot start: {exc}") from None

@@ -9,7 +9,8 @@ from datetime import datetime
 
 import click
 
-from flux.cli.core import Output, client_command, render_record, render_rows, renders
+from flux.cli.core import Output, client_command, renders
+from flux.cli.output import render_record, render_rows
 from flux.client import FluxClient
 from flux.domain.access import ORDER
 from flux.domain.durations import InvalidDuration, parse_duration

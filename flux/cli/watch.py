@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import click
 
-from flux.cli.core import EXIT_CANCELLED, EXIT_FAILED, EXIT_RUNNING, err_console
+from flux.cli.core import EXIT_CANCELLED, EXIT_FAILED, EXIT_RUNNING
+from flux.cli.output import err_console
 from flux.client import FluxClient
 from flux.domain.waits import STATE_OF, WaitKind, note
 
@@ -44,6 +45,29 @@ def compact(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
 
 
+#: Cells of the bar a fraction of progress draws.
+BAR = 10
+
+
+def progress_text(value: Any) -> str:
+    """A PROGRESS value for people: a fraction (a float from 0 to 1) as a bar and a
+    percentage, other numbers to four significant digits, anything else as compact JSON."""
+    if isinstance(value, float) and 0.0 <= value <= 1.0:
+        filled = round(value * BAR)
+        return f"{'█' * filled}{'░' * (BAR - filled)} {value * 100:.0f}%"
+    return compact(_rounded(value))
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
+
+
 def stamp(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if epoch else "-"
 
@@ -54,12 +78,21 @@ def log_line(line: dict) -> str:
     return f"{stamp(line.get('time'))} [{stream}] {line.get('task_id') or '-'}: {line.get('message', '')}"
 
 
+#: What an event's value carries that a line leaves to ``flux execution show`` (a traceback).
+LONG_KEYS = ("failure", "traceback")
+
+
+def brief(value: Any) -> Any:
+    """An event's value without its traceback (``--format json`` keeps it)."""
+    return {key: item for key, item in value.items() if key not in LONG_KEYS} if isinstance(value, dict) else value
+
+
 def event_line(event: dict) -> str:
     parts = [stamp(event.get("time")), f"#{event['seq']}", event["type"]]
     if event.get("task_id"):
         parts.append(event["task_id"])
     if event.get("value") is not None:
-        parts.append(compact(event["value"]))
+        parts.append(compact(brief(event["value"])))
     return " ".join(parts)
 
 
@@ -125,7 +158,7 @@ class Tracker:
             retry = " (will retry)" if value_of.get("will_retry") else ""
             return f"task {task} failed{retry}: {value_of.get('error', compact(value))}", True
         if kind == "PROGRESS":
-            self.progress = f"{task + ' ' if task else ''}{compact(value)}"
+            self.progress = f"{task + ' ' if task else ''}{progress_text(value)}"
             return f"progress {self.progress}", False
         if kind == "WORKFLOW_CANCEL_REQUESTED":
             return self._state("CANCELLING")
@@ -143,15 +176,14 @@ class Tracker:
     def status(self) -> Text:
         from rich.text import Text
 
-        text = Text(no_wrap=True, overflow="ellipsis")  # one line, whatever the progress value
-        text.append(f"{self.workflow} {self.id[:8]}  ")
+        text = Text(no_wrap=True, overflow="ellipsis")  # one line: the least telling parts last, cut first
+        text.append(f"{self.workflow} {self.id[:8]} ")
         text.append(self.state, style=f"bold {COLOURS.get(self.state, '')}".strip())
-        text.append(f"  tasks: {len(self.done)} done, {len(self.running)} running")
+        if self.progress:
+            text.append(f" {self.progress}")
+        text.append(f"  {self.elapsed()}  tasks {len(self.done)} done, {len(self.running)} running")
         if self.attempt:
             text.append(f"  attempt {self.attempt}")
-        text.append(f"  {self.elapsed()}")
-        if self.progress:
-            text.append(f"  progress: {self.progress}", style="dim")
         return text
 
 
@@ -186,12 +218,13 @@ class _StatusLine:
     def __init__(self, tracker: Tracker):
         self.tracker = tracker
 
-    def __rich__(self) -> Text:
+    def __rich_console__(self, console: Any, options: Any) -> Iterable[Text]:
         from rich.text import Text
 
         frame = self.FRAMES[int(time.monotonic() * 12) % len(self.FRAMES)]
-        line = Text(f"{frame} ", no_wrap=True, overflow="ellipsis")
-        return line.append_text(self.tracker.status())
+        line = Text(f"{frame} ", no_wrap=True, overflow="ellipsis").append_text(self.tracker.status())
+        line.truncate(options.max_width, overflow="ellipsis")  # one line at any width: what is cut comes last
+        yield line
 
 
 class LiveView(PlainView):
@@ -282,15 +315,18 @@ def watch(client: FluxClient, execution: dict, timeout: float, logs: bool) -> di
                 else:
                     view.note(log_line(item))
     except KeyboardInterrupt:
-        click.echo(f"Stopped waiting; {_goes_on(tracker.id)}", err=True)
+        click.echo(f"Stopped waiting; {_goes_on(tracker.id, tracker.state)}", err=True)
         raise click.exceptions.Exit(130) from None
     final = client.execution(tracker.id)
     if final["state"] not in EXIT_CODES:
-        click.echo(f"Still {final['state']} after {timeout:g}s (--timeout); {_goes_on(tracker.id)}", err=True)
+        click.echo(f"Still {final['state']} after {timeout:g}s (--timeout); {_goes_on(tracker.id, final['state'])}", err=True)
     return final
 
 
-def _goes_on(execution_id: str) -> str:
+def _goes_on(execution_id: str, state: str | None = None) -> str:
+    """What happens to an execution nobody waits for any more, and the command it likely wants next."""
+    if state == "PAUSED":
+        return f"execution {execution_id} waits to be resumed ('flux execution resume {execution_id[:8]} --input JSON')"
     return f"execution {execution_id} goes on ('flux execution cancel {execution_id[:8]}' stops it)"
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import click
 
-from flux.cli.core import Output, client_command, console, render_rows, renders
+from flux.cli.core import Output, client_command, renders
+from flux.cli.output import ago, console, labels_text, render_rows
 from flux.client import FluxClient
 from flux.domain.numbers import human_size
 from flux.domain.workers import WorkerState
@@ -28,12 +28,44 @@ def served(worker: dict) -> str:
     return ", ".join(worker.get("namespaces") or ()) or "all"
 
 
-COLUMNS = ["name", "state", "running", "max_concurrent_executions", "namespaces", "labels", "last_heartbeat_at"]
+COLUMNS = ["name", "state", "slots", "cpu", "memory", "labels", "namespaces", "heartbeat"]
+
+
+def list_row(worker: dict) -> dict:
+    """A worker as one row of ``flux worker list``: its use from its last sample (memory used/total)."""
+    res = worker.get("resources") or {}
+    return {
+        "name": worker["name"],
+        "state": worker["state"],
+        "slots": f"{worker['running']}/{worker['max_concurrent_executions']}",
+        "cpu": cpu_text(res) if res else "-",
+        "memory": f"{gib(res['memory_total'] - res['memory_available'])}/{gib(res['memory_total'])} Gi" if res else "-",
+        "labels": labels_text(worker.get("labels")),
+        "namespaces": served(worker),
+        "heartbeat": ago(worker.get("last_heartbeat_at")).removesuffix(" ago"),
+    }
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.1f}"
+
+
+def _render_list(rows: list[dict]) -> None:
+    columns = list(COLUMNS)
+    if not any(row.get("namespaces") for row in rows):
+        columns.remove("namespaces")  # every worker serves every namespace: room for the rest
+    render_rows(columns, [list_row(row) for row in rows], whole=("name",))
+
+
+def cpu_text(res: dict) -> str:
+    """How busy its cores are (the sample's cpu_percent), of how many: ``35% of 4``. The
+    affinity mask (``cpu_available``) is what it may use, not what is free."""
+    return f"{res['cpu_percent']:.0f}% of {res['cpu_total']:g}"
 
 
 @worker_group.command("list")
 @client_command
-@renders(lambda rows: render_rows(COLUMNS, [{**row, "namespaces": served(row)} for row in rows]))
+@renders(_render_list)
 def worker_list(client: FluxClient) -> list[dict]:
     """List registered workers."""
     return client.list_workers()
@@ -41,16 +73,6 @@ def worker_list(client: FluxClient) -> list[dict]:
 
 def size(n: float | None) -> str:
     return "-" if n is None else human_size(n)
-
-
-def ago(epoch: float | None) -> str:
-    if not epoch:
-        return "never"
-    seconds = max(0, int(time.time() - epoch))
-    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= length:
-            return f"{seconds // length}{unit} ago"
-    return f"{seconds}s ago"
 
 
 def gpu_rows(gpus: list[dict], allotments: list[dict]) -> list[tuple[str, str]]:
@@ -79,13 +101,13 @@ def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tupl
     res = worker.get("resources") or {}
     rows: list[tuple[str, str | Text]] = [
         ("state", Text(worker["state"], style=STATE_COLOURS.get(worker["state"], ""))),
-        ("labels", " ".join(f"{k}={v}" for k, v in sorted(worker["labels"].items())) or "-"),
+        ("labels", labels_text(worker["labels"])),
         ("namespaces", served(worker)),
         ("slots", f"{worker['running']} running of {worker['max_concurrent_executions']}"),
     ]
     if res:
         rows += [
-            ("cpu", f"{res['cpu_available']:g} of {res['cpu_total']:g} available ({res['cpu_percent']:.0f}% busy)"),
+            ("cpu", f"{cpu_text(res)} cores busy"),
             ("memory", f"{size(res['memory_available'])} of {size(res['memory_total'])} available"),
             ("disk", f"{size(res['disk_free'])} of {size(res['disk_total'])} free"),
         ]
@@ -129,8 +151,12 @@ def render_worker(worker: dict, running: list[dict], packages: bool) -> None:
 def worker_show(client: FluxClient, name: str, packages: bool) -> Output:
     """A worker at a glance: state, labels, capacity and use, GPUs, slots, last
     heartbeat, what it runs (--format json: the full record)."""
-    worker = client.show_worker(name)
-    return Output(worker, lambda w: render_worker(w, client.executions_on(name), packages))
+    return summary(client, client.show_worker(name), packages)
+
+
+def summary(client: FluxClient, worker: dict, packages: bool = False) -> Output:
+    """A worker's record for scripts (--format json), its summary for people."""
+    return Output(worker, lambda w: render_worker(w, client.executions_on(w["name"]), packages))
 
 
 @worker_group.command("drain")
@@ -138,17 +164,17 @@ def worker_show(client: FluxClient, name: str, packages: bool) -> Output:
 @click.option("--wait", is_flag=True, help="Return once the worker runs nothing (DRAINED)")
 @click.option("--timeout", type=click.FloatRange(min=0), default=3600.0, show_default=True, help="Seconds to wait with --wait")
 @client_command
-def worker_drain(client: FluxClient, name: str, wait: bool, timeout: float) -> dict:
+def worker_drain(client: FluxClient, name: str, wait: bool, timeout: float) -> Output:
     """Stop giving NAME new work; it finishes what it runs, then shows DRAINED."""
     worker = client.drain_worker(name, wait=timeout if wait else None)
     if wait:
         click.echo(f"worker {name} is {worker['state']}: it runs nothing", err=True)
-    return worker
+    return summary(client, worker)
 
 
 @worker_group.command("undrain")
 @click.argument("name")
 @client_command
-def worker_undrain(client: FluxClient, name: str) -> dict:
+def worker_undrain(client: FluxClient, name: str) -> Output:
     """Let a drained worker take work again."""
-    return client.undrain_worker(name)
+    return summary(client, client.undrain_worker(name))

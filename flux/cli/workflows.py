@@ -7,9 +7,11 @@ import sys
 
 import click
 
-from flux.cli.core import Output, UsageProblem, client_command, render_rows, renders
+from flux.cli.core import Output, UsageProblem, client_command, renders
+from flux.cli.output import ago, render_rows
 from flux.cli.watch import exit_code, watch
 from flux.client import FluxClient
+from flux.domain.resource_request import ResourceRequest
 
 
 @click.group("workflow")
@@ -17,8 +19,25 @@ def workflow_group() -> None:
     """Register, inspect and run workflows."""
 
 
+def requests_text(requests: dict | None) -> str:
+    """A workflow's requests as people write them: ``cpu=2, memory=512Mi``."""
+    return ResourceRequest.from_dict(requests).describe() if requests else "-"
+
+
 def _render_workflows(rows: list[dict]) -> None:
-    render_rows(["name", "version", "filename", "requests", "affinity", "created_at"], rows)
+    shown = [{**row, "requests": requests_text(row.get("requests")), "affinity": affinity_text(row.get("affinity")),
+              "created": ago(row.get("created_at"))} for row in rows]
+    columns = ["name", "version", "requests", "affinity", "created"]
+    if not any(row.get("affinity") for row in rows):
+        columns.remove("affinity")  # room for the rest at 80 columns
+    render_rows(columns, shown, whole=("name",))
+
+
+def affinity_text(affinity: dict | None) -> str:
+    """Affinity terms as ``key=value`` (an operator term as ``key:{...}``)."""
+    if not affinity:
+        return "-"
+    return " ".join(f"{key}={value}" if isinstance(value, str) else f"{key}:{json.dumps(value)}" for key, value in affinity.items())
 
 
 @workflow_group.command("register")
@@ -50,7 +69,8 @@ def workflow_list(client: FluxClient) -> list[dict]:
 
 def _render_versions(rows: list[dict]) -> None:
     shown = [{**row, "bundle": (row.get("bundle") or "")[:12]} for row in rows]  # a short hash, like git
-    render_rows(["name", "version", "filename", "bundle", "requests", "created_at"], shown)
+    render_rows(["name", "version", "filename", "bundle", "requests", "created_at"],
+                [{**row, "requests": requests_text(row.get("requests"))} for row in shown], whole=("name",))
 
 
 @workflow_group.command("versions")

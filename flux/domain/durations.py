@@ -31,3 +31,18 @@ def parse_duration(value: float | int | str, field: str = "duration") -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise InvalidDuration(f"{field}: must be more than 0 seconds, not {value!r}")
     return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as people write them, the inverse of ``parse_duration``: ``10s``,
+    ``5m``, ``1h30m``, ``2d``; a fraction of a second as ``ms``."""
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    parts, rest = [], seconds
+    for unit in ("d", "h", "m"):
+        count, rest = divmod(rest, UNITS[unit])
+        if count:
+            parts.append(f"{count:.0f}{unit}")
+    if rest or not parts:
+        parts.append(f"{rest:g}s")
+    return "".join(parts)

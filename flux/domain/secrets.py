@@ -23,6 +23,11 @@ MIN_SECRET_LENGTH = 4
 MAX_SECRET_LENGTH = 64 * 1024
 
 
+class SecretsUnavailable(LookupError):
+    """A task asked for secrets it cannot have: not set (the message names each and the
+    command that sets it), or the server has no key. The task fails under its retries."""
+
+
 def check_secret_name(name: Any) -> str:
     return check_name(name, "secret")
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import traceback
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
 from flux import tracing
 from flux.model import caching
-from flux.model.calls import call_with, describe_error
+from flux.model.calls import call_with, describe_error, failure_of
 from flux.model.saga import compensate
 from flux.domain.events import EventType, make_event
 from flux.domain.payloads import PayloadRefused, check_levels, check_size, encoded
+from flux.domain.secrets import SecretsUnavailable
 
 EventSink = Callable[[dict], None]
 #: The worker's services to an attempt: ``await ask(kind, body)`` (``flux.services``).
@@ -256,7 +256,7 @@ class ExecutionContext:
                         EventType.TASK_FAILED,
                         task.name,
                         task_id,
-                        {"attempt": attempt, "error": error, "will_retry": will_retry},
+                        {"attempt": attempt, "error": error, "will_retry": will_retry, "failure": failure_of(exc)},
                     )
                 )
                 if not will_retry:
@@ -288,12 +288,15 @@ class ExecutionContext:
         if self.ask is not None:
             wanted = [name for name in names if name not in self._fetched_secrets]
             if wanted:  # once per attempt: later calls of the attempt reuse them
-                self._fetched_secrets.update((await self.ask("secrets", {"names": wanted}))["values"])
+                try:
+                    self._fetched_secrets.update((await self.ask("secrets", {"names": wanted}))["values"])
+                except Exception as exc:  # noqa: BLE001 - the server's reason, under a name people can catch
+                    raise SecretsUnavailable(str(exc)) from None
             return {name: self._fetched_secrets[name] for name in names}
         available = self.secrets or {}
         missing = [name for name in names if name not in available]
         if missing:
-            raise LookupError(f"secret(s) not set: {', '.join(missing)} (pass secrets= to run() in a local run)")
+            raise SecretsUnavailable(f"secret(s) not set: {', '.join(missing)} (pass secrets= to run() in a local run)")
         return {name: available[name] for name in names}
 
     async def _fall_back(
@@ -312,7 +315,8 @@ class ExecutionContext:
             )
         except Exception as exc:  # noqa: BLE001 - the fallback's failure is the task's
             error = f"fallback failed: {describe_error(exc)}"
-            self.emit(make_event(EventType.TASK_FAILED, task.name, task_id, {"attempt": attempt, "error": error, "will_retry": False}))
+            value = {"attempt": attempt, "error": error, "will_retry": False, "failure": failure_of(exc)}
+            self.emit(make_event(EventType.TASK_FAILED, task.name, task_id, value))
             raise TaskFailedError(f"task {task.name!r} failed after {attempt} attempt(s); its {error}") from exc
 
     async def _invoke(self, task: RunnableTask, task_id: str, retry: int, args: tuple, kwargs: dict) -> Any:
@@ -352,7 +356,8 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
     except Suspended as suspended:  # a durable wait: the attempt ends, the execution does not
         outcome, wait_id = (EventType.WORKFLOW_SUSPENDED, suspended.wait), suspended.wait["id"]
     except Exception as exc:  # noqa: BLE001 - the workflow's failure is data, not a crash
-        failure = {"error": describe_error(exc), "traceback": traceback.format_exc(limit=20)}
+        structured = failure_of(exc)  # type, message, frames; ``traceback`` kept for older readers
+        failure = {"error": describe_error(exc), "traceback": structured["traceback"], "failure": structured}
         if _caused_by(exc, MemoryError):
             failure["out_of_memory"] = True  # a runner with a memory ceiling ends the attempt instead
         outcome = (EventType.WORKFLOW_FAILED, failure)

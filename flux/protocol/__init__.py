@@ -8,7 +8,8 @@ and pydantic (an import-linter contract).
 
 Rooms: ``base`` (``Strict`` request bodies), ``registration``, ``heartbeat``,
 ``claims`` (the claimed job, its ``allotment``), ``checkpoints``, ``logs``,
-``services`` (cache lookups and secrets asked on an attempt's behalf). Each name is
+``services`` (cache lookups and secrets asked on an attempt's behalf), ``failures``
+(what a task or workflow raised, with its traceback). Each name is
 imported on first use: a runner child decodes its job and loads nothing else.
 """
 
@@ -24,6 +25,7 @@ _EXPORTS = {
     "ClaimRequest": "claims", "ClaimedExecution": "claims", "ClaimReply": "claims",
     "EventIn": "checkpoints", "Checkpoint": "checkpoints", "CheckpointReply": "checkpoints",
     "LogStream": "logs", "MAX_LOG_LINES": "logs", "LogLineIn": "logs", "LogBatch": "logs", "LogBatchReply": "logs",
+    "Failure": "failures", "Frame": "failures", "RaisedError": "failures",
     "CacheLookup": "services", "CacheLookupReply": "services", "SecretRequest": "services", "SecretValues": "services",
 }
 

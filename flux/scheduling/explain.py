@@ -25,6 +25,8 @@ from flux.scheduling.snapshot import WorkerView
 from flux.domain.workers import AllocationMode, WorkerState
 
 DRAINING = Reason("draining", "draining", "draining")
+#: A draining worker that runs nothing: DRAINED, as ``flux worker list`` says.
+DRAINED = Reason("draining", "drained", "drained")
 STALE = Reason("stale", "stale (missed heartbeats)", "stale: missed heartbeats, takes no work until it is heard from")
 
 
@@ -56,7 +58,7 @@ def verdict(
     if restricted is not None:
         return Verdict(worker.name, restricted)
     if worker.state == WorkerState.DRAINING:
-        return Verdict(worker.name, DRAINING)
+        return Verdict(worker.name, DRAINED if worker.shown_state == WorkerState.DRAINED else DRAINING)
     if worker.state == WorkerState.STALE:
         return Verdict(worker.name, STALE)
     reason = check(request, affinity, worker)

@@ -104,6 +104,11 @@ class WorkerView:
         return view
 
     @property
+    def shown_state(self) -> str:
+        """The state people see (``flux worker list``): a draining worker that runs nothing is DRAINED."""
+        return WorkerState.DRAINED if self.state == WorkerState.DRAINING and self.running == 0 else self.state
+
+    @property
     def free_slots(self) -> int:
         """Slots new work may take: none while the worker is STALE or DRAINING."""
         return max(self.max_concurrent_executions - self.running, 0) if self.state == WorkerState.ONLINE else 0

@@ -64,6 +64,8 @@ ACTIONS: dict[tuple[str, str], Action] = {
     ("GET", "/pools"): Action.READ_FLEET,
     ("GET", "/pools/{name}"): Action.READ_FLEET,
     ("GET", "/autoscale/desired"): Action.READ_FLEET,
+    ("GET", "/fleet"): Action.READ_FLEET,
+    ("GET", "/fleet/history"): Action.READ_FLEET,
     ("POST", "/tokens"): Action.MANAGE_TOKENS,
     ("GET", "/tokens"): Action.MANAGE_TOKENS,
     ("DELETE", "/tokens/{name}"): Action.MANAGE_TOKENS,

@@ -129,6 +129,7 @@ class StatementCounter:
 
 def migrate(url: str) -> None:
     """Bring the schema to the newest Alembic revision."""
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its plugins and each revision, on every first start: nothing for people
     from alembic import command
     from alembic.config import Config
 
@@ -162,6 +163,12 @@ class Database:
         self._next_ticket = 0
         #: The longest a unit of work waited for a thread, since it was last read.
         self.max_queue_wait = 0.0
+
+    def after_commit(self, hook: Callable[[Session], None]) -> None:
+        """``hook(session)`` after each commit of this database's sessions, and nothing
+        after a rollback: what a transaction left in ``session.info`` for later."""
+        event.listen(self._sessions, "after_commit", hook)
+        event.listen(self._sessions, "after_rollback", lambda session: session.info.clear())
 
     def transaction(self, fn: Callable[[Session], T]) -> T:
         """One transaction; retried when a concurrent writer (another replica) won a race.

@@ -40,7 +40,7 @@ from flux.server.namespaces import rules
 from flux.server.database import Database
 from flux.server.eventlog import INSERT_EVENT
 from flux.server.explain import record_waiting
-from flux.server.metrics import ServerMetrics
+from flux.server.metrics import Claimed, ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry
 from flux.server.snapshot import FleetSnapshot
@@ -60,8 +60,8 @@ LOCK_RETRY = 0.05
 
 
 class Round(NamedTuple):
-    #: (worker, seconds the execution waited) per placement.
-    assigned: list[tuple[str, float]]
+    #: Each placement: its worker, namespace, workflow and how long it waited.
+    assigned: list[Claimed]
     #: Whether any execution was left waiting.
     backlog: bool
     #: Workers told to preempt something (their long polls are woken).
@@ -115,9 +115,9 @@ class Dispatcher:
                 self.snapshot.invalidate()
                 await asyncio.sleep(0.1)
                 continue
-            for worker_name, waited in assigned:
-                self.metrics.observe_dispatch(worker_name, waited)
-            for worker_name in {worker_name for worker_name, _ in assigned} | done.preempting:
+            for claimed in assigned:
+                self.metrics.observe_dispatch(claimed)
+            for worker_name in {claimed.worker for claimed in assigned} | done.preempting:
                 self.notifier.notify(topics.worker(worker_name))
 
 
@@ -197,7 +197,11 @@ class Dispatcher:
         for placement in placements:
             claimed_events += executions.claim(rows[placement.execution_id], placement.worker_name, placement.allotment, placement.reason, now)
         session.execute(INSERT_EVENT, claimed_events)  # one statement; the rows' updates flush first
-        return Round([(p.worker_name, now - rows[p.execution_id].pending_since) for p in placements], backlog, woken)
+        claimed = []
+        for p in placements:
+            row = rows[p.execution_id]
+            claimed.append(Claimed(p.worker_name, row.namespace, row.workflow_name, now - row.pending_since))
+        return Round(claimed, backlog, woken)
 
     def _contention(self, session: Session, first: queue.Page) -> tuple[Contention, dict[str, float]]:
         """The round's ledgers: who holds what (the snapshot read it), quotas and weights,

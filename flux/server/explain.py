@@ -65,7 +65,7 @@ def placement(session: Session, execution_id: str, workers: list[WorkerView], na
         execution_id=execution.id, requests=execution.requests, affinity=execution.affinity, namespace=execution.namespace
     )
     verdicts = [verdict(demand.request, demand.affinity, worker, demand.namespace) for worker in workers]
-    states = {worker.name: worker.state for worker in workers}
+    states = {worker.name: worker.shown_state for worker in workers}  # DRAINED as `flux worker list` says
     chosen = None
     if execution.state == ExecutionState.SCHEDULED.value:
         starting = notes.starting_for(session, demand)  # worker pools (docs/autoscaling.md)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
@@ -28,6 +28,7 @@ from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 from flux.server import fleet, namespaces
 from flux.server.autoscale import store as pool_store
 from flux.server.database import StatementCounter
+from flux.server.executions import finishes
 
 WORKER_STATES = tuple(WorkerState)
 ACTIVE_STATES = [state.value for state in ExecutionState if not state.is_terminal]
@@ -38,6 +39,21 @@ COUNTED_EVENTS = frozenset(
         EventType.ROLLBACK_COMPLETED, EventType.ROLLBACK_FAILED, EventType.VALUE_RECORDED,
     )
 )
+
+
+#: Seconds an execution may wait for a worker, and may run: from sub-second to a day.
+QUEUE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400)
+
+
+class Claimed(NamedTuple):
+    """One placement of a dispatch round, for the metrics."""
+
+    worker: str
+    namespace: str
+    workflow: str
+    #: Seconds it waited in SCHEDULED.
+    waited: float
 
 
 class _Statements:
@@ -95,6 +111,17 @@ class ServerMetrics:
                                 ["namespace", "resource"], registry=self.registry)
         self.quota_limit = Gauge("flux_quota_limit", "A namespace's quota, by dimension", ["namespace", "resource"],
                                  registry=self.registry)
+        # per workflow and namespace (docs/production.md#dashboards): bounded by what is registered
+        self.queue_wait = Histogram(
+            "flux_execution_queue_wait_seconds",
+            "From SCHEDULED (submission or a reschedule) to CLAIMED, by namespace and workflow",
+            ["namespace", "workflow"], buckets=QUEUE_BUCKETS, registry=self.registry,
+        )
+        self.duration = Histogram(
+            "flux_execution_duration_seconds",
+            "From an execution's first start to its end, by namespace, workflow and how it ended (state)",
+            ["namespace", "workflow", "state"], buckets=DURATION_BUCKETS, registry=self.registry,
+        )
         self.rounds = Histogram(
             "flux_dispatch_round_seconds",
             "A placement round: its work in the database thread (part=work), the CPU time of that work "
@@ -141,9 +168,17 @@ class ServerMetrics:
             if event.type in COUNTED_EVENTS:
                 self.task_events.labels(type=event.type).inc()
 
-    def observe_dispatch(self, worker_name: str, waited: float) -> None:
-        self.dispatches.labels(worker=worker_name).inc()
-        self.claim_latency.observe(max(waited, 0.0))
+    def observe_dispatch(self, claimed: Claimed) -> None:
+        waited = max(claimed.waited, 0.0)
+        self.dispatches.labels(worker=claimed.worker).inc()
+        self.claim_latency.observe(waited)
+        self.queue_wait.labels(namespace=claimed.namespace, workflow=claimed.workflow).observe(waited)
+
+    def observe_finished(self, session: Session) -> None:
+        """After a commit (``Database.after_commit``): the executions it finished."""
+        for done in finishes.taken(session):
+            if done.ran is not None:  # one cancelled while queued never ran
+                self.duration.labels(namespace=done.namespace, workflow=done.workflow, state=done.state).observe(max(done.ran, 0.0))
 
     @staticmethod
     def snapshot(session: Session, liveness: Callable[[str], Liveness | None]) -> dict:

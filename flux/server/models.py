@@ -127,6 +127,8 @@ class ExecutionModel(Base):
     input: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     output: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: A FAILED one's ``Failure`` (type, message, traceback), when user code raised it.
+    failure: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     #: Placement constraints copied from the workflow at submission (dispatch reads only this row).
     requests: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     affinity: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)

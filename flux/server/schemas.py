@@ -18,6 +18,7 @@ from flux.domain.secrets import MAX_SECRET_LENGTH
 # The worker protocol's messages, re-exported for the routes (and whoever imported them from here).
 from flux.protocol.base import Number, Strict
 from flux.protocol.checkpoints import Checkpoint, CheckpointReply, EventIn  # noqa: F401
+from flux.protocol.failures import Failure  # noqa: F401
 from flux.protocol.claims import AllotmentJSON, ClaimedExecution, ClaimReply, ClaimRequest, RequestsJSON  # noqa: F401
 from flux.protocol.heartbeat import Heartbeat, HeartbeatReply  # noqa: F401
 from flux.protocol.logs import MAX_LOG_LINES, LogBatch, LogBatchReply, LogLineIn, LogStream  # noqa: F401
@@ -213,6 +214,7 @@ class ExecutionInfo(BaseModel):
     input: Any = Field(default=None, description="Absent from list items unless asked for (?include=input)")
     output: Any = Field(default=None, description="Absent from list items unless asked for (?include=output)")
     error: str | None
+    failure: Failure | None = Field(default=None, description="A FAILED one's type, message and traceback, when its code raised (GET /executions/ID only)")
     worker_name: str | None
     attempt: int = Field(description="The current attempt (0 before the first claim); also its fencing token")
     max_attempts: int = Field(description="Attempts that may end in a crash before it fails")

@@ -3,7 +3,10 @@
 
 The key comes from ``FLUX_SECRETS_KEY`` or the file ``--secrets-key-file`` names: one
 Fernet key, or several separated by commas or lines (the first encrypts, all decrypt:
-``MultiFernet``, for rotation). A server whose database holds secrets refuses to start
+``MultiFernet``, for rotation). Neither given, a server on SQLite makes one in its home on
+first start (``HOME/secrets-key``, 0600, as it makes its bootstrap token): the database
+and its key live side by side, as they would in any one-host install. On PostgreSQL it
+does not: replicas with homes of their own would each make a different key. A server whose database holds secrets refuses to start
 without a key that decrypts them. Values leave the server only to the worker that holds
 an execution's current attempt (``values_for``, fenced); no list or read returns one.
 """
@@ -23,10 +26,13 @@ from flux.domain.secrets import check_secret_value
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.namespaces import require_active
 from flux.server.schemas import SecretInfo
+from flux.server.settings import sqlite_file
 from flux.server.service_models import SecretModel
 
 KEY_ENV = "FLUX_SECRETS_KEY"
 NO_KEY = f"the server has no secrets key: start it with {KEY_ENV} or --secrets-key-file (make one with 'flux secret generate-key')"
+#: The key a server on SQLite makes in its home when none is given.
+HOME_KEY = "secrets-key"
 
 
 class SecretsKeyError(RuntimeError):
@@ -44,6 +50,20 @@ def keyring(key_file: Path | str | None = None) -> MultiFernet | None:
     except (ValueError, TypeError):
         source = KEY_ENV if os.environ.get(KEY_ENV) else str(key_file)
         raise SecretsKeyError(f"{source} does not hold Fernet keys (32 url-safe base64-encoded bytes each)") from None
+
+
+def home_key(home: Path, database_url: str, key_file: Path | str | None) -> Path | None:
+    """The key file to use: the one given, else (on SQLite, no ``FLUX_SECRETS_KEY``)
+    ``HOME/secrets-key``, made 0600 on first start; None when a key must be given."""
+    if key_file or os.environ.get(KEY_ENV) or sqlite_file(database_url) is None:
+        return Path(key_file) if key_file else None
+    path = Path(home) / HOME_KEY
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(Fernet.generate_key().decode() + "\n")
+    return path
 
 
 def check_key(session: Session, keys: MultiFernet | None) -> None:
@@ -104,10 +124,17 @@ def values_for(session: Session, keys: MultiFernet | None, names: list[str], nam
     rows = {row.name: row for row in session.scalars(query)}
     missing = [name for name in names if name not in rows]
     if missing:
-        raise NotFound(f"secret(s) not set: {', '.join(missing)} (flux secret set NAME)")
+        raise NotFound(not_set(missing, namespace))
     if keys is None:
         raise Conflict(NO_KEY)
     return {name: keys.decrypt(rows[name].encrypted.encode()).decode() for name in names}
+
+
+def not_set(names: list[str], namespace: str) -> str:
+    """Which secrets a task asked for are not set, and the command that sets each."""
+    option = "" if namespace == DEFAULT else f" -n {namespace}"
+    commands = "; ".join(f"flux secret set{option} {name}" for name in names)
+    return f"secret(s) not set in namespace {namespace!r}: {', '.join(names)} (set with: {commands})"
 
 
 def check_at_start(database_url: str, key_file: Path | str | None) -> None:

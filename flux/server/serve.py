@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
 from types import FrameType
@@ -73,12 +74,28 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 OPTIONS = dict(log_level="warning", timeout_graceful_shutdown=3, timeout_keep_alive=75, log_config=None)
 
 
-def serve(app: FastAPI, settings: ServerSettings) -> None:
+def listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything else is done (migrations, the app):
+    an address in use is an ``OSError`` at once, not after a start-up's work."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a restart reuses a TIME_WAIT port
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(app: FastAPI, settings: ServerSettings, sock: socket.socket) -> None:
+    """Serve on ``sock`` (from ``listen``) until a stop signal."""
     # In force before uvicorn takes the signals and after it hands them back (and re-raises).
     for sig in STOP_SIGNALS:
         signal.signal(sig, _exit_cleanly)
     http = edge.install(settings)
-    uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, http=http, **OPTIONS)).run()
+    uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, http=http, **OPTIONS)).run(sockets=[sock])
 
 
 def serve_processes(settings: ServerSettings) -> None:

@@ -17,6 +17,7 @@ from flux.server.database import Database
 from flux.server.dispatch import Dispatcher
 from flux.server.outbox import Subscriptions
 from flux.server.metrics import ServerMetrics
+from flux.server.fleet_trend import FleetTrend
 from flux.server.namespaces import NamespaceCache
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry
@@ -48,6 +49,8 @@ class Services:
     tokens: TokenCache = field(init=False)
     #: The hooks' subscriptions, this replica's copy (``flux.server.outbox``).
     hooks: Subscriptions = field(init=False)
+    #: The fleet's summary over the last hours, this replica's samples (``GET /fleet/history``).
+    trend: FleetTrend = field(default_factory=FleetTrend)
 
     def wake_worker(self, name: str | None) -> None:
         """Its claim (here or on another replica) re-reads what it holds."""

@@ -188,7 +188,7 @@ def prepare_home(settings: ServerSettings) -> None:
     """Create the home 0700; create the SQLite file 0600 before SQLAlchemy does (it would
     use the umask), and make existing database and token files owner-only."""
     settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    private = [settings.bootstrap_token_path, settings.api_token_path]
+    private = [settings.bootstrap_token_path, settings.api_token_path, settings.home / "secrets-key"]
     database = sqlite_file(settings.database_url)
     if database is not None:
         database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

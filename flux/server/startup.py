@@ -30,6 +30,7 @@ from flux.server.services import Services
 from flux.server.shedding import LoadShedding
 from flux.server.timers import Timers
 from flux.server.tokens import TokenCache
+from flux.server.workers import summary
 
 #: The GIL hand-over interval of a server process. Database work runs on threads
 #: beside the event loop; with CPython's default 5 ms, a loop kept busy by a thousand
@@ -90,6 +91,7 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
         await broadcast.start()
         svc.notifier.remote = broadcast
     svc.metrics = ServerMetrics(svc.db.statements)
+    svc.db.after_commit(svc.metrics.observe_finished)  # durations, once what ended them is committed
     svc.dispatcher = Dispatcher(svc.db, svc.notifier, svc.registry, svc.metrics, svc.policy)
     svc.hooks = Subscriptions(settings.hooks_max_age)
     svc.db.context[outbox.SLOT] = svc.hooks  # what enqueue matches against (docs/hooks.md)
@@ -98,13 +100,13 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
 
 
 def _loops(svc: Services) -> tuple[LivenessKeeper, list[asyncio.Task]]:
-    """Dispatch, liveness, schedules, timers, the audit trail's writes, webhooks and retention, each a task of its own."""
+    """Dispatch, liveness, schedules, timers, the audit trail's writes, webhooks, the fleet's trend and retention, each a task of its own."""
     shared, kick, policy = svc.registry.shared, svc.dispatcher.kick, svc.policy
     keeper = LivenessKeeper(svc.db, svc.registry, svc.notifier, svc.metrics, svc.settings.eviction_grace_period, kick, policy)
     firing = schedules.ScheduleLoop(svc.db, svc.notifier, svc.metrics, kick, policy, shared)
     timers = Timers(svc.db, svc.notifier, kick, shared=shared)  # due sleeps, timeouts (docs/waits.md)
     deliveries = Deliveries(svc.db, svc.hooks, svc.secrets_keys, svc.settings, svc.metrics, shared)  # webhooks
-    runs = (svc.dispatcher.run(), keeper.run(), firing.run(), timers.run(), svc.audit.run(svc.db), deliveries.run())
+    runs = (svc.dispatcher.run(), keeper.run(), firing.run(), timers.run(), svc.audit.run(svc.db), deliveries.run(), summary.keep_trend(svc))
     loops = [asyncio.create_task(loop) for loop in runs]
     if svc.settings.retention:
         loops.append(asyncio.create_task(retention.keep(svc.db, svc.settings.retention)))

@@ -7,7 +7,7 @@ other replicas (keys cross them through ``flux.server.broadcast``), spell it ali
 - ``execution:ID``: an execution changed state; ``events:ID``: a checkpoint; ``logs:ID``: new lines;
 - ``status:NAME``: a worker's stored sample or drain changed (dispatch re-reads it);
 - ``auth:NAME:PREFIX``: a worker's session token changed (``-``: revoked);
-- ``executions`` (``watch``), ``schedules`` (the firing loop) and ``tokens`` (a client
+- ``executions`` (``watch``), ``fleet`` (``GET /fleet``'s stream), ``schedules`` (the firing loop) and ``tokens`` (a client
   token was revoked: every replica reads the tokens again) carry no subject.
 """
 
@@ -28,6 +28,8 @@ class Kind(StrEnum):
 
 #: Raised for every change that may show in the executions list (``flux.server.watch``).
 EXECUTIONS = "executions"
+#: Raised for every change that may show in the fleet's summary (``flux.server.workers.summary``).
+FLEET = "fleet"
 #: Wakes the schedules' firing loop.
 SCHEDULES = "schedules"
 #: A hook was created or deleted (``flux.server.outbox.Subscriptions``).
@@ -41,6 +43,8 @@ TOKENS = "tokens"
 TOKEN_PREFIX, REVOKED = 16, "-"
 #: The kinds whose keys mean an execution may have changed (its state, events, or new claims).
 ABOUT_EXECUTIONS = frozenset({Kind.EXECUTION, Kind.EVENTS, Kind.WORKER})
+#: The kinds whose keys mean the fleet's summary may have changed (a worker's sample or drain too).
+ABOUT_FLEET = frozenset({Kind.EXECUTION, Kind.WORKER, Kind.STATUS})
 
 
 @dataclass(frozen=True)

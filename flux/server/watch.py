@@ -70,12 +70,15 @@ STREAM = {
 
 
 def relay(notifier: Notifier) -> Callable[[str], None]:
-    """A notifier hook: raise ``executions`` after any key about an execution or new work."""
+    """A notifier hook: raise ``executions`` after any key about an execution or new work,
+    and ``fleet`` after those and a worker's sample or drain."""
 
     def hook(key: str) -> None:
         topic = topics.parse(key)
         if topic is not None and topic.kind in topics.ABOUT_EXECUTIONS:
             notifier.notify_local(KEY)
+        if topic is not None and topic.kind in topics.ABOUT_FLEET:
+            notifier.notify_local(topics.FLEET)
 
     return hook
 

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import random
 import sys
+import time
 from typing import Any, Awaitable, Callable, TypeVar
 
 import httpx
@@ -98,6 +99,8 @@ class ServerSession:
         self.urls = [url.strip() for url in config.server_url.split(",") if url.strip()]
         #: False from a failed call until the next one that gets through.
         self.reachable = True
+        #: When the first failed call of the current outage failed (monotonic).
+        self._unreachable_since = 0.0
         #: Set when the worker stops waiting for the server: retries end with Abandoned.
         self.abandon = asyncio.Event()
         self._register_lock = asyncio.Lock()
@@ -138,8 +141,16 @@ class ServerSession:
         response.raise_for_status()
         return response
 
+    def _reached(self) -> None:
+        """A call got through: after an outage, say so once (the worker's log shows it came back)."""
+        if not self.reachable:
+            log.info("server %s reachable again after %.1f s", self.urls[0], time.monotonic() - self._unreachable_since)
+        self.reachable = True
+
     async def _wait(self, backoff: Backoff, exc: httpx.HTTPError) -> None:
         """Back off before a retry, unless the worker stops waiting meanwhile."""
+        if self.reachable:
+            self._unreachable_since = time.monotonic()
         self.reachable = False
         self._fail_over()
         try:
@@ -182,11 +193,12 @@ class ServerSession:
                         raise
                     log.warning("server unreachable (%s); retrying", exc.__class__.__name__)
                     await self._wait(backoff, exc)
-            self.reachable = True
+            self._reached()
+            again = "registered again" if self.token else "registered"  # a restarted server forgot its session
             self.token = reply.session_token
             if self.identity is not None:
                 self.identity.save_token(self.token)
-            log.info("worker %s registered with %s", self.config.name, self.config.server_url)
+            log.info("worker %s %s with %s", self.config.name, again, self.urls[0])
             return body, reply
 
     async def call(
@@ -207,7 +219,7 @@ class ServerSession:
             token = self.token
             try:
                 response = await self._send(method, path, json if method == "POST" else None, timeout=timeout)
-                self.reachable = True
+                self._reached()
                 if method != "POST":
                     return response.content
                 return response.json() if reply is None else reply.model_validate_json(response.content)

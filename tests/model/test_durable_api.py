@@ -245,7 +245,7 @@ def test_secrets_reach_only_the_task_that_requested_them_and_are_masked_everywhe
     assert run.state is ExecutionState.FAILED and "cannot reach ***" in run.output["error"]
     assert "hunter2" not in json.dumps(run.events) + json.dumps(run.output)
     missing = flow.run()
-    assert "secret(s) not set: DB_URL" in missing.output["error"]
+    assert "SecretsUnavailable: secret(s) not set: DB_URL" in missing.output["error"]
 
 
 @pytest.mark.parametrize(
@@ -314,7 +314,7 @@ def test_the_server_stores_cache_entries_on_checkpoint_and_keeps_secrets_encrypt
         stored = session.scalars(select(SecretModel.encrypted)).one()
         assert "hunter2" not in stored and [s.name for s in secrets.listed(session)] == ["DB_URL"]
         assert secrets.values_for(session, keys, ["DB_URL"]) == {"DB_URL": "postgresql://u:hunter2@db/x"}
-        with pytest.raises(NotFound, match="secret\\(s\\) not set: NOPE"):
+        with pytest.raises(NotFound, match=r"not set in namespace 'default': NOPE \(set with: flux secret set NOPE\)"):
             secrets.values_for(session, keys, ["NOPE"])
         secrets.check_key(session, keys)
         with pytest.raises(secrets.SecretsKeyError, match="holds 1 secret"):

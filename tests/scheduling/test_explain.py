@@ -31,17 +31,19 @@ def test_summary_in_the_kubernetes_style():
         view("c", labels={"region": "eu-west-1"}),
         view("d", labels={"region": "us-east-1"}, state="DRAINING"),
         view("e", labels={"region": "us-east-1"}, running=1),
+        view("f", labels={"region": "us-east-1"}, state="DRAINING", running=1),
     ]
     verdicts = [verdict(ResourceRequest(cpu=1), {"region": "us-east-1"}, w) for w in workers]
     assert [v.message for v in verdicts] == [
         "available",
         "cpu_available 0.5 < requested 1",
         "label region=eu-west-1, wanted us-east-1",
-        "draining",
+        "drained",  # idle: DRAINED, as the worker list says
         "all 1 slots busy",
+        "draining",  # still running something
     ]
     assert summarize(verdicts) == (
-        "1/5 workers are available: 1 Insufficient cpu, 1 all slots busy, 1 didn't match affinity, 1 draining."
+        "1/6 workers are available: 1 Insufficient cpu, 1 all slots busy, 1 didn't match affinity, 1 drained, 1 draining."
     )
 
 
@@ -112,10 +114,11 @@ def test_explanation_names_each_workers_first_failing_check(cluster, client, wor
     assert reasons(client, cpu["id"]) == {
         "a": "cpu_available 2.0 < requested 64",
         "b": "label region=eu-west-1, wanted us-east-1",
-        "c": "draining",
+        "c": "drained",
     }
+    assert client.placement(cpu["id"])["workers"][2]["state"] == client.show_worker("c")["state"] == "DRAINED"
     assert client.placement(cpu["id"])["summary"] == (
-        "0/3 workers are available: 1 Insufficient cpu, 1 didn't match affinity, 1 draining."
+        "0/3 workers are available: 1 Insufficient cpu, 1 didn't match affinity, 1 drained."
     )
     assert reasons(client, pkg["id"])["b"] == "package flux-engine 0.1.0 does not satisfy >=999"
     assert reasons(client, queued["id"])["a"] == "all 1 slots busy"

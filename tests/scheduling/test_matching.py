@@ -108,8 +108,8 @@ def test_spec_gpu_without_free_memory_does_not_count():
     assert check_resources(ResourceRequest(gpu=1), replace(full, gpus=(gpu(0, free=0), gpu(1, free=1)))) is None
 
 
-def test_spec_worker_without_gpus_fails_gpu_request():
-    assert check_resources(ResourceRequest(gpu=1), worker()).filter == "gpu"
+def test_spec_worker_without_gpus_fails_gpu_request_saying_so():
+    assert check_resources(ResourceRequest(gpu=1), worker()) == reason("gpu", "has no GPUs (requested 1)")
 
 
 @pytest.mark.parametrize(

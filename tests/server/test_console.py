@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -64,6 +66,28 @@ WORKFLOWS = """
     @workflow.with_options(requests=ResourceRequest(cpu=4096))
     async def huge(ctx):
         return "never"
+
+    def parse(text):
+        raise ValueError(f"bad input {text!r}")
+
+    @task
+    def read_order(text):
+        return parse(text)
+
+    @workflow
+    async def broken(ctx):
+        return await read_order("x")
+
+    @task
+    def step(i):
+        print(f"step {i}", flush=True)
+        time.sleep(1)
+        return i
+
+    @workflow
+    async def steps(ctx):
+        for i in range(5):
+            await step(i)
 
     @workflow
     async def approval(ctx):
@@ -161,6 +185,8 @@ def test_every_page_loads_reads_at_both_widths_and_follows_the_system_theme(page
     page.screenshot(path=shots / "workflows.png", full_page=True)
     page.goto("/ui/workflows/quick")
     expect(page.locator("#run-input")).to_be_visible()
+    expect(page.locator("svg.chart-durations rect.bar")).to_have_count(1)  # drawn by the server: no script, no CDN
+    expect(page.locator("svg.chart-outcomes rect.outcome-completed")).to_have_count(1)
     page.screenshot(path=shots / "workflow.png", full_page=True)
 
     page.goto(f"/ui/executions/{done['id']}")
@@ -264,6 +290,111 @@ def test_a_worker_drains_and_undrains_from_the_fleet_page(page, fleet, shots):
     page.screenshot(path=shots / "fleet-drained.png", full_page=True)
     card.locator("button:has-text('Undrain')").click()
     expect(card.locator(".badge")).to_have_text("ONLINE")
+
+
+def test_the_fleet_page_is_live_summarised_and_reads_cpu_from_the_sample(page, fleet, shots):
+    cluster, client = fleet
+    page.goto("/ui/fleet")
+    card = page.locator('section.worker[data-worker="w1"]')
+    expect(card.locator('.meter', has_text="cpu")).to_contain_text("% busy of")  # the sample's reading, not the mask
+    expect(page.locator('[data-summary="queued"]')).to_have_text("0")
+    expect(page.locator(".fleet-charts svg.chart-slots polyline")).to_have_count(3)  # busy, slots, queued over time
+    expect(page.locator(".fleet-charts svg.chart-use polyline")).to_have_count(2)  # cpu, memory
+    history = httpx.get(f"{cluster.server_url}/fleet/history").json()
+    assert history["period"] == 15.0 and {"time", "slots", "busy", "queued", "cpu_percent"} <= set(history["points"][-1])
+    pending = client.run("huge")  # never fits: queued and unschedulable, shown without a reload
+    expect(page.locator('[data-summary="queued"]')).to_contain_text("1")
+    expect(page.locator('[data-summary="unschedulable"]')).to_have_text("1")
+    summary = httpx.get(f"{cluster.server_url}/fleet").json()
+    assert summary["queued"] == 1 and summary["unschedulable"] == 1 and summary["workers"] == {"ONLINE": 1}
+    drained = subprocess.run([sys.executable, "-m", "flux", "worker", "drain", "w1", "--server-url", cluster.server_url],
+                             capture_output=True, text=True, timeout=60)  # from the command line, not the page
+    assert drained.returncode == 0, drained.stderr
+    expect(card.locator(".badge")).to_have_text("DRAINED", timeout=5_000)
+    page.screenshot(path=shots / "fleet-live.png", full_page=True)
+    client.undrain_worker("w1")
+    expect(card.locator(".badge")).to_have_text("ONLINE", timeout=5_000)
+    client.cancel(pending["id"])
+    expect(page.locator('[data-summary="queued"]')).to_have_text("0")
+
+
+def test_a_failed_execution_shows_its_traceback_in_an_error_panel(page, fleet, shots):
+    cluster, client = fleet
+    ended = client.run("broken", wait=30)
+    assert ended["state"] == "FAILED"
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(f"/ui/executions/{ended['id']}")
+    panel = page.locator("[data-error-panel]")
+    expect(panel.locator("pre.problem")).to_contain_text("bad input 'x'")
+    traceback = panel.locator("pre[data-traceback]")
+    expect(traceback).to_contain_text("in parse")  # the user's frames, where it was raised
+    expect(traceback).to_contain_text("raise ValueError(f\"bad input {text!r}\")")
+    expect(traceback).not_to_contain_text("flux/model/runtime.py")
+    expect(panel.locator("details.task-failure")).to_contain_text("read_order:1")
+    page.screenshot(path=shots / "execution-failed.png", full_page=True)
+    panel.locator("button[data-copy]").click()
+    expect(panel.locator("button[data-copy]")).to_have_text("Copied")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert "flux/model/runtime.py" in copied and "ValueError: bad input 'x'" in copied  # the whole traceback
+
+
+def test_a_running_executions_gantt_header_and_logs_move_without_a_reload(page, fleet, shots):
+    cluster, client = fleet
+    running = client.run("steps")
+    page.goto(f"/ui/executions/{running['id'][:8]}")  # a prefix leads to it
+    expect(page).to_have_url(re.compile(f"/ui/executions/{running['id']}$"))
+    page.evaluate("window.notReloaded = true")
+    expect(page.locator(".gantt-row")).to_have_count(3, timeout=15_000)  # bars appear as tasks start
+    assert page.evaluate("window.notReloaded === true")
+    expect(page.locator("[data-live-state] .badge")).to_have_text("RUNNING")
+    line = page.locator("pre.logs .line", has_text="step 0")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", line.locator("time").inner_text())  # each line has its time
+    page.screenshot(path=shots / "execution-running.png", full_page=True)
+    client.wait(running["id"], 30)
+    expect(page.locator(".gantt-row")).to_have_count(5)
+
+
+def test_schedules_read_as_the_cli_says_and_are_created_and_deleted_from_the_page(page, fleet, shots):
+    cluster, client = fleet
+    client.create_schedule("ten-seconds", "quick", every="10s", catch_up="all", paused=True)
+    page.goto("/ui/schedules")
+    row = page.locator("table.schedules tr", has_text="ten-seconds")
+    expect(row).to_contain_text("every 10s")
+    expect(row.locator("td").nth(3)).to_have_text("skip")
+    expect(row.locator("td").nth(4)).to_contain_text("all")
+    expect(row.locator("td").nth(6)).to_contain_text("paused")
+    page.evaluate("window.notReloaded = true")
+    client.resume_schedule("ten-seconds")  # elsewhere: the open page follows GET /schedules?follow=true
+    expect(page.locator("table.schedules tr", has_text="ten-seconds").locator("td").nth(6)).to_have_text("active")
+    assert page.evaluate("window.notReloaded === true")
+    page.fill("#s-name", "from-the-page")
+    page.select_option("#s-workflow", "quick")
+    page.select_option("#s-kind", "every")
+    page.fill("#s-timing", "5m")
+    page.fill("#s-input", '{"name": "Lovelace"}')
+    page.click("button:has-text('Create')")
+    created = page.locator("table.schedules tr", has_text="from-the-page")
+    expect(created).to_contain_text("every 5m")
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", created.locator("td").nth(5).inner_text())  # not raw ISO
+    assert client.show_schedule("from-the-page")["input"] == {"name": "Lovelace"}
+    page.screenshot(path=shots / "schedules-actions.png", full_page=True)
+    page.once("dialog", lambda dialog: dialog.accept())
+    created.locator("button:has-text('Delete')").click()
+    expect(page.locator("table.schedules tr", has_text="from-the-page")).to_have_count(0)
+    client.delete_schedule("ten-seconds")
+
+
+def test_the_console_has_a_favicon_an_html_404_and_says_why_in_the_list(page, fleet):
+    cluster, client = fleet
+    page.goto("/ui/fleet")
+    icon = page.locator('link[rel="icon"]').get_attribute("href")
+    assert httpx.get(cluster.server_url + icon).headers["content-type"].startswith("image/svg")
+    missing = page.goto("/ui/no-such-page")
+    assert missing.status == 404 and "text/html" in missing.headers["content-type"]
+    expect(page.locator("main")).to_contain_text("no page /ui/no-such-page")
+    failed = client.run("broken", wait=30)
+    page.goto("/ui/executions?state=FAILED")
+    expect(page.locator(f'tr[data-id="{failed["id"]}"] .why')).to_contain_text("bad input 'x'")
 
 
 def test_an_action_without_a_csrf_token_is_refused(fleet, page):

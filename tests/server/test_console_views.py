@@ -52,8 +52,18 @@ def test_filters_are_urls():
 
 
 def test_a_fleet_row_has_a_bar_for_each_probed_dimension_the_worker_publishes():
-    res = {"cpu_total": 8.0, "cpu_available": 6.0, "memory_total": 100, "memory_available": 50, "disk_total": 10,
+    res = {"cpu_total": 8.0, "cpu_available": 8.0, "cpu_percent": 25.4, "memory_total": 100, "memory_available": 50, "disk_total": 10,
            "disk_free": 10, "capacity": {"scratch": 200}, "available": {"scratch": 50}, "gpus": []}
     bars = usage({"resources": res})
     assert [(b["label"], b["pct"]) for b in bars] == [("cpu", 25), ("memory", 50), ("disk", 0), ("scratch", 75)]
     assert bars[-1]["text"] == "150 / 200"
+    assert bars[0]["text"] == "25% busy of 8 cores"  # the sample's reading; cpu_available is the affinity mask
+
+
+def test_a_traceback_is_marked_for_the_stylesheet_and_escaped():
+    from flux.server.console.views import traceback_html
+
+    html = str(traceback_html('Traceback (most recent call last):\n  File "a.py", line 3, in f\n    raise ValueError("<x>")\nValueError: <x>'))
+    assert '<span class="tb-where">  File &#34;a.py&#34;, line 3, in f</span>' in html
+    assert '<span class="tb-code">    raise ValueError(&#34;&lt;x&gt;&#34;)</span>' in html
+    assert '<span class="tb-raised">ValueError: &lt;x&gt;</span>' in html and "<x>" not in html

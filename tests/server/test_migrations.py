@@ -79,12 +79,14 @@ def columns(url: str, table: str) -> set[str]:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_the_worker_namespaces_migration_goes_up_and_down(backend, tmp_path, request):
-    url = f"sqlite:///{tmp_path / 'workers.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+@pytest.mark.parametrize(("table", "column", "before"), [("workers", "namespaces", "0017"), ("executions", "failure", "0018")])
+def test_a_column_migration_goes_up_and_down(backend, table, column, before, tmp_path, request):
+    """0018: workers.namespaces; 0021: executions.failure (docs/failures.md)."""
+    url = f"sqlite:///{tmp_path / 'columns.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
     migrate(url)
-    assert "namespaces" in columns(url, "workers")
-    alembic(url).downgrade("0017")
-    assert "namespaces" not in columns(url, "workers")
+    assert column in columns(url, table)
+    alembic(url).downgrade(before)
+    assert column not in columns(url, table)
     migrate(url)
     assert schema_diff(url) == []
 

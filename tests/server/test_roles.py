@@ -62,6 +62,8 @@ EXPECTED = {
     ("GET", "/pools"): "fleet",
     ("GET", "/pools/{name}"): "fleet",
     ("GET", "/autoscale/desired"): "fleet",
+    ("GET", "/fleet"): "fleet",
+    ("GET", "/fleet/history"): "fleet",
     ("POST", "/tokens"): Role.ADMIN,
     ("GET", "/tokens"): Role.ADMIN,
     ("DELETE", "/tokens/{name}"): Role.ADMIN,

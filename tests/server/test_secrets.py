@@ -1,5 +1,7 @@
 """Secrets hygiene: no password in what the server prints, and the home, the SQLite
-database and the token files are the owner's alone."""
+database and the token files are the owner's alone. Secrets work out of the box: a
+server on SQLite makes its key in its home, and a task that asks for a secret nobody
+set fails naming it and the command that sets it."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ import sys
 import httpx
 import pytest
 
+from flux.client import FluxClient
 from flux.local import free_port
+from flux.server.secrets import HOME_KEY, home_key
 from flux.server.settings import redact_url
+from shared import flux
 
 
 def mode(path) -> int:
@@ -64,3 +69,57 @@ def test_existing_database_and_token_files_are_made_owner_only(make_cluster, tmp
         path.chmod(0o644)
     make_cluster(log_dir=tmp_path / "logs")
     assert mode(home / "flux.db") == 0o600 and mode(home / "bootstrap-token") == 0o600
+
+
+NEEDS_SECRETS = """
+from flux import task, workflow
+
+@task.with_options(secret_requests=["API_KEY"])
+def use(secrets):
+    return len(secrets["API_KEY"])
+
+@task.with_options(secret_requests=["MISSING_ONE"])
+def missing(secrets):
+    return "never"
+
+@workflow
+async def uses(ctx):
+    return await use()
+
+@workflow
+async def misses(ctx):
+    return await missing()
+"""
+
+
+def test_secrets_work_out_of_the_box_with_a_key_made_in_the_home(make_cluster, tmp_path):
+    cluster = make_cluster(log_dir=tmp_path / "logs")
+    key = cluster.home / HOME_KEY
+    assert mode(key) == 0o600 and len(key.read_text().strip()) == 44  # one Fernet key
+    cluster.start_worker("w1")
+    stored = subprocess.run([sys.executable, "-m", "flux.cli", "secret", "set", "API_KEY", "--server-url", cluster.server_url],
+                            input="s3cret-value\n", capture_output=True, text=True, timeout=60)
+    assert stored.returncode == 0, stored.stderr
+    source = tmp_path / "needs_secrets.py"
+    source.write_text(NEEDS_SECRETS)
+    with FluxClient(cluster.server_url) as client:
+        client.register_file(source)
+        assert client.run("uses", wait=60)["output"] == len("s3cret-value")
+        failed = client.run("misses", wait=60)
+    assert failed["state"] == "FAILED"
+    assert "SecretsUnavailable: secret(s) not set in namespace 'default': MISSING_ONE" in failed["error"], failed["error"]
+    assert "(set with: flux secret set MISSING_ONE)" in failed["error"]
+    assert "AskFailed" not in failed["error"]
+    listed = flux("secret", "list", server_url=cluster.server_url).stdout
+    assert "API_KEY" in listed
+
+
+def test_the_home_key_is_kept_a_given_key_wins_and_postgresql_gets_none(tmp_path, monkeypatch):
+    sqlite = f"sqlite:///{tmp_path / 'flux.db'}"
+    made = home_key(tmp_path, sqlite, None)
+    assert made == tmp_path / HOME_KEY and home_key(tmp_path, sqlite, None).read_text() == made.read_text()
+    given = tmp_path / "given.key"
+    assert home_key(tmp_path, sqlite, given) == given
+    assert home_key(tmp_path / "pg", "postgresql://flux@db/flux", None) is None  # replicas would each make their own
+    monkeypatch.setenv("FLUX_SECRETS_KEY", "from-the-environment")
+    assert home_key(tmp_path / "env", sqlite, None) is None and not (tmp_path / "env" / HOME_KEY).exists()

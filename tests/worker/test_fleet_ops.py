@@ -85,6 +85,7 @@ def test_server_killed_and_restarted_loses_no_execution(cluster, sleepy):
             types = [e["type"] for e in again.events(execution["id"])]
             assert types.count("WORKFLOW_COMPLETED") == 1 and types.count("WORKFLOW_STARTED") == 1
         assert again.run("sleepy", 0, wait=30)["state"] == "COMPLETED"  # claiming resumed
+    assert "server call" in cluster.log("worker-w1") and "reachable again after" in cluster.log("worker-w1")  # it says it is back
 
 
 def test_metrics_endpoint_reports_fleet_queue_and_dispatch(cluster, sleepy):
@@ -102,6 +103,13 @@ def test_metrics_endpoint_reports_fleet_queue_and_dispatch(cluster, sleepy):
     assert 'flux_dispatches_total{worker="w1"} 1.0' in text
     assert "flux_claim_latency_seconds_count 1.0" in text
     assert "flux_oldest_scheduled_age_seconds 0.0" in text
+    # per workflow and namespace: how long it queued, and how long it ran (by how it ended)
+    assert 'flux_execution_queue_wait_seconds_count{namespace="default",workflow="sleepy"} 1.0' in text
+    assert 'flux_execution_duration_seconds_count{namespace="default",state="COMPLETED",workflow="sleepy"} 1.0' in text
+    cancelled = sleepy.run("sleepy", 60)
+    eventually(lambda: sleepy.execution(cancelled["id"])["state"] == "RUNNING")
+    sleepy.cancel(cancelled["id"])
+    eventually(lambda: 'state="CANCELLED",workflow="sleepy"} 1.0' in httpx.get(f"{cluster.server_url}/metrics").text)
 
 
 def test_worker_settings_precedence_flag_over_env_over_toml(tmp_path, monkeypatch):

@@ -169,6 +169,8 @@ class GPUs(Filter):
         return lambda worker: self._whole_check(worker, ask)
 
     def _whole_check(self, worker: WorkerView, ask: Ask) -> Reason | None:
+        if not worker.gpus:
+            return self.reason(f"has no GPUs (requested {ask.count})")
         usable = 0
         for gpu in worker.gpus:
             if refusal(worker, gpu, ask) is None:

@@ -26,4 +26,5 @@ def router(login: bool, key: bytes) -> APIRouter:
     actions.register(api, console)
     audit.register(api, console)
     queue.register(api, console)
+    pages.register_not_found(api, console)  # last: what no route above matched
     return api

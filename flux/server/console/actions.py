@@ -111,9 +111,40 @@ def register(api: APIRouter, console: Console) -> None:
 
     @api.post("/ui/schedules/{name}/{verb}", include_in_schema=False)
     async def schedule(name: str, verb: str, request: Request) -> Response:
+        path = f"/schedules/{quote(name, safe='')}"
+        if verb == "delete":
+            async def deleted() -> Response:
+                await session.form(request)  # the CSRF check
+                async with console.api(request) as client:
+                    await client.delete(path)
+                return RedirectResponse("/ui/schedules", status_code=303)
+
+            return await answer(console, request, deleted)
         if verb not in ("pause", "resume", "trigger"):
             return console.error(request, 404, f"no action {verb!r}")
-        return await act(request, f"/schedules/{quote(name, safe='')}/{verb}", "/ui/schedules")
+        return await act(request, f"{path}/{verb}", "/ui/schedules")
+
+    @api.post("/ui/schedules", include_in_schema=False)
+    async def create_schedule(request: Request) -> Response:
+        """A new schedule from the page's form: a name, a workflow, cron or every, a JSON input."""
+
+        async def created() -> Response:
+            form = await session.form(request)
+            body: dict[str, Any] = {"name": form.get("name", "").strip(), "workflow": form.get("workflow", "").strip()}
+            when, timing = form.get("kind", "cron"), form.get("timing", "").strip()
+            if when not in ("cron", "every"):
+                return console.error(request, 422, f"a schedule runs on cron or every, not {when!r}")
+            body[when] = timing
+            text = form.get("input", "").strip()
+            try:
+                body["input"] = json.loads(text) if text else None
+            except ValueError as exc:
+                return console.error(request, 422, f"the schedule's input is not valid JSON: {exc}")
+            async with console.api(request) as client:
+                await client.post("/schedules", body)
+            return RedirectResponse("/ui/schedules", status_code=303)
+
+        return await answer(console, request, created)
 
     @api.get("/ui/login", include_in_schema=False)
     async def login_page(request: Request) -> Response:

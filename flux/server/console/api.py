@@ -84,6 +84,9 @@ class Api:
     async def post(self, path: str, body: Any = None) -> Any:
         return (await self.call("POST", path, body=body)).json()
 
+    async def delete(self, path: str) -> None:
+        await self.call("DELETE", path)
+
 
 class Forward(Response):
     """A response that is the API's own answer to the same GET, minus the prefix."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flux.domain.events import EventType
+from flux.protocol.failures import Failure
 
 
 @dataclass
@@ -72,3 +73,21 @@ def gantt(events: list[dict[str, Any]], now: float) -> Gantt:
             bar.left = 100.0 * (bar.start - chart.start) / span
             bar.width = max(100.0 * (end - bar.start) / span, 0.5)
     return chart
+
+
+@dataclass
+class TaskFailure:
+    """A failed try of a task call, with what it raised (the error panel's list)."""
+
+    task_id: str
+    attempt: int
+    failure: Failure
+
+
+def task_failures(events: list[dict[str, Any]]) -> list[TaskFailure]:
+    """Each ``TASK_FAILED`` that carries a failure (an older worker's carry only ``error``)."""
+    found = []
+    for event in events:
+        if event["type"] == EventType.TASK_FAILED and (failure := Failure.parsed(event.get("value"))) is not None:
+            found.append(TaskFailure(event.get("task_id") or "", int(event["value"].get("attempt") or 1), failure))
+    return found

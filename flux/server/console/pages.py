@@ -4,6 +4,7 @@ reads without JavaScript; every view and filter is a URL with a query string."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -14,9 +15,11 @@ from starlette.responses import Response
 
 from flux.domain.access import Action
 from flux.domain.events import ExecutionState
+from flux.protocol.failures import Failure
+from flux.server.console import charts
 from flux.server.console.api import Api, Forward
 from flux.server.console.base import Console, answer, may
-from flux.server.console.gantt import gantt
+from flux.server.console.gantt import gantt, task_failures
 from flux.server.console.paging import SINCE, STATES, Filters, page_of_executions
 
 STATIC = Path(__file__).parent / "static"
@@ -26,7 +29,11 @@ LOG_PAGE = 1000
 RECENT = 20
 #: Deliveries the hooks page shows per hook.
 HOOK_DELIVERIES = 10
+#: Runs a workflow's charts are drawn from (one page of the history).
+CHARTED = 200
 LOG_FILTERS = ("task", "stream", "level", "attempt", "after")
+#: An execution's id, and what may be a prefix of one (a unique one leads to it).
+FULL_ID, HEX = re.compile(r"[0-9a-f]{32}"), re.compile(r"[0-9a-fA-F]{1,31}")
 
 
 def label_matches(labels: dict[str, str], wanted: list[str]) -> bool:
@@ -69,12 +76,13 @@ def register(api: APIRouter, console: Console) -> None:
                 return RedirectResponse("/ui/executions", status_code=303)
             wanted = [term for term in request.query_params.getlist("label") if term.strip()]
             async with console.api(request) as client:
-                workers = await client.get("/workers")
+                workers, summary, history = await asyncio.gather(client.get("/workers"), client.get("/fleet"), client.get("/fleet/history"))
                 pools = await client.get("/pools")  # worker pools (docs/autoscaling.md)
             shown = [w for w in workers if label_matches(w["labels"], wanted)]
             labels = sorted({f"{k}={v}" for w in workers for k, v in w["labels"].items()})
-            return console.render(request, "fleet.html", title="Fleet", active="fleet", workers=shown,
-                                  total=len(workers), wanted=wanted, labels=labels, pools=pools, now=time.time())
+            return console.render(request, "fleet.html", title="Fleet", active="fleet", workers=shown, summary=summary,
+                                  charts=charts.fleet_charts(history["points"]), pools=pools,
+                                  total=len(workers), wanted=wanted, labels=labels, now=time.time())
 
         return await answer(console, request, page)
 
@@ -100,6 +108,10 @@ def register(api: APIRouter, console: Console) -> None:
         async def page() -> Response:
             log_filters = {key: request.query_params.get(key, "") for key in LOG_FILTERS}
             async with console.api(request) as client:
+                if not FULL_ID.fullmatch(execution_id) and HEX.fullmatch(execution_id):  # a prefix, as the CLI takes
+                    found = await client.get("/executions", id_prefix=execution_id.lower(), limit=2)
+                    if len(found) == 1:
+                        return RedirectResponse(f"/ui/executions/{found[0]['id']}", status_code=307)
                 execution, events, placement = await asyncio.gather(
                     client.get(f"/executions/{execution_id}"),
                     client.get(f"/executions/{execution_id}/events"),
@@ -111,6 +123,7 @@ def register(api: APIRouter, console: Console) -> None:
                 request, "execution.html", title=f"Execution {execution_id[:12]}", active="executions",
                 execution=execution, events=events, placement=placement, logs=logs, log_filters=log_filters,
                 chart=gantt(events, now), now=now, terminal=ExecutionState(execution["state"]).is_terminal,
+                failure=Failure.parsed(execution), task_failures=task_failures(events),
                 tasks=sorted({e["name"] for e in events if e["type"] == "TASK_STARTED" and e.get("name")}),
             )
 
@@ -134,9 +147,12 @@ def register(api: APIRouter, console: Console) -> None:
     async def workflow(name: str, request: Request) -> Response:
         async def page() -> Response:
             async with console.api(request) as client:
-                info, runs = await asyncio.gather(client.get(f"/workflows/{name}"), recent_runs(client, name))
+                info, runs, history = await asyncio.gather(
+                    client.get(f"/workflows/{name}"), recent_runs(client, name), client.get("/executions", workflow=name, limit=CHARTED)
+                )
             return console.render(request, "workflow.html", title=f"Workflow {name}", active="workflows", workflow=info,
-                                  runs=runs, rate=success_rate(runs), now=time.time(), input_text="", problem=None)
+                                  runs=runs, rate=success_rate(runs), now=time.time(), input_text="", problem=None,
+                                  histogram=charts.duration_histogram(history), outcomes=charts.outcomes(history))
 
         return await answer(console, request, page)
 
@@ -144,8 +160,9 @@ def register(api: APIRouter, console: Console) -> None:
     async def schedule_list(request: Request) -> Response:
         async def page() -> Response:
             async with console.api(request) as client:
-                items = await client.get("/schedules")
-            return console.render(request, "schedules.html", title="Schedules", active="schedules", schedules=items, now=time.time())
+                items, workflows = await asyncio.gather(client.get("/schedules"), client.get("/workflows"))
+            return console.render(request, "schedules.html", title="Schedules", active="schedules", schedules=items,
+                                  workflows=workflows, now=time.time())
 
         return await answer(console, request, page)
 
@@ -160,3 +177,9 @@ def register(api: APIRouter, console: Console) -> None:
             return console.render(request, "hooks.html", title="Hooks", active="hooks", rows=rows, now=time.time())
 
         return await answer(console, request, page)
+
+def register_not_found(api: APIRouter, console: Console) -> None:
+    @api.get("/ui/{path:path}", include_in_schema=False)
+    async def not_found(path: str, request: Request) -> Response:
+        """A page the console does not have: a page that says so, not the API's JSON."""
+        return console.error(request, 404, f"the console has no page /ui/{path}")

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 
+from flux.domain.durations import format_duration
 from flux.domain.numbers import human_size
 from flux.domain.workers import WorkerState
 
@@ -36,10 +38,38 @@ def ago(ts: float | None, now: float | None = None) -> str:
     return f"in {text}" if future else f"{text} ago"
 
 
+def traceback_html(text: str) -> Markup:
+    """A traceback with its parts marked for the stylesheet: where (``File ...``), the
+    source line under it, what was raised, the notes between links."""
+    lines = []
+    for line in text.splitlines():
+        kind = ("tb-where" if line.startswith("  File ") else "tb-code" if line.startswith("    ")
+                else "tb-note" if line.startswith(("Traceback", "The above", "During handling", "(")) or not line else "tb-raised")
+        lines.append(f'<span class="{kind}">{escape(line)}</span>')
+    return Markup("\n".join(lines))
+
+
+def local_time(text: str | None) -> str:
+    """An ISO 8601 time with its offset (a schedule's due times) as people read it: ``2026-12-06 18:00 +01:00``."""
+    if not text:
+        return ""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    offset = moment.strftime("%z")
+    return moment.strftime("%Y-%m-%d %H:%M") + (f" {offset[:3]}:{offset[3:]}" if offset else "")
+
+
 def absolute(ts: float | None) -> str:
     if ts is None:
         return ""
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def clock(ts: float | None) -> str:
+    """The time of day to the millisecond, UTC (a log line's)."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%S.%f")[:-3] if ts else ""
 
 
 def iso(ts: float | None) -> str:
@@ -98,8 +128,9 @@ def usage(worker: dict) -> list[dict]:
         used = max(total - free, 0)
         return {"label": label, "pct": round(100 * used / total) if total else 0, "text": text(used, total)}
 
+    busy = res["cpu_percent"]  # the sample's reading, as `flux worker show`; cpu_available is the affinity mask
     bars = [
-        bar("cpu", res["cpu_total"], res["cpu_available"], lambda u, t: f"{u:g} / {t:g} cores"),
+        {"label": "cpu", "pct": round(busy), "text": f"{busy:.0f}% busy of {res['cpu_total']:g} cores"},
         bar("memory", res["memory_total"], res["memory_available"], lambda u, t: f"{size(u)} / {size(t)}"),
         bar("disk", res["disk_total"], res["disk_free"], lambda u, t: f"{size(u)} / {size(t)}"),
     ]
@@ -130,5 +161,5 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(ago=ago, absolute=absolute, iso=iso, duration=duration, size=size, shown=shown, short=short, usage=usage,
-                       drain_action=drain_action)
+                       drain_action=drain_action, local_time=local_time, traceback_html=traceback_html, every=format_duration, clock=clock)
     return env

@@ -34,10 +34,10 @@ from flux.server.models import ExecutionModel
 from flux.server.eventlog import append_event, append_events, event_rows
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server import payloads, task_cache
-from flux.server.executions import waits
+from flux.server.executions import finishes, waits
 from flux.server import outbox
 from flux.server.executions.reads import get_row, held_by, info, job_for
-from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo
+from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo, Failure
 
 S = ExecutionState
 
@@ -278,10 +278,14 @@ def finish(session: Session, execution: ExecutionModel, state: ExecutionState, v
     execution.finished_at = at
     execution.wait = None
     execution.preempted_by = execution.preempt_deadline = None
+    ran = at - execution.started_at if execution.started_at else None
+    finishes.record(session, finishes.Finished(execution.namespace, execution.workflow_name, state.value, ran))
     if state is S.COMPLETED:
         execution.output = value
     elif isinstance(value, dict):
         execution.error = value.get("error") or value.get("reason")
+        failure = Failure.parsed(value)  # what user code raised, when it did: the worker's event carries it
+        execution.failure = failure.model_dump() if failure else None
     if execution.parent_id is not None:
         waits.child_ended(session, execution)
     outbox.execution_ended(session, execution)

@@ -14,7 +14,7 @@ from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server import payloads, workflows
 from flux.server.executions import replay
 from flux.server.errors import NotFound
-from flux.server.schemas import ClaimedExecution, EventOut, ExecutionInfo
+from flux.server.schemas import ClaimedExecution, EventOut, ExecutionInfo, Failure
 
 
 def not_found(execution_id: str) -> NotFound:
@@ -48,7 +48,9 @@ def state_of(session: Session, execution_id: str, namespace: str | None = None) 
 
 def get(session: Session, execution_id: str, namespace: str | None = None) -> ExecutionInfo:
     """One execution, with the children its calls started (docs/waits.md)."""
-    execution = info(get_row(session, execution_id, namespace))
+    row = get_row(session, execution_id, namespace)
+    execution = info(row)
+    execution.failure = Failure.parsed({"failure": row.failure})
     execution.children = list(session.scalars(
         select(ExecutionModel.id).where(ExecutionModel.parent_id == execution_id).order_by(ExecutionModel.scheduled_at)
     ))

@@ -97,7 +97,7 @@ def _submit(
         dict(execution_id=row["id"], seq=1, type=EventType.WORKFLOW_SCHEDULED.value, name=workflow.name,
              task_id=None, value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value], time=now, worker_name=None),
     )
-    fresh = dict.fromkeys(("output", "error", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
+    fresh = dict.fromkeys(("output", "error", "failure", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
     execution = SimpleNamespace(**row, **fresh)
     outbox.execution_event(session, execution, HookEventType.EXECUTION_SCHEDULED, scheduled_for=scheduled_for)
     return info(execution)

@@ -3,11 +3,16 @@ one transaction, then wake the firing loop (here and on other replicas) or dispa
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+import json
+from typing import AsyncIterator
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from flux.server.auth import CLIENT
 from flux.server import topics
 from flux.server.errors import responses
+from flux.server.log_routes import FOLLOW_RECHECK, PING, SEND_TIMEOUT, SEP, wants_stream
 from flux.server.schedules import store
 from flux.server.schedules.schemas import ScheduleCreate, ScheduleInfo, ScheduleUpdate
 from flux.server.schemas import ExecutionInfo
@@ -38,8 +43,27 @@ async def create_schedule(body: ScheduleCreate, ns: str = NS, svc: Services = SV
 
 
 @router.get("", response_model=list[ScheduleInfo], responses=READ)
-async def list_schedules(ns: str = NS, svc: Services = SVC):
+async def list_schedules(request: Request, follow: bool = Query(default=False, description="Stream the list as Server-Sent Events"),
+                         ns: str = NS, svc: Services = SVC):
+    """The namespace's schedules; with follow=true a 'schedules' event each time the list changes (the console's page)."""
+    if wants_stream(request, follow):
+        return EventSourceResponse(_lists(svc, ns), ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)
     return await svc.db.read(lambda s: store.list_all(s, ns))
+
+
+async def _lists(svc: Services, ns: str) -> AsyncIterator[ServerSentEvent]:
+    """The list again after every change of a schedule (any replica's), and at least every
+    ``FOLLOW_RECHECK`` seconds (a firing moves its next due times); sent only when it differs."""
+    sent = None
+    with svc.notifier.subscribe(topics.SCHEDULES) as woken:
+        while not svc.notifier.stopped:
+            woken.clear()  # before reading: no wake-up falls between the read and the wait
+            schedules = await svc.db.read(lambda s: store.list_all(s, ns))
+            text = json.dumps([schedule.model_dump(mode="json") for schedule in schedules])
+            if text != sent:
+                sent = text
+                yield ServerSentEvent(text, event="schedules", sep=SEP)
+            await svc.notifier.wait(woken, FOLLOW_RECHECK)
 
 
 @router.get("/{name}", response_model=ScheduleInfo, responses=READ_ONE)

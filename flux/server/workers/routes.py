@@ -4,7 +4,7 @@ call one service function of this package."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response
 
 from flux.server import paging
@@ -13,7 +13,9 @@ from flux.server.errors import READ, READ_ONE, WORKER
 from flux.server.registry import Member
 from flux.server.schemas import ClaimReply, ClaimRequest, Heartbeat, HeartbeatReply, RegistrationReply, WorkerInfo, WorkerRegistration
 from flux.server.services import Services, services
-from flux.server.workers import claim, draining, heartbeat, leaving, registration
+from flux.server.log_routes import wants_stream
+from flux.server.workers import claim, draining, heartbeat, leaving, registration, summary
+from flux.server.fleet_trend import FleetHistory, FleetSummary
 
 router = APIRouter()
 HELD_TOKEN = Header(default=None, alias="X-Flux-Worker-Token", description="The session token this worker's name is bound to (a restart)")
@@ -60,6 +62,21 @@ async def list_workers(request: Request, response: Response, limit: int = paging
                        svc: Services = Depends(services)):
     """Workers by name, a page at a time (``X-Next-Cursor``)."""
     return paging.by_name(request, response, await draining.page(svc, limit + 1, after), limit)
+
+
+@router.get("/fleet", response_model=FleetSummary, dependencies=CLIENT, responses=READ)
+async def fleet_summary(request: Request, follow: bool = Query(default=False, description="Stream it as Server-Sent Events ('fleet' events)"),
+                        svc: Services = Depends(services)):
+    """Workers by state, slots in use, the queue and what waits (docs/fleet.md); live with follow=true."""
+    if wants_stream(request, follow):
+        return summary.stream(svc)
+    return await svc.db.read(summary.read(svc))
+
+
+@router.get("/fleet/history", response_model=FleetHistory, dependencies=CLIENT, responses=READ)
+async def fleet_history(svc: Services = Depends(services)):
+    """The fleet's summary every 15 s over the last 4 hours, as this replica sampled it (docs/fleet.md)."""
+    return svc.trend.history()
 
 
 @router.get("/workers/{name}", response_model=WorkerInfo, dependencies=CLIENT, responses=READ_ONE)

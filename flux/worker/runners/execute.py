@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from flux.domain.events import EventType, make_event
 from flux.domain.payloads import payload_levels
+from flux.model.calls import failure_of
 from flux.model.loader import WorkflowLoadError, load_bundle_workflow, load_workflow
 from flux.worker.runners.base import Job
 from flux.model.runtime import Ask, EventSink, ExecutionContext, forget_preemption, run_workflow
@@ -36,7 +37,7 @@ async def execute_job(job: Job, emit: EventSink, ask: Ask | None = None) -> None
         else:
             workflow = load_workflow(job.source, job.workflow_name, job.filename)
     except WorkflowLoadError as exc:
-        emit(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc)}))
+        emit(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc), "failure": failure_of(exc)}))
         return
     try:
         await run_workflow(workflow, context_for(job, emit, ask))

@@ -73,6 +73,11 @@ function watchExecutions(table) {
       body.prepend(row);
     }
     row.querySelector(".st").replaceChildren(badge(e.state));
+    if (e.error && TERMINAL.has(e.state)) {  /* why it ended, as the server's row says it */
+      const why = document.createElement("div"); why.className = "why muted"; why.title = e.error;
+      why.textContent = e.error.length > 90 ? e.error.slice(0, 87) + "..." : e.error;
+      row.querySelector(".st").append(why);
+    }
     row.querySelector(".wk").textContent = e.worker_name || "—";
     row.querySelector(".at").textContent = e.attempt + " / " + e.max_attempts;
     if (e.started_at) row.querySelector(".du").textContent = duration((e.finished_at || Date.now() / 1000) - e.started_at);
@@ -95,25 +100,36 @@ function cancelForm(id, csrf) {
   return form;
 }
 
-/* One execution: its events join the timeline and move the state; at the end the page
-   is read again, so the header, the tasks and the output are the server's. */
+/* One execution, live: each event moves the state at once, and (a burst at a time) the
+   page is read again for its header, Gantt and timeline, so they are the server's own
+   rendering (the same JSON, masked alike); every few seconds too, for the time run. At
+   the end the page is read again whole. */
 function followExecution(root) {
   if (root.dataset.terminal === "true") return;
-  const timeline = root.querySelector("[data-timeline]");
-  const state = root.querySelector("[data-live-state]");
   const source = new EventSource(root.dataset.events);
+  let pending = null;
+  const refresh = () => { pending = pending || setTimeout(() => { pending = null; readAgain(root); }, 300); };
   source.addEventListener("event", (message) => {
     const ev = JSON.parse(message.data);
-    const row = timeline.insertRow();
-    row.dataset.seq = ev.seq;
-    for (const text of [ev.seq, ev.type, ev.task_id || "", ev.worker_name || ""]) row.insertCell().textContent = text;
-    row.cells[1].replaceChildren(Object.assign(document.createElement("code"), { textContent: ev.type }));
-    row.insertCell().append(timeElement(ev.time));
-    const value = row.insertCell(); value.className = "value";
-    value.textContent = ev.value === null || ev.value === undefined ? "" : JSON.stringify(ev.value).slice(0, 160);
-    if (STATE_AFTER[ev.type]) state.replaceChildren(badge(STATE_AFTER[ev.type]));
+    const state = root.querySelector("[data-live-state]");
+    if (STATE_AFTER[ev.type] && state) state.replaceChildren(badge(STATE_AFTER[ev.type]));
+    refresh();
   });
   source.addEventListener("end", () => { source.close(); location.reload(); });
+  setInterval(refresh, 5000);
+}
+
+function readAgain(root) {
+  fetch(location.href, { headers: { Accept: "text/html" } })
+    .then((response) => response.ok ? response.text() : null)
+    .then((html) => {
+      if (!html) return;
+      const fresh = new DOMParser().parseFromString(html, "text/html");
+      for (const selector of ["dl.facts", "[data-live-tasks]", "[data-timeline]"]) {
+        const now = root.querySelector(selector), then = fresh.querySelector(selector);
+        if (now && then) now.replaceWith(then);
+      }
+    });
 }
 
 function followLogs(pre) {
@@ -126,8 +142,10 @@ function followLogs(pre) {
     const line = JSON.parse(message.data);
     const span = document.createElement("span");
     span.className = "line stream-" + line.stream; span.dataset.seq = line.seq;
+    const at = document.createElement("time"); at.className = "muted"; at.dateTime = new Date(line.time * 1000).toISOString();
+    at.textContent = at.dateTime.slice(11, 23);  /* HH:MM:SS.mmm UTC, as the server renders it */
     const task = document.createElement("span"); task.className = "muted"; task.textContent = line.task_id || "";
-    span.append(task, " ");
+    span.append(at, " ", task, " ");
     if (line.level) span.append(Object.assign(document.createElement("b"), { textContent: line.level }), " ");
     span.append(line.message + "\n");
     pre.append(span);
@@ -153,11 +171,46 @@ function checkJson(form) {
   });
 }
 
+/* A page that follows a stream of the API (data-live: its URL, data-live-event: the
+   event): each event reads the page again and swaps this part in, so it is the server's
+   own rendering (the fleet: GET /fleet?follow=true; schedules: GET /schedules?follow=true).
+   A form being filled in is left alone. */
+function followPage(root) {
+  const source = new EventSource(root.dataset.live);
+  let reading = null;
+  source.onopen = () => setStatus("Live: this page updates as it changes.");
+  source.onerror = () => setStatus("Live updates interrupted; reconnecting…");
+  source.addEventListener(root.dataset.liveEvent, () => {
+    if (reading || root.contains(document.activeElement) && document.activeElement.matches("input, select, textarea")) return;
+    reading = fetch(location.href, { headers: { Accept: "text/html" } })
+      .then((response) => response.ok ? response.text() : null)
+      .then((html) => {
+        const fresh = html && new DOMParser().parseFromString(html, "text/html").querySelector("[data-live]");
+        if (fresh) root.replaceChildren(...fresh.childNodes);
+      })
+      .finally(() => { reading = null; });
+  });
+}
+
+/* "Copy traceback": the whole traceback to the clipboard, and say so. */
+function copyButton(button) {
+  button.addEventListener("click", async () => {
+    const text = document.querySelector(button.dataset.copy).textContent;
+    try { await navigator.clipboard.writeText(text); button.textContent = "Copied"; }
+    catch (error) { button.textContent = "Select the text to copy"; }
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   setInterval(refreshTimes, 10000);
   const table = document.querySelector("table[data-watch]"); if (table) watchExecutions(table);
+  const live = document.querySelector("[data-live]"); if (live) followPage(live);
   const execution = document.querySelector("[data-execution]"); if (execution) followExecution(execution);
   const logs = document.querySelector("pre[data-logs]"); if (logs) followLogs(logs);
   for (const form of document.querySelectorAll("form[data-json-form]")) checkJson(form);
+  for (const button of document.querySelectorAll("button[data-copy]")) copyButton(button);
+  for (const form of document.querySelectorAll("form[data-confirm]")) {
+    form.addEventListener("submit", (event) => { if (!confirm(form.dataset.confirm)) event.preventDefault(); });
+  }
   const switcher = document.querySelector("form[data-switcher]"); if (switcher) switchOnChange(switcher);
 });

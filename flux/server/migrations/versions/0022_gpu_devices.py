@@ -3,14 +3,14 @@ compute_capability, mig (a card split into slices), mig_profile and parent (a MI
 slice and its card), unhealthy (why the worker found it in trouble) (issue 36)
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 """
 from alembic import op
 import sqlalchemy as sa
 
 
 revision = '0022'
-down_revision = '0020'
+down_revision = '0021'
 branch_labels = None
 depends_on = None
 

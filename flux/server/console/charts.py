@@ -1,0 +1,120 @@
+"""Charts drawn on the server as inline SVG: no script, no CDN, readable without
+JavaScript and in a screenshot. Each takes what a page already read from the API (a
+workflow's runs) and returns markup; colours come from the stylesheet's classes, so
+they follow the light and dark themes. Per workflow: the durations of its recent runs
+as a histogram, and how each of them ended, oldest to newest. For the fleet: its
+slots, queue and use over the hours the server kept (``GET /fleet/history``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from markupsafe import Markup, escape
+
+from flux.domain.events import ExecutionState
+from flux.server.console.views import duration
+
+WIDTH, HEIGHT, BAR_GAP = 480, 120, 2
+#: Bins of the histogram (fewer when there are fewer runs).
+BINS = 12
+
+
+@dataclass(frozen=True)
+class Bin:
+    low: float
+    high: float
+    count: int
+
+
+def bins(durations: list[float], most: int = BINS) -> list[Bin]:
+    """Equal-width bins from the shortest to the longest duration."""
+    if not durations:
+        return []
+    low, high = min(durations), max(durations)
+    count = max(1, min(most, math.ceil(math.sqrt(len(durations)))))
+    width = (high - low) / count or 1.0
+    tally = [0] * count
+    for value in durations:
+        tally[min(int((value - low) / width), count - 1)] += 1
+    return [Bin(low + i * width, low + (i + 1) * width, n) for i, n in enumerate(tally)]
+
+
+def duration_histogram(runs: list[dict]) -> Markup:
+    """How long its ended runs ran (first start to end): one bar per bin, its count on hover."""
+    durations = [r["finished_at"] - r["started_at"] for r in runs if r.get("started_at") and r.get("finished_at")]
+    shown = bins(durations)
+    if not shown:
+        return Markup("")
+    tallest = max(b.count for b in shown)
+    step = WIDTH / len(shown)
+    bars = []
+    for i, b in enumerate(shown):
+        height = (HEIGHT - 20) * b.count / tallest
+        label = f"{duration(b.low)} to {duration(b.high)}: {b.count} run(s)"
+        bars.append(
+            f'<rect class="bar" x="{i * step + BAR_GAP:.1f}" y="{HEIGHT - 16 - height:.1f}" width="{step - 2 * BAR_GAP:.1f}" '
+            f'height="{height:.1f}"><title>{escape(label)}</title></rect>'
+        )
+    axis = (f'<text x="0" y="{HEIGHT - 2}">{escape(duration(shown[0].low))}</text>'
+            f'<text x="{WIDTH}" y="{HEIGHT - 2}" text-anchor="end">{escape(duration(shown[-1].high))}</text>')
+    return _svg("durations", f"Durations of the last {len(durations)} ended runs", "".join(bars) + axis)
+
+
+def outcomes(runs: list[dict]) -> Markup:
+    """Each ended run, oldest to newest, as a column coloured by how it ended."""
+    ended = sorted((r for r in runs if ExecutionState(r["state"]).is_terminal), key=lambda r: r["scheduled_at"])
+    if not ended:
+        return Markup("")
+    step = WIDTH / len(ended)
+    cells = "".join(
+        f'<rect class="outcome-{r["state"].lower()}" x="{i * step:.1f}" y="0" width="{max(step - 1, 1):.1f}" height="{HEIGHT // 4}">'
+        f'<title>{escape(r["id"][:12])}: {escape(r["state"])}</title></rect>'
+        for i, r in enumerate(ended)
+    )
+    completed = sum(r["state"] == ExecutionState.COMPLETED for r in ended)
+    return _svg("outcomes", f"{completed} of the last {len(ended)} ended runs completed", cells, HEIGHT // 4)
+
+
+def fleet_charts(points: list[dict]) -> list[Markup]:
+    """The fleet over time: slots busy and total with the queue; cpu, memory, GPUs (when
+    any) and each probed custom dimension in use, in percent."""
+    if not points:
+        return []
+    drawn = points if len(points) > 1 else points * 2  # one sample: a flat line from it
+    span = f"the last {duration(drawn[-1]['time'] - drawn[0]['time'])}" if len(points) > 1 else "since the server started"
+    slots = max(max(p["slots"], p["queued"], p["busy"]) for p in drawn) or 1
+    use = [("cpu", [p["cpu_percent"] for p in drawn]), ("memory", [percent(p["memory_used"], p["memory_total"]) for p in drawn])]
+    if any(p.get("gpus") for p in drawn):
+        use.append(("gpu", [p.get("gpu_percent", 0.0) for p in drawn]))
+    for name in sorted({name for p in drawn for name in p.get("resources") or {}}):  # custom probed dimensions
+        use.append((name, [percent(*(p.get("resources") or {}).get(name, (0.0, 0.0))) for p in drawn]))
+    return [
+        lines("slots", f"Slots busy, slots and queued, {span}", slots,
+              [("busy", [p["busy"] for p in drawn]), ("slots", [p["slots"] for p in drawn]), ("queued", [p["queued"] for p in drawn])]),
+        lines("use", f"In use (%), {span}", 100.0, use),
+    ]
+
+
+def percent(used: float, total: float) -> float:
+    return 100 * used / total if total else 0.0
+
+
+def lines(kind: str, title: str, top: float, series: list[tuple[str, list[float]]]) -> Markup:
+    """Each series a polyline over the same x axis (oldest left), 0 at the bottom, ``top`` at the top."""
+    height = HEIGHT - 16
+    drawn = []
+    for name, values in series:
+        step = WIDTH / max(len(values) - 1, 1)
+        coords = " ".join(f"{i * step:.1f},{height - height * min(v, top) / top:.1f}" for i, v in enumerate(values))
+        drawn.append(f'<polyline class="line line-{name}" points="{coords}"><title>{escape(name)}: {values[-1]:g} now</title></polyline>')
+    legend = "".join(f'<text class="legend line-{name}" x="{i * 90}" y="{HEIGHT - 2}">{escape(name)}</text>' for i, (name, _) in enumerate(series))
+    scale = f'<text x="{WIDTH}" y="10" text-anchor="end">{top:g}</text>'
+    return _svg(kind, title, "".join(drawn) + legend + scale)
+
+
+def _svg(kind: str, title: str, body: str, height: int = HEIGHT) -> Markup:
+    return Markup(
+        f'<svg class="chart chart-{kind}" role="img" aria-label="{escape(title)}" viewBox="0 -2 {WIDTH} {height + 4}" '
+        f'preserveAspectRatio="none"><title>{escape(title)}</title>{body}</svg>'
+    )

@@ -1,0 +1,53 @@
+"""The console's server-drawn charts (flux/server/console/charts.py): a workflow's
+durations as a histogram and how its runs ended, as inline SVG (no script, no CDN)."""
+
+from __future__ import annotations
+
+from flux.server.console.charts import bins, duration_histogram, outcomes
+
+
+def run(i: int, state: str = "COMPLETED", ran: float | None = 1.0) -> dict:
+    started = 100.0 + i
+    return {"id": f"{i:032x}", "state": state, "scheduled_at": started - 1, "started_at": started,
+            "finished_at": started + ran if ran is not None else None}
+
+
+def test_bins_cover_every_duration_from_shortest_to_longest():
+    made = bins([1.0, 2.0, 2.5, 9.0])
+    assert sum(b.count for b in made) == 4 and made[0].low == 1.0 and made[-1].high == 9.0
+    assert bins([3.0, 3.0])[0].count == 2  # one width of zero: one bin
+    assert bins([]) == []
+
+
+def test_the_histogram_draws_a_bar_per_bin_with_its_count_and_escapes_nothing_unsafe():
+    svg = str(duration_histogram([run(i, ran=float(i % 5 + 1)) for i in range(25)]))
+    assert svg.startswith('<svg class="chart chart-durations"') and svg.count('<rect class="bar"') == 5
+    assert "Durations of the last 25 ended runs" in svg and "<script" not in svg
+    assert str(duration_histogram([run(1, "RUNNING", ran=None)])) == ""  # nothing ended: no chart
+
+
+def test_outcomes_are_oldest_first_one_column_per_ended_run():
+    svg = str(outcomes([run(3, "FAILED"), run(1), run(2, "CANCELLED"), run(4, "RUNNING", ran=None)]))
+    assert svg.count("<rect") == 3
+    assert svg.index("outcome-completed") < svg.index("outcome-cancelled") < svg.index("outcome-failed")
+    assert "1 of the last 3 ended runs completed" in svg
+
+
+def test_the_fleet_charts_draw_each_series_over_the_kept_points():
+    from flux.server.console.charts import fleet_charts
+    from flux.server.fleet_trend import FleetSummary, FleetTrend
+
+    trend = FleetTrend(keep=3)
+    for i in range(5):  # only the newest three are kept
+        summary = FleetSummary(workers={"ONLINE": 1}, slots=4, busy=i % 4, queued=i, unschedulable=0, waiting=0, running=i % 4,
+                               oldest_queued_at=None, cpu_percent=50.0, memory_used=1.0, memory_total=4.0)
+        trend.add(summary, at=1000.0 + 15 * i)
+    points = [p.model_dump() for p in trend.history().points]
+    assert [p["queued"] for p in points] == [2, 3, 4]
+    slots, use = map(str, fleet_charts(points))
+    assert slots.count("<polyline") == 3 and use.count("<polyline") == 2
+    assert "the last 30.0 s" in slots and "queued: 4 now" in slots and "memory: 25 now" in use
+    assert fleet_charts([]) == [] and len(fleet_charts(points[:1])) == 2  # one sample: still a chart
+    with_devices = [{**p, "gpus": 2, "gpu_percent": 40.0, "resources": {"fpga": [1.0, 4.0]}} for p in points]
+    use = str(fleet_charts(with_devices)[1])
+    assert use.count("<polyline") == 4 and "gpu: 40 now" in use and "fpga: 25 now" in use
