@@ -15,6 +15,7 @@ so backfilling lower-priority work around it can never starve it.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
@@ -23,14 +24,18 @@ from flux.domain.workers import WorkerState
 from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.concurrency import KeyLedger
 from flux.scheduling.demand import Demand
-from flux.scheduling.filters import Check, Filter, Reason
+from flux.scheduling.filters import Check, Consumption, Filter, Reason, bound, first_bound_failure
 from flux.scheduling.holders import Holder
 from flux.scheduling.pool import FreePool
-from flux.scheduling.preemption import Room, best_room, find_room
+from flux.scheduling.preemption import Room, find_room
 from flux.scheduling.quotas import QuotaLedger
 
-#: Executions given room per round at most: each costs a walk of the workers that hold work.
-MAX_ROOMS = 64
+#: Executions given room per round at most (the Kubernetes scheduler preempts for one pod a cycle).
+MAX_ROOMS = 32
+#: Workers a search for room examines at most (the Kubernetes scheduler's
+#: ``minCandidateNodesAbsolute``): taken from a place that moves each round and with
+#: each set of constraints, so a large fleet is covered over a few rounds.
+MAX_CANDIDATES = 100
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ class Contention:
     waiting: dict[str, Reason] = field(default_factory=dict)
     #: Workers whose views the round changed for a room it held (to be rebuilt).
     touched: set[str] = field(default_factory=set)
+    #: Where this round's searches start in the fleet (the dispatcher counts its rounds).
+    offset: int = 0
 
     def __post_init__(self) -> None:
         holders = list(self.holders)
@@ -62,6 +69,10 @@ class Contention:
         self._added: dict[str, list[Allotment]] = {}
         self._rooms_left = MAX_ROOMS
         self._no_room: set[tuple] = set()
+        #: Rooms found per set of constraints, priority and mode, best first, each with
+        #: the version of its worker it was found at: a worker changed since is looked at again.
+        self._rooms: dict[tuple, list] = {}
+        self._version: dict[str, int] = {}
 
     def refusal(self, demand: Demand) -> Reason | None:
         """Why ``demand`` may not be placed now whatever the workers have, or None."""
@@ -73,17 +84,22 @@ class Contention:
             self.quotas.take(demand, demand.request.quantities if demand.request is not None else allotment.quantities)
         if demand.keys:
             self.keys.take(demand)
+        self._add(worker, allotment)
+
+    def _add(self, worker: str, allotment: Allotment) -> None:
         self._added.setdefault(worker, []).append(allotment)
+        self._version[worker] = self._version.get(worker, 0) + 1
 
     def make_room(self, demand: Demand, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool) -> None:
         """Hold room for ``demand``, which fits nowhere now, on the best worker (preempting there if it may)."""
-        memo = (demand.constraint_key, demand.namespace, demand.priority, demand.may_preempt)
+        namespace = demand.namespace if pool.restricted else None  # namespaces matter only to restricted workers
+        memo = (demand.constraint_key, namespace, demand.priority, demand.may_preempt)
         if demand.priority <= self.floor or self._rooms_left <= 0 or memo in self._no_room:
             return
         self._rooms_left -= 1
-        room = self._room(demand, checks, pool, preempt=True) if demand.may_preempt else None
+        room = self._room(demand, checks, filters, pool, preempt=True) if demand.may_preempt else None
         preempting = room is not None and bool(room.victims)
-        room = room or self._room(demand, checks, pool, preempt=False)
+        room = room or self._room(demand, checks, filters, pool, preempt=False)
         if room is None:
             self._no_room.add(memo)
             return
@@ -93,7 +109,7 @@ class Contention:
         worker.running += 1
         pool.put(worker)
         self.touched.add(worker.name)
-        self._added.setdefault(worker.name, []).append(allotment)
+        self._add(worker.name, allotment)
         if preempting:
             self._leave(worker.name, {v.execution_id for v in room.victims})
             self.preemptions.append(Preemption(demand.execution_id, worker.name, tuple(v.execution_id for v in room.victims)))
@@ -103,17 +119,46 @@ class Contention:
     def _evictable(demand: Demand, holder: Holder) -> bool:
         return holder.preemptible and holder.priority < demand.priority
 
-    def _room(self, demand: Demand, checks: tuple[Check, ...], pool: FreePool, preempt: bool) -> Room | None:
+    def _room(self, demand: Demand, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool, preempt: bool) -> Room | None:
+        """The best room for ``demand`` (``preempt``: by evicting lower-priority work, else
+        by waiting for what runs to end), from the rooms found for its kind this round."""
+        kind = (demand.constraint_key, demand.namespace if pool.restricted else None, demand.priority, preempt)
         evictable = (lambda h: self._evictable(demand, h)) if preempt else (lambda h: True)
-        rooms = []
-        for name in self.by_worker.keys() | self._added.keys():
+        static = bound((f for f in filters if f.consumed is Consumption.NEVER), demand.request, demand.affinity)
+
+        def search(name: str) -> tuple | None:
             worker = pool.views.get(name)
-            if worker is not None and worker.state == WorkerState.ONLINE:
-                rooms.append(find_room(checks, worker, self.by_worker.get(name, ()), self._added.get(name, ()), evictable))
-        return best_room(rooms)
+            if worker is None or worker.state != WorkerState.ONLINE or first_bound_failure(static, worker) is not None:
+                return None  # gone, or labels and packages no leaving can change
+            room = find_room(checks, worker, self.by_worker.get(name, ()), self._added.get(name, ()), evictable, filters)
+            return None if room is None else (room.key(), self._version.get(name, 0), name, room)
+
+        rooms = self._rooms.get(kind)
+        if rooms is None:
+            rooms = self._rooms[kind] = [r for r in map(search, self._candidates(kind)) if r is not None]
+            heapq.heapify(rooms)
+        while rooms:
+            _, version, name, room = rooms[0]
+            if version == self._version.get(name, 0):
+                return room
+            found = search(name)  # the worker changed since: look again
+            if found is None:
+                heapq.heappop(rooms)
+            else:
+                heapq.heapreplace(rooms, found)
+        return None
+
+    def _candidates(self, kind: tuple) -> list[str]:
+        """The workers a search examines: those that hold work, ``MAX_CANDIDATES`` at most."""
+        names = sorted(self.by_worker.keys() | self._added.keys())
+        if len(names) <= MAX_CANDIDATES:
+            return names
+        start = (hash(kind) + self.offset * MAX_CANDIDATES) % len(names)
+        return (names[start:] + names[:start])[:MAX_CANDIDATES]
 
     def _leave(self, worker: str, victims: set[str]) -> None:
         self.by_worker[worker] = [replace(h, leaving=True) if h.execution_id in victims else h for h in self.by_worker[worker]]
+        self._version[worker] = self._version.get(worker, 0) + 1
 
 
 def _why(room: Room, preempting: bool) -> Reason:

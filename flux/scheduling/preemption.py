@@ -19,8 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 from flux.domain.allotment import Allotment
 from flux.domain.priority import MIN_PRIORITY
-from flux.scheduling.allocation import with_allotments
-from flux.scheduling.filters import PIPELINE, Check, first_bound_failure
+from flux.scheduling.filters import PIPELINE, Check, Filter, first_bound_failure
 from flux.scheduling.holders import Holder
 from flux.scheduling.ranking import candidate_key
 from flux.scheduling.snapshot import WorkerView
@@ -48,12 +47,16 @@ class Room:
         )
 
 
-def room_view(worker: WorkerView, staying: Sequence[Allotment]) -> WorkerView:
-    """``worker`` as if only ``staying`` ran there (each filter's ``idle``, then their allotments)."""
-    view = worker.evolve(running=len(staying), gpu_allotted={})
-    for f in PIPELINE:
+def room_view(worker: WorkerView, staying: Sequence[Allotment], filters: Sequence[Filter] = PIPELINE) -> WorkerView:
+    """``worker`` as if only ``staying`` ran there: ``filters``' dimensions idle, then their
+    allotments applied (the filters that constrain the waiting execution are enough: its
+    checks read nothing else)."""
+    view = worker.evolve(running=len(staying))
+    kept = [a for a in staying if a]
+    for f in filters:
         f.idle(view)
-    return with_allotments(view, staying)
+        f.apply(view, kept)
+    return view
 
 
 def fits(checks: Iterable[Check], view: WorkerView) -> bool:
@@ -62,10 +65,11 @@ def fits(checks: Iterable[Check], view: WorkerView) -> bool:
 
 def find_room(
     checks: tuple[Check, ...], worker: WorkerView, holders: Iterable[Holder], added: Sequence[Allotment],
-    evictable: Callable[[Holder], bool],
+    evictable: Callable[[Holder], bool], filters: Sequence[Filter] = PIPELINE,
 ) -> Room | None:
     """The victims on ``worker`` that make room (see the module's docstring), or None.
-    ``added``: what this round already placed or held there (never evicted)."""
+    ``added``: what this round already placed or held there (never evicted); ``filters``:
+    those that constrain the waiting execution."""
     leaving, candidates, fixed = [], [], list(added)
     for holder in holders:
         if holder.leaving:
@@ -74,12 +78,16 @@ def find_room(
             candidates.append(holder)
         else:
             fixed.append(holder.allotment)
-    if not fits(checks, room_view(worker, fixed)):
+    room = room_view(worker, fixed, filters)
+    if not fits(checks, room):
         return None
     victims = []
     for holder in sorted(candidates, key=lambda h: (-h.priority, h.claimed_at)):
-        if fits(checks, room_view(worker, [*fixed, holder.allotment])):
-            fixed.append(holder.allotment)
+        kept = room.evolve(running=room.running + 1)  # as if it stayed: counted like a placement
+        for f in filters:
+            f.take(kept, holder.allotment)
+        if fits(checks, kept):
+            room = kept
         else:
             victims.append(holder)
     return Room(worker, tuple(victims), tuple(leaving))

@@ -83,6 +83,8 @@ class Dispatcher:
         self._backlog = True
         #: The fleet as placement sees it (``flux.server.snapshot``).
         self.snapshot = FleetSnapshot(registry)
+        #: Rounds that placed something or looked for room (``Contention.offset``).
+        self._rounds = 0
         #: When the earliest execution backing off after a crash may be placed.
         self._next_ready = math.inf
 
@@ -210,7 +212,8 @@ class Dispatcher:
         holders = self.snapshot.holders
         lowest = queue.lowest_waiting(session) if first.more else first.rows[-1].priority
         floor = min([h.priority for h in holders] + [lowest if lowest is not None else first.rows[-1].priority])
-        return Contention(holders, QuotaLedger(quotas, holders) if quotas else None, floor), weights
+        self._rounds += 1  # where searches for room start in a large fleet moves each round
+        return Contention(holders, QuotaLedger(quotas, holders) if quotas else None, floor, offset=self._rounds), weights
 
     def _fair_share(self, workers: list, weights: dict[str, float]) -> FairShare:
         """Shares of the fleet's ONLINE capacity, from what each namespace holds: only
