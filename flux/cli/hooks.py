@@ -10,7 +10,8 @@ import time
 
 import click
 
-from flux.cli.core import Output, UsageProblem, client_command, console, render_record, render_rows, renders, when
+from flux.cli.core import Output, UsageProblem, client_command, renders
+from flux.cli.output import console, render_record, render_rows, when
 from flux.client import FluxClient
 from flux.domain.hooks import SUBSCRIBABLE, parse_event_types
 

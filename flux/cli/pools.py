@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from flux.cli.core import UsageProblem, client_command, console, parse_labels, render_record, render_rows, renders, when
+from flux.cli.core import UsageProblem, client_command, parse_labels, renders
+from flux.cli.output import console, render_record, render_rows, when
 from flux.client import FluxClient
 
 COLUMNS = ["name", "provider", "min", "max", "desired", "starting", "running", "idle", "stopping", "provider_error"]

@@ -56,6 +56,9 @@ MAX_BACKOFF = 60.0
 DRAIN_GRACE = 5.0
 #: A provider call that takes longer is a failure: the loop waits for it no longer.
 PROVIDER_TIMEOUT = 120.0
+#: Without a pool, whether one exists is read again this often (a pool made on another
+#: replica is also announced at once, through the notifier).
+POOLS_RECHECK = 60.0
 #: Waiting executions one pass reads at most (oldest first).
 WAITING_LIMIT = 5000
 
@@ -82,14 +85,21 @@ class Autoscaler:
         self.context = Context(f"http://{host}:{settings.port}", str(settings.home), svc.bootstrap_token.decode())
         self.providers: dict[str, Provider] = {}
         self._wake = asyncio.Event()
+        #: Whether any pool exists, as last read; None: read it again (a pool changed).
+        #: A server without pools reads nothing, however often executions change.
+        self._pools: bool | None = None
+        self._pools_read = 0.0
 
     def on_notify(self, key: str) -> None:
         """A ``Notifier`` hook: an execution or a pool changed, here or on another replica."""
         topic = topics.parse(key)
+        if key == topics.POOLS:
+            self._pools = None
         if key == topics.POOLS or (topic is not None and topic.kind == topics.Kind.EXECUTION):
             self._wake.set()
 
     async def run(self) -> None:
+        self._wake.set()  # the first pass at once: whether pools exist is read while the server starts
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval)
@@ -105,7 +115,9 @@ class Autoscaler:
             await each.close()
 
     async def pass_once(self) -> None:
-        if not await self.svc.db.read(store.any_pool):  # the common case: no pool, no write transaction
+        if self._pools is None or time.monotonic() - self._pools_read > POOLS_RECHECK:
+            self._pools, self._pools_read = bool(await self.svc.db.read(store.any_pool)), time.monotonic()
+        if not self._pools:  # the common case: no pool, nothing read, no write transaction
             return
         now = time.time()
         outcome = await self.svc.db.run(lambda s: self.decide(s, now))
