@@ -16,21 +16,25 @@ from typing import Any, Callable, Mapping
 
 from flux.domain.affinity import Operator, normalise_affinity
 from flux.domain.attempts import check_max_attempts
+from flux.domain.declared_schedules import DeclaredSchedule
+from flux.domain.namespaces import check_namespace
 from flux.domain.events import ExecutionState
 from flux.domain.names import check_name
 from flux.domain.resource_request import ResourceRequest, request_or_none
 from flux.domain.secrets import Redactor
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.domain.waits import check_timeout
+from flux.model import fluxcore
+from flux.model.results import RunResult
 from flux.model.runtime import ExecutionContext
 from flux.model.waits import run_local
 
 
-
 @dataclass
-class LocalExecution:
+class LocalExecution(RunResult):
     """The result of ``Workflow.run``: the same facts the server would record. A run
-    that reached ``pause()`` is PAUSED, its pause in ``wait``: ``resume(input)`` goes on."""
+    that reached ``pause()`` is PAUSED, its pause in ``wait``: ``resume(input)`` goes on.
+    flux-core's reading of a result (``has_failed``, ``to_json()``...) is ``RunResult``'s."""
 
     execution_id: str
     state: ExecutionState
@@ -39,6 +43,8 @@ class LocalExecution:
     #: The pending pause of a PAUSED run: ``{"kind": "pause", "id", "name", "payload"}``.
     wait: dict | None = None
     _resume: Callable[[Any], Any] | None = field(default=None, repr=False)
+    workflow_name: str = ""
+    input: Any = None
 
     @property
     def succeeded(self) -> bool:
@@ -49,6 +55,11 @@ class LocalExecution:
         if self._resume is None:
             raise RuntimeError(f"execution {self.execution_id} is {self.state.value}, not PAUSED")
         return asyncio.run(self._resume(input))
+
+
+#: This process's local runs by id, so ``Workflow.resume(id)`` finds a paused one (flux-core
+#: kept them in a database file; here they live as long as the process).
+_LOCAL_RUNS: dict[str, LocalExecution] = {}
 
 
 def validate_affinity(affinity: Any, owner: str) -> dict[str, str | dict] | None:
@@ -98,6 +109,10 @@ class WorkflowOptions:
     max_attempts: int | None = None
     #: Seconds from submission, across attempts and waits, before it ends TIMED_OUT.
     timeout: float | None = None
+    #: The namespace the workflow belongs in: registering it into another is refused.
+    namespace: str | None = None
+    #: A schedule declared in code: registration creates (or updates) the server schedule ``<name>``.
+    schedule: DeclaredSchedule | None = None
 
     def metadata(self) -> dict:
         """What the server stores beside the source: name, placement constraints and routing.
@@ -118,6 +133,10 @@ class WorkflowOptions:
             metadata["max_attempts"] = self.max_attempts
         if self.timeout is not None:
             metadata["timeout"] = self.timeout
+        if self.namespace is not None:
+            metadata["namespace"] = self.namespace
+        if self.schedule is not None:
+            metadata["schedule"] = self.schedule.to_dict()
         return metadata
 
 
@@ -129,6 +148,8 @@ def workflow_options(
     pending_timeout: Any = None,
     max_attempts: Any = None,
     timeout: Any = None,
+    namespace: Any = None,
+    schedule: Any = None,
 ) -> WorkflowOptions:
     """Validate a workflow's options; ``ValueError`` (or ``InvalidResourceRequest``) names the field.
 
@@ -143,9 +164,19 @@ def workflow_options(
         not isinstance(pending_timeout, (int, float)) or isinstance(pending_timeout, bool) or pending_timeout <= 0
     ):
         raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
+    if schedule is not None and not isinstance(schedule, DeclaredSchedule):
+        raise ValueError(f"{owner}: schedule must be cron(...), interval(...) or once(...), got {schedule!r}")
     return WorkflowOptions(
-        name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner), check_timeout(timeout, owner)
+        name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner), check_timeout(timeout, owner),
+        None if namespace is None else _namespace(namespace, owner), schedule,
     )
+
+
+def _namespace(namespace: Any, owner: str) -> str:
+    try:
+        return check_namespace(namespace)
+    except ValueError as exc:
+        raise ValueError(f"{owner}: namespace: {exc}") from None
 
 
 class Workflow:
@@ -159,13 +190,19 @@ class Workflow:
         pending_timeout: float | None = None,
         max_attempts: int | None = None,
         timeout: float | None = None,
+        namespace: str | None = None,
+        schedule: DeclaredSchedule | None = None,
+        output_storage: Any = None,
     ):
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
         self.fn = fn
         self.options = workflow_options(
-            fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts, timeout
+            fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts, timeout,
+            namespace, schedule,
         )
+        #: flux-core's ``output_storage``: keeps the output; the execution's output is its reference.
+        self.output_storage = output_storage
         self.name = self.options.name
         self.requests = self.options.requests
         self.affinity = self.options.affinity
@@ -173,6 +210,8 @@ class Workflow:
         self.pending_timeout = self.options.pending_timeout
         self.max_attempts = self.options.max_attempts
         self.timeout = self.options.timeout
+        self.namespace = self.options.namespace
+        self.schedule = self.options.schedule
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -180,20 +219,32 @@ class Workflow:
         """What the server stores beside the source (``WorkflowOptions.metadata``)."""
         return self.options.metadata()
 
-    def run(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
+    def run(self, input: Any = None, secrets: Mapping[str, str] | None = None, execution_id: str | None = None) -> LocalExecution:
         """Run in this process, without a server (tests, notebooks). ``secrets``: what
-        tasks with ``secret_requests`` receive (masked in the events, as on a worker)."""
+        tasks with ``secret_requests`` receive (masked in the events, as on a worker).
+        ``execution_id``: flux-core's form of ``resume(execution_id)``."""
+        if execution_id is not None:
+            return self.resume(execution_id)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.run_async(input, secrets))
         raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
 
+    def resume(self, execution_id: str, input: Any = None) -> LocalExecution:
+        """Continue this process's local run ``execution_id``: a paused one goes on with
+        ``input`` as its pause's value; one that ended is returned as it is (flux-core's ``resume``)."""
+        run = _LOCAL_RUNS.get(execution_id)
+        if run is None:
+            raise KeyError(f"no local run {execution_id!r} of {self.name} in this process (local runs are kept in memory)")
+        return run.resume(input) if run.is_paused else run
+
     async def run_async(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
         """Run in this process; durable waits are played as the server would
         (``flux.model.waits.run_local``): a long sleep is slept, a call runs its child here.
         ``secrets``: what tasks with ``secret_requests`` receive, redacted from the events."""
         execution_id, events, completed = uuid.uuid4().hex, [], {}
+        secrets = {**fluxcore.LOCAL_SECRETS, **(secrets or {})}
         redactor = Redactor()
         redactor.add((secrets or {}).values())
 
@@ -207,8 +258,12 @@ class Workflow:
         async def attempts(attempt: int = 1, done: tuple[dict, Any] | None = None) -> LocalExecution:
             state, value, last = await run_local(self, context, attempt, deadline, done)
             if state is ExecutionState.PAUSED:
-                return LocalExecution(execution_id, state, None, events, value, lambda given: attempts(last + 1, (value, given)))
-            return LocalExecution(execution_id, state, redactor.redact(value), events)
+                run = LocalExecution(execution_id, state, None, events, value, lambda given: attempts(last + 1, (value, given)),
+                                     self.name, input)
+            else:
+                run = LocalExecution(execution_id, state, redactor.redact(value), events, workflow_name=self.name, input=input)
+            _LOCAL_RUNS[execution_id] = run
+            return run
 
         return await attempts()
 
@@ -231,6 +286,9 @@ class _WorkflowDecorator:
         pending_timeout: float | None = None,
         max_attempts: int | None = None,
         timeout: float | None = None,
+        namespace: str | None = None,
+        schedule: DeclaredSchedule | None = None,
+        output_storage: Any = None,
     ) -> Callable[[Callable[..., Any]], Workflow]:
         """Options for the decorated workflow, validated when the decorator runs.
 
@@ -241,13 +299,15 @@ class _WorkflowDecorator:
         in a crash (a child killed, a memory ceiling, a worker lost) before the
         execution fails (default: the server's, 3; see docs/attempts.md); ``timeout``
         ends the execution TIMED_OUT that many seconds after submission, across attempts
-        and waits (docs/waits.md).
+        and waits (docs/waits.md). ``namespace``, ``schedule`` and ``output_storage`` are
+        flux-core's (docs/migrating-from-flux-core.md).
         """
 
         def decorate(fn: Callable[..., Any]) -> Workflow:
             return Workflow(
                 fn, name=name, requests=requests, affinity=affinity, routing=routing, pending_timeout=pending_timeout,
-                max_attempts=max_attempts, timeout=timeout,
+                max_attempts=max_attempts, timeout=timeout, namespace=namespace, schedule=schedule,
+                output_storage=output_storage,
             )
 
         return decorate

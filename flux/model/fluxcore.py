@@ -1,0 +1,98 @@
+"""flux-core's call forms on our tasks (docs/migrating-from-flux-core.md): an approval
+before a task (``requires_approval=True``: a ``pause`` named ``approval:<task>``), a
+result kept by an ``output_storage`` (the log records its reference), the
+``metadata=True`` argument, and ``task.map(items)``.
+
+Each is built from what the model already has (``pause``, ``map``, the task call), so
+a migrated task is recorded, replayed and placed exactly like a native one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from flux.model.runtime import ExecutionContext, current_task
+from flux.model.waits import pause
+
+GUIDE = "docs/migrating-from-flux-core.md"
+
+
+class MigrationWarning(UserWarning):
+    """A flux-core construct that runs here with another meaning: the warning names it
+    and the section of the guide that says what changes (filter it by this category)."""
+
+
+_warned: set[str] = set()
+
+
+def differs(construct: str, meaning: str) -> None:
+    """Warn once per process that ``construct`` keeps this engine's meaning, not flux-core's."""
+    if construct in _warned:
+        return
+    _warned.add(construct)
+    warnings.warn(f"{construct}: {meaning} (see {GUIDE})", MigrationWarning, stacklevel=4)
+
+
+class ApprovalRejected(RuntimeError):
+    """The resume of an approval pause said no (``{"approved": false}``): the task does not run."""
+
+
+@dataclass(frozen=True)
+class TaskMetadata:
+    """What a task with ``metadata=True`` receives as its ``metadata`` argument."""
+
+    task_id: str
+    task_name: str
+
+
+def approval_payload(task_name: str, args: tuple, kwargs: dict) -> dict:
+    return {"type": "approval_required", "task_name": task_name, "args": list(args), "kwargs": dict(kwargs)}
+
+
+async def approved(task_name: str, args: tuple, kwargs: dict) -> None:
+    """The pause before an approval-gated task; a resume with ``{"approved": false}`` (or
+    ``false``) refuses it, anything else lets it run."""
+    verdict = await pause(f"approval:{task_name}", approval_payload(task_name, args, kwargs))
+    if verdict is False or (isinstance(verdict, dict) and verdict.get("approved") is False):
+        reason = verdict.get("reason") if isinstance(verdict, dict) else None
+        raise ApprovalRejected(f"task {task_name!r} was not approved" + (f": {reason}" if reason else ""))
+
+
+async def gated_call(task: Any, ctx: ExecutionContext, args: tuple, kwargs: dict) -> Any:
+    """A task call as flux-core's options shape it: approval first, the stored result restored."""
+    if task.options.requires_approval:
+        await approved(task.name, args, kwargs)
+    result = await ctx.call_task(task, args, kwargs)
+    storage = task.options.output_storage
+    return storage.retrieve(result) if storage is not None else result
+
+
+def with_metadata(task: Any, kwargs: dict) -> dict:
+    """``metadata=TaskMetadata(...)`` added to the body's arguments when the task asked for it."""
+    call = current_task()
+    if not task.options.metadata or call is None:
+        return kwargs
+    return {**kwargs, "metadata": TaskMetadata(call.task_id, task.name)}
+
+
+async def stored(task: Any, value: Any) -> Any:
+    """A result an ``output_storage`` keeps: what the log records is its reference."""
+    storage = task.options.output_storage
+    if storage is None:
+        return value
+    return storage.store(f"{task.name}-{current_task().task_id if current_task() else 'local'}", value)
+
+
+def takes(fn: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+#: Secrets saved with flux-core's ``SecretManager.current().save(...)`` in this process:
+#: what a local ``Workflow.run`` hands to tasks (beside its own ``secrets=``).
+LOCAL_SECRETS: dict[str, str] = {}

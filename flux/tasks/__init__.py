@@ -1,0 +1,70 @@
+"""flux-core's ``flux.tasks``: the same durable builtins as ``flux.*``, under the names
+and call forms flux-core code imports (docs/migrating-from-flux-core.md).
+
+``pause(name, output=...)`` is ``flux.pause(name, payload=...)``; ``parallel`` takes
+flux-core's ``max_concurrent``; ``randrange`` is built on the recorded ``randint``.
+Everything here is recorded and replayed like the native names it calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from flux.model.composition import pipeline
+from flux.model.determinism import choice, now, randint, uuid4
+from flux.model.runtime import progress
+from flux.model.task import parallel as _parallel
+from flux.model.waits import call, sleep
+from flux.model.waits import pause as _pause
+
+__all__ = ["Graph", "call", "choice", "now", "parallel", "pause", "pipeline", "progress", "randint", "randrange", "sleep", "uuid4"]
+
+
+async def pause(name: str, output: Any = None, *, until: Any = None, after: Any = None, on_complete: Any = None) -> Any:
+    """flux-core's ``pause(name, output)``: ``flux.pause(name, payload=output)``. A pause
+    that wakes by itself (``until=``, ``after=``, ``on_complete=``) is refused: here that
+    is ``await sleep(...)`` or ``await call(workflow)``."""
+    for option, value in (("until", until), ("after", after), ("on_complete", on_complete)):
+        if value is not None:
+            raise ValueError(f"pause({option}=...) is flux-core's self-waking pause; use flux.sleep(...) or flux.call(...) here")
+    return await _pause(name, output)
+
+
+async def parallel(*awaitables: Any, max_concurrent: int | None = None, raise_on_error: bool = True) -> list[Any]:
+    """flux-core's ``parallel(*calls, max_concurrent=n)``: ``flux.parallel`` with at most
+    ``n`` running at once. ``raise_on_error=False`` (a failed call's slot becomes None)
+    is refused: a failure here always fails the batch."""
+    if not raise_on_error:
+        raise ValueError("parallel(raise_on_error=False) is flux-core's; catch the TaskFailedError of each call instead")
+    if max_concurrent is None:
+        return await _parallel(*awaitables)
+    if max_concurrent < 1:
+        raise ValueError(f"max_concurrent must be >= 1, got {max_concurrent}")
+    gate = asyncio.Semaphore(max_concurrent)
+
+    async def gated(awaitable: Any) -> Any:
+        async with gate:
+            return await awaitable
+
+    return await _parallel(*(gated(awaitable) for awaitable in awaitables))
+
+
+async def randrange(start: int, stop: int | None = None, step: int = 1) -> int:
+    """``random.randrange``, recorded: the same on every replay."""
+    low, high = (0, start) if stop is None else (start, stop)
+    count = len(range(low, high, step))
+    if count == 0:
+        raise ValueError(f"empty range for randrange({start}, {stop}, {step})")
+    return low + step * await randint(0, count - 1)
+
+
+class Graph:
+    """flux-core's ``Graph`` (a DAG of tasks with conditions) has no counterpart here:
+    refused when built, naming what to write instead."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise NotImplementedError(
+            "flux.tasks.Graph is flux-core's; write the graph as code (await the tasks in order, "
+            "flux.parallel for the branches); see docs/migrating-from-flux-core.md"
+        )
