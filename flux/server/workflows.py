@@ -61,6 +61,10 @@ class NewVersion:
     bundle_sha256: str | None = None
     module: str | None = None
     timeout: float | None = None
+    #: flux-core's ``namespace=`` on the workflow: where it must be registered (``flux.server.declared``).
+    namespace: str | None = None
+    #: A schedule declared in code (``DeclaredSchedule.to_dict``), kept as a server schedule.
+    schedule: dict | None = None
 
     def key(self) -> tuple:
         requests = self.request.to_dict() if self.request else None
@@ -103,7 +107,8 @@ def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[Ne
                 found.options.routing.to_dict() if found.options.routing else None,
                 found.options.pending_timeout, found.options.max_attempts,
                 bundle.text(found.filename) or "", bundle.sha256, found.filename, bundle.sha256, found.module,
-                found.options.timeout,
+                found.options.timeout, found.options.namespace,
+                found.options.schedule.to_dict() if found.options.schedule else None,
             )
             for found in reading.workflows
         ]
