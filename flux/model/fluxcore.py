@@ -1,5 +1,5 @@
 """flux-core's call forms on our tasks (docs/migrating-from-flux-core.md): an approval
-before a task (``requires_approval=True``: a ``pause`` named ``approval:<task>``), a
+before a task (``requires_approval=True``: a ``pause`` named ``approval.<task>``), a
 result kept by an ``output_storage`` (the log records its reference), the
 ``metadata=True`` argument, and ``task.map(items)``.
 
@@ -55,7 +55,7 @@ def approval_payload(task_name: str, args: tuple, kwargs: dict) -> dict:
 async def approved(task_name: str, args: tuple, kwargs: dict) -> None:
     """The pause before an approval-gated task; a resume with ``{"approved": false}`` (or
     ``false``) refuses it, anything else lets it run."""
-    verdict = await pause(f"approval:{task_name}", approval_payload(task_name, args, kwargs))
+    verdict = await pause(f"approval.{task_name}", approval_payload(task_name, args, kwargs))
     if verdict is False or (isinstance(verdict, dict) and verdict.get("approved") is False):
         reason = verdict.get("reason") if isinstance(verdict, dict) else None
         raise ApprovalRejected(f"task {task_name!r} was not approved" + (f": {reason}" if reason else ""))

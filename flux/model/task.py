@@ -42,7 +42,7 @@ class TaskOptions:
     cache_ttl: float | None = None
     #: Secret names the task receives as its ``secrets`` keyword argument (a dict).
     secret_requests: tuple[str, ...] = ()
-    #: flux-core's approval gate: a ``pause("approval:<name>")`` before each call (``flux.model.fluxcore``).
+    #: flux-core's approval gate: a ``pause("approval.<name>")`` before each call (``flux.model.fluxcore``).
     requires_approval: bool = False
     #: flux-core's ``metadata=True``: the body receives ``metadata`` (its task id and name).
     metadata: bool = False
