@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from flux.client import FluxClient, FluxClientError
 from flux.model.fluxcore import MigrationWarning
@@ -113,7 +114,9 @@ def test_a_routing_construct_without_counterpart_is_refused_by_name():
 
 def test_the_corpus_registered_on_a_real_server_runs_with_the_same_state_and_output(make_cluster, tmp_path, monkeypatch):
     monkeypatch.setenv("FLUX_OUTPUT_STORAGE_DIR", str(tmp_path / "outputs"))
-    cluster = make_cluster()
+    key_file = tmp_path / "secrets.key"
+    key_file.write_text(Fernet.generate_key().decode())
+    cluster = make_cluster(server_args=("--secrets-key-file", str(key_file)))
     cluster.start_worker("compat", labels={"role": "cpu"})
     with FluxClient(cluster.server_url) as client:
         client.set_secret("API_TOKEN", "s3cr3t-value")
@@ -125,7 +128,7 @@ def test_the_corpus_registered_on_a_real_server_runs_with_the_same_state_and_out
                 _wait_paused(client, started[name])
                 client.resume(started[name], value)
             execution = client.wait(started[name], 60)
-            _check(name, execution["state"], execution.get("output"), state, output)
+            _check(name, execution["state"], _outcome(client, execution), state, output)
         schedule = client.show_schedule("nightly_digest")
         assert schedule["workflow"] == "nightly_digest" and schedule["cron"] == "30 2 * * *"
         with pytest.raises(FluxClientError, match="declares namespace='billing'.*-n billing"):
@@ -133,6 +136,13 @@ def test_the_corpus_registered_on_a_real_server_runs_with_the_same_state_and_out
         client.create_namespace("billing")
     with FluxClient(cluster.server_url, namespace="billing") as billing:
         assert [info["name"] for info in billing.register(CORPUS / "billing")] == ["billing_invoice"]
+
+
+def _outcome(client: FluxClient, execution: dict):
+    """The output, or a failure's value (its ``type`` and ``message``) from WORKFLOW_FAILED."""
+    if execution["state"] != "FAILED":
+        return execution.get("output")
+    return next(e["value"] for e in client.events(execution["id"]) if e["type"] == "WORKFLOW_FAILED")
 
 
 def _flat_corpus(tmp_path: Path) -> Path:
