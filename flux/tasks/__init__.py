@@ -13,9 +13,10 @@ from typing import Any
 
 from flux.model.composition import pipeline
 from flux.model.determinism import choice, now, randint, uuid4
-from flux.model.runtime import progress
+from flux.model.runtime import current_task, progress
 from flux.model.task import parallel as _parallel
-from flux.model.waits import call, sleep
+from flux.model.waits import call
+from flux.model.waits import sleep as _sleep
 from flux.model.waits import pause as _pause
 
 __all__ = ["Graph", "call", "choice", "now", "parallel", "pause", "pipeline", "progress", "randint", "randrange", "sleep", "uuid4"]
@@ -48,6 +49,15 @@ async def parallel(*awaitables: Any, max_concurrent: int | None = None, raise_on
             return await awaitable
 
     return await _parallel(*(gated(awaitable) for awaitable in awaitables))
+
+
+async def sleep(duration: Any) -> None:
+    """``flux.sleep`` in the workflow's body; inside a task (where flux-core allowed it) a plain sleep."""
+    if current_task() is not None:
+        seconds = duration.total_seconds() if hasattr(duration, "total_seconds") else float(duration)
+        await asyncio.sleep(seconds)
+        return
+    await _sleep(duration)
 
 
 async def randrange(start: int, stop: int | None = None, step: int = 1) -> int:
