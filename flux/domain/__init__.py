@@ -1,1 +1,2 @@
 """Domain vocabulary shared by the server, the worker and workflow code."""
+

@@ -36,6 +36,22 @@ def differs(construct: str, meaning: str) -> None:
     warnings.warn(f"{construct}: {meaning} (see {GUIDE})", MigrationWarning, stacklevel=4)
 
 
+RUNNERS = ("inprocess", "subprocess", "docker")
+
+
+def flux_core_placement(runner: str | None, durability: str) -> None:
+    """flux-core's ``runner=`` and ``durability=`` on a workflow: validated as flux-core did,
+    then warned about, since neither constrains anything here."""
+    if runner is not None:
+        if runner not in RUNNERS:
+            raise ValueError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
+        differs("workflow runner=", "not a dispatch constraint here: the worker's own runner (flux start worker --runner) runs it")
+    if durability not in ("durable", "transient"):
+        raise ValueError(f"durability must be 'durable' or 'transient', got {durability!r}")
+    if durability == "transient":
+        differs("workflow durability='transient'", "every execution is durable here: each task's result is recorded")
+
+
 class ApprovalRejected(RuntimeError):
     """The resume of an approval pause said no (``{"approved": false}``): the task does not run."""
 
@@ -86,11 +102,15 @@ async def stored(task: Any, value: Any) -> Any:
     return storage.store(f"{task.name}-{current_task().task_id if current_task() else 'local'}", value)
 
 
-def takes(fn: Any, name: str) -> bool:
+def formatted_name(task: Any, args: tuple, kwargs: dict) -> str:
+    """flux-core's ``name="sum_fibo_{iteration}"``: the template filled with this call's
+    arguments (by parameter name, defaults included); a name it cannot fill fails the call."""
     try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
+        bound = inspect.signature(task.fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return task.name.format(**bound.arguments)
+    except (TypeError, KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"task {task.name!r}: the name template cannot be filled from the call's arguments: {exc}") from None
 
 
 #: Secrets saved with flux-core's ``SecretManager.current().save(...)`` in this process:

@@ -96,6 +96,8 @@ class Task:
         ctx = current_context()
         if ctx is None:  # outside a workflow: behave like the plain function
             return self.invoke(args, kwargs)
+        if "{" in self.name:  # flux-core's name template, "resize_{size}": named by this call's arguments
+            return Task(self.fn, replace(self.options, name=fluxcore.formatted_name(self, args, kwargs)))(*args, **kwargs)
         if self.options.requires_approval or self.options.output_storage is not None:
             return fluxcore.gated_call(self, ctx, args, kwargs)
         return ctx.call_task(self, args, kwargs)

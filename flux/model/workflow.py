@@ -219,12 +219,15 @@ class Workflow:
         """What the server stores beside the source (``WorkflowOptions.metadata``)."""
         return self.options.metadata()
 
-    def run(self, input: Any = None, secrets: Mapping[str, str] | None = None, execution_id: str | None = None) -> LocalExecution:
+    def run(
+        self, input: Any = None, secrets: Mapping[str, str] | None = None, execution_id: str | None = None,
+        resume_payload: Any = None,
+    ) -> LocalExecution:
         """Run in this process, without a server (tests, notebooks). ``secrets``: what
         tasks with ``secret_requests`` receive (masked in the events, as on a worker).
-        ``execution_id``: flux-core's form of ``resume(execution_id)``."""
+        ``execution_id`` (and ``resume_payload``): flux-core's form of ``resume(execution_id, value)``."""
         if execution_id is not None:
-            return self.resume(execution_id)
+            return self.resume(execution_id, resume_payload)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -289,6 +292,8 @@ class _WorkflowDecorator:
         namespace: str | None = None,
         schedule: DeclaredSchedule | None = None,
         output_storage: Any = None,
+        runner: str | None = None,
+        durability: str = "durable",
     ) -> Callable[[Callable[..., Any]], Workflow]:
         """Options for the decorated workflow, validated when the decorator runs.
 
@@ -300,8 +305,11 @@ class _WorkflowDecorator:
         execution fails (default: the server's, 3; see docs/attempts.md); ``timeout``
         ends the execution TIMED_OUT that many seconds after submission, across attempts
         and waits (docs/waits.md). ``namespace``, ``schedule`` and ``output_storage`` are
-        flux-core's (docs/migrating-from-flux-core.md).
+        flux-core's (docs/migrating-from-flux-core.md), and so are ``runner`` and
+        ``durability``, accepted with a ``MigrationWarning``: here the worker's runner runs
+        every execution, and every execution is durable.
         """
+        fluxcore.flux_core_placement(runner, durability)
 
         def decorate(fn: Callable[..., Any]) -> Workflow:
             return Workflow(

@@ -53,15 +53,15 @@ SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_packages"
 DECORATORS = ("workflow", "task")
 WORKFLOW_OPTIONS = (
     "name", "requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout", "namespace", "schedule",
-    "output_storage",
+    "output_storage", "runner", "durability",
 )
 TASK_OPTIONS = (
     "name", "retry_max_attempts", "retry_delay", "retry_backoff", "timeout", "fallback", "rollback", "cache", "cache_ttl",
     "secret_requests", "requires_approval", "metadata", "output_storage",
 )
-#: Options whose value is an object of the module (flux-core's ``output_storage``): not read
-#: here, the worker builds it on import.
-RUNTIME_OPTIONS = ("output_storage",)
+#: Options not stored: flux-core's ``output_storage`` (an object of the module, built on the
+#: worker when it imports it), ``runner`` and ``durability`` (warned about by the decorator).
+RUNTIME_OPTIONS = ("output_storage", "runner", "durability")
 #: Task options whose value is a function of the module, recorded by name.
 FUNCTION_OPTIONS = ("fallback", "rollback")
 
