@@ -36,7 +36,7 @@ def differs(construct: str, meaning: str) -> None:
     warnings.warn(f"{construct}: {meaning} (see {GUIDE})", MigrationWarning, stacklevel=4)
 
 
-RUNNERS = ("inprocess", "subprocess", "docker")
+RUNNERS = ("inprocess", "subprocess", "docker", "docker-airgapped")
 
 
 def flux_core_placement(runner: str | None, durability: str) -> None:
@@ -77,9 +77,25 @@ async def approved(task_name: str, args: tuple, kwargs: dict) -> None:
         raise ApprovalRejected(f"task {task_name!r} was not approved" + (f": {reason}" if reason else ""))
 
 
+async def needs_approval(task: Any, args: tuple, kwargs: dict) -> bool:
+    """``requires_approval``: True, or flux-core's predicate of the call's arguments (by
+    parameter name, awaited if async), evaluated in the workflow's body on every replay."""
+    spec = task.options.requires_approval
+    if not callable(spec):
+        return bool(spec)
+    try:
+        bound = inspect.signature(task.fn).bind(*args, **kwargs)
+        bound.apply_defaults()
+        args, kwargs = bound.args, bound.kwargs
+    except TypeError:
+        pass
+    verdict = spec(*args, **kwargs)
+    return bool(await verdict if inspect.isawaitable(verdict) else verdict)
+
+
 async def gated_call(task: Any, ctx: ExecutionContext, args: tuple, kwargs: dict) -> Any:
     """A task call as flux-core's options shape it: approval first, the stored result restored."""
-    if task.options.requires_approval:
+    if await needs_approval(task, args, kwargs):
         await approved(task.name, args, kwargs)
     result = await ctx.call_task(task, args, kwargs)
     storage = task.options.output_storage

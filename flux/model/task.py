@@ -42,8 +42,9 @@ class TaskOptions:
     cache_ttl: float | None = None
     #: Secret names the task receives as its ``secrets`` keyword argument (a dict).
     secret_requests: tuple[str, ...] = ()
-    #: flux-core's approval gate: a ``pause("approval.<name>")`` before each call (``flux.model.fluxcore``).
-    requires_approval: bool = False
+    #: flux-core's approval gate: a ``pause("approval.<name>")`` before each call, or before the
+    #: calls whose arguments a predicate says need it (``flux.model.fluxcore``).
+    requires_approval: bool | Callable[..., Any] = False
     #: flux-core's ``metadata=True``: the body receives ``metadata`` (its task id and name).
     metadata: bool = False
     #: flux-core's ``output_storage``: keeps the result (``store``/``retrieve``); the log records its reference.
@@ -68,9 +69,10 @@ class TaskOptions:
             raise ValueError(f"task {self.name!r}: cache_ttl must be a number of seconds > 0 or None, got {self.cache_ttl!r}")
         if self.cache_ttl is not None and not self.cache:
             raise ValueError(f"task {self.name!r}: cache_ttl needs cache=True")
-        for option in ("requires_approval", "metadata"):
-            if not isinstance(getattr(self, option), bool):
-                raise ValueError(f"task {self.name!r}: {option} must be True or False (a predicate is flux-core's, not supported here)")
+        if not isinstance(self.metadata, bool):
+            raise ValueError(f"task {self.name!r}: metadata must be True or False, got {self.metadata!r}")
+        if not (isinstance(self.requires_approval, bool) or callable(self.requires_approval)):
+            raise ValueError(f"task {self.name!r}: requires_approval must be True, False or a predicate of the call's arguments")
         storage = self.output_storage
         if storage is not None and not (callable(getattr(storage, "store", None)) and callable(getattr(storage, "retrieve", None))):
             raise ValueError(f"task {self.name!r}: output_storage needs store() and retrieve(), got {storage!r}")
@@ -149,7 +151,7 @@ class _TaskDecorator:
         cache: bool = False,
         cache_ttl: float | None = None,
         secret_requests: list[str] | tuple[str, ...] = (),
-        requires_approval: bool = False,
+        requires_approval: bool | Callable[..., Any] = False,
         metadata: bool = False,
         output_storage: Any = None,
     ) -> Callable[[Callable[..., Any]], Task]:

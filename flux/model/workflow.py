@@ -136,7 +136,7 @@ class WorkflowOptions:
         if self.namespace is not None:
             metadata["namespace"] = self.namespace
         if self.schedule is not None:
-            metadata["schedule"] = self.schedule.to_dict()
+            metadata["schedule"] = self.schedule.request()
         return metadata
 
 

@@ -60,8 +60,9 @@ TASK_OPTIONS = (
     "secret_requests", "requires_approval", "metadata", "output_storage",
 )
 #: Options not stored: flux-core's ``output_storage`` (an object of the module, built on the
-#: worker when it imports it), ``runner`` and ``durability`` (warned about by the decorator).
-RUNTIME_OPTIONS = ("output_storage", "runner", "durability")
+#: worker when it imports it), ``requires_approval`` (perhaps a lambda; the worker applies
+#: it), ``runner`` and ``durability`` (warned about by the decorator).
+RUNTIME_OPTIONS = ("output_storage", "runner", "durability", "requires_approval")
 #: Task options whose value is a function of the module, recorded by name.
 FUNCTION_OPTIONS = ("fallback", "rollback")
 

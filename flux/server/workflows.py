@@ -108,7 +108,7 @@ def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[Ne
                 found.options.pending_timeout, found.options.max_attempts,
                 bundle.text(found.filename) or "", bundle.sha256, found.filename, bundle.sha256, found.module,
                 found.options.timeout, found.options.namespace,
-                found.options.schedule.to_dict() if found.options.schedule else None,
+                found.options.schedule.request() if found.options.schedule else None,
             )
             for found in reading.workflows
         ]

@@ -233,7 +233,7 @@ def declare(session: Session, namespace: str, workflow: str, declared: dict) -> 
     row = session.scalar(select(ScheduleModel).where(_named(namespace, workflow)))
     if row is None:
         return create(session, namespace, ScheduleCreate(name=workflow, workflow=workflow, **declared))
-    wanted = DeclaredSchedule.from_dict(declared)
+    wanted = DeclaredSchedule.from_request(declared)
     if spec_of(row) == wanted.schedule and row.overlap == wanted.overlap.value:
         return info(row)
     return update(session, namespace, workflow, ScheduleUpdate(**declared))
