@@ -3,8 +3,8 @@
 ``TaskFailedError``, whose ``inner_exception`` is what the task's body raised."""
 
 from flux.model.fluxcore import ApprovalRejected
-from flux.model.runtime import TaskFailedError
+from flux.model.runtime import ExecutionTimeoutError, TaskFailedError
 
 ExecutionError = TaskFailedError
 
-__all__ = ["ApprovalRejected", "ExecutionError"]
+__all__ = ["ApprovalRejected", "ExecutionError", "ExecutionTimeoutError"]

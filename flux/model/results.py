@@ -12,6 +12,17 @@ from flux.domain.events import ExecutionState
 from flux.model.runtime import plain
 
 
+class Event(dict):
+    """An event of a local run: the dict every API shows, readable as flux-core's event
+    objects are (``event.type``, ``event.value``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 class RunResult:
     """Mixed into ``LocalExecution``: it has ``execution_id``, ``workflow_name``,
     ``input``, ``state``, ``output``, ``events`` and ``wait``."""
@@ -23,6 +34,7 @@ class RunResult:
     output: Any
     events: list[dict]
     wait: dict | None
+    resume_with: Any
 
     @property
     def has_finished(self) -> bool:
@@ -65,6 +77,11 @@ class RunResult:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=4)
+
+    def start_resuming(self, input: Any = None) -> "RunResult":
+        """flux-core's way to give a paused run its resume value before ``run(execution_id=...)``."""
+        self.resume_with = input
+        return self
 
     def paused_output(self) -> dict[str, Any] | None:
         wait = self.wait or {}

@@ -104,6 +104,10 @@ class TaskFailedError(RuntimeError):
         return self.__cause__
 
 
+class ExecutionTimeoutError(TimeoutError):
+    """A task's ``timeout`` passed (flux-core's name for it; a ``TimeoutError`` all the same)."""
+
+
 class Suspended(BaseException):
     """A durable wait (``flux.model.waits``: a long sleep, a pause, a call) ends the attempt
     here: the execution waits on the server, holding no worker. A BaseException, like
@@ -365,7 +369,7 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
 def failure_kind(exc: BaseException) -> dict[str, str]:
     """``type`` and ``message`` of what failed the workflow, as flux-core shows a failure
     (beside our ``error``): a task's failure is named by the exception its body raised."""
-    if isinstance(exc, TaskFailedError) and exc.__cause__ is not None:
+    while isinstance(exc, TaskFailedError) and exc.__cause__ is not None:  # a task's failure inside a task's
         exc = exc.__cause__
     return {"type": type(exc).__name__, "message": str(exc)}
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from flux.domain.numbers import is_number
 from flux.domain.secrets import check_secret_requests
 from flux.model import fluxcore
-from flux.model.runtime import TaskFailedError, current_context
+from flux.model.runtime import ExecutionTimeoutError, TaskFailedError, current_context
 
 __all__ = ["Task", "TaskFailedError", "TaskOptions", "parallel", "task"]
 
@@ -127,7 +127,10 @@ class Task:
             call = asyncio.to_thread(self.fn, *args, **kwargs)
         if self.options.timeout is None:
             return await call
-        return await asyncio.wait_for(call, self.options.timeout)
+        try:
+            return await asyncio.wait_for(call, self.options.timeout)
+        except TimeoutError as exc:
+            raise ExecutionTimeoutError(f"task {self.name!r} timed out after {self.options.timeout} s") from exc
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"

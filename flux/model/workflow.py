@@ -25,7 +25,7 @@ from flux.domain.secrets import Redactor
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.domain.waits import check_timeout
 from flux.model import fluxcore
-from flux.model.results import RunResult
+from flux.model.results import Event, RunResult
 from flux.model.runtime import ExecutionContext
 from flux.model.waits import run_local
 
@@ -45,6 +45,8 @@ class LocalExecution(RunResult):
     _resume: Callable[[Any], Any] | None = field(default=None, repr=False)
     workflow_name: str = ""
     input: Any = None
+    #: flux-core's ``start_resuming(value)``: the value a later ``run(execution_id=...)`` resumes with.
+    resume_with: Any = field(default=None, repr=False)
 
     @property
     def succeeded(self) -> bool:
@@ -60,6 +62,18 @@ class LocalExecution(RunResult):
 #: This process's local runs by id, so ``Workflow.resume(id)`` finds a paused one (flux-core
 #: kept them in a database file; here they live as long as the process).
 _LOCAL_RUNS: dict[str, LocalExecution] = {}
+
+
+def local_run(execution_id: str) -> LocalExecution:
+    """A local run of this process by id (``KeyError`` naming it otherwise)."""
+    run = _LOCAL_RUNS.get(execution_id)
+    if run is None:
+        raise KeyError(f"no local run {execution_id!r} in this process (local runs are kept in memory)")
+    return run
+
+
+def keep_local_run(run: LocalExecution) -> None:
+    _LOCAL_RUNS[run.execution_id] = run
 
 
 def validate_affinity(affinity: Any, owner: str) -> dict[str, str | dict] | None:
@@ -237,10 +251,10 @@ class Workflow:
     def resume(self, execution_id: str, input: Any = None) -> LocalExecution:
         """Continue this process's local run ``execution_id``: a paused one goes on with
         ``input`` as its pause's value; one that ended is returned as it is (flux-core's ``resume``)."""
-        run = _LOCAL_RUNS.get(execution_id)
-        if run is None:
-            raise KeyError(f"no local run {execution_id!r} of {self.name} in this process (local runs are kept in memory)")
-        return run.resume(input) if run.is_paused else run
+        run = local_run(execution_id)
+        if not run.is_paused:
+            return run
+        return run.resume(run.resume_with if input is None else input)
 
     async def run_async(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
         """Run in this process; durable waits are played as the server would
@@ -253,7 +267,7 @@ class Workflow:
 
         def context(attempt: int) -> ExecutionContext:
             return ExecutionContext(execution_id=execution_id, workflow_name=self.name, input=input, attempt=attempt,
-                                    completed_tasks=completed, emit=lambda event: events.append(redactor.redact(event)),
+                                    completed_tasks=completed, emit=lambda event: events.append(Event(redactor.redact(event))),
                                     secrets=dict(secrets or {}))
 
         deadline = None if self.timeout is None else time.time() + self.timeout  # from submission, as on a server
@@ -265,7 +279,7 @@ class Workflow:
                                      self.name, input)
             else:
                 run = LocalExecution(execution_id, state, redactor.redact(value), events, workflow_name=self.name, input=input)
-            _LOCAL_RUNS[execution_id] = run
+            keep_local_run(run)
             return run
 
         return await attempts()

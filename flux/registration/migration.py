@@ -31,12 +31,12 @@ AGENTS = "the AI agent layer (agents, LLM providers, MCP) is not part of this en
 REFUSED_MODULES = {
     "flux.tasks.ai": AGENTS, "flux.agents": AGENTS, "flux.mcp_server": AGENTS, "flux.tasks.mcp": AGENTS,
     "flux.service_mcp": AGENTS, "flux.config": "no Configuration here: settings are flux.toml and FLUX_* variables",
-    "flux.catalogs": "register with 'flux workflow register'", "flux.context_managers": "executions live on the server",
+    "flux.catalogs": "register with 'flux workflow register'",
     "flux.hooks": "no outbound hooks here", "flux.approvals": "use requires_approval=True (a pause) instead",
 }
 #: Imported names that change meaning or are refused.
 NAMES = {
-    "Graph": (Verdict.REFUSED, "no task graph: await the tasks in order, flux.parallel for branches"),
+    "Graph": (Verdict.CHANGES, "its nodes run from the workflow's body, each a recorded task call (flux-core: one task)"),
     "sleep": (Verdict.CHANGES, "durable: from FLUX_DURABLE_SLEEP_THRESHOLD (30 s) the attempt ends and the server wakes it"),
     "create_workflow": (Verdict.REFUSED, "no dynamic workflows: register a module"),
     "run_workflow": (Verdict.REFUSED, "no dynamic workflows: flux.call(workflow, input)"),

@@ -16,6 +16,7 @@ from flux.model.determinism import choice, now, randint, uuid4
 from flux.model.runtime import current_task, progress
 from flux.model.task import parallel as _parallel
 from flux.model.waits import call
+from flux.tasks.graph import Graph
 from flux.model.waits import sleep as _sleep
 from flux.model.waits import pause as _pause
 
@@ -67,14 +68,3 @@ async def randrange(start: int, stop: int | None = None, step: int = 1) -> int:
     if count == 0:
         raise ValueError(f"empty range for randrange({start}, {stop}, {step})")
     return low + step * await randint(0, count - 1)
-
-
-class Graph:
-    """flux-core's ``Graph`` (a DAG of tasks with conditions) has no counterpart here:
-    refused when built, naming what to write instead."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        raise NotImplementedError(
-            "flux.tasks.Graph is flux-core's; write the graph as code (await the tasks in order, "
-            "flux.parallel for the branches); see docs/migrating-from-flux-core.md"
-        )

@@ -26,14 +26,14 @@ def test_the_agent_layer_and_input_routing_are_refused_without_importing_the_fil
         "import no_such_dependency\n"
         "from flux.tasks.ai import agent\n"
         "from flux.routing import input, require\n"
-        "from flux.tasks import Graph, pause\n"
+        "from flux.tasks import create_workflow, pause\n"
         "async def wf(ctx):\n"
         "    await pause('x', after=5)\n"
     )
     findings = {(f.line, f.construct): f.verdict for f in check_source(source, "legacy.py")}
     assert findings[(2, "flux.tasks.ai")] is Verdict.REFUSED
     assert findings[(3, "flux.routing.input")] is Verdict.REFUSED
-    assert findings[(4, "flux.tasks.Graph")] is Verdict.REFUSED
+    assert findings[(4, "flux.tasks.create_workflow")] is Verdict.REFUSED
     assert findings[(6, "pause(after=...)")] is Verdict.REFUSED
     (tmp_path / "legacy.py").write_text(source)
     result = CliRunner().invoke(main, ["migrate", "check", str(tmp_path)])
