@@ -1,7 +1,7 @@
 """Run flux-core's example programs unchanged on flux-core and on this engine, and
 compare the state and output of each run they make (issue 37's measure).
 
-    python3 scripts/compare_flux_core.py EXAMPLES_DIR [--flux-core-python PATH]
+    python3 scripts/compare_flux_core.py EXAMPLES_DIR [--flux-core-python PATH] [--python PATH]
 
 EXAMPLES_DIR is flux-core's ``examples/`` folder (kept outside this repository). Each
 program runs as ``__main__`` in a fresh interpreter, in a fresh HOME, from the folder
@@ -27,7 +27,9 @@ import tempfile
 from pathlib import Path
 
 #: What needs an LLM, an agent runtime, MCP or the network (issue 37's 36 of 98).
-NEEDS_SERVICE = ("ai/", "agents/", "agent_architecture/", "mcp/", "github_stars", "airgapped", "approvals/")
+NEEDS_SERVICE = ("ai/", "agents/", "agent_architecture/", "mcp/", "github_stars", "subflows.py")
+#: Under those folders, what needs neither (no LLM call in it).
+NEEDS_NONE = ("ai/deploy_pipeline.py",)
 MARK = "@@FLUX-COMPARE@@"
 
 PROBE = r'''
@@ -123,18 +125,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("examples", type=Path)
     parser.add_argument("--flux-core-python", default="/work/fluxcore-venv/bin/python")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs this engine (with what the examples import)")
     parser.add_argument("--timeout", type=float, default=120)
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     examples = args.examples.resolve()
     programs = sorted(p for p in examples.rglob("*.py") if p.name != "__init__.py"
-                      and not any(str(p.relative_to(examples)).startswith(s) for s in NEEDS_SERVICE))
+                      and (str(p.relative_to(examples)) in NEEDS_NONE
+                           or not any(str(p.relative_to(examples)).startswith(s) for s in NEEDS_SERVICE)))
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     same, compared = 0, 0
     for program in programs:
         theirs = run(args.flux_core_python, "flux-core", program, examples.parent, base, args.timeout)
         again = run(args.flux_core_python, "flux-core", program, examples.parent, base, args.timeout)
-        ours = run(sys.executable, "flux", program, examples.parent, {**base, "PYTHONPATH": str(root)}, args.timeout)
+        ours = run(args.python, "flux", program, examples.parent, {**base, "PYTHONPATH": str(root)}, args.timeout)
         name = program.relative_to(examples)
         if not theirs or any(state == "ERROR" for state, _ in theirs):
             print(f"SKIP {name}: does not run on flux-core itself: {theirs}")

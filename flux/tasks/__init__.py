@@ -9,8 +9,10 @@ Everything here is recorded and replayed like the native names it calls.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
+from flux.domain.names import NAME_PATTERN
 from flux.model.composition import pipeline
 from flux.model.determinism import choice, now, randint, uuid4
 from flux.model.runtime import current_task, progress
@@ -30,7 +32,16 @@ async def pause(name: str, output: Any = None, *, until: Any = None, after: Any 
     for option, value in (("until", until), ("after", after), ("on_complete", on_complete)):
         if value is not None:
             raise ValueError(f"pause({option}=...) is flux-core's self-waking pause; use flux.sleep(...) or flux.call(...) here")
+    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):  # flux-core took any value as the name
+        return await _pause(_named(name), {"name": name, "output": output} if output is not None else name)
     return await _pause(name, output)
+
+
+def _named(name: Any) -> str:
+    """A pause name this engine takes, from flux-core's free-form one."""
+    if not isinstance(name, str):
+        return "pause"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".")[:128] or "pause"
 
 
 async def parallel(*awaitables: Any, max_concurrent: int | None = None, raise_on_error: bool = True) -> list[Any]:
