@@ -52,6 +52,16 @@ def flux_core_placement(runner: str | None, durability: str) -> None:
         differs("workflow durability='transient'", "every execution is durable here: each task's result is recorded")
 
 
+def differences(rollback: Any, secret_requests: Any) -> None:
+    """The task options whose meaning here is not flux-core's, warned about when decorating."""
+    if rollback is not None:
+        differs("task rollback=", "runs as a saga compensation of a task that COMPLETED, newest first, "
+                "when the workflow fails; flux-core ran it for the task that failed")
+    if secret_requests:
+        differs("task secret_requests=", "secret values are masked (***) in the results, events and output "
+                "the run records; flux-core recorded them as they were")
+
+
 class ApprovalRejected(RuntimeError):
     """The resume of an approval pause said no (``{"approved": false}``): the task does not run."""
 

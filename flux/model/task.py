@@ -161,9 +161,7 @@ class _TaskDecorator:
         """Options validated when the decorator runs (errors name the option); see docs/tasks.md.
         ``requires_approval``, ``metadata`` and ``output_storage`` are flux-core's
         (docs/migrating-from-flux-core.md)."""
-        if rollback is not None:
-            fluxcore.differs("task rollback=", "runs as a saga compensation of a task that COMPLETED, newest first, "
-                             "when the workflow fails; flux-core ran it for the task that failed")
+        fluxcore.differences(rollback=rollback, secret_requests=secret_requests)
 
         def decorate(fn: Callable[..., Any]) -> Task:
             options = TaskOptions(
