@@ -8,6 +8,7 @@ worker.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 import uuid
@@ -226,8 +227,7 @@ class Workflow:
         self.timeout = self.options.timeout
         self.namespace = self.options.namespace
         self.schedule = self.options.schedule
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
+        functools.update_wrapper(self, fn)  # __module__, __doc__, __wrapped__: the function's
 
     def metadata(self) -> dict:
         """What the server stores beside the source (``WorkflowOptions.metadata``)."""
