@@ -34,6 +34,9 @@ CASES = [
     ("stored_frame", 4, [], "COMPLETED", {"rows": 4}),
     ("routed_query", "count", [], "COMPLETED", {"rows": ["COUNT"]}),
     ("refund_saga", "A1", [], "FAILED", None),
+    ("review_graph", "a brief text", [], "COMPLETED", "short (12)"),
+    ("hourly_batches", 3, [], "COMPLETED", [0, 10, 20]),
+    ("refund_approval", [20, 500], [{"approved": True}], "COMPLETED", ["refunded 20", "refunded 500"]),
 ]
 FAILED_WITH = {"failing_job": ("RuntimeError", "disk full"), "refund_saga": ("RuntimeError", "no courier")}
 
@@ -131,6 +134,7 @@ def test_the_corpus_registered_on_a_real_server_runs_with_the_same_state_and_out
             _check(name, execution["state"], _outcome(client, execution), state, output)
         schedule = client.show_schedule("nightly_digest")
         assert schedule["workflow"] == "nightly_digest" and schedule["cron"] == "30 2 * * *"
+        assert client.show_schedule("hourly_batches")["every"] == 3600
         with pytest.raises(FluxClientError, match="declares namespace='billing'.*-n billing"):
             client.register(CORPUS / "billing")
         client.create_namespace("billing")
