@@ -1,10 +1,11 @@
-"""flux-core's call forms on our tasks (docs/migrating-from-flux-core.md): an approval
-before a task (``requires_approval=True``: a ``pause`` named ``approval.<task>``), a
-result kept by an ``output_storage`` (the log records its reference), the
-``metadata=True`` argument, and ``task.map(items)``.
+"""flux-core's call forms on our tasks and workflows (docs/migrating-from-flux-core.md):
+an approval before a task (``requires_approval``: a ``pause`` named ``approval.<task>``),
+a result kept by an ``output_storage`` (the log records its reference), the
+``metadata=True`` argument, name templates (``name="batch_{n}"``), secrets saved for
+local runs, and the ``MigrationWarning`` for each construct whose meaning here differs.
 
-Each is built from what the model already has (``pause``, ``map``, the task call), so
-a migrated task is recorded, replayed and placed exactly like a native one.
+Each is built from what the model already has (``pause``, the task call), so a migrated
+task is recorded, replayed and placed exactly like a native one.
 """
 
 from __future__ import annotations
