@@ -192,3 +192,14 @@ def test_runner_and_durability_are_accepted_with_a_migration_warning():
     assert hop.run().output == 1
     with pytest.raises(ValueError, match="runner must be one of"):
         workflow.with_options(runner="kubernetes")
+
+
+def test_flux_core_import_paths_leave_flux_task_and_workflow_the_decorators():
+    import subprocess
+    import sys
+
+    code = ("from flux.task import task\nfrom flux.workflow import workflow\nimport flux, flux.tasks, flux.domain.schedule\n"
+            "from flux.domain import ExecutionContext\nfrom flux.domain.execution_context import ExecutionContext as Same\n"
+            "assert flux.task is task and flux.workflow is workflow and type(task).__name__ == '_TaskDecorator'\n"
+            "assert ExecutionContext is Same and ExecutionContext[str] is ExecutionContext")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
