@@ -70,6 +70,21 @@ CALL_OPTIONS = {
 }
 
 
+def task_notes(tasks: list) -> list[str]:
+    """What registration warns about a module's tasks (``FoundTask``s) whose options keep
+    this engine's meaning rather than flux-core's: the same words as ``migrate check``."""
+    notes = []
+    for found in tasks:
+        for option in ("rollback", "secret_requests"):
+            if getattr(found.options, option):
+                notes.append(f"{found.filename}:{found.line}: task {found.options.name!r} {option}=: "
+                             f"{OPTIONS[option][1]} ({GUIDE})")
+    return notes
+
+
+GUIDE = "docs/migrating-from-flux-core.md"
+
+
 def check_source(source: str, filename: str) -> list[Finding]:
     """What ``source`` uses of flux-core, by line; a file that does not parse is one refused finding."""
     try:

@@ -123,8 +123,10 @@ def test_the_corpus_registered_on_a_real_server_runs_with_the_same_state_and_out
     cluster.start_worker("compat", labels={"role": "cpu"})
     with FluxClient(cluster.server_url) as client:
         client.set_secret("API_TOKEN", "s3cr3t-value")
-        registered = {info["name"] for info in client.register(_flat_corpus(tmp_path))}
-        assert {case[0] for case in CASES} <= registered
+        infos = {info["name"]: info for info in client.register(_flat_corpus(tmp_path))}
+        assert {case[0] for case in CASES} <= set(infos)
+        assert any("task 'charge' rollback=: a saga compensation" in note for note in infos["refund_saga"]["warnings"])
+        assert any("secret_requests=: secret values are masked" in note for note in infos["secret_token"]["warnings"])
         started = {name: client.run(name, given)["id"] for name, given, *_ in CASES}
         for name, _, resumes, state, output in CASES:
             for value in resumes:
