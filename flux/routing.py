@@ -7,8 +7,10 @@ refused, naming the construct, where it does not (docs/migrating-from-flux-core.
   (``prefer(label(k) != v)`` is ``(label(k) == v) * -w``: it ranks the same).
 * What reads the execution's input at dispatch (``input``, ``label_for``, ``when``,
   ``optional``), the worker's metadata and resources (``meta``, ``resource``,
-  ``utilization``), ``sticky`` and ``service`` have no counterpart: they raise
-  ``ValueError`` when called, so the module stops at import with the name of what to change.
+  ``utilization``), ``sticky`` and ``service`` have no counterpart: they build an
+  ``Unmapped`` value naming them. A local run ignores it (as flux-core's inline runs
+  ignore affinity) with a ``MigrationWarning``; registering the workflow on a server is
+  refused with its names (``flux.model.workflow.workflow_options``).
 
 Pure: the decorator and the static reader (``flux.registration``) both call these.
 """
@@ -82,25 +84,29 @@ def load() -> Selector:
     return Selector("load")
 
 
-def prefer(condition: Condition, *, weight: float = 1.0) -> Term:
+def prefer(condition: Condition, *, weight: float = 1.0) -> Term | "Unmapped":
+    if unmapped := _unmapped(condition):
+        return unmapped
     term = _condition(condition, "prefer").label_equals()
     return term * (weight if condition.op == "==" else -weight)
 
 
-def least(selector: Selector, *, weight: float = 1.0) -> Term:
-    return _selector(selector, "least").term() * -weight
+def least(selector: Selector, *, weight: float = 1.0) -> Term | "Unmapped":
+    return _unmapped(selector) or _selector(selector, "least").term() * -weight
 
 
-def most(selector: Selector, *, weight: float = 1.0) -> Term:
-    return _selector(selector, "most").term() * weight
+def most(selector: Selector, *, weight: float = 1.0) -> Term | "Unmapped":
+    return _unmapped(selector) or _selector(selector, "most").term() * weight
 
 
-def score(*terms: Term) -> RoutingPolicy:
-    return ours.score(*terms)
+def score(*terms: Term) -> RoutingPolicy | "Unmapped":
+    return _unmapped(*terms) or ours.score(*terms)
 
 
-def require(*conditions: Condition) -> dict[str, Any]:
+def require(*conditions: Condition) -> dict[str, Any] | "Unmapped":
     """The hard filter as an ``affinity`` dict: one condition per label key."""
+    if unmapped := _unmapped(*conditions):
+        return unmapped
     affinity: dict[str, Any] = {}
     for condition in conditions:
         term = _condition(condition, "require").label_equals()
@@ -109,6 +115,42 @@ def require(*conditions: Condition) -> dict[str, Any]:
             raise ValueError(f"flux.routing.require: two conditions on label {key!r}; an affinity has one per key ({GUIDE})")
         affinity[key] = term.value if condition.op == "==" else NotIn(term.value)
     return affinity
+
+
+@dataclass(frozen=True)
+class Unmapped:
+    """A policy, term or condition built from constructs without a counterpart here."""
+
+    constructs: tuple[str, ...]
+
+    def __eq__(self, value: object) -> "Unmapped":  # type: ignore[override]
+        return _unmapped(self, value) or self
+
+    def __ne__(self, value: object) -> "Unmapped":  # type: ignore[override]
+        return _unmapped(self, value) or self
+
+    def __hash__(self) -> int:
+        return hash(self.constructs)
+
+    def __mul__(self, weight: object) -> "Unmapped":
+        return self
+
+    __rmul__ = __mul__
+
+    def message(self) -> str:
+        names = ", ".join(f"flux.routing.{name}()" for name in self.constructs)
+        return f"{names}: no counterpart in this engine: {_STATIC}, from labels, metrics and load ({GUIDE})"
+
+
+def _unmapped(*values: Any) -> Unmapped | None:
+    """The constructs without counterpart among ``values`` (conditions and their operands)."""
+    names: list[str] = []
+    for value in values:
+        if isinstance(value, Condition):
+            value = _unmapped(value.selector, value.value)
+        if isinstance(value, Unmapped):
+            names.extend(name for name in value.constructs if name not in names)
+    return Unmapped(tuple(names)) if names else None
 
 
 def _condition(value: Any, where: str) -> Condition:
@@ -123,23 +165,24 @@ def _selector(value: Any, where: str) -> Selector:
     return value
 
 
-def _refused(construct: str, instead: str) -> Any:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise ValueError(f"flux.routing.{construct}() has no counterpart in this engine: {instead} ({GUIDE})")
+def _unmapped_construct(construct: str) -> Any:
+    def build(*args: Any, **kwargs: Any) -> Unmapped:
+        inner = _unmapped(*args, *kwargs.values())
+        return Unmapped((construct, *(name for name in (inner.constructs if inner else ()) if name != construct)))
 
-    refuse.__name__ = construct
-    return refuse
+    build.__name__ = construct
+    return build
 
 
 _STATIC = "routing and affinity are fixed at registration here, not resolved from each execution's input"
-input = _refused("input", _STATIC)  # noqa: A001 - flux-core's name
-routing_input = _refused("routing_input", _STATIC)
-label_for = _refused("label_for", _STATIC)
-meta_for = _refused("meta_for", _STATIC)
-optional = _refused("optional", _STATIC)
-when = _refused("when", _STATIC)
-meta = _refused("meta", "rank by a worker metric (metric(name)) or a label")
-resource = _refused("resource", "resources are requests (ResourceRequest), not ranking terms")
-utilization = _refused("utilization", "rank by metric('flux.cpu_percent') or load()")
-sticky = _refused("sticky", "a workflow has no worker it sticks to here")
-service = _refused("service", "services are flux-core's; there is none here")
+input = _unmapped_construct("input")  # noqa: A001 - flux-core's name
+routing_input = _unmapped_construct("routing_input")
+label_for = _unmapped_construct("label_for")
+meta_for = _unmapped_construct("meta_for")
+optional = _unmapped_construct("optional")
+when = _unmapped_construct("when")
+meta = _unmapped_construct("meta")
+resource = _unmapped_construct("resource")
+utilization = _unmapped_construct("utilization")
+sticky = _unmapped_construct("sticky")
+service = _unmapped_construct("service")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flux.model.runtime import ExecutionContext, current_task
+from flux.routing import Unmapped
 from flux.model.waits import pause
 
 GUIDE = "docs/migrating-from-flux-core.md"
@@ -51,6 +52,16 @@ def flux_core_placement(runner: str | None, durability: str) -> None:
         raise ValueError(f"durability must be 'durable' or 'transient', got {durability!r}")
     if durability == "transient":
         differs("workflow durability='transient'", "every execution is durable here: each task's result is recorded")
+
+
+def local_only(policy: Any) -> Any:
+    """flux-core's input-resolved ``affinity``/``routing`` (``flux.routing.Unmapped``): a local
+    run ignores it, as flux-core's inline runs ignored affinity; registering is refused."""
+    if not isinstance(policy, Unmapped):
+        return policy
+    differs(f"flux.routing {', '.join(policy.constructs)}", "ignored by a local run; registering the workflow on a "
+            f"server is refused ({policy.message()})")
+    return None
 
 
 def differences(rollback: Any, secret_requests: Any) -> None:

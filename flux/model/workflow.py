@@ -25,6 +25,7 @@ from flux.domain.resource_request import ResourceRequest, request_or_none
 from flux.domain.secrets import Redactor
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.domain.waits import check_timeout
+from flux.routing import Unmapped
 from flux.model import fluxcore
 from flux.model.results import Event, RunResult
 from flux.model.runtime import ExecutionContext
@@ -172,6 +173,9 @@ def workflow_options(
     registration when it reads the decorator's arguments from the source."""
     name = check_name(name)
     owner = f"workflow {name!r}"
+    for policy in (affinity, routing):
+        if isinstance(policy, Unmapped):  # flux-core's input-resolved routing: never registered
+            raise ValueError(f"{owner}: {policy.message()}")
     request = _validate_requests(requests, owner)
     affinity = validate_affinity(affinity, owner)
     routing = validate_routing(routing, owner)
@@ -212,6 +216,7 @@ class Workflow:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
         self.fn = fn
+        affinity, routing = fluxcore.local_only(affinity), fluxcore.local_only(routing)
         self.options = workflow_options(
             fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts, timeout,
             namespace, schedule,

@@ -122,7 +122,8 @@ def _import(filename: str, node: ast.ImportFrom, routing_names: set[str]) -> lis
             routing_names.add(alias.asname or alias.name)
             if alias.name in ROUTING_REFUSED:
                 found.append(Finding(filename, node.lineno, construct, Verdict.REFUSED,
-                                     "routing is fixed at registration here, not resolved from each execution's input"))
+                                     "routing is fixed at registration here, not resolved from each execution's input: "
+                                     "a local run ignores it, registering is refused"))
                 continue
             found.append(Finding(filename, node.lineno, construct, Verdict.CHANGES, "translated to score()/affinity"))
         elif alias.name in NAMES:

@@ -106,11 +106,7 @@ def test_rollback_warns_that_it_is_a_saga_here():
         runpy.run_path(str(CORPUS / "refund_saga.py"))
 
 
-def test_a_routing_construct_without_counterpart_is_refused_by_name():
-    from flux import routing
-
-    with pytest.raises(ValueError, match=r"flux\.routing\.input\(\) has no counterpart"):
-        routing.input("dc")
+def test_the_agent_layer_is_refused_by_name():
     with pytest.raises(ImportError, match="flux.tasks.ai"):
         import flux.tasks.ai  # noqa: F401
 

@@ -27,9 +27,34 @@ def test_require_is_an_affinity_and_prefer_least_most_are_score_terms():
 
 
 @pytest.mark.parametrize("construct", ["input", "label_for", "when", "optional", "meta", "resource", "utilization", "sticky", "service"])
-def test_what_has_no_counterpart_is_refused_by_its_name(construct):
-    with pytest.raises(ValueError, match=rf"flux\.routing\.{construct}\(\) has no counterpart"):
-        getattr(routing, construct)("x")
+def test_what_has_no_counterpart_names_itself(construct):
+    built = getattr(routing, construct)("x")
+    assert isinstance(built, routing.Unmapped) and f"flux.routing.{construct}()" in built.message()
+
+
+INPUT_ROUTED = """
+    from flux import workflow
+    from flux.routing import input, label, require, when
+
+    @workflow.with_options(affinity=require(label("tenant") == input("tenant"), when(input("tier") == "gold", label("ssd") == "true")))
+    async def tenant_report(ctx):
+        return {"tenant": ctx.input["tenant"]}
+"""
+
+
+def test_input_routed_affinity_runs_locally_with_a_warning_and_is_refused_at_registration(tmp_path):
+    import runpy
+
+    import flux.model.fluxcore as fluxcore
+
+    fluxcore._warned.clear()
+    path = tmp_path / "tenants.py"
+    path.write_text(textwrap.dedent(INPUT_ROUTED))
+    with pytest.warns(MigrationWarning, match=r"flux\.routing input, when: ignored by a local run; registering .* is refused"):
+        module = runpy.run_path(str(path))
+    assert module["tenant_report"].run({"tenant": "acme"}).output == {"tenant": "acme"}
+    with pytest.raises(StaticError, match=r"tenants\.py:5: workflow 'tenant_report': flux\.routing\.input\(\), flux\.routing\.when\(\): no counterpart"):
+        read_source(path.read_text(), "tenants.py")
 
 
 def test_a_condition_on_a_metric_or_two_on_one_label_is_refused():
