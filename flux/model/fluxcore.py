@@ -11,6 +11,7 @@ task is recorded, replayed and placed exactly like a native one.
 from __future__ import annotations
 
 import inspect
+import uuid
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -137,7 +138,8 @@ async def stored(task: Any, value: Any) -> Any:
     storage = task.options.output_storage
     if storage is None:
         return value
-    return storage.store(f"{task.name}-{current_task().task_id if current_task() else 'local'}", value)
+    call = current_task()  # one reference per call of each execution: concurrent executions never share one
+    return storage.store(f"{call.execution_id}-{call.task_id}" if call else f"{task.name}-{uuid.uuid4().hex}", value)
 
 
 def formatted_name(task: Any, args: tuple, kwargs: dict) -> str:
