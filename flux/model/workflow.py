@@ -62,7 +62,7 @@ class LocalExecution(RunResult):
 
 
 #: This process's local runs by id, so ``Workflow.resume(id)`` finds a paused one (flux-core
-#: kept them in a database file; here they live as long as the process).
+#: kept them in a database file; here the newest ``KEPT_LOCAL_RUNS`` live as long as the process).
 _LOCAL_RUNS: dict[str, LocalExecution] = {}
 
 
@@ -74,8 +74,15 @@ def local_run(execution_id: str) -> LocalExecution:
     return run
 
 
+#: Local runs kept: the newest, so a long-lived process (a notebook, a test session) stays bounded.
+KEPT_LOCAL_RUNS = 1000
+
+
 def keep_local_run(run: LocalExecution) -> None:
+    _LOCAL_RUNS.pop(run.execution_id, None)
     _LOCAL_RUNS[run.execution_id] = run
+    while len(_LOCAL_RUNS) > KEPT_LOCAL_RUNS:
+        del _LOCAL_RUNS[next(iter(_LOCAL_RUNS))]
 
 
 def validate_affinity(affinity: Any, owner: str) -> dict[str, str | dict] | None:
