@@ -52,9 +52,9 @@ OPTIONS = {
     "output_storage": (Verdict.CHANGES, "the log records the reference; LocalFileStorage needs a shared directory"),
     "namespace": (Verdict.CHANGES, "registering into another namespace is refused: register with -n NAME"),
     "schedule": (Verdict.CHANGES, "kept as the server schedule named after the workflow at registration"),
-    "timeout": (Verdict.CHANGES, "must be > 0 (flux-core's 0 meant none: leave it out)"),
-    "durability": (Verdict.REFUSED, "every execution is durable here"),
-    "runner": (Verdict.REFUSED, "the worker chooses its runner (flux start worker --runner)"),
+    "durability": (Verdict.CHANGES, "accepted with a warning: every execution is durable here"),
+    "runner": (Verdict.CHANGES, "accepted with a warning: the worker's own runner runs it (flux start worker --runner)"),
+    "requires_approval": (Verdict.CHANGES, "a pause before the task: resume with {\"approved\": true} (or false) to decide"),
     "runner_options": (Verdict.REFUSED, "ceilings come from requests (ResourceRequest)"),
     "hooks": (Verdict.REFUSED, "no outbound hooks here"),
     "config_requests": (Verdict.REFUSED, "no Configuration store: pass values as input or secrets"),
@@ -63,10 +63,11 @@ OPTIONS = {
     "risk": (Verdict.REFUSED, "agent-layer option"), "sensitive": (Verdict.REFUSED, "use secret_requests (masked)"),
 }
 CALL_OPTIONS = {
-    ("pause", "until"): "a self-waking pause: await flux.sleep(...) instead",
-    ("pause", "after"): "a self-waking pause: await flux.sleep(...) instead",
-    ("pause", "on_complete"): "a self-waking pause: await flux.call(workflow) instead",
-    ("parallel", "raise_on_error"): "a failed call always fails the batch: catch each TaskFailedError",
+    ("pause", "until"): (Verdict.REFUSED, "a self-waking pause: await flux.sleep(...) instead"),
+    ("pause", "after"): (Verdict.REFUSED, "a self-waking pause: await flux.sleep(...) instead"),
+    ("pause", "on_complete"): (Verdict.REFUSED, "a self-waking pause: await flux.call(workflow) instead"),
+    ("parallel", "raise_on_error"): (Verdict.REFUSED, "a failed call always fails the batch: catch each TaskFailedError"),
+    ("run", "resume_payload"): (Verdict.CHANGES, "the pause returns the value (flux-core 0.87.5 ignored it: None)"),
 }
 
 
@@ -142,10 +143,13 @@ def _call(filename: str, node: ast.Call, routing_names: set[str]) -> list[Findin
             if keyword.arg in OPTIONS:
                 verdict, note = OPTIONS[keyword.arg]
                 found.append(Finding(filename, node.lineno, f"with_options({keyword.arg}=...)", verdict, note))
+            elif keyword.arg == "timeout" and isinstance(keyword.value, ast.Constant) and keyword.value.value == 0:
+                found.append(Finding(filename, node.lineno, "with_options(timeout=0)", Verdict.REFUSED,
+                                     "a timeout is > 0 here (flux-core's 0 meant none: leave it out)"))
     for keyword in node.keywords:
-        note = CALL_OPTIONS.get((name, keyword.arg))
-        if note:
-            found.append(Finding(filename, node.lineno, f"{name}({keyword.arg}=...)", Verdict.REFUSED, note))
+        if (name, keyword.arg) in CALL_OPTIONS:
+            verdict, note = CALL_OPTIONS[(name, keyword.arg)]
+            found.append(Finding(filename, node.lineno, f"{name}({keyword.arg}=...)", verdict, note))
     if name in ("resume", "run") and any(k.arg == "execution_id" for k in node.keywords) or name == "resume":
         found.append(Finding(filename, node.lineno, f"{name}(execution_id)", Verdict.CHANGES,
                              "a local run is resumed from this process's memory (flux-core: its database file)"))

@@ -29,12 +29,17 @@ def test_the_agent_layer_and_input_routing_are_refused_without_importing_the_fil
         "from flux.tasks import create_workflow, pause\n"
         "async def wf(ctx):\n"
         "    await pause('x', after=5)\n"
+        "@task.with_options(timeout=0, timeout_note=1)\n"
+        "def t(): ...\n"
+        "wf.run(execution_id='e', resume_payload=1)\n"
     )
     findings = {(f.line, f.construct): f.verdict for f in check_source(source, "legacy.py")}
     assert findings[(2, "flux.tasks.ai")] is Verdict.REFUSED
     assert findings[(3, "flux.routing.input")] is Verdict.REFUSED
     assert findings[(4, "flux.tasks.create_workflow")] is Verdict.REFUSED
     assert findings[(6, "pause(after=...)")] is Verdict.REFUSED
+    assert findings[(7, "with_options(timeout=0)")] is Verdict.REFUSED
+    assert findings[(9, "run(resume_payload=...)")] is Verdict.CHANGES
     (tmp_path / "legacy.py").write_text(source)
     result = CliRunner().invoke(main, ["migrate", "check", str(tmp_path)])
     assert result.exit_code == 1 and "legacy.py:2: flux.tasks.ai: the AI agent layer" in result.output
