@@ -7,6 +7,8 @@ part, not for the whole programming model (docs/footprint.md).
 
 import importlib
 import importlib.util
+import sys
+import types
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_imports.py keeps it equal to _EXPORTS
@@ -17,8 +19,10 @@ if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
     from flux.model.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
     from flux.model.determinism import choice, now, randint, random, uuid4
+    from flux.domain.declared_schedules import cron, interval, once
     from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
     from flux.domain.secrets import SecretsUnavailable
+    from flux.model.fluxcore import MigrationWarning
     from flux.model.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
     from flux.model.task import TaskFailedError, parallel, task
     from flux.model.waits import ChildWorkflowError, call, pause, sleep
@@ -56,6 +60,10 @@ _EXPORTS = {
     "randint": "flux.model.determinism",
     "random": "flux.model.determinism",
     "uuid4": "flux.model.determinism",
+    "cron": "flux.domain.declared_schedules",
+    "interval": "flux.domain.declared_schedules",
+    "once": "flux.domain.declared_schedules",
+    "MigrationWarning": "flux.model.fluxcore",
     "CatchUpPolicy": "flux.domain.schedules",
     "InvalidSchedule": "flux.domain.schedules",
     "OverlapPolicy": "flux.domain.schedules",
@@ -94,6 +102,20 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
 
+class _Package(types.ModuleType):
+    """``flux.task`` and ``flux.workflow`` stay the decorators after flux-core's
+    ``from flux.task import task`` imports the module of that name: the import system's
+    ``setattr(flux, "task", <module>)`` is not kept (the module is in ``sys.modules``)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
 __all__ = [
     "AsyncClient",
     "CatchUpPolicy",
@@ -115,6 +137,7 @@ __all__ = [
     "LocalExecution",
     "Le",
     "Lt",
+    "MigrationWarning",
     "NotIn",
     "OverlapPolicy",
     "ResourceRequest",
@@ -125,11 +148,14 @@ __all__ = [
     "TaskFailedError",
     "Workflow",
     "choice",
+    "cron",
     "current_task",
+    "interval",
     "label",
     "load",
     "metric",
     "now",
+    "once",
     "parallel",
     "pipeline",
     "progress",

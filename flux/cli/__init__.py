@@ -57,6 +57,7 @@ COMMANDS = {
     "namespace": "flux.cli.namespaces:namespace_group",
     "token": "flux.cli.tokens:token_group",
     "audit": "flux.cli.audit:audit_group",
+    "migrate": "flux.cli.migrate:migrate_group",
     "demo": "flux.cli.start:demo",
 }
 

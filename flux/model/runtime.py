@@ -8,8 +8,12 @@ already completed in earlier attempts; this module does the rest.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import enum
 import json
 import time
+import traceback
+import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
@@ -122,7 +126,16 @@ def progress_nowait(value: Any) -> None:
 
 
 class TaskFailedError(RuntimeError):
-    """Raised inside a workflow when a task failed on its last attempt."""
+    """Raised inside a workflow when a task failed on its last attempt (flux-core's
+    ``ExecutionError``: ``inner_exception`` is what the body raised)."""
+
+    @property
+    def inner_exception(self) -> BaseException | None:
+        return self.__cause__
+
+
+class ExecutionTimeoutError(TimeoutError):
+    """A task's ``timeout`` passed (flux-core's name for it; a ``TimeoutError`` all the same)."""
 
 
 class Suspended(BaseException):
@@ -139,12 +152,29 @@ def current_context() -> "ExecutionContext | None":
     return _current.get()
 
 
+def plain(value: Any) -> Any:
+    """The one JSON form of a value JSON lacks (a datetime, a UUID, an Enum, a timedelta):
+    what a result becomes on the way into the log (docs/migrating-from-flux-core.md,
+    "JSON-only results"). Anything else stays refused, naming the value's type."""
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def to_json_value(value: Any, what: str, limit: int | None = None, max_levels: int | None = None) -> Any:
     """Round-trip through JSON so a first run and a replay see identical values; over
     ``limit`` bytes of JSON it raises ``PayloadTooLarge`` (the server's payload limit),
     nested more than ``max_levels`` ``PayloadTooDeep`` (the server's nesting limit)."""
     try:
-        text = encoded(value)
+        text = json.dumps(value, separators=(",", ":"), default=plain)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from None
     check_size(text, limit, what)
@@ -155,7 +185,8 @@ def to_json_value(value: Any, what: str, limit: int | None = None, max_levels: i
 
 @dataclass
 class ExecutionContext:
-    """What a workflow sees as ``ctx``; also tracks task ids for replay."""
+    """What a workflow sees as ``ctx``; also tracks task ids for replay. ``ExecutionContext[str]``
+    is the class itself, so an annotation with an input type needs no ``from __future__ import annotations``."""
 
     execution_id: str
     workflow_name: str
@@ -190,6 +221,9 @@ class ExecutionContext:
     def preempting(self) -> Preempting | None:
         """Set once this attempt is being preempted (``TaskCall.preempting``)."""
         return _preempting.get(self.execution_id)
+
+    def __class_getitem__(cls, item: Any) -> type:
+        return cls
 
     async def progress(self, value: Any) -> None:
         """Record a PROGRESS event (any JSON value), shown live by ``flux workflow run
@@ -347,9 +381,11 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
     token = _current.set(ctx)
     wait_id = None
     try:
-        output = to_json_value(
-            await workflow.fn(ctx), f"the output of workflow {workflow.name!r}", ctx.max_payload_size, ctx.max_payload_levels
-        )
+        output = await workflow.fn(ctx)
+        storage = getattr(workflow, "output_storage", None)  # flux-core's: the output is its reference
+        if storage is not None:
+            output = storage.store(f"{workflow.name}-{ctx.execution_id}", output)
+        output = to_json_value(output, f"the output of workflow {workflow.name!r}", ctx.max_payload_size, ctx.max_payload_levels)
         outcome = (EventType.WORKFLOW_COMPLETED, output)
     except asyncio.CancelledError:
         outcome = (EventType.WORKFLOW_CANCELLED, {"reason": "cancelled"})
@@ -357,7 +393,7 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
         outcome, wait_id = (EventType.WORKFLOW_SUSPENDED, suspended.wait), suspended.wait["id"]
     except Exception as exc:  # noqa: BLE001 - the workflow's failure is data, not a crash
         structured = failure_of(exc)  # type, message, frames; ``traceback`` kept for older readers
-        failure = {"error": describe_error(exc), "traceback": structured["traceback"], "failure": structured}
+        failure = {"error": describe_error(exc), **failure_kind(exc), "traceback": structured["traceback"], "failure": structured}
         if _caused_by(exc, MemoryError):
             failure["out_of_memory"] = True  # a runner with a memory ceiling ends the attempt instead
         outcome = (EventType.WORKFLOW_FAILED, failure)
@@ -368,6 +404,14 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
     emit, ctx.emit = ctx.emit, _closed  # the log ends here: stray tasks the workflow left cannot add to it
     emit(make_event(outcome[0], workflow.name, wait_id, value=outcome[1]))
     return outcome
+
+
+def failure_kind(exc: BaseException) -> dict[str, str]:
+    """``type`` and ``message`` of what failed the workflow, as flux-core shows a failure
+    (beside our ``error``): a task's failure is named by the exception its body raised."""
+    while isinstance(exc, TaskFailedError) and exc.__cause__ is not None:  # a task's failure inside a task's
+        exc = exc.__cause__
+    return {"type": type(exc).__name__, "message": str(exc)}
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:

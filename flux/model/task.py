@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from flux.domain.numbers import is_number
 from flux.domain.secrets import check_secret_requests
-from flux.model.runtime import TaskFailedError, current_context
+from flux.model import fluxcore
+from flux.model.runtime import ExecutionTimeoutError, TaskFailedError, current_context
 
 __all__ = ["Task", "TaskFailedError", "TaskOptions", "parallel", "task"]
 
@@ -41,6 +42,13 @@ class TaskOptions:
     cache_ttl: float | None = None
     #: Secret names the task receives as its ``secrets`` keyword argument (a dict).
     secret_requests: tuple[str, ...] = ()
+    #: flux-core's approval gate: a ``pause("approval.<name>")`` before each call, or before the
+    #: calls whose arguments a predicate says need it (``flux.model.fluxcore``).
+    requires_approval: bool | Callable[..., Any] = False
+    #: flux-core's ``metadata=True``: the body receives ``metadata`` (its task id and name).
+    metadata: bool = False
+    #: flux-core's ``output_storage``: keeps the result (``store``/``retrieve``); the log records its reference.
+    output_storage: Any = None
 
     def __post_init__(self) -> None:
         if isinstance(self.retry_max_attempts, bool) or not isinstance(self.retry_max_attempts, int) or self.retry_max_attempts < 0:
@@ -61,6 +69,13 @@ class TaskOptions:
             raise ValueError(f"task {self.name!r}: cache_ttl must be a number of seconds > 0 or None, got {self.cache_ttl!r}")
         if self.cache_ttl is not None and not self.cache:
             raise ValueError(f"task {self.name!r}: cache_ttl needs cache=True")
+        if not isinstance(self.metadata, bool):
+            raise ValueError(f"task {self.name!r}: metadata must be True or False, got {self.metadata!r}")
+        if not (isinstance(self.requires_approval, bool) or callable(self.requires_approval)):
+            raise ValueError(f"task {self.name!r}: requires_approval must be True, False or a predicate of the call's arguments")
+        storage = self.output_storage
+        if storage is not None and not (callable(getattr(storage, "store", None)) and callable(getattr(storage, "retrieve", None))):
+            raise ValueError(f"task {self.name!r}: output_storage needs store() and retrieve(), got {storage!r}")
         object.__setattr__(self, "secret_requests", check_secret_requests(self.secret_requests, f"task {self.name!r}"))
 
 
@@ -83,17 +98,39 @@ class Task:
         ctx = current_context()
         if ctx is None:  # outside a workflow: behave like the plain function
             return self.invoke(args, kwargs)
+        if "{" in self.name:  # flux-core's name template, "resize_{size}": named by this call's arguments
+            return Task(self.fn, replace(self.options, name=fluxcore.formatted_name(self, args, kwargs)))(*args, **kwargs)
+        if self.options.requires_approval or self.options.output_storage is not None:
+            return fluxcore.gated_call(self, ctx, args, kwargs)
         return ctx.call_task(self, args, kwargs)
+
+    def with_options(self, **changes: Any) -> "Task":
+        """This task with some options changed (flux-core's ``my_task.with_options(...)``)."""
+        return Task(self.fn, replace(self.options, **changes))
+
+    async def map(self, items: Any) -> list[Any]:
+        """flux-core's ``await task.map(items)``: this task on each item, concurrently, in
+        item order (``flux.map(task, items, concurrency=n)`` bounds how many run at once)."""
+        return await parallel(*[self(item) for item in items])
 
     async def invoke(self, args: tuple, kwargs: dict) -> Any:
         """Run the function once, honouring the timeout."""
+        kwargs = fluxcore.with_metadata(self, kwargs)
+        if self.options.output_storage is not None:
+            return await fluxcore.stored(self, await self._invoke(args, kwargs))
+        return await self._invoke(args, kwargs)
+
+    async def _invoke(self, args: tuple, kwargs: dict) -> Any:
         if self.is_async:
             call = self.fn(*args, **kwargs)
         else:
             call = asyncio.to_thread(self.fn, *args, **kwargs)
         if self.options.timeout is None:
             return await call
-        return await asyncio.wait_for(call, self.options.timeout)
+        try:
+            return await asyncio.wait_for(call, self.options.timeout)
+        except TimeoutError as exc:
+            raise ExecutionTimeoutError(f"task {self.name!r} timed out after {self.options.timeout} s") from exc
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"
@@ -117,8 +154,15 @@ class _TaskDecorator:
         cache: bool = False,
         cache_ttl: float | None = None,
         secret_requests: list[str] | tuple[str, ...] = (),
+        requires_approval: bool | Callable[..., Any] = False,
+        metadata: bool = False,
+        output_storage: Any = None,
     ) -> Callable[[Callable[..., Any]], Task]:
-        """Options validated when the decorator runs (errors name the option); see docs/tasks.md."""
+        """Options validated when the decorator runs (errors name the option); see docs/tasks.md.
+        ``requires_approval``, ``metadata`` and ``output_storage`` are flux-core's
+        (docs/migrating-from-flux-core.md)."""
+        fluxcore.differences(rollback=rollback, secret_requests=secret_requests)
+
         def decorate(fn: Callable[..., Any]) -> Task:
             options = TaskOptions(
                 name=name or fn.__name__,
@@ -131,6 +175,9 @@ class _TaskDecorator:
                 cache=cache,
                 cache_ttl=cache_ttl,
                 secret_requests=secret_requests,
+                requires_approval=requires_approval,
+                metadata=metadata,
+                output_storage=output_storage,
             )
             if options.secret_requests and "secrets" not in inspect.signature(fn).parameters:
                 raise ValueError(f"task {options.name!r}: secret_requests needs a 'secrets' parameter on {fn.__name__}()")

@@ -8,6 +8,7 @@ worker.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 import uuid
@@ -18,21 +19,26 @@ from flux.domain.affinity import Operator, normalise_affinity
 from flux.domain.attempts import check_max_attempts
 from flux.domain.concurrency import Concurrency, check_concurrency, check_limit
 from flux.domain.priority import check_priority
+from flux.domain.declared_schedules import DeclaredSchedule
+from flux.domain.namespaces import check_namespace
 from flux.domain.events import ExecutionState
 from flux.domain.names import check_name
 from flux.domain.resource_request import ResourceRequest, request_or_none
 from flux.domain.secrets import Redactor
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.domain.waits import check_timeout
+from flux.routing import Unmapped
+from flux.model import fluxcore
+from flux.model.results import Event, RunResult
 from flux.model.runtime import ExecutionContext
 from flux.model.waits import run_local
 
 
-
 @dataclass
-class LocalExecution:
+class LocalExecution(RunResult):
     """The result of ``Workflow.run``: the same facts the server would record. A run
-    that reached ``pause()`` is PAUSED, its pause in ``wait``: ``resume(input)`` goes on."""
+    that reached ``pause()`` is PAUSED, its pause in ``wait``: ``resume(input)`` goes on.
+    flux-core's reading of a result (``has_failed``, ``to_json()``...) is ``RunResult``'s."""
 
     execution_id: str
     state: ExecutionState
@@ -41,6 +47,10 @@ class LocalExecution:
     #: The pending pause of a PAUSED run: ``{"kind": "pause", "id", "name", "payload"}``.
     wait: dict | None = None
     _resume: Callable[[Any], Any] | None = field(default=None, repr=False)
+    workflow_name: str = ""
+    input: Any = None
+    #: flux-core's ``start_resuming(value)``: the value a later ``run(execution_id=...)`` resumes with.
+    resume_with: Any = field(default=None, repr=False)
 
     @property
     def succeeded(self) -> bool:
@@ -51,6 +61,30 @@ class LocalExecution:
         if self._resume is None:
             raise RuntimeError(f"execution {self.execution_id} is {self.state.value}, not PAUSED")
         return asyncio.run(self._resume(input))
+
+
+#: This process's local runs by id, so ``Workflow.resume(id)`` finds a paused one (flux-core
+#: kept them in a database file; here the newest ``KEPT_LOCAL_RUNS`` live as long as the process).
+_LOCAL_RUNS: dict[str, LocalExecution] = {}
+
+
+def local_run(execution_id: str) -> LocalExecution:
+    """A local run of this process by id (``KeyError`` naming it otherwise)."""
+    run = _LOCAL_RUNS.get(execution_id)
+    if run is None:
+        raise KeyError(f"no local run {execution_id!r} in this process (local runs are kept in memory)")
+    return run
+
+
+#: Local runs kept: the newest, so a long-lived process (a notebook, a test session) stays bounded.
+KEPT_LOCAL_RUNS = 1000
+
+
+def keep_local_run(run: LocalExecution) -> None:
+    _LOCAL_RUNS.pop(run.execution_id, None)
+    _LOCAL_RUNS[run.execution_id] = run
+    while len(_LOCAL_RUNS) > KEPT_LOCAL_RUNS:
+        del _LOCAL_RUNS[next(iter(_LOCAL_RUNS))]
 
 
 def validate_affinity(affinity: Any, owner: str) -> dict[str, str | dict] | None:
@@ -108,6 +142,10 @@ class WorkflowOptions:
     concurrency: Concurrency | None = None
     #: At most this many executions of this workflow hold a worker at once.
     max_concurrency: int | None = None
+    #: The namespace the workflow belongs in: registering it into another is refused.
+    namespace: str | None = None
+    #: A schedule declared in code: registration creates (or updates) the server schedule ``<name>``.
+    schedule: DeclaredSchedule | None = None
 
     def metadata(self) -> dict:
         """What the server stores beside the source: name, placement constraints and routing.
@@ -128,6 +166,10 @@ class WorkflowOptions:
             metadata["max_attempts"] = self.max_attempts
         if self.timeout is not None:
             metadata["timeout"] = self.timeout
+        if self.namespace is not None:
+            metadata["namespace"] = self.namespace
+        if self.schedule is not None:
+            metadata["schedule"] = self.schedule.request()
         metadata.update(self.contention())
         return metadata
 
@@ -158,6 +200,8 @@ def workflow_options(
     preemptible: Any = True,
     concurrency: Any = None,
     max_concurrency: Any = None,
+    namespace: Any = None,
+    schedule: Any = None,
 ) -> WorkflowOptions:
     """Validate a workflow's options; ``ValueError`` (or ``InvalidResourceRequest``) names the field.
 
@@ -165,6 +209,9 @@ def workflow_options(
     registration when it reads the decorator's arguments from the source."""
     name = check_name(name)
     owner = f"workflow {name!r}"
+    for policy in (affinity, routing):
+        if isinstance(policy, Unmapped):  # flux-core's input-resolved routing: never registered
+            raise ValueError(f"{owner}: {policy.message()}")
     request = _validate_requests(requests, owner)
     affinity = validate_affinity(affinity, owner)
     routing = validate_routing(routing, owner)
@@ -174,11 +221,21 @@ def workflow_options(
         raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
     if not isinstance(preemptible, bool):
         raise ValueError(f"{owner}: preemptible must be True or False, got {preemptible!r}")
+    if schedule is not None and not isinstance(schedule, DeclaredSchedule):
+        raise ValueError(f"{owner}: schedule must be cron(...), interval(...) or once(...), got {schedule!r}")
     return WorkflowOptions(
         name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner), check_timeout(timeout, owner),
-        check_priority(priority, owner), preemptible, check_concurrency(concurrency, owner),
-        None if max_concurrency is None else check_limit(max_concurrency, f"{owner}: max_concurrency"),
+        priority=check_priority(priority, owner), preemptible=preemptible, concurrency=check_concurrency(concurrency, owner),
+        max_concurrency=None if max_concurrency is None else check_limit(max_concurrency, f"{owner}: max_concurrency"),
+        namespace=None if namespace is None else _namespace(namespace, owner), schedule=schedule,
     )
+
+
+def _namespace(namespace: Any, owner: str) -> str:
+    try:
+        return check_namespace(namespace)
+    except ValueError as exc:
+        raise ValueError(f"{owner}: namespace: {exc}") from None
 
 
 class Workflow:
@@ -196,14 +253,20 @@ class Workflow:
         preemptible: bool = True,
         concurrency: Concurrency | None = None,
         max_concurrency: int | None = None,
+        namespace: str | None = None,
+        schedule: DeclaredSchedule | None = None,
+        output_storage: Any = None,
     ):
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
         self.fn = fn
+        affinity, routing = fluxcore.local_only(affinity), fluxcore.local_only(routing)
         self.options = workflow_options(
             fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts, timeout,
-            priority, preemptible, concurrency, max_concurrency,
+            priority, preemptible, concurrency, max_concurrency, namespace, schedule,
         )
+        #: flux-core's ``output_storage``: keeps the output; the execution's output is its reference.
+        self.output_storage = output_storage
         self.name = self.options.name
         self.requests = self.options.requests
         self.affinity = self.options.affinity
@@ -211,33 +274,49 @@ class Workflow:
         self.pending_timeout = self.options.pending_timeout
         self.max_attempts = self.options.max_attempts
         self.timeout = self.options.timeout
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
+        self.namespace = self.options.namespace
+        self.schedule = self.options.schedule
+        functools.update_wrapper(self, fn)  # __module__, __doc__, __wrapped__: the function's
 
     def metadata(self) -> dict:
         """What the server stores beside the source (``WorkflowOptions.metadata``)."""
         return self.options.metadata()
 
-    def run(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
+    def run(
+        self, input: Any = None, secrets: Mapping[str, str] | None = None, execution_id: str | None = None,
+        resume_payload: Any = None,
+    ) -> LocalExecution:
         """Run in this process, without a server (tests, notebooks). ``secrets``: what
-        tasks with ``secret_requests`` receive (masked in the events, as on a worker)."""
+        tasks with ``secret_requests`` receive (masked in the events, as on a worker).
+        ``execution_id`` (and ``resume_payload``): flux-core's form of ``resume(execution_id, value)``."""
+        if execution_id is not None:
+            return self.resume(execution_id, resume_payload)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.run_async(input, secrets))
         raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
 
+    def resume(self, execution_id: str, input: Any = None) -> LocalExecution:
+        """Continue this process's local run ``execution_id``: a paused one goes on with
+        ``input`` as its pause's value; one that ended is returned as it is (flux-core's ``resume``)."""
+        run = local_run(execution_id)
+        if not run.is_paused:
+            return run
+        return run.resume(run.resume_with if input is None else input)
+
     async def run_async(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
         """Run in this process; durable waits are played as the server would
         (``flux.model.waits.run_local``): a long sleep is slept, a call runs its child here.
         ``secrets``: what tasks with ``secret_requests`` receive, redacted from the events."""
         execution_id, events, completed = uuid.uuid4().hex, [], {}
+        secrets = {**fluxcore.LOCAL_SECRETS, **(secrets or {})}
         redactor = Redactor()
         redactor.add((secrets or {}).values())
 
         def context(attempt: int) -> ExecutionContext:
             return ExecutionContext(execution_id=execution_id, workflow_name=self.name, input=input, attempt=attempt,
-                                    completed_tasks=completed, emit=lambda event: events.append(redactor.redact(event)),
+                                    completed_tasks=completed, emit=lambda event: events.append(Event(redactor.redact(event))),
                                     secrets=dict(secrets or {}))
 
         deadline = None if self.timeout is None else time.time() + self.timeout  # from submission, as on a server
@@ -245,8 +324,12 @@ class Workflow:
         async def attempts(attempt: int = 1, done: tuple[dict, Any] | None = None) -> LocalExecution:
             state, value, last = await run_local(self, context, attempt, deadline, done)
             if state is ExecutionState.PAUSED:
-                return LocalExecution(execution_id, state, None, events, value, lambda given: attempts(last + 1, (value, given)))
-            return LocalExecution(execution_id, state, redactor.redact(value), events)
+                run = LocalExecution(execution_id, state, None, events, value, lambda given: attempts(last + 1, (value, given)),
+                                     self.name, input)
+            else:
+                run = LocalExecution(execution_id, state, redactor.redact(value), events, workflow_name=self.name, input=input)
+            keep_local_run(run)
+            return run
 
         return await attempts()
 
@@ -273,6 +356,11 @@ class _WorkflowDecorator:
         preemptible: bool = True,
         concurrency: Concurrency | None = None,
         max_concurrency: int | None = None,
+        namespace: str | None = None,
+        schedule: DeclaredSchedule | None = None,
+        output_storage: Any = None,
+        runner: str | None = None,
+        durability: str = "durable",
     ) -> Callable[[Callable[..., Any]], Workflow]:
         """Options for the decorated workflow, validated when the decorator runs.
 
@@ -286,13 +374,19 @@ class _WorkflowDecorator:
         and waits (docs/waits.md). ``priority`` (a class name such as ``"high"`` or an
         int), ``preemptible``, ``concurrency=Concurrency(key=..., limit=...)`` and
         ``max_concurrency`` decide who gets a contended fleet (docs/contention.md).
+        ``namespace``, ``schedule`` and ``output_storage`` are
+        flux-core's (docs/migrating-from-flux-core.md), and so are ``runner`` and
+        ``durability``, accepted with a ``MigrationWarning``: here the worker's runner runs
+        every execution, and every execution is durable.
         """
+        fluxcore.flux_core_placement(runner, durability)
 
         def decorate(fn: Callable[..., Any]) -> Workflow:
             return Workflow(
                 fn, name=name, requests=requests, affinity=affinity, routing=routing, pending_timeout=pending_timeout,
                 max_attempts=max_attempts, timeout=timeout, priority=priority, preemptible=preemptible,
-                concurrency=concurrency, max_concurrency=max_concurrency,
+                concurrency=concurrency, max_concurrency=max_concurrency, namespace=namespace, schedule=schedule,
+                output_storage=output_storage,
             )
 
         return decorate

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flux.bundles.archive import Bundle
+from flux.registration.migration import task_notes
 from flux.registration.requirements import declared_requirements, with_requirements
 from flux.registration.static import FoundWorkflow, StaticError, read_source
 
@@ -13,6 +14,8 @@ from flux.registration.static import FoundWorkflow, StaticError, read_source
 class BundleReading:
     workflows: list[FoundWorkflow]
     requirements: list[str]
+    #: Per module file: its tasks' options whose meaning differs from flux-core's (``migration.task_notes``).
+    notes: dict[str, list[str]] = field(default_factory=dict)
 
 
 def module_name(path: str) -> str | None:
@@ -32,13 +35,16 @@ def read_bundle(bundle: Bundle, requirements: bool = True) -> BundleReading:
     """The workflows of every importable module; ``StaticError`` for a module that cannot
     be read, a name defined twice, or a bundle without a workflow."""
     found: dict[str, FoundWorkflow] = {}
+    notes: dict[str, list[str]] = {}
     modules = 0
     for path in sorted(bundle.files):
         module = module_name(path)
         if module is None:
             continue
         modules += 1
-        for workflow in read_source(bundle.text(path) or "", path, module).workflows:
+        reading = read_source(bundle.text(path) or "", path, module)
+        notes[path] = task_notes(reading.tasks)
+        for workflow in reading.workflows:
             first = found.get(workflow.options.name)
             if first is not None:
                 raise StaticError(
@@ -50,7 +56,7 @@ def read_bundle(bundle: Bundle, requirements: bool = True) -> BundleReading:
         shown = ", ".join(sorted(p for p in bundle.files if module_name(p))[:3]) or "no Python module"
         raise StaticError(shown, None, f"no @workflow found ({modules} module(s) read)")
     declared = declared_requirements(bundle) if requirements else []
-    return BundleReading(list(found.values()), declared)
+    return BundleReading(list(found.values()), declared, notes)
 
 
 def stored_request(workflow: FoundWorkflow, reading: BundleReading):  # noqa: ANN201 - ResourceRequest | None

@@ -20,8 +20,10 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from flux import routing as flux_core_routing
 from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
 from flux.domain.concurrency import Concurrency
+from flux.domain.declared_schedules import cron, interval, once
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import label, load, metric, score
 from flux.model.task import TaskOptions
@@ -43,6 +45,11 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
     "load": load,
     "metric": metric,
     "Concurrency": Concurrency,
+    "cron": cron,
+    "interval": interval,
+    "once": once,
+    # flux-core's routing language (``from flux.routing import ...``), translated to ours
+    **{f"routing.{name}": getattr(flux_core_routing, name) for name in flux_core_routing.__all__},
 }
 #: ``ResourceRequest.with_cpu("500m").with_memory("512Mi")``: the request's shortcuts,
 #: on the class or on a request built before them.
@@ -51,11 +58,16 @@ DECORATORS = ("workflow", "task")
 WORKFLOW_OPTIONS = (
     "name", "requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout",
     "priority", "preemptible", "concurrency", "max_concurrency",
+    "namespace", "schedule", "output_storage", "runner", "durability",
 )
 TASK_OPTIONS = (
     "name", "retry_max_attempts", "retry_delay", "retry_backoff", "timeout", "fallback", "rollback", "cache", "cache_ttl",
-    "secret_requests",
+    "secret_requests", "requires_approval", "metadata", "output_storage",
 )
+#: Options not stored: flux-core's ``output_storage`` (an object of the module, built on the
+#: worker when it imports it), ``requires_approval`` (perhaps a lambda; the worker applies
+#: it), ``runner`` and ``durability`` (warned about by the decorator).
+RUNTIME_OPTIONS = ("output_storage", "runner", "durability", "requires_approval")
 #: Task options whose value is a function of the module, recorded by name.
 FUNCTION_OPTIONS = ("fallback", "rollback")
 
@@ -151,6 +163,10 @@ class _Reader:
                 for alias in node.names:
                     if alias.name == "flux":
                         self.names[alias.asname or "flux"] = "flux"
+            elif isinstance(node, ast.ImportFrom) and node.module == "flux.routing" and not node.level:
+                for alias in node.names:  # flux-core's routing language, not ours (``from flux import label``)
+                    if f"routing.{alias.name}" in CONSTRUCTORS:
+                        self.names[alias.asname or alias.name] = f"routing.{alias.name}"
             elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "flux" and not node.level:
                 for alias in node.names:
                     if alias.name in DECORATORS or alias.name in CONSTRUCTORS:
@@ -212,6 +228,8 @@ class _Reader:
                 raise self.error(keyword.value, f"**kwargs cannot be read statically; name each option ({', '.join(allowed)})")
             if keyword.arg not in allowed:
                 raise self.error(keyword.value, f"unknown {what} option {keyword.arg!r}; allowed: {', '.join(allowed)}")
+            if keyword.arg in RUNTIME_OPTIONS:
+                continue
             if keyword.arg in FUNCTION_OPTIONS:
                 options[keyword.arg] = self._function_ref(keyword.value)
             else:

@@ -10,7 +10,7 @@ import asyncio
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from flux.server import bundles, workflows
+from flux.server import bundles, declared, topics, workflows
 from flux.server.auth import CLIENT, worker
 from flux.server.errors import responses
 from flux.server.schemas import BundleInfo, BundleRegistration, WorkflowInfo
@@ -54,7 +54,9 @@ async def register_bundle(body: BundleRegistration, ns: str = Depends(namespace)
     bundle = await asyncio.to_thread(bundles.check, data, svc.settings)
     versions = await asyncio.to_thread(workflows.bundle_versions, bundle, body)
     fleet_views = svc.dispatcher.snapshot.views
-    registered = await svc.db.run(lambda s: workflows.store(s, ns, versions, fleet_views(s)))
+    registered = await svc.db.run(lambda s: declared.register(s, ns, versions, fleet_views(s)))
+    if declared.declares_schedules(versions):
+        svc.notifier.notify(topics.SCHEDULES)  # the firing loop counts its next due time again
     svc.dispatcher.kick()  # what waited on an older version may fit now
     return registered
 

@@ -10,7 +10,7 @@ execution keeps the version it was submitted with (docs/bundles.md).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
@@ -63,6 +63,12 @@ class NewVersion:
     timeout: float | None = None
     #: Priority, preemptible, concurrency, max_concurrency: those set (``WorkflowOptions.contention``).
     contention: dict | None = None
+    #: flux-core's ``namespace=`` on the workflow: where it must be registered (``flux.server.declared``).
+    namespace: str | None = None
+    #: A schedule declared in code (``DeclaredSchedule.request``), kept as a server schedule.
+    schedule: dict | None = None
+    #: Its module's constructs that keep this engine's meaning, not flux-core's: returned as warnings.
+    notes: list[str] = field(default_factory=list)
 
     def key(self) -> tuple:
         requests = self.request.to_dict() if self.request else None
@@ -111,7 +117,9 @@ def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[Ne
                 found.options.routing.to_dict() if found.options.routing else None,
                 found.options.pending_timeout, found.options.max_attempts,
                 bundle.text(found.filename) or "", bundle.sha256, found.filename, bundle.sha256, found.module,
-                found.options.timeout, found.options.contention() or None,
+                found.options.timeout, found.options.contention() or None, found.options.namespace,
+                found.options.schedule.request() if found.options.schedule else None,
+                reading.notes.get(found.filename, []),
             )
             for found in reading.workflows
         ]
@@ -130,7 +138,7 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
     stored = []
     for new in versions:
         latest = _latest(session, namespace, new.name)
-        warnings = _warnings(new.request, new.affinity, fleet, namespace)
+        warnings = _warnings(new.request, new.affinity, fleet, namespace) + new.notes
         if latest and (
             latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout,
             latest.max_attempts, latest.bundle_sha256, latest.module, latest.timeout, latest.contention,

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.domain.policy import ExecutionPolicy
+from flux.domain.declared_schedules import DeclaredSchedule
 from flux.domain.schedules import InvalidSchedule, Schedule, iso, jitter_offset
 from flux.server import executions, workflows
 from flux.server.errors import Conflict, Invalid, NotFound
@@ -224,3 +225,17 @@ def trigger(session: Session, namespace: str, name: str, policy: ExecutionPolicy
     row = get_row(session, namespace, name)
     run = RunRequest(input=row.input, version=row.workflow_version, priority=row.priority)
     return executions.submit(session, namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=time.time())
+
+
+
+def declare(session: Session, namespace: str, workflow: str, declared: dict) -> ScheduleInfo:
+    """The schedule a workflow declares in code (flux-core's ``schedule=cron(...)``), kept as
+    the server schedule named after the workflow: created at its first registration,
+    changed when the code's timing changes, left alone (paused or not) otherwise."""
+    row = session.scalar(select(ScheduleModel).where(_named(namespace, workflow)))
+    if row is None:
+        return create(session, namespace, ScheduleCreate(name=workflow, workflow=workflow, **declared))
+    wanted = DeclaredSchedule.from_request(declared)
+    if spec_of(row) == wanted.schedule and row.overlap == wanted.overlap.value:
+        return info(row)
+    return update(session, namespace, workflow, ScheduleUpdate(**declared))

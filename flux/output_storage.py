@@ -1,0 +1,74 @@
+"""flux-core's ``output_storage=``: a task's result or a workflow's output kept outside the
+log, the log recording its reference (a small JSON object), for values that are not JSON
+(a DataFrame). ``LocalFileStorage`` keeps them as pickles in a directory of this machine:
+the task that stores and the workflow that reads must share it (one process, or a shared
+volume), and whoever can write there can run code in them: keep it private
+(docs/migrating-from-flux-core.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle  # noqa: S403 - the values are this machine's own, in a private directory
+import re
+from pathlib import Path
+from typing import Any
+
+__all__ = ["InlineOutputStorage", "LocalFileStorage", "OutputStorage"]
+
+
+class OutputStorage:
+    """``store(reference_id, value)`` gives a JSON reference; ``retrieve(reference)`` the value."""
+
+    def store(self, reference_id: str, value: Any) -> Any:
+        raise NotImplementedError
+
+    def retrieve(self, reference: Any) -> Any:
+        raise NotImplementedError
+
+    def delete(self, reference: Any) -> None:
+        raise NotImplementedError
+
+
+class InlineOutputStorage(OutputStorage):
+    """The value itself is the reference: what a task without ``output_storage`` does."""
+
+    def store(self, reference_id: str, value: Any) -> Any:
+        return value
+
+    def retrieve(self, reference: Any) -> Any:
+        return reference
+
+    def delete(self, reference: Any) -> None:
+        return None
+
+
+class LocalFileStorage(OutputStorage):
+    """One file per value under ``base_path`` (``FLUX_OUTPUT_STORAGE_DIR``, default
+    ``~/.flux/outputs``): JSON when the value is JSON, a pickle otherwise."""
+
+    def __init__(self, base_path: str | os.PathLike | None = None):
+        default = os.environ.get("FLUX_OUTPUT_STORAGE_DIR") or Path.home() / ".flux" / "outputs"
+        self.base_path = Path(base_path or default)
+
+    def _path(self, reference_id: str) -> Path:
+        return self.base_path / re.sub(r"[^A-Za-z0-9_.:-]", "_", reference_id)
+
+    def store(self, reference_id: str, value: Any) -> dict[str, str]:
+        self.base_path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            data, serializer = json.dumps(value).encode(), "json"
+        except (TypeError, ValueError):
+            data, serializer = pickle.dumps(value), "pickle"
+        self._path(reference_id).write_bytes(data)
+        return {"storage_type": "local_file", "reference_id": reference_id, "serializer": serializer}
+
+    def retrieve(self, reference: dict[str, str]) -> Any:
+        data = self._path(reference["reference_id"]).read_bytes()
+        if reference.get("serializer") == "json":
+            return json.loads(data)
+        return pickle.loads(data)  # noqa: S301 - written by store() above, in a private directory
+
+    def delete(self, reference: dict[str, str]) -> None:
+        self._path(reference["reference_id"]).unlink(missing_ok=True)

@@ -1,0 +1,155 @@
+"""Run flux-core's example programs unchanged on flux-core and on this engine, and
+compare the state and output of each run they make (issue 37's measure).
+
+    python3 scripts/compare_flux_core.py EXAMPLES_DIR [--flux-core-python PATH] [--python PATH]
+
+EXAMPLES_DIR is flux-core's ``examples/`` folder (kept outside this repository). Each
+program runs as ``__main__`` in a fresh interpreter, in a fresh HOME, from the folder
+above EXAMPLES_DIR (the examples name their data as ``examples/data/...``), first with
+flux-core's interpreter (a venv with ``flux-core==0.87.5``), then with this one (this
+checkout on PYTHONPATH). Every ``run``/``resume`` result is recorded as (state, output);
+a failure's output is compared by its exception type, a paused run's by its state,
+execution ids and timestamps are masked, and what differs between two runs on flux-core
+itself (a measured duration) need only have the same type here. A program without
+``__main__`` runs has each of its workflows run once without input. Programs that need
+an LLM or a network service are skipped by path, and so are those that do not run on
+flux-core itself. Prints one line per program and the count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+#: What needs an LLM, an agent runtime, MCP or the network (issue 37's 36 of 98).
+NEEDS_SERVICE = ("ai/", "agents/", "agent_architecture/", "mcp/", "github_stars", "subflows.py")
+#: Under those folders, what needs neither (no LLM call in it).
+NEEDS_NONE = ("ai/deploy_pipeline.py",)
+MARK = "@@FLUX-COMPARE@@"
+
+PROBE = r'''
+import json, re, runpy, sys
+results = []
+IDS = []
+#: Times differ between any two runs: replaced before comparing (execution ids too, below).
+VOLATILE = [
+    (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}:\d{2}| UTC|Z)?"), "<time>"),
+    (re.compile(r"\d{8}_\d{6}"), "<time>"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}"), "<date>"),
+]
+def stable(value):
+    text = json.dumps(value, sort_keys=True)
+    for pattern, replacement in VOLATILE:
+        text = pattern.sub(replacement, text)
+    return json.loads(text)
+def record(ctx):
+    data = json.loads(ctx.to_json())
+    output = data.get("output")
+    state = data.get("state")
+    if state == "FAILED" and isinstance(output, dict):
+        output = {"type": output.get("type")}
+    if state == "PAUSED":
+        output = None
+    IDS.append(ctx.execution_id)
+    results.append([state, stable(output)])
+    return ctx
+def patch(cls, *names):
+    for name in names:
+        original = getattr(cls, name)
+        def wrapped(self, *a, __original=original, **k):
+            return record(__original(self, *a, **k))
+        setattr(cls, name, wrapped)
+if KIND == "flux-core":
+    import flux.workflow
+    WORKFLOW = sys.modules["flux.workflow"].workflow
+else:
+    import flux.model.workflow
+    WORKFLOW = flux.model.workflow.Workflow
+patch(WORKFLOW, "run", "resume")
+sys.argv = [PATH]
+try:
+    runpy.run_path(PATH, run_name="__main__")
+    if not results:  # no __main__ runs: import it as a module, run each of its workflows once without input
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("flux_example", PATH)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["flux_example"] = module
+        spec.loader.exec_module(module)
+        for value in list(vars(module).values()):
+            if isinstance(value, WORKFLOW) and getattr(value, "__module__", "") == "flux_example":
+                value.run()
+except BaseException as exc:
+    results.append(["ERROR", f"{type(exc).__name__}: {exc}"[:300]])
+text = json.dumps(results, default=str)
+for execution_id in IDS:
+    text = text.replace(execution_id, "<id>")
+print("MARK" + text)
+'''.replace("MARK", MARK)
+
+
+def run(python: str, kind: str, program: Path, cwd: Path, env: dict[str, str], timeout: float) -> list:
+    code = f"KIND = {kind!r}\nPATH = {str(program)!r}\n" + PROBE
+    with tempfile.TemporaryDirectory() as home:
+        for where in (Path(home), cwd):  # flux-core keeps its inline runs' database in .flux/
+            (where / ".flux").mkdir(exist_ok=True)
+        try:
+            done = subprocess.run([python, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                                  env={**env, "HOME": home}, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return [["ERROR", f"timed out after {timeout:.0f} s"]]
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    return [["ERROR", (done.stderr.strip().splitlines() or ["no output"])[-1][:300]]]
+
+
+def agrees(first: object, second: object, ours: object) -> bool:
+    """``ours`` equals flux-core's result where flux-core's two runs agree; where they
+    differ (a measured duration, a random draw) it only has to be of the same type."""
+    if first == second:
+        return ours == first
+    if isinstance(first, dict) and isinstance(second, dict) and isinstance(ours, dict):
+        return first.keys() == second.keys() == ours.keys() and all(agrees(first[k], second[k], ours[k]) for k in first)
+    if isinstance(first, list) and isinstance(second, list) and isinstance(ours, list):
+        return len(first) == len(second) == len(ours) and all(map(agrees, first, second, ours))
+    number = (int, float)
+    return type(first) is type(ours) or (isinstance(first, number) and isinstance(ours, number) and not isinstance(ours, bool))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("examples", type=Path)
+    parser.add_argument("--flux-core-python", default="/work/fluxcore-venv/bin/python")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs this engine (with what the examples import)")
+    parser.add_argument("--timeout", type=float, default=120)
+    args = parser.parse_args()
+    root = Path(__file__).resolve().parents[1]
+    examples = args.examples.resolve()
+    programs = sorted(p for p in examples.rglob("*.py") if p.name != "__init__.py"
+                      and (str(p.relative_to(examples)) in NEEDS_NONE
+                           or not any(str(p.relative_to(examples)).startswith(s) for s in NEEDS_SERVICE)))
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    same, compared = 0, 0
+    for program in programs:
+        theirs = run(args.flux_core_python, "flux-core", program, examples.parent, base, args.timeout)
+        again = run(args.flux_core_python, "flux-core", program, examples.parent, base, args.timeout)
+        ours = run(args.python, "flux", program, examples.parent, {**base, "PYTHONPATH": str(root)}, args.timeout)
+        name = program.relative_to(examples)
+        if not theirs or any(state == "ERROR" for state, _ in theirs):
+            print(f"SKIP {name}: does not run on flux-core itself: {theirs}")
+            continue
+        compared += 1
+        ok = agrees(theirs, again, ours)
+        same += ok
+        print(f"{'SAME' if ok else 'DIFF'} {name}" + ("" if ok else f"\n  flux-core: {theirs}\n  here:      {ours}"))
+    print(f"{same} of {compared} run unchanged with the same state and output ({len(programs) - compared} skipped)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
