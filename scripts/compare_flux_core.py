@@ -124,7 +124,8 @@ def agrees(first: object, second: object, ours: object) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("examples", type=Path)
-    parser.add_argument("--flux-core-python", default="/work/fluxcore-venv/bin/python")
+    parser.add_argument("--flux-core-python", required=True,
+                        help="a Python 3.12 interpreter with flux-core==0.87.5 installed (its own venv)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs this engine (with what the examples import)")
     parser.add_argument("--timeout", type=float, default=120)
     args = parser.parse_args()
