@@ -12,7 +12,6 @@ import datetime
 import enum
 import json
 import time
-import traceback
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from flux.model import caching
 from flux.model.calls import call_with, describe_error, failure_of
 from flux.model.saga import compensate
 from flux.domain.events import EventType, make_event
-from flux.domain.payloads import PayloadRefused, check_levels, check_size, encoded
+from flux.domain.payloads import PayloadRefused, check_levels, check_size
 from flux.domain.secrets import SecretsUnavailable
 
 EventSink = Callable[[dict], None]

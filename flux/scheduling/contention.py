@@ -92,14 +92,15 @@ class Contention:
 
     def make_room(self, demand: Demand, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool) -> None:
         """Hold room for ``demand``, which fits nowhere now, on the best worker (preempting there if it may)."""
-        namespace = demand.namespace if pool.restricted else None  # namespaces matter only to restricted workers
-        memo = (demand.constraint_key, namespace, demand.priority, demand.may_preempt)
+        # demands of one kind find the same rooms; namespaces matter only to restricted workers
+        kind = (demand.constraint_key, demand.namespace if pool.restricted else None, demand.priority)
+        memo = (*kind, demand.may_preempt)
         if demand.priority <= self.floor or self._rooms_left <= 0 or memo in self._no_room:
             return
         self._rooms_left -= 1
-        room = self._room(demand, checks, filters, pool, preempt=True) if demand.may_preempt else None
+        room = self._room(demand, kind, checks, filters, pool, preempt=True) if demand.may_preempt else None
         preempting = room is not None and bool(room.victims)
-        room = room or self._room(demand, checks, filters, pool, preempt=False)
+        room = room or self._room(demand, kind, checks, filters, pool, preempt=False)
         if room is None:
             self._no_room.add(memo)
             return
@@ -119,10 +120,12 @@ class Contention:
     def _evictable(demand: Demand, holder: Holder) -> bool:
         return holder.preemptible and holder.priority < demand.priority
 
-    def _room(self, demand: Demand, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool, preempt: bool) -> Room | None:
+    def _room(
+        self, demand: Demand, kind: tuple, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool, preempt: bool,
+    ) -> Room | None:
         """The best room for ``demand`` (``preempt``: by evicting lower-priority work, else
         by waiting for what runs to end), from the rooms found for its kind this round."""
-        kind = (demand.constraint_key, demand.namespace if pool.restricted else None, demand.priority, preempt)
+        kind = (*kind, preempt)
         evictable = (lambda h: self._evictable(demand, h)) if preempt else (lambda h: True)
         static = bound((f for f in filters if f.consumed is Consumption.NEVER), demand.request, demand.affinity)
 

@@ -92,7 +92,3 @@ def find_room(
             victims.append(holder)
     return Room(worker, tuple(victims), tuple(leaving))
 
-
-def best_room(rooms: Iterable[Room | None]) -> Room | None:
-    found = [room for room in rooms if room is not None]
-    return min(found, key=Room.key) if found else None

@@ -23,7 +23,6 @@ from typing import NamedTuple
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from flux.domain.events import ExecutionState
 from flux.domain.workers import WorkerState
 from flux.server.models import ExecutionModel
 from flux.domain.policy import ExecutionPolicy

@@ -22,7 +22,7 @@ from flux.scheduling.demand import Demand
 from flux.scheduling.filters import active, bound
 from flux.scheduling.holders import Holder
 from flux.scheduling.placement import place
-from flux.scheduling.preemption import best_room, find_room, fits, room_view
+from flux.scheduling.preemption import Room, find_room, fits, room_view
 from flux.scheduling.quotas import QuotaLedger
 from flux.scheduling.snapshot import WorkerView
 
@@ -127,6 +127,12 @@ def test_find_room_chooses_evictable_victims_whose_leaving_makes_room_and_no_mor
     assert {h.execution_id for h in room.leaving} == {h.execution_id for h in holders if h.leaving}
     _assert_sound(room, holders, demand)
     _assert_youngest_and_lowest_first(room, holders, demand)
+
+
+def best_room(rooms):
+    """The room the round takes among these (``Contention`` keeps them in a heap on ``Room.key``)."""
+    found = [room for room in rooms if room is not None]
+    return min(found, key=Room.key) if found else None
 
 
 @settings(max_examples=100, deadline=None)
