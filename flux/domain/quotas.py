@@ -30,7 +30,10 @@ def _limit(name: str, value: Any) -> float:
         return parse_cpu(value)
     if name in BYTES:
         return parse_quantity(value, field)
-    number = float(value) if not isinstance(value, str) else float(value.strip())
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise InvalidResourceRequest(f"{field}: must be a whole number >= 0, got {value!r}") from None
     if not math.isfinite(number) or number < 0 or (name in (GPU, EXECUTIONS) and not number.is_integer()):
         raise InvalidResourceRequest(f"{field}: must be a whole number >= 0, got {value!r}")
     return number
