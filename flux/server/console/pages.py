@@ -152,7 +152,8 @@ def register(api: APIRouter, console: Console) -> None:
                 )
             return console.render(request, "workflow.html", title=f"Workflow {name}", active="workflows", workflow=info,
                                   runs=runs, rate=success_rate(runs), now=time.time(), input_text="", problem=None,
-                                  histogram=charts.duration_histogram(history), outcomes=charts.outcomes(history))
+                                  histogram=charts.duration_histogram(history), outcomes=charts.outcomes(history),
+                                  success=charts.success_over_time(history))
 
         return await answer(console, request, page)
 
