@@ -1,10 +1,13 @@
 """Webhooks through real processes, beyond tests/e2e/test_hooks.py: an execution that
-stays unschedulable is told once, after --hooks-unschedulable-after and not before; two
+stays unschedulable is told once, after --hooks-unschedulable-after and not before; a
+GPU that fails its health check is told once (fake NVML: no GPU here); two
 server replicas on one PostgreSQL database deliver each event once per delivery id
 (docs/hooks.md)."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,6 +21,7 @@ from receivers import Receiver
 from shared import HELLO
 from waiting import eventually
 
+TESTS = Path(__file__).parents[1]
 SECRET = "s3cret-of-the-tests-0123456789"
 ALLOW = ("--hooks-allow-private", "--hooks-backoff", "0.2", "--hooks-timeout", "2")
 HUGE = """
@@ -60,6 +64,25 @@ def test_an_execution_unschedulable_past_the_threshold_is_told_once(make_cluster
         assert submitted <= body["data"]["since"] <= judged and arrived - body["data"]["since"] >= 3
         assert [d["type"] for d in client.hook_deliveries("stuck")] == ["execution.unschedulable"]
         client.cancel(execution["id"])
+
+
+@pytest.mark.timeout(60)
+def test_a_device_that_became_unhealthy_is_told_once_fake_nvml(make_cluster, monkeypatch, receiver, tmp_path):
+    faults = tmp_path / "faults.json"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("FLUX_FAKE_NVML_EVENTS", str(faults))
+    monkeypatch.setenv("FLUX_SECRETS_KEY", Fernet.generate_key().decode())
+    cluster = make_cluster(server_args=ALLOW)
+    with FluxClient(cluster.server_url) as client:
+        client.create_hook("devices", receiver.url, ["device.unhealthy"], secret=SECRET)
+        cluster.start_worker("h200-box", extra_args=("--gpu-source", "nvml:fakes:TWO_FAKE_H200"))
+        failing = client.show_worker("h200-box")["resources"]["gpus"][1]["uuid"]
+        faults.write_text(json.dumps({"xid": {failing: 79}}))  # the card falls off the bus
+        body = eventually(lambda: receiver.bodies(), 30, "never told")[0]
+        time.sleep(2)  # heartbeats go on reporting it unhealthy: told once, not per heartbeat
+    assert len(receiver.bodies()) == 1, receiver.bodies()
+    assert body["type"] == "device.unhealthy" and body["namespace"] is None
+    assert body["data"] == {"worker": "h200-box", "device": failing, "index": 1, "reason": "XID 79"}
 
 
 @pytest.mark.timeout(120)
