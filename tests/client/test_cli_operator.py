@@ -19,7 +19,7 @@ import pytest
 from flux.cli.demo import NEXT
 from flux.cli.watch import Tracker, _goes_on, _StatusLine, progress_text
 from flux.client import FluxClient
-from flux.local import LocalCluster, free_port
+from flux.local import LocalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
