@@ -178,7 +178,7 @@ def unschedulable_overdue(session: Session, reasons: dict[str, str], now: float)
         select(ExecutionEventModel.execution_id, ExecutionEventModel.value, ExecutionEventModel.time, ExecutionModel.pending_since,
                ExecutionModel.scheduled_at)
         .join(ExecutionModel, ExecutionModel.id == ExecutionEventModel.execution_id)
-        .where(ExecutionEventModel.execution_id.in_(reasons), ExecutionEventModel.type == EventType.WORKFLOW_UNSCHEDULABLE.value)
+        .where(ExecutionEventModel.execution_id.in_(list(reasons)), ExecutionEventModel.type == EventType.WORKFLOW_UNSCHEDULABLE.value)
         .order_by(ExecutionEventModel.seq)
     ):
         since[row.execution_id] = ((row.value or {}).get("since", row.time), row.pending_since or row.scheduled_at)
@@ -188,10 +188,10 @@ def unschedulable_overdue(session: Session, reasons: dict[str, str], now: float)
         return
     sent = set(session.execute(
         select(HookDeliveryModel.hook_id, HookDeliveryModel.subject, HookDeliveryModel.created_at)
-        .where(HookDeliveryModel.hook_id.in_(hooks), HookDeliveryModel.subject.in_(overdue), HookDeliveryModel.type == type_.value)
+        .where(HookDeliveryModel.hook_id.in_(hooks), HookDeliveryModel.subject.in_(list(overdue)), HookDeliveryModel.type == type_.value)
     ).all())
     told = {(hook, subject) for hook, subject, at in sent if at >= overdue[subject][1]}
-    for execution in session.scalars(select(ExecutionModel).where(ExecutionModel.id.in_(overdue))):
+    for execution in session.scalars(select(ExecutionModel).where(ExecutionModel.id.in_(list(overdue)))):
         first = overdue[execution.id][0]
         event = HookEvent(type_, execution.id, execution.namespace, _body(execution, reason=reasons[execution.id], since=first,
                           waited=round(now - first, 3)), workflow=execution.workflow_name)

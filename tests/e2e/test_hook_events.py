@@ -42,9 +42,11 @@ def receiver():
 
 
 @pytest.mark.timeout(60)
-def test_an_execution_unschedulable_past_the_threshold_is_told_once(make_cluster, monkeypatch, receiver, workflow_file):
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_an_execution_unschedulable_past_the_threshold_is_told_once(make_cluster, monkeypatch, receiver, workflow_file, database, request):
     monkeypatch.setenv("FLUX_SECRETS_KEY", Fernet.generate_key().decode())
-    cluster = make_cluster(server_args=(*ALLOW, "--hooks-unschedulable-after", "3s"))
+    url = request.getfixturevalue("pg_url") if database == "postgresql" else None
+    cluster = make_cluster(server_args=(*ALLOW, "--hooks-unschedulable-after", "3s"), database_url=url)
     with FluxClient(cluster.server_url) as client:
         client.create_hook("stuck", receiver.url, ["execution.unschedulable"], secret=SECRET)
         client.register(workflow_file(HUGE))
@@ -85,7 +87,7 @@ def test_a_device_that_became_unhealthy_is_told_once_fake_nvml(make_cluster, mon
     assert body["data"] == {"worker": "h200-box", "device": failing, "index": 1, "reason": "XID 79"}
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)  # ~12 s on an idle machine; minutes where the machine is shared
 def test_two_replicas_deliver_each_event_once_per_delivery_id(tmp_path: Path, pg_url, monkeypatch, receiver, workflow_file):
     """Both replicas run the delivery loop on one outbox (rows leased with SKIP LOCKED)
     and both take submissions; a worker on each. Every event arrives, each delivery id once."""
