@@ -114,7 +114,7 @@ function followExecution(root) {
   const now = () => Math.max(Date.now() / 1000 + skew, latest);
   const facts = root.querySelector("dl.facts");
   const chart = ganttModel(root.querySelector("[data-live-tasks]"));
-  const draw = () => { tickHeader(facts, now()); chart.draw(now()); };
+  const draw = () => { tickHeader(facts, now()); chart.draw(now()); refreshTimes(); };
   const source = new EventSource(root.dataset.events);
   let pending = null;
   source.addEventListener("event", (message) => {
