@@ -394,12 +394,16 @@ def test_schedules_read_as_the_cli_says_and_are_created_and_deleted_from_the_pag
     page.select_option("#s-workflow", "quick")
     page.select_option("#s-kind", "every")
     page.fill("#s-timing", "5m")
+    page.select_option("#s-overlap", "queue_one")
+    page.select_option("#s-catch-up", "none")
+    page.fill("#s-timezone", "Europe/Paris")
     page.fill("#s-input", '{"name": "Lovelace"}')
     page.click("button:has-text('Create')")
     created = page.locator("table.schedules tr", has_text="from-the-page")
     expect(created).to_contain_text("every 5m")
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", created.locator("td").nth(5).inner_text())  # not raw ISO
-    assert client.show_schedule("from-the-page")["input"] == {"name": "Lovelace"}
+    made = client.show_schedule("from-the-page")
+    assert (made["input"], made["overlap"], made["catch_up"], made["timezone"]) == ({"name": "Lovelace"}, "queue_one", "none", "Europe/Paris")
     page.screenshot(path=shots / "schedules-actions.png", full_page=True)
     page.once("dialog", lambda dialog: dialog.accept())
     created.locator("button:has-text('Delete')").click()
