@@ -38,6 +38,17 @@ def shown(execution: dict) -> dict:
     return execution
 
 
+#: The list's table for people: header -> field. Short headers, so that its six columns
+#: fit 80 (``worker_name`` and ``scheduled_at`` as headers did not); JSON keeps the API's names.
+TABLE = {"id": "id", "workflow": "workflow_name", "state": "state", "worker": "worker_name", "scheduled": "scheduled_at",
+         "schedule": "schedule"}
+
+
+def table_row(execution: dict) -> dict:
+    row = shown(execution)
+    return {header: when(row[key]) if key.endswith("_at") else row.get(key) for header, key in TABLE.items()}
+
+
 def execution_line(execution: dict) -> str:
     """One execution per line (``list --all``): the table's columns, tab-separated."""
     execution = shown(execution)
@@ -63,7 +74,7 @@ def execution_list(client: FluxClient, state: str | None, workflow: str | None, 
     rows, cursor = client.list_executions_page(state, workflow, limit, worker=worker, schedule=schedule, after=after, include=include)
 
     def render(rows: list[dict]) -> None:
-        render_rows(LIST_COLUMNS, [shown(row) for row in rows])
+        render_rows(list(TABLE), [table_row(row) for row in rows])
         if cursor:
             click.echo(f"more: --after {cursor}", err=True)
 

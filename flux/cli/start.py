@@ -117,6 +117,8 @@ def start() -> None:
               help="Seconds before a webhook delivery's first retry, doubled per failure (at most 1 h), with jitter")
 @click.option("--hooks-timeout", envvar="FLUX_HOOKS_TIMEOUT", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               help="Seconds one webhook POST may take in all")
+@click.option("--hooks-unschedulable-after", envvar="FLUX_HOOKS_UNSCHEDULABLE_AFTER", type=DURATION, default="5m",
+              show_default=True, help="How long an execution stays unschedulable before execution.unschedulable is sent (once per wait)")
 @click.option("--autoscale/--no-autoscale", envvar="FLUX_AUTOSCALE", default=True, show_default=True,
               help="Start and stop the workers of worker pools (docs/autoscaling.md); off: pools are kept but not acted on")
 @log_format_option
@@ -128,6 +130,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
                  secrets_key_file: str | None, priority_classes: tuple[str, ...], preemption_grace: float,
                  hooks_allow_private: bool, hooks_max_age: float, hooks_backoff: float, hooks_timeout: float,
+                 hooks_unschedulable_after: float,
                  autoscale: bool, log_format: str) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
     import os
@@ -151,7 +154,7 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             max_bundle_size=max_bundle_size, bundle_dir=bundle_dir, secrets_key_file=secrets_key_file,
             priority_classes=list(priority_classes), preemption_grace=preemption_grace,
             hooks_allow_private=hooks_allow_private, hooks_max_age=hooks_max_age, hooks_backoff=hooks_backoff,
-            hooks_timeout=hooks_timeout,
+            hooks_timeout=hooks_timeout, hooks_unschedulable_after=hooks_unschedulable_after,
             autoscale=autoscale,
         )
     except ValueError as exc:

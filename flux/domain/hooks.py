@@ -27,7 +27,7 @@ class HookEventType(StrEnum):
     EXECUTION_TIMED_OUT = "execution.timed-out"
     #: Emitted by preemption (another feature) through ``flux.server.outbox.enqueue``.
     EXECUTION_PREEMPTED = "execution.preempted"
-    #: No registered worker could ever run it (dispatch's verdict, recorded when it changes).
+    #: No registered worker could ever run it, for the server's threshold (``outbox.unschedulable_overdue``).
     EXECUTION_UNSCHEDULABLE = "execution.unschedulable"
     SCHEDULE_MISSED = "schedule.missed"
     SCHEDULE_SKIPPED = "schedule.skipped"
@@ -35,7 +35,7 @@ class HookEventType(StrEnum):
     WORKER_STALE = "worker.stale"
     WORKER_EVICTED = "worker.evicted"
     WORKER_DRAINED = "worker.drained"
-    #: Emitted by device health checks (another feature) through ``outbox.enqueue``.
+    #: A worker's sample said a GPU became unhealthy (``resources.store_gpus``).
     DEVICE_UNHEALTHY = "device.unhealthy"
     #: ``flux hook test``: sent to one hook, whatever it subscribes to.
     HOOK_TEST = "hook.test"

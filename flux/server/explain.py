@@ -5,6 +5,7 @@ dispatch round leaves on what still waits (WORKFLOW_PENDING, WORKFLOW_UNSCHEDULA
 from __future__ import annotations
 
 import json
+import time
 from typing import Mapping
 
 from sqlalchemy import func, select
@@ -13,7 +14,6 @@ from sqlalchemy.orm import Session
 from flux.domain.events import WAITING_STATES, EventType, ExecutionState
 from flux.server.models import ExecutionEventModel, ExecutionModel, NamespaceModel
 from flux.server.namespaces import usage
-from flux.domain.hooks import HookEventType
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.filters import Reason
@@ -130,6 +130,8 @@ def record_waiting(
     (a quota, a concurrency key, a higher priority's room, its own preemption), first.
     """
     explained: dict[tuple, tuple[str, str | None]] = {}
+    unschedulable: dict[str, str] = {}  # what is still, after this round: the hook's threshold
+    now = time.time()
     for row in page:
         if row.id in placed:
             continue
@@ -142,16 +144,28 @@ def record_waiting(
         reason = (held_back or {}).get(row.id)
         if reason is not None:
             summary = f"{reason.message}; {summary}"
+        if infeasible:
+            unschedulable[row.id] = infeasible
         if (summary, infeasible) == (row.placement_note, row.unschedulable):
             continue
         execution = session.get(ExecutionModel, row.id)
         if infeasible and infeasible != execution.unschedulable:
-            append_event(
-                session, execution, EventType.WORKFLOW_UNSCHEDULABLE, name=execution.workflow_name, value={"reason": infeasible}
-            )
-            outbox.execution_event(session, execution, HookEventType.EXECUTION_UNSCHEDULABLE, reason=infeasible)
+            since = _unschedulable_since(session, execution.id) if execution.unschedulable else now  # a new reason: the same wait
+            append_event(session, execution, EventType.WORKFLOW_UNSCHEDULABLE, name=execution.workflow_name,
+                         value={"reason": infeasible, "since": since})
         if summary != execution.placement_note:
             append_event(
                 session, execution, EventType.WORKFLOW_PENDING, name=execution.workflow_name, value={"summary": summary}
             )
         execution.placement_note, execution.unschedulable = summary, infeasible
+    outbox.unschedulable_overdue(session, unschedulable, now)
+
+
+def _unschedulable_since(session: Session, execution_id: str) -> float:
+    """When it became unschedulable: its latest WORKFLOW_UNSCHEDULABLE's ``since`` (or time)."""
+    latest = session.execute(
+        select(ExecutionEventModel.value, ExecutionEventModel.time)
+        .where(ExecutionEventModel.execution_id == execution_id, ExecutionEventModel.type == EventType.WORKFLOW_UNSCHEDULABLE.value)
+        .order_by(ExecutionEventModel.seq.desc()).limit(1)
+    ).first()
+    return time.time() if latest is None else (latest.value or {}).get("since", latest.time)

@@ -155,7 +155,7 @@ def register(
         session.execute(_NEW_RUNTIME, {"worker_id": worker_id, **runtime})
         session.execute(_NEW_RESOURCES, {"worker_id": worker_id, **resources})
         if body.resources.gpus:
-            store_gpus(session, worker_id, body.resources)
+            store_gpus(session, worker_id, body.resources, body.name)
         draining = False
     else:
         worker_id, draining = known.id, known.draining
@@ -166,7 +166,7 @@ def register(
         )
         session.execute(update(WorkerRuntimeModel).where(WorkerRuntimeModel.worker_id == worker_id).values(**runtime))
         session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**resources))
-        store_gpus(session, worker_id, body.resources)
+        store_gpus(session, worker_id, body.resources, body.name)
         still_running = set(body.running)
         kept = []
         for execution in executions.held_by(session, body.name):

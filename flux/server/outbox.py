@@ -22,11 +22,11 @@ from sqlalchemy import event, func, select
 from sqlalchemy import insert as sql_insert
 from sqlalchemy.orm import Session
 
-from flux.domain.events import HOLDING_STATES
+from flux.domain.events import HOLDING_STATES, EventType
 from flux.domain.hooks import ENDED, HookEvent, HookEventType, Subscription
 from flux.server import topics
 from flux.server.hook_models import HookDeliveryModel, HookModel
-from flux.server.models import ExecutionModel, WorkerModel
+from flux.server.models import ExecutionEventModel, ExecutionModel, WorkerModel
 
 log = logging.getLogger("flux.server.hooks")
 
@@ -36,6 +36,11 @@ SLOT = "flux.hooks"
 ENQUEUED = "flux.hooks.enqueued"
 #: Seconds a delivery is retried for, where a session has no ``Subscriptions`` to say.
 DEFAULT_MAX_AGE = 24 * 3600.0
+#: Seconds an execution stays unschedulable before its hook event, by default (5 min, as
+#: a Kubernetes alert on a Pending pod waits ``for: 5m``).
+DEFAULT_UNSCHEDULABLE_AFTER = 300.0
+#: At most this long between two looks for executions unschedulable past the threshold.
+OVERDUE_CHECK = 5.0
 PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
 INSERT_DELIVERY = sql_insert(HookDeliveryModel.__table__)
 
@@ -49,8 +54,12 @@ def subscriptions(session: Session) -> list[Subscription]:
 class Subscriptions:
     """This replica's copy of the hooks' subscriptions, and what an enqueue wakes."""
 
-    def __init__(self, max_age: float = DEFAULT_MAX_AGE) -> None:
+    def __init__(self, max_age: float = DEFAULT_MAX_AGE, unschedulable_after: float = DEFAULT_UNSCHEDULABLE_AFTER) -> None:
         self.max_age = max_age
+        #: Seconds unschedulable before ``execution.unschedulable`` (``unschedulable_overdue``).
+        self.unschedulable_after = unschedulable_after
+        #: When a round last looked for executions unschedulable past it (``time.time()``).
+        self.overdue_checked_at = 0.0
         self.hooks: list[Subscription] = []
         #: Called (from a database thread) once rows enqueued were committed: wakes the delivery loop.
         self.wake: Callable[[], None] = lambda: None
@@ -134,14 +143,16 @@ def _committed(session: Session) -> None:
 def execution_event(session: Session, execution: Any, type_: HookEventType, **data: Any) -> None:
     """Enqueue ``type_`` about ``execution`` (an ``ExecutionModel``, or the row a
     submission inserted), when some hook may want it."""
-    if not wants(session, type_):
-        return
-    body = {
+    if wants(session, type_):
+        enqueue(session, HookEvent(type_, execution.id, execution.namespace, _body(execution, **data), workflow=execution.workflow_name))
+
+
+def _body(execution: Any, **data: Any) -> dict[str, Any]:
+    return {
         "execution_id": execution.id, "workflow": execution.workflow_name, "version": execution.workflow_version,
         "state": execution.state, "attempt": execution.attempt, "worker": execution.worker_name,
         "schedule": execution.schedule, **data,
     }
-    enqueue(session, HookEvent(type_, execution.id, execution.namespace, body, workflow=execution.workflow_name))
 
 
 def execution_ended(session: Session, execution: Any) -> None:
@@ -149,6 +160,44 @@ def execution_ended(session: Session, execution: Any) -> None:
     type_ = ENDED.get(execution.state)
     if type_ is not None:
         execution_event(session, execution, type_, error=(execution.error or None) and execution.error[:2000])
+
+
+def unschedulable_overdue(session: Session, reasons: dict[str, str], now: float) -> None:
+    """``execution.unschedulable`` for each of these still-unschedulable executions (id ->
+    why) that has been so for the threshold, once per wait (since ``pending_since``) and
+    hook, in the round's transaction. Since when: the ``since`` its latest
+    WORKFLOW_UNSCHEDULABLE event carries (``record_waiting`` keeps it across a changed
+    reason), so a restart or another replica's round reads the same clock."""
+    copy = _copy(session)
+    type_ = HookEventType.EXECUTION_UNSCHEDULABLE
+    if not reasons or copy is None or not copy.wants(type_) or now - copy.overdue_checked_at < min(OVERDUE_CHECK, copy.unschedulable_after / 4):
+        return
+    copy.overdue_checked_at = now
+    since: dict[str, tuple[float, float]] = {}  # id -> (unschedulable since, this wait since)
+    for row in session.execute(
+        select(ExecutionEventModel.execution_id, ExecutionEventModel.value, ExecutionEventModel.time, ExecutionModel.pending_since,
+               ExecutionModel.scheduled_at)
+        .join(ExecutionModel, ExecutionModel.id == ExecutionEventModel.execution_id)
+        .where(ExecutionEventModel.execution_id.in_(list(reasons)), ExecutionEventModel.type == EventType.WORKFLOW_UNSCHEDULABLE.value)
+        .order_by(ExecutionEventModel.seq)
+    ):
+        since[row.execution_id] = ((row.value or {}).get("since", row.time), row.pending_since or row.scheduled_at)
+    overdue = {key: when for key, when in since.items() if now - when[0] >= copy.unschedulable_after}
+    hooks = [hook.id for hook in copy.hooks if type_ in hook.events]
+    if not overdue or not hooks:
+        return
+    sent = set(session.execute(
+        select(HookDeliveryModel.hook_id, HookDeliveryModel.subject, HookDeliveryModel.created_at)
+        .where(HookDeliveryModel.hook_id.in_(hooks), HookDeliveryModel.subject.in_(list(overdue)), HookDeliveryModel.type == type_.value)
+    ).all())
+    told = {(hook, subject) for hook, subject, at in sent if at >= overdue[subject][1]}
+    for execution in session.scalars(select(ExecutionModel).where(ExecutionModel.id.in_(list(overdue)))):
+        first = overdue[execution.id][0]
+        event = HookEvent(type_, execution.id, execution.namespace, _body(execution, reason=reasons[execution.id], since=first,
+                          waited=round(now - first, 3)), workflow=execution.workflow_name)
+        wanting = [hook.id for hook in copy.hooks if hook.wants(event) and (hook.id, execution.id) not in told]
+        if wanting:
+            deliver_to(session, event, wanting)
 
 
 def fleet_event(session: Session, type_: HookEventType, worker: str, **data: Any) -> None:

@@ -20,9 +20,11 @@ from sqlalchemy.orm import Session
 
 from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES
+from flux.domain.hooks import HookEventType
 from flux.domain.resources import Resources
 from flux.domain.samples import from_wire, to_wire
 from flux.scheduling.snapshot import GPU_FIELDS
+from flux.server import outbox
 from flux.server.models import ExecutionModel, WorkerModel, WorkerResourcesGPUModel, WorkerResourcesModel
 from flux.server.schemas import GPUAllotment, ResourcesInfo
 
@@ -47,7 +49,7 @@ def row_values(resources: ResourcesInfo) -> dict:
     }
 
 
-def store_status(session: Session, worker_id: int, resources: ResourcesInfo | None, metrics: dict | None) -> None:
+def store_status(session: Session, worker_id: int, resources: ResourcesInfo | None, metrics: dict | None, worker: str) -> None:
     """Write a sample that moved materially: one UPDATE of the resources row (GPU rows
     only when the GPUs changed), and the version bump dispatch reloads views by."""
     values: dict = {}
@@ -58,18 +60,24 @@ def store_status(session: Session, worker_id: int, resources: ResourcesInfo | No
     if values:
         session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**values))
     if resources is not None:
-        store_gpus(session, worker_id, resources)
+        store_gpus(session, worker_id, resources, worker)
     session.execute(
         update(WorkerModel).where(WorkerModel.id == worker_id).values(resources_version=WorkerModel.resources_version + 1)
     )
 
 
-def store_gpus(session: Session, worker_id: int, resources: ResourcesInfo) -> None:
+def store_gpus(session: Session, worker_id: int, resources: ResourcesInfo, worker: str) -> None:
+    """The worker's device rows as the sample says; a device that became unhealthy
+    (or unhealthy for another reason) is a ``device.unhealthy`` hook event, once."""
     rows = session.execute(
-        select(WorkerResourcesGPUModel.id, WorkerResourcesGPUModel.uuid)
+        select(WorkerResourcesGPUModel.id, WorkerResourcesGPUModel.uuid, WorkerResourcesGPUModel.unhealthy)
         .where(WorkerResourcesGPUModel.worker_id == worker_id)
         .order_by(WorkerResourcesGPUModel.index)
     ).all()
+    was = {row.uuid: row.unhealthy for row in rows}
+    for gpu in resources.gpus:
+        if gpu.unhealthy and gpu.unhealthy != was.get(gpu.uuid):
+            outbox.fleet_event(session, HookEventType.DEVICE_UNHEALTHY, worker, device=gpu.uuid, index=gpu.index, reason=gpu.unhealthy)
     if [row.uuid for row in rows] == [gpu.uuid for gpu in resources.gpus]:
         if rows:
             session.execute(

@@ -111,6 +111,9 @@ class ServerSettings:
     hooks_backoff: float = 10.0
     #: Seconds one POST may take, all of it (connect, send, answer).
     hooks_timeout: float = 10.0
+    #: Seconds an execution stays unschedulable before ``execution.unschedulable`` is sent
+    #: (once per wait): a verdict that a worker joining a minute later undoes is no alert.
+    hooks_unschedulable_after: float = 300.0
     #: Run the scaling loop of worker pools (docs/autoscaling.md); off: pools are only rows.
     autoscale: bool = True
 

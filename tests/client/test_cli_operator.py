@@ -19,7 +19,7 @@ import pytest
 from flux.cli.demo import NEXT
 from flux.cli.watch import Tracker, _goes_on, _StatusLine, progress_text
 from flux.client import FluxClient
-from flux.local import LocalCluster, free_port
+from flux.local import LocalCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -171,3 +171,13 @@ def test_execution_show_lists_only_what_has_a_value_and_events_have_a_time(fleet
     assert "time" in events.splitlines()[1]
     started = next(line for line in events.splitlines() if "WORKFLOW_STARTED" in line)
     assert any(len(part.strip()) == 12 and part.strip().count(":") == 2 for part in started.split("│"))  # 17:11:07.123
+
+
+def test_execution_list_fits_80_columns_with_every_column(fleet):
+    with FluxClient(fleet.server_url) as client:
+        done = client.run("nightly_feature_backfill_v2", "Ada", wait=60)
+    shown = flux("execution", "list", url=fleet.server_url).stdout
+    fits(shown)
+    header = shown.splitlines()[1]
+    assert all(column in header for column in ("id", "workflow", "state", "worker", "scheduled", "schedule")), header
+    assert header.rstrip().endswith("┃") and done["id"][:11] in shown  # the last column is not cut off

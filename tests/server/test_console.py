@@ -187,6 +187,7 @@ def test_every_page_loads_reads_at_both_widths_and_follows_the_system_theme(page
     expect(page.locator("#run-input")).to_be_visible()
     expect(page.locator("svg.chart-durations rect.bar")).to_have_count(1)  # drawn by the server: no script, no CDN
     expect(page.locator("svg.chart-outcomes rect.outcome-completed")).to_have_count(1)
+    expect(page.locator("svg.chart-success rect.outcome-completed")).to_have_count(1)  # success rate over time, bucketed
     page.screenshot(path=shots / "workflow.png", full_page=True)
 
     page.goto(f"/ui/executions/{done['id']}")
@@ -343,15 +344,28 @@ def test_a_running_executions_gantt_header_and_logs_move_without_a_reload(page, 
     running = client.run("steps")
     page.goto(f"/ui/executions/{running['id'][:8]}")  # a prefix leads to it
     expect(page).to_have_url(re.compile(f"/ui/executions/{running['id']}$"))
-    page.evaluate("window.notReloaded = true")
+    page.evaluate("window.notReloaded = true; window.facts = document.querySelector('dl.facts');"
+                  "window.tasks = document.querySelector('[data-live-tasks]')")
     expect(page.locator(".gantt-row")).to_have_count(3, timeout=15_000)  # bars appear as tasks start
-    assert page.evaluate("window.notReloaded === true")
+    expect(page.locator(".gantt-bar.outcome-running")).to_have_count(1)
     expect(page.locator("[data-live-state] .badge")).to_have_text("RUNNING")
+    ran = seconds(page.locator("[data-live-ran]").inner_text())
+    page.wait_for_timeout(1500)
+    assert seconds(page.locator("[data-live-ran]").inner_text()) >= ran + 1  # "Ran" advances by itself
+    # patched in place from the event stream, not read again: the same header and Gantt nodes
+    assert page.evaluate("window.notReloaded === true && window.facts === document.querySelector('dl.facts')"
+                         " && window.tasks === document.querySelector('[data-live-tasks]')")
     line = page.locator("pre.logs .line", has_text="step 0")
     assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", line.locator("time").inner_text())  # each line has its time
     page.screenshot(path=shots / "execution-running.png", full_page=True)
     client.wait(running["id"], 30)
     expect(page.locator(".gantt-row")).to_have_count(5)
+
+
+def seconds(text: str) -> float:
+    """A duration as the console writes it (``1.5 s``, ``900 ms``) in seconds."""
+    number, unit = text.split()
+    return float(number) / (1000 if unit == "ms" else 1)
 
 
 def test_schedules_read_as_the_cli_says_and_are_created_and_deleted_from_the_page(page, fleet, shots):
@@ -364,19 +378,32 @@ def test_schedules_read_as_the_cli_says_and_are_created_and_deleted_from_the_pag
     expect(row.locator("td").nth(4)).to_contain_text("all")
     expect(row.locator("td").nth(6)).to_contain_text("paused")
     page.evaluate("window.notReloaded = true")
-    client.resume_schedule("ten-seconds")  # elsewhere: the open page follows GET /schedules?follow=true
-    expect(page.locator("table.schedules tr", has_text="ten-seconds").locator("td").nth(6)).to_have_text("active")
+    resumed = subprocess.run([sys.executable, "-m", "flux", "schedule", "resume", "ten-seconds", "--server-url", cluster.server_url],
+                             capture_output=True, text=True, timeout=60)  # from the CLI: the open page follows GET /schedules?follow=true
+    assert resumed.returncode == 0, resumed.stderr
+    expect(page.locator("table.schedules tr", has_text="ten-seconds").locator("td").nth(6)).to_have_text("active", timeout=5_000)
     assert page.evaluate("window.notReloaded === true")
+    page.screenshot(path=shots / "schedules-live.png", full_page=True)
+    page.locator("table.schedules tr", has_text="ten-seconds").locator("button:has-text('Pause')").click()
+    expect(page.locator("table.schedules tr", has_text="ten-seconds").locator("td").nth(6)).to_contain_text("paused")
+    page.locator("table.schedules tr", has_text="ten-seconds").locator("button:has-text('Resume')").click()
+    expect(page.locator("table.schedules tr", has_text="ten-seconds").locator("td").nth(6)).to_have_text("active")
+    assert client.show_schedule("ten-seconds")["paused"] is False
+    client.pause_schedule("ten-seconds")  # no run of it during the rest of the test
     page.fill("#s-name", "from-the-page")
     page.select_option("#s-workflow", "quick")
     page.select_option("#s-kind", "every")
     page.fill("#s-timing", "5m")
+    page.select_option("#s-overlap", "queue_one")
+    page.select_option("#s-catch-up", "none")
+    page.fill("#s-timezone", "Europe/Paris")
     page.fill("#s-input", '{"name": "Lovelace"}')
     page.click("button:has-text('Create')")
     created = page.locator("table.schedules tr", has_text="from-the-page")
     expect(created).to_contain_text("every 5m")
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", created.locator("td").nth(5).inner_text())  # not raw ISO
-    assert client.show_schedule("from-the-page")["input"] == {"name": "Lovelace"}
+    made = client.show_schedule("from-the-page")
+    assert (made["input"], made["overlap"], made["catch_up"], made["timezone"]) == ({"name": "Lovelace"}, "queue_one", "none", "Europe/Paris")
     page.screenshot(path=shots / "schedules-actions.png", full_page=True)
     page.once("dialog", lambda dialog: dialog.accept())
     created.locator("button:has-text('Delete')").click()

@@ -3,7 +3,7 @@ durations as a histogram and how its runs ended, as inline SVG (no script, no CD
 
 from __future__ import annotations
 
-from flux.server.console.charts import bins, duration_histogram, outcomes
+from flux.server.console.charts import bins, buckets, duration_histogram, outcomes, success_over_time
 
 
 def run(i: int, state: str = "COMPLETED", ran: float | None = 1.0) -> dict:
@@ -51,3 +51,22 @@ def test_the_fleet_charts_draw_each_series_over_the_kept_points():
     with_devices = [{**p, "gpus": 2, "gpu_percent": 40.0, "resources": {"fpga": [1.0, 4.0]}} for p in points]
     use = str(fleet_charts(with_devices)[1])
     assert use.count("<polyline") == 4 and "gpu: 40 now" in use and "fpga: 25 now" in use
+
+
+def test_the_success_rate_is_bucketed_in_time_with_a_width_that_suits_the_span():
+    hour = 3600.0
+    runs = [ended(0.0, "COMPLETED"), ended(10.0, "FAILED"), ended(10 * hour + 5, "COMPLETED"), ended(11 * hour, "RUNNING")]
+    width, made = buckets(runs)
+    assert width == hour  # ten hours apart: an hour a bucket (15 minutes would be over 24 of them)
+    assert [(b.ended, b.completed) for b in made] == [(2, 1)] + [(0, 0)] * 9 + [(1, 1)]  # empty hours kept: gaps
+    assert buckets([ended(0.0, "COMPLETED"), ended(30.0, "CANCELLED")])[0] == 60.0
+    svg = str(success_over_time(runs))
+    assert svg.startswith('<svg class="chart chart-success"') and "Success rate per hour of the last 3 ended runs" in svg
+    assert svg.count("<g>") == 2 and "1 of 2 completed (50%)" in svg and "1 of 1 completed (100%)" in svg
+    assert str(success_over_time([ended(0.0, "RUNNING")])) == ""  # nothing ended: no chart
+
+
+def ended(after: float, state: str) -> dict:
+    at = 1_699_999_200.0 + after  # on the hour
+    return {"id": f"{int(at):032x}", "state": state, "scheduled_at": at - 1, "started_at": at - 1,
+            "finished_at": at if state != "RUNNING" else None}

@@ -28,7 +28,7 @@ def receiver():
 
 
 @pytest.mark.timeout(90)
-def test_a_hooks_deliveries_show_with_their_attempts_and_one_is_redelivered(make_cluster, monkeypatch, receiver):
+def test_a_hooks_deliveries_show_with_their_attempts_and_one_is_redelivered(make_cluster, monkeypatch, receiver, tmp_path):
     monkeypatch.setenv("FLUX_SECRETS_KEY", Fernet.generate_key().decode())
     cluster = make_cluster(server_args=("--hooks-allow-private", "--hooks-backoff", "0.2"))
     with FluxClient(cluster.server_url) as client:
@@ -44,6 +44,7 @@ def test_a_hooks_deliveries_show_with_their_attempts_and_one_is_redelivered(make
                 sync_api.expect(row).to_contain_text("delivered")
                 sync_api.expect(row.locator(".chip")).to_have_count(2)  # 503, then 200
                 sync_api.expect(row.locator(".chip").first).to_contain_text("503")
+                page.screenshot(path=str(tmp_path / "console-hooks.png"), full_page=True)  # kept in the test's temp folder
                 row.locator("button:has-text('Redeliver')").click()
                 eventually(lambda: len(client.hook_delivery("pager", delivery["id"])["attempts"]) == 3, 30, "never redelivered")
                 page.reload()

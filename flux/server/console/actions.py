@@ -126,7 +126,8 @@ def register(api: APIRouter, console: Console) -> None:
 
     @api.post("/ui/schedules", include_in_schema=False)
     async def create_schedule(request: Request) -> Response:
-        """A new schedule from the page's form: a name, a workflow, cron or every, a JSON input."""
+        """A new schedule from the page's form: a name, a workflow, cron or every, overlap,
+        catch-up, a time zone, a JSON input."""
 
         async def created() -> Response:
             form = await session.form(request)
@@ -135,6 +136,9 @@ def register(api: APIRouter, console: Console) -> None:
             if when not in ("cron", "every"):
                 return console.error(request, 422, f"a schedule runs on cron or every, not {when!r}")
             body[when] = timing
+            for field in ("overlap", "catch_up", "timezone"):  # the API's defaults where left empty
+                if form.get(field, "").strip():
+                    body[field] = form[field].strip()
             text = form.get("input", "").strip()
             try:
                 body["input"] = json.loads(text) if text else None

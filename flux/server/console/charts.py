@@ -2,13 +2,15 @@
 JavaScript and in a screenshot. Each takes what a page already read from the API (a
 workflow's runs) and returns markup; colours come from the stylesheet's classes, so
 they follow the light and dark themes. Per workflow: the durations of its recent runs
-as a histogram, and how each of them ended, oldest to newest. For the fleet: its
+as a histogram, how each of them ended, oldest to newest, and its success rate over
+time in buckets of a width that suits the span. For the fleet: its
 slots, queue and use over the hours the server kept (``GET /fleet/history``)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from markupsafe import Markup, escape
 
@@ -18,6 +20,11 @@ from flux.server.console.views import duration
 WIDTH, HEIGHT, BAR_GAP = 480, 120, 2
 #: Bins of the histogram (fewer when there are fewer runs).
 BINS = 12
+#: Buckets of the success rate over time, at most; their width is the first of
+#: ``BUCKET_WIDTHS`` (a minute to a week, in seconds, as the title reads it) that keeps them to this many.
+BUCKETS = 24
+BUCKET_WIDTHS = {60: "minute", 300: "5 minutes", 900: "15 minutes", 3600: "hour", 6 * 3600: "6 hours", 86400: "day",
+                 7 * 86400: "week"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,60 @@ def outcomes(runs: list[dict]) -> Markup:
     )
     completed = sum(r["state"] == ExecutionState.COMPLETED for r in ended)
     return _svg("outcomes", f"{completed} of the last {len(ended)} ended runs completed", cells, HEIGHT // 4)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    start: float
+    ended: int
+    completed: int
+
+
+def buckets(runs: list[dict], most: int = BUCKETS) -> tuple[float, list[Bucket]]:
+    """The width, and the ended runs by when they ended (in buckets of it, oldest first,
+    empty ones kept: a gap reads as "nothing ended then")."""
+    ended = [(r.get("finished_at") or r["scheduled_at"], r["state"] == ExecutionState.COMPLETED)
+             for r in runs if ExecutionState(r["state"]).is_terminal]
+    if not ended:
+        return 0.0, []
+    first, last = min(at for at, _ in ended), max(at for at, _ in ended)
+    width = next((w for w in BUCKET_WIDTHS if (last - first) / w < most), max(BUCKET_WIDTHS))
+    origin = math.floor(first / width) * width
+    tally = [[0, 0] for _ in range(int((last - origin) // width) + 1)]
+    for at, completed in ended:
+        cell = tally[int((at - origin) // width)]
+        cell[0] += 1
+        cell[1] += completed
+    return float(width), [Bucket(origin + i * width, n, ok) for i, (n, ok) in enumerate(tally)]
+
+
+def success_over_time(runs: list[dict]) -> Markup:
+    """Per bucket of time, a column as tall as the chart: the share that completed in
+    green, the rest (failed, timed out, cancelled) in red; its counts on hover."""
+    width, shown = buckets(runs)
+    if not shown:
+        return Markup("")
+    step, height = WIDTH / len(shown), HEIGHT - 16
+    cells = []
+    for i, b in enumerate(shown):
+        if not b.ended:
+            continue
+        rate = b.completed / b.ended
+        label = f"{_stamp(b.start)} to {_stamp(b.start + width)} UTC: {b.completed} of {b.ended} completed ({rate:.0%})"
+        x, w = i * step + BAR_GAP / 2, max(step - BAR_GAP, 1)
+        cells.append(
+            f'<g><title>{escape(label)}</title>'
+            f'<rect class="outcome-failed" x="{x:.1f}" y="0" width="{w:.1f}" height="{height * (1 - rate):.1f}"></rect>'
+            f'<rect class="outcome-completed" x="{x:.1f}" y="{height * (1 - rate):.1f}" width="{w:.1f}" height="{height * rate:.1f}"></rect></g>'
+        )
+    axis = (f'<text x="0" y="{HEIGHT - 2}">{escape(_stamp(shown[0].start))}</text>'
+            f'<text x="{WIDTH}" y="{HEIGHT - 2}" text-anchor="end">{escape(_stamp(shown[-1].start + width))} UTC</text>')
+    ended = sum(b.ended for b in shown)
+    return _svg("success", f"Success rate per {BUCKET_WIDTHS[int(width)]} of the last {ended} ended runs", "".join(cells) + axis)
+
+
+def _stamp(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%m-%d %H:%M")
 
 
 def fleet_charts(points: list[dict]) -> list[Markup]:

@@ -7,6 +7,7 @@ import asyncio
 import re
 import time
 from pathlib import Path
+from typing import get_args
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -21,6 +22,7 @@ from flux.server.console.api import Api, Forward
 from flux.server.console.base import Console, answer, may
 from flux.server.console.gantt import gantt, task_failures
 from flux.server.console.paging import SINCE, STATES, Filters, page_of_executions
+from flux.server.schedules.schemas import CatchUp, Overlap
 
 STATIC = Path(__file__).parent / "static"
 #: Lines of an execution's log a page shows before "more".
@@ -152,7 +154,8 @@ def register(api: APIRouter, console: Console) -> None:
                 )
             return console.render(request, "workflow.html", title=f"Workflow {name}", active="workflows", workflow=info,
                                   runs=runs, rate=success_rate(runs), now=time.time(), input_text="", problem=None,
-                                  histogram=charts.duration_histogram(history), outcomes=charts.outcomes(history))
+                                  histogram=charts.duration_histogram(history), outcomes=charts.outcomes(history),
+                                  success=charts.success_over_time(history))
 
         return await answer(console, request, page)
 
@@ -162,7 +165,7 @@ def register(api: APIRouter, console: Console) -> None:
             async with console.api(request) as client:
                 items, workflows = await asyncio.gather(client.get("/schedules"), client.get("/workflows"))
             return console.render(request, "schedules.html", title="Schedules", active="schedules", schedules=items,
-                                  workflows=workflows, now=time.time())
+                                  workflows=workflows, overlaps=get_args(Overlap), catch_ups=get_args(CatchUp), now=time.time())
 
         return await answer(console, request, page)
 

@@ -36,7 +36,7 @@ async def _store_status(svc: Services, member: Member, body: Heartbeat) -> None:
     published = body.metrics if body.metrics is not None and metrics_changed(member.metrics, body.metrics) else None
     if moved is None and published is None:
         return
-    await svc.db.run(lambda s: resources.store_status(s, member.id, moved, published))
+    await svc.db.run(lambda s: resources.store_status(s, member.id, moved, published, member.name))
     member.record_status(sample if moved is not None else None, published)
     svc.metrics.status_writes.inc()
     svc.notifier.notify(topics.status(member.name))  # every replica's dispatcher re-reads it

@@ -100,35 +100,130 @@ function cancelForm(id, csrf) {
   return form;
 }
 
-/* One execution, live: each event moves the state at once, and (a burst at a time) the
-   page is read again for its header, Gantt and timeline, so they are the server's own
-   rendering (the same JSON, masked alike); every few seconds too, for the time run. At
-   the end the page is read again whole. */
+/* One execution, live, patched from its event stream (GET /executions/ID/events?follow=true):
+   each event moves the state, the header (worker, attempts, time waited and run) and the
+   Gantt at once, drawn here from the events as gantt.py draws them; every second the
+   clocks and the running bars advance (on the server's clock: the page says its time).
+   The timeline's rows are read again from the server (their values masked there, one
+   rendering), a burst at a time. At the end the page is read again whole. */
 function followExecution(root) {
   if (root.dataset.terminal === "true") return;
+  /* The page's transfer makes the skew a little low: never before the newest event. */
+  const skew = parseFloat(root.dataset.now) - Date.now() / 1000;
+  let latest = parseFloat(root.dataset.now);
+  const now = () => Math.max(Date.now() / 1000 + skew, latest);
+  const facts = root.querySelector("dl.facts");
+  const chart = ganttModel(root.querySelector("[data-live-tasks]"));
+  const draw = () => { tickHeader(facts, now()); chart.draw(now()); refreshTimes(); };
   const source = new EventSource(root.dataset.events);
   let pending = null;
-  const refresh = () => { pending = pending || setTimeout(() => { pending = null; readAgain(root); }, 300); };
   source.addEventListener("event", (message) => {
     const ev = JSON.parse(message.data);
+    latest = Math.max(latest, ev.time);
     const state = root.querySelector("[data-live-state]");
     if (STATE_AFTER[ev.type] && state) state.replaceChildren(badge(STATE_AFTER[ev.type]));
-    refresh();
+    patchHeader(facts, ev);
+    chart.apply(ev);
+    draw();
+    pending = pending || setTimeout(() => { pending = null; readTimeline(root); }, 300);
   });
   source.addEventListener("end", () => { source.close(); location.reload(); });
-  setInterval(refresh, 5000);
+  setInterval(draw, 1000);
 }
 
-function readAgain(root) {
+function patchHeader(facts, ev) {
+  const ran = facts.querySelector("[data-live-ran]"), value = ev.value && typeof ev.value === "object" ? ev.value : {};
+  if (ev.type === "WORKFLOW_CLAIMED") {
+    facts.querySelector("[data-live-waited]").dataset.claimed = ev.time;
+    if (value.worker) {
+      const link = document.createElement("a");
+      link.href = "/ui/executions?worker=" + encodeURIComponent(value.worker); link.textContent = value.worker;
+      facts.querySelector("[data-live-worker]").replaceChildren(link);
+    }
+    const attempts = facts.querySelector("[data-live-attempts]");
+    if (value.attempt) attempts.textContent = `${value.attempt} of ${attempts.dataset.max} (${attempts.dataset.crashes} crashed)`;
+  } else if (ev.type === "WORKFLOW_STARTED" && (!ran.dataset.started || ran.dataset.ended)) {
+    ran.dataset.started = ev.time; ran.dataset.ended = "";  /* a new attempt runs (the server's started_at) */
+  } else if (ev.type === "ATTEMPT_ENDED") {
+    ran.dataset.ended = ev.time;
+  } else if (TERMINAL.has(STATE_AFTER[ev.type])) {
+    ran.dataset.finished = ev.time;
+  }
+}
+
+function tickHeader(facts, at) {
+  const ran = facts.querySelector("[data-live-ran]"), waited = facts.querySelector("[data-live-waited]");
+  const started = parseFloat(ran.dataset.started);
+  if (started) ran.textContent = duration((parseFloat(ran.dataset.finished) || parseFloat(ran.dataset.ended) || at) - started);
+  waited.textContent = duration((parseFloat(waited.dataset.claimed) || at) - parseFloat(waited.dataset.scheduled));
+}
+
+/* The Gantt's bars (from the server's rows), changed by each event as gantt.gantt reads the log. */
+function ganttModel(section) {
+  const bars = [...section.querySelectorAll(".gantt-row")].map((li) => ({
+    task: li.dataset.task, attempt: parseInt(li.dataset.attempt), retry: parseInt(li.dataset.retry), start: parseFloat(li.dataset.start),
+    end: li.dataset.end ? parseFloat(li.dataset.end) : null, outcome: li.dataset.outcome, error: li.dataset.error }));
+  const open = new Map(bars.filter((bar) => bar.end === null).map((bar) => [bar.task, bar]));
+  let attempt = parseInt(section.dataset.attempt) || 0, attempts = parseInt(section.dataset.attempts) || 0, changed = false;
+  return {
+    apply(ev) {
+      const value = ev.value && typeof ev.value === "object" ? ev.value : {};
+      if (ev.type === "ATTEMPT_STARTED") { attempt = value.attempt || attempt + 1; attempts += 1; }
+      else if (ev.type === "ATTEMPT_ENDED") {
+        for (const bar of open.values()) { bar.end = ev.time; bar.outcome = "interrupted"; }
+        open.clear();
+      } else if (ev.type === "TASK_STARTED" && ev.task_id) {
+        const bar = { task: ev.task_id, attempt, retry: value.attempt || 1, start: ev.time, end: null, outcome: "running", error: "" };
+        open.set(bar.task, bar); bars.push(bar);
+      } else if ((ev.type === "TASK_COMPLETED" || ev.type === "TASK_FAILED") && open.has(ev.task_id)) {
+        const bar = open.get(ev.task_id);
+        open.delete(ev.task_id);
+        bar.end = ev.time; bar.outcome = ev.type === "TASK_COMPLETED" ? "completed" : "failed";
+        if (ev.type === "TASK_FAILED") bar.error = String(value.error || "").slice(0, 500);
+      } else return;
+      changed = true;
+    },
+    draw(at) {
+      if (!bars.length || !(changed || open.size)) return;  /* nothing moves: the page's rendering stands */
+      changed = false;
+      const start = Math.min(...bars.map((bar) => bar.start)), end = Math.max(...bars.map((bar) => bar.end ?? at));
+      const span = end - start || 1;
+      const summary = document.createElement("p");
+      summary.className = "muted"; summary.textContent = `${bars.length} task tries over ${duration(Math.max(end - start, 0))}.`;
+      const list = document.createElement("ol");
+      list.className = "gantt"; list.setAttribute("aria-label", "Tasks over time");
+      list.append(...bars.map((bar) => ganttRow(bar, start, span, at, attempts > 1)));
+      section.querySelector("[data-gantt]").replaceChildren(summary, list);
+    },
+  };
+}
+
+function ganttRow(bar, start, span, at, attempts) {
+  const muted = (text) => Object.assign(document.createElement("span"), { className: "muted", textContent: text });
+  const row = document.createElement("li");
+  row.className = "gantt-row"; row.dataset.task = bar.task; row.dataset.outcome = bar.outcome;
+  const name = Object.assign(document.createElement("span"), { className: "gantt-name", title: bar.task, textContent: bar.task });
+  if (bar.retry > 1) name.append(" ", muted("try " + bar.retry));
+  if (attempts) name.append(" ", muted("attempt " + bar.attempt));
+  const stop = bar.end ?? at, took = duration(stop - bar.start);
+  const drawn = document.createElement("span");
+  drawn.className = "gantt-bar outcome-" + bar.outcome;
+  drawn.style.left = (100 * (bar.start - start) / span).toFixed(2) + "%";
+  drawn.style.width = Math.max(100 * (stop - bar.start) / span, 0.5).toFixed(2) + "%";
+  drawn.title = `${bar.task}: ${bar.outcome}, ${took}` + (bar.error ? ": " + bar.error : "");
+  const track = document.createElement("span"); track.className = "gantt-track"; track.append(drawn);
+  const time = Object.assign(document.createElement("span"), { className: "gantt-time", textContent: `${bar.outcome} · ${took}` });
+  row.append(name, track, time);
+  return row;
+}
+
+function readTimeline(root) {
   fetch(location.href, { headers: { Accept: "text/html" } })
     .then((response) => response.ok ? response.text() : null)
     .then((html) => {
-      if (!html) return;
-      const fresh = new DOMParser().parseFromString(html, "text/html");
-      for (const selector of ["dl.facts", "[data-live-tasks]", "[data-timeline]"]) {
-        const now = root.querySelector(selector), then = fresh.querySelector(selector);
-        if (now && then) now.replaceWith(then);
-      }
+      const fresh = html && new DOMParser().parseFromString(html, "text/html").querySelector("[data-timeline]");
+      const now = root.querySelector("[data-timeline]");
+      if (fresh && now) now.replaceWith(fresh);
     });
 }
 
