@@ -44,13 +44,17 @@ class InlineOutputStorage(OutputStorage):
         return None
 
 
+def default_storage_dir() -> Path:
+    """Where ``LocalFileStorage()`` keeps values (flux-core's ``local_storage_path``)."""
+    return Path(os.environ.get("FLUX_OUTPUT_STORAGE_DIR") or Path.home() / ".flux" / "outputs")
+
+
 class LocalFileStorage(OutputStorage):
     """One file per value under ``base_path`` (``FLUX_OUTPUT_STORAGE_DIR``, default
     ``~/.flux/outputs``): JSON when the value is JSON, a pickle otherwise."""
 
     def __init__(self, base_path: str | os.PathLike | None = None):
-        default = os.environ.get("FLUX_OUTPUT_STORAGE_DIR") or Path.home() / ".flux" / "outputs"
-        self.base_path = Path(base_path or default)
+        self.base_path = Path(base_path or default_storage_dir())
 
     def _path(self, reference_id: str) -> Path:
         return self.base_path / re.sub(r"[^A-Za-z0-9_.:-]", "_", reference_id)

@@ -37,6 +37,7 @@ CASES = [
     ("review_graph", "a brief text", [], "COMPLETED", "short (12)"),
     ("hourly_batches", 3, [], "COMPLETED", [0, 10, 20]),
     ("refund_approval", [20, 500], [{"approved": True}], "COMPLETED", ["refunded 20", "refunded 500"]),
+    ("settings_probe", None, [], "COMPLETED", {"has_home": True, "scheme": "http", "missing_named": True}),
 ]
 FAILED_WITH = {"failing_job": ("RuntimeError", "disk full"), "refund_saga": ("RuntimeError", "no courier")}
 
