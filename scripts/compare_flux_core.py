@@ -1,7 +1,7 @@
 """Run flux-core's example programs unchanged on flux-core and on this engine, and
 compare the state and output of each run they make (issue 37's measure).
 
-    python3 scripts/compare_flux_core.py EXAMPLES_DIR [--flux-core-python PATH] [--python PATH]
+    python3 scripts/compare_flux_core.py EXAMPLES_DIR --flux-core-python PATH [--python PATH] [--only GLOB...]
 
 EXAMPLES_DIR is flux-core's ``examples/`` folder (kept outside this repository). Each
 program runs as ``__main__`` in a fresh interpreter, in a fresh HOME, from the folder
@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from fnmatch import fnmatch
 from pathlib import Path
 
 #: What needs an LLM, an agent runtime, MCP or the network (issue 37's 36 of 98).
@@ -128,12 +129,15 @@ def main() -> int:
                         help="a Python 3.12 interpreter with flux-core==0.87.5 installed (its own venv)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs this engine (with what the examples import)")
     parser.add_argument("--timeout", type=float, default=120)
+    parser.add_argument("--only", nargs="*", default=None, metavar="GLOB",
+                        help="compare only the programs whose path under EXAMPLES_DIR matches one of these")
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     examples = args.examples.resolve()
     programs = sorted(p for p in examples.rglob("*.py") if p.name != "__init__.py"
                       and (str(p.relative_to(examples)) in NEEDS_NONE
-                           or not any(str(p.relative_to(examples)).startswith(s) for s in NEEDS_SERVICE)))
+                           or not any(str(p.relative_to(examples)).startswith(s) for s in NEEDS_SERVICE))
+                      and (args.only is None or any(fnmatch(str(p.relative_to(examples)), g) for g in args.only)))
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     same, compared = 0, 0
     for program in programs:

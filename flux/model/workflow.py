@@ -290,6 +290,9 @@ class Workflow:
         tasks with ``secret_requests`` receive (masked in the events, as on a worker).
         ``execution_id`` (and ``resume_payload``): flux-core's form of ``resume(execution_id, value)``."""
         if execution_id is not None:
+            if resume_payload is not None:
+                fluxcore.differs("run(execution_id=, resume_payload=)", "the pause returns the payload "
+                                 "(flux-core 0.87.5 ignored it: its pause returned None)")
             return self.resume(execution_id, resume_payload)
         try:
             asyncio.get_running_loop()

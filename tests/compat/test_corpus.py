@@ -38,6 +38,7 @@ CASES = [
     ("hourly_batches", 3, [], "COMPLETED", [0, 10, 20]),
     ("refund_approval", [20, 500], [{"approved": True}], "COMPLETED", ["refunded 20", "refunded 500"]),
     ("settings_probe", None, [], "COMPLETED", {"has_home": True, "scheme": "http", "missing_named": True}),
+    ("raised_error", ["4", "x", "-2"], [], "COMPLETED", [4, "ValueError", "-2 is negative"]),
 ]
 FAILED_WITH = {"failing_job": ("RuntimeError", "disk full"), "refund_saga": ("RuntimeError", "no courier")}
 
@@ -105,6 +106,17 @@ def test_rollback_warns_that_it_is_a_saga_here():
     fluxcore._warned.discard("task rollback=")
     with pytest.warns(MigrationWarning, match=r"rollback=.*saga.*migrating-from-flux-core\.md"):
         runpy.run_path(str(CORPUS / "refund_saga.py"))
+
+
+def test_run_with_a_resume_payload_warns_that_the_pause_returns_it():
+    import flux.model.fluxcore as fluxcore
+
+    fluxcore._warned.discard("run(execution_id=, resume_payload=)")
+    wf = _module("pause_review")["pause_review"]
+    paused = wf.run("tides")
+    with pytest.warns(MigrationWarning, match=r"resume_payload=\).*returned None"):
+        done = wf.run(execution_id=paused.execution_id, resume_payload="approved")
+    assert done.output == {"draft": "draft on tides", "verdict": "approved"}
 
 
 def test_the_agent_layer_is_refused_by_name():
