@@ -10,7 +10,8 @@ flux-core's interpreter (a venv with ``flux-core==0.87.5``), then with this one 
 checkout on PYTHONPATH). Every ``run``/``resume`` result is recorded as (state, output);
 a failure's output is compared by its exception type, a paused run's by its state,
 execution ids and timestamps are masked, and what differs between two runs on flux-core
-itself (a measured duration) need only have the same type here. A program without
+itself (a measured duration) need only have the same type here; a program that stops with
+an exception after its first run must stop with the same type here. A program without
 ``__main__`` runs has each of its workflows run once without input. Programs that need
 an LLM or a network service are skipped by path, and so are those that do not run on
 flux-core itself. Prints one line per program and the count.
@@ -109,6 +110,12 @@ def run(python: str, kind: str, program: Path, cwd: Path, env: dict[str, str], t
     return [["ERROR", (done.stderr.strip().splitlines() or ["no output"])[-1][:300]]]
 
 
+def crash_by_type(results: list) -> list:
+    """A program that stops with an exception after its runs (on flux-core too) is compared
+    by the exception's type, as a failed run is."""
+    return [[state, value.split(":")[0] if state == "ERROR" else value] for state, value in results]
+
+
 def agrees(first: object, second: object, ours: object) -> bool:
     """``ours`` equals flux-core's result where flux-core's two runs agree; where they
     differ (a measured duration, a random draw) it only has to be of the same type."""
@@ -145,11 +152,11 @@ def main() -> int:
         again = run(args.flux_core_python, "flux-core", program, examples.parent, base, args.timeout)
         ours = run(args.python, "flux", program, examples.parent, {**base, "PYTHONPATH": str(root)}, args.timeout)
         name = program.relative_to(examples)
-        if not theirs or any(state == "ERROR" for state, _ in theirs):
+        if not theirs or theirs[0][0] == "ERROR":
             print(f"SKIP {name}: does not run on flux-core itself: {theirs}")
             continue
         compared += 1
-        ok = agrees(theirs, again, ours)
+        ok = agrees(*map(crash_by_type, (theirs, again, ours)))
         same += ok
         print(f"{'SAME' if ok else 'DIFF'} {name}" + ("" if ok else f"\n  flux-core: {theirs}\n  here:      {ours}"))
     print(f"{same} of {compared} run unchanged with the same state and output ({len(programs) - compared} skipped)")

@@ -395,7 +395,7 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
         output = await workflow.fn(ctx)
         storage = getattr(workflow, "output_storage", None)  # flux-core's: the output is its reference
         if storage is not None:
-            output = storage.store(f"{workflow.name}-{ctx.execution_id}", output)
+            output = storage.store(f"{workflow.name}_{ctx.execution_id}", output)  # flux-core's reference id
         output = to_json_value(output, f"the output of workflow {workflow.name!r}", ctx.max_payload_size, ctx.max_payload_levels)
         outcome = (EventType.WORKFLOW_COMPLETED, output)
     except asyncio.CancelledError:

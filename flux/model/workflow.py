@@ -296,9 +296,11 @@ class Workflow:
             return self.resume(execution_id, resume_payload)
         try:
             asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run_async(input, secrets))
-        raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
+        except RuntimeError:  # no loop: run one (outside this handler, so a failure's traceback is only its own)
+            pass
+        else:
+            raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
+        return asyncio.run(self.run_async(input, secrets))
 
     def resume(self, execution_id: str, input: Any = None) -> LocalExecution:
         """Continue this process's local run ``execution_id``: a paused one goes on with
