@@ -119,6 +119,16 @@ def test_run_with_a_resume_payload_warns_that_the_pause_returns_it():
     assert done.output == {"draft": "draft on tides", "verdict": "approved"}
 
 
+def test_reading_a_failed_run_warns_what_its_output_is_here():
+    import flux.model.fluxcore as fluxcore
+
+    fluxcore._warned.discard("the output of a failed run")
+    ctx = _module("failing_job")["failing_job"].run()
+    with pytest.warns(MigrationWarning, match=r"failed run's output is a dict.*flux-core's was the exception object"):
+        assert ctx.has_failed
+    assert ctx.output["type"] == "RuntimeError"
+
+
 def test_the_agent_layer_is_refused_by_name():
     with pytest.raises(ImportError, match="flux.tasks.ai"):
         import flux.tasks.ai  # noqa: F401
