@@ -28,9 +28,12 @@ import tempfile
 from fnmatch import fnmatch
 from pathlib import Path
 
-#: What needs an LLM, an agent runtime, MCP or the network (issue 37's 36 of 98).
+#: Left out (docs/migrating-from-flux-core.md#measured): what calls an LLM or imports the AI
+#: agent layer (ai/, agents/, agent_architecture/, mcp/: out of this engine's scope), what
+#: needs a network service (github_stars*, subflows.py: GitHub's API; ai/stream_event_client.py:
+#: a server), and what makes no workflow run (ai/create_sample_data.py writes the LLM examples' data).
 NEEDS_SERVICE = ("ai/", "agents/", "agent_architecture/", "mcp/", "github_stars", "subflows.py")
-#: Under those folders, what needs neither (no LLM call in it).
+#: Under those folders, what needs none of it (its workflow pauses; no LLM call in it).
 NEEDS_NONE = ("ai/deploy_pipeline.py",)
 MARK = "@@FLUX-COMPARE@@"
 
