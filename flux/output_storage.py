@@ -44,29 +44,35 @@ class InlineOutputStorage(OutputStorage):
         return None
 
 
+def default_storage_dir() -> Path:
+    """Where ``LocalFileStorage()`` keeps values (flux-core's ``local_storage_path``)."""
+    return Path(os.environ.get("FLUX_OUTPUT_STORAGE_DIR") or Path.home() / ".flux" / "outputs")
+
+
 class LocalFileStorage(OutputStorage):
     """One file per value under ``base_path`` (``FLUX_OUTPUT_STORAGE_DIR``, default
     ``~/.flux/outputs``): JSON when the value is JSON, a pickle otherwise."""
 
     def __init__(self, base_path: str | os.PathLike | None = None):
-        default = os.environ.get("FLUX_OUTPUT_STORAGE_DIR") or Path.home() / ".flux" / "outputs"
-        self.base_path = Path(base_path or default)
+        self.base_path = Path(base_path or default_storage_dir())
 
     def _path(self, reference_id: str) -> Path:
         return self.base_path / re.sub(r"[^A-Za-z0-9_.:-]", "_", reference_id)
 
-    def store(self, reference_id: str, value: Any) -> dict[str, str]:
+    def store(self, reference_id: str, value: Any) -> dict[str, Any]:
+        """The reference in flux-core's shape (``metadata.serializer``: ``json`` or ``pkl``)."""
         self.base_path.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             data, serializer = json.dumps(value).encode(), "json"
         except (TypeError, ValueError):
-            data, serializer = pickle.dumps(value), "pickle"
+            data, serializer = pickle.dumps(value), "pkl"
         self._path(reference_id).write_bytes(data)
-        return {"storage_type": "local_file", "reference_id": reference_id, "serializer": serializer}
+        return {"storage_type": "local_file", "reference_id": reference_id, "metadata": {"serializer": serializer}}
 
-    def retrieve(self, reference: dict[str, str]) -> Any:
+    def retrieve(self, reference: dict[str, Any]) -> Any:
         data = self._path(reference["reference_id"]).read_bytes()
-        if reference.get("serializer") == "json":
+        # a reference recorded before the metadata shape kept "serializer" at the top
+        if reference.get("metadata", reference).get("serializer") == "json":
             return json.loads(data)
         return pickle.loads(data)  # noqa: S301 - written by store() above, in a private directory
 

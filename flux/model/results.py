@@ -9,7 +9,11 @@ import json
 from typing import Any
 
 from flux.domain.events import ExecutionState
+from flux.model.fluxcore import differs
 from flux.model.runtime import plain
+
+FAILED_OUTPUT = ("a failed run's output is a dict {error, type, message, traceback} here (flux-core's type and "
+                 "message of the innermost exception, plus ours); flux-core's was the exception object")
 
 
 class Event(dict):
@@ -46,7 +50,14 @@ class RunResult:
 
     @property
     def has_failed(self) -> bool:
-        return self.state in (ExecutionState.FAILED, ExecutionState.TIMED_OUT)
+        return self._failure_read()
+
+    def _failure_read(self) -> bool:
+        """Whether the run failed; flux-core code reading a failure is told, once, what its output is here."""
+        failed = self.state in (ExecutionState.FAILED, ExecutionState.TIMED_OUT)
+        if failed:
+            differs("the output of a failed run", FAILED_OUTPUT)
+        return failed
 
     @property
     def is_paused(self) -> bool:
@@ -63,6 +74,7 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """flux-core's shape: ids, input, output, state and the events; a paused run's
         output is its pause (``{"name", "output"}``), as flux-core showed it."""
+        self._failure_read()
         return json.loads(json.dumps({
             "workflow_name": self.workflow_name,
             "execution_id": self.execution_id,

@@ -126,11 +126,23 @@ def progress_nowait(value: Any) -> None:
 
 class TaskFailedError(RuntimeError):
     """Raised inside a workflow when a task failed on its last attempt (flux-core's
-    ``ExecutionError``: ``inner_exception`` is what the body raised)."""
+    ``ExecutionError``: ``inner_exception`` is what the body raised). Built as ours,
+    ``TaskFailedError(message)``, or as flux-core code raises it, ``(inner_exception, message)``."""
+
+    def __init__(self, inner_exception: BaseException | str | None = None, message: str | None = None):
+        if isinstance(inner_exception, BaseException):
+            super().__init__(message)
+            self.__cause__ = inner_exception
+        else:
+            super().__init__(*(part for part in (inner_exception, message) if part is not None))
 
     @property
     def inner_exception(self) -> BaseException | None:
         return self.__cause__
+
+    @property
+    def message(self) -> str | None:
+        return str(self.args[0]) if self.args and self.args[0] is not None else None
 
 
 class ExecutionTimeoutError(TimeoutError):
@@ -383,7 +395,7 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
         output = await workflow.fn(ctx)
         storage = getattr(workflow, "output_storage", None)  # flux-core's: the output is its reference
         if storage is not None:
-            output = storage.store(f"{workflow.name}-{ctx.execution_id}", output)
+            output = storage.store(f"{workflow.name}_{ctx.execution_id}", output)  # flux-core's reference id
         output = to_json_value(output, f"the output of workflow {workflow.name!r}", ctx.max_payload_size, ctx.max_payload_levels)
         outcome = (EventType.WORKFLOW_COMPLETED, output)
     except asyncio.CancelledError:

@@ -290,12 +290,17 @@ class Workflow:
         tasks with ``secret_requests`` receive (masked in the events, as on a worker).
         ``execution_id`` (and ``resume_payload``): flux-core's form of ``resume(execution_id, value)``."""
         if execution_id is not None:
+            if resume_payload is not None:
+                fluxcore.differs("run(execution_id=, resume_payload=)", "the pause returns the payload "
+                                 "(flux-core 0.87.5 ignored it: its pause returned None)")
             return self.resume(execution_id, resume_payload)
         try:
             asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run_async(input, secrets))
-        raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
+        except RuntimeError:  # no loop: run one (outside this handler, so a failure's traceback is only its own)
+            pass
+        else:
+            raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
+        return asyncio.run(self.run_async(input, secrets))
 
     def resume(self, execution_id: str, input: Any = None) -> LocalExecution:
         """Continue this process's local run ``execution_id``: a paused one goes on with

@@ -30,7 +30,7 @@ AGENTS = "the AI agent layer (agents, LLM providers, MCP) is not part of this en
 #: Modules whose import is refused, by prefix.
 REFUSED_MODULES = {
     "flux.tasks.ai": AGENTS, "flux.agents": AGENTS, "flux.mcp_server": AGENTS, "flux.tasks.mcp": AGENTS,
-    "flux.service_mcp": AGENTS, "flux.config": "no Configuration here: settings are flux.toml and FLUX_* variables",
+    "flux.service_mcp": AGENTS,
     "flux.catalogs": "register with 'flux workflow register'",
     "flux.hooks": "no outbound hooks here", "flux.approvals": "use requires_approval=True (a pause) instead",
 }
@@ -41,6 +41,9 @@ NAMES = {
     "create_workflow": (Verdict.REFUSED, "no dynamic workflows: register a module"),
     "run_workflow": (Verdict.REFUSED, "no dynamic workflows: flux.call(workflow, input)"),
     "service_client": (Verdict.REFUSED, "no services"), "service_socket": (Verdict.REFUSED, "no services"),
+    "Configuration": (Verdict.CHANGES, "read-only: home, server_host/port, database_url, local_storage_path and "
+                      "workers.server_url/labels/max_concurrent_executions as 'flux start' reads them; "
+                      "other keys, writes and override() raise"),
     "SecretManager": (Verdict.CHANGES, "saves secrets for local runs of this process; on a server: flux secret set"),
     "LocalFileStorage": (Verdict.CHANGES, "pickles on this machine: the storing task and the reader must share the directory"),
     "create_schedule_manager": (Verdict.REFUSED, "schedules are the server's: flux schedule create, or schedule= on the workflow"),

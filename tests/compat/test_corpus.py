@@ -37,6 +37,8 @@ CASES = [
     ("review_graph", "a brief text", [], "COMPLETED", "short (12)"),
     ("hourly_batches", 3, [], "COMPLETED", [0, 10, 20]),
     ("refund_approval", [20, 500], [{"approved": True}], "COMPLETED", ["refunded 20", "refunded 500"]),
+    ("settings_probe", None, [], "COMPLETED", {"has_home": True, "scheme": "http", "missing_named": True}),
+    ("raised_error", ["4", "x", "-2"], [], "COMPLETED", [4, "ValueError", "-2 is negative"]),
 ]
 FAILED_WITH = {"failing_job": ("RuntimeError", "disk full"), "refund_saga": ("RuntimeError", "no courier")}
 
@@ -104,6 +106,27 @@ def test_rollback_warns_that_it_is_a_saga_here():
     fluxcore._warned.discard("task rollback=")
     with pytest.warns(MigrationWarning, match=r"rollback=.*saga.*migrating-from-flux-core\.md"):
         runpy.run_path(str(CORPUS / "refund_saga.py"))
+
+
+def test_run_with_a_resume_payload_warns_that_the_pause_returns_it():
+    import flux.model.fluxcore as fluxcore
+
+    fluxcore._warned.discard("run(execution_id=, resume_payload=)")
+    wf = _module("pause_review")["pause_review"]
+    paused = wf.run("tides")
+    with pytest.warns(MigrationWarning, match=r"resume_payload=\).*returned None"):
+        done = wf.run(execution_id=paused.execution_id, resume_payload="approved")
+    assert done.output == {"draft": "draft on tides", "verdict": "approved"}
+
+
+def test_reading_a_failed_run_warns_what_its_output_is_here():
+    import flux.model.fluxcore as fluxcore
+
+    fluxcore._warned.discard("the output of a failed run")
+    ctx = _module("failing_job")["failing_job"].run()
+    with pytest.warns(MigrationWarning, match=r"failed run's output is a dict.*flux-core's was the exception object"):
+        assert ctx.has_failed
+    assert ctx.output["type"] == "RuntimeError"
 
 
 def test_the_agent_layer_is_refused_by_name():

@@ -19,6 +19,7 @@ def test_the_corpus_runs_with_each_change_of_meaning_named_by_file_and_line():
     assert "refund_saga.py:11: with_options(rollback=...)" in result.output
     assert "nightly_digest.py:12: with_options(schedule=...)" in result.output
     assert "0 refused" in result.output
+    assert "settings_probe.py:6: flux.config.Configuration: read-only" in result.output
 
 
 def test_the_agent_layer_and_input_routing_are_refused_without_importing_the_file(tmp_path):

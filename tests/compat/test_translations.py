@@ -228,3 +228,15 @@ def test_flux_core_import_paths_leave_flux_task_and_workflow_the_decorators():
             "assert flux.task is task and flux.workflow is workflow and type(task).__name__ == '_TaskDecorator'\n"
             "assert ExecutionContext is Same and ExecutionContext[str] is ExecutionContext")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_stored_output_is_referenced_in_flux_cores_shape(tmp_path):
+    from flux.output_storage import LocalFileStorage
+
+    storage = LocalFileStorage(tmp_path)
+    frame, plain = storage.store("frames_e1", {1, 2}), storage.store("plain_e1", [1, 2])
+    assert frame == {"storage_type": "local_file", "reference_id": "frames_e1", "metadata": {"serializer": "pkl"}}
+    assert plain["metadata"] == {"serializer": "json"}
+    assert (storage.retrieve(frame), storage.retrieve(plain)) == ({1, 2}, [1, 2])
+    legacy = {"storage_type": "local_file", "reference_id": "plain_e1", "serializer": "json"}
+    assert storage.retrieve(legacy) == [1, 2]
