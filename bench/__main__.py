@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from bench import b1_budget, b1_dispatch, b2_throughput, b3_replay, b5_matching, b6_postgres, b7_fleet
+from bench import b1_budget, b1_dispatch, b2_throughput, b3_replay, b5_matching, b6_burst, b6_postgres, b7_fleet
 from bench.common import BenchCluster, Figure, Skipped, commit_facts, machine_facts, write_workflow
 from bench.workflows import SOURCE
 from flux.client import FluxClient
@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 return []
 
             run.scenario("B6", b6)
+            run.scenario("B6.burst", lambda: b6_burst.run(args.pg_url, tmp / "burst", *b6_burst.counts(args.quick)))
         if "B7" in wanted:
             b7_options = b7_fleet.options_from(args, prefix="b7-")
             run.scenarios.setdefault("B7", {})["options"] = dict(b7_options.__dict__)

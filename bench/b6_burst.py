@@ -75,6 +75,11 @@ def run(pg_url: str, work: Path, count: int, repeats: int) -> list[Figure]:
     ]
 
 
+def counts(quick: bool) -> tuple[int, int]:
+    """(runs a burst, repeats)."""
+    return (200, 2) if quick else (1000, 3)
+
+
 def _cpu_ms(before: dict[int, float], after: dict[int, float]) -> float:
     return 1000 * sum(max(0.0, t - before.get(pid, 0.0)) for pid, t in after.items())
 
@@ -88,8 +93,8 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
     args = parser.parse_args()
-    count = args.count or (200 if args.quick else 1000)
-    repeats = args.repeats or (2 if args.quick else 3)
+    count, repeats = counts(args.quick)
+    count, repeats = args.count or count, args.repeats or repeats
     with tempfile.TemporaryDirectory(prefix="flux-b6-burst-") as work:
         print_figures(run(args.pg_url, Path(work), count, repeats))
 
