@@ -149,15 +149,13 @@ class Database:
         #: ``flux.server.outbox``), so a service function of a Session reaches it.
         self.context: dict = {}
         self._sessions = sessionmaker(self.engine, expire_on_commit=False, info=self.context)
-        #: SQLite: the one writer, committing what queued together at once; PostgreSQL: None.
-        self._writer: GroupWriter | None = None
-        if is_sqlite(self.url):
-            self._writer = GroupWriter(self._sessions, self._alone, self._started, self.statements.uncounted)
-            self._pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="flux-db-read")
-        else:
-            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="flux-db")
+        #: The one writer thread, committing what queued together at once (group commit:
+        #: SQLite has one writer anyway; on PostgreSQL a commit waits for its WAL flush,
+        #: and one flush for a group costs what one unit's did).
+        self._writer = GroupWriter(self._sessions, self._alone, self._started, self.statements.uncounted)
+        self._pool = ThreadPoolExecutor(max_workers=3 if is_sqlite(self.url) else 8, thread_name_prefix="flux-db-read")
         #: Enqueue times of work not yet started on a thread (the oldest is the lag):
-        #: writes (or everything, where reads share the pool), and SQLite's reads.
+        #: writes, and reads.
         self._queued: dict[int, float] = {}
         self._queued_reads: dict[int, float] = {}
         self._next_ticket = 0
@@ -194,10 +192,7 @@ class Database:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def run(self, fn: Callable[[Session], T]) -> T:
-        """Run ``fn(session)`` in one transaction off the event loop (on SQLite, maybe
-        one shared with other units that queued with it; answered once committed)."""
-        if self._writer is None:
-            return await self._submit(fn, True, self._queued)
+        """Run ``fn(session)`` in one transaction off the event loop (maybe one shared with other units that queued with it; answered once committed)."""
         unit = Unit(fn, True, self._enqueue(self._queued))
         try:
             return await asyncio.wrap_future(self._writer.submit(unit))
@@ -205,8 +200,8 @@ class Database:
             self._queued.pop(unit.ticket, None)
 
     async def read(self, fn: Callable[[Session], T], counted: bool = True) -> T:
-        """Like ``run`` for work that only reads: on SQLite it never queues behind writes."""
-        return await self._submit(fn, counted, self._queued_reads if self._writer is not None else self._queued)
+        """Like ``run`` for work that only reads: it never queues behind writes."""
+        return await self._submit(fn, counted, self._queued_reads)
 
     def _enqueue(self, queued: dict) -> int:
         ticket = self._next_ticket
@@ -245,7 +240,6 @@ class Database:
         return max(waited, self.backlog()[1])
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        self._writer.close()
         self._pool.shutdown(wait=True)
         self.engine.dispose()
