@@ -3,12 +3,13 @@
 A server and one subprocess-runner worker run under ``bench.stamps``; trivial
 executions go one at a time (as in B1), so every stamp between a run's POST and the
 client's wake belongs to that run. For each step the budget gives the median time
-since the POST and the median gap from the step before it; ``transactions`` and
-``transactions``, ``statements`` and ``requests`` count, per execution, the write units the
-server ran, the SQL statements it sent and the HTTP
-requests it answered (heartbeats left out): figures that load on the machine does not
-move. The stamps cost a few microseconds each (about 40 an execution), so these
-offsets run a little above B1's own figures, which are taken without them.
+since the POST and the median gap from the step before it. ``transactions``,
+``statements`` and ``requests`` count, per execution, the write units the server ran,
+the SQL statements it sent and the HTTP requests it answered (heartbeats left out);
+``server_cpu`` and ``worker_cpu`` are CPU per execution: figures that load on the
+machine moves far less than wall time. The stamps cost a few microseconds each (about
+60 an execution), so these offsets run a little above B1's own figures, which are
+taken without them.
 """
 
 from __future__ import annotations
@@ -56,6 +57,21 @@ STEPS = (
 )
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its live children (psutil)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for process in (root, *root.children(recursive=True)):
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def _read(path: Path) -> list[tuple[float, str]]:
     stamps = []
     for line in path.read_text().splitlines():
@@ -84,14 +100,18 @@ def budget(home: Path, database_url: str | None, count: int) -> list[Figure]:
     try:
         cluster.start_server(timeout=60)
         cluster.start_worker("b1-budget", runner="subprocess", max_concurrent_executions=4, heartbeat_interval=5.0, timeout=60)
+        meters = {"server": cluster.server.pid, "worker": cluster.workers["b1-budget"].pid}
         with FluxClient(cluster.server_url) as client:
             client.register_file(write_workflow(home, SOURCE, "bench_workflows"))
             for i in range(WARMUP + count):
+                if i == WARMUP:
+                    cpu0 = {name: cpu_seconds(pid) for name, pid in meters.items()}
                 posted = time.time()
                 execution = client.run(TRIVIAL, i)
                 client.wait(execution["id"], 60)
                 if i >= WARMUP:
                     runs.append((posted, time.time(), execution["id"]))
+            cpu = {name: (cpu_seconds(pid) - cpu0[name]) * 1000 / count for name, pid in meters.items()}
             events = {run[2]: {e["type"]: e["time"] for e in client.events(run[2])} for run in runs}
     finally:
         cluster.close()
@@ -115,6 +135,9 @@ def budget(home: Path, database_url: str | None, count: int) -> list[Figure]:
         gap = statistics.median(gaps[step.name]) if gaps[step.name] else float("nan")
         figures.append(Figure.of(f"B1.budget.{number:02d} {step.name}", offsets[step.name], "ms",
                                  note=f"median gap from the step before: {gap:.2f} ms"))
+    for name, ms in cpu.items():
+        figures.append(Figure.of(f"B1.budget.{name}_cpu", [ms], "ms CPU/exec",
+                                 note=f"the {name} process{' and its children' if name == 'worker' else ''}, per execution"))
     figures.append(Figure.of("B1.budget.transactions", transactions, "per execution",
                              note="server units of work (Database.run) between POST and the client's wake"))
     figures.append(Figure.of("B1.budget.statements", statements, "per execution",

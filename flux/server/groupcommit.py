@@ -1,6 +1,7 @@
-"""Group commit for SQLite's single writer (docs/fleet.md, "Group commit").
+"""Group commit for the server's one writer thread (docs/fleet.md, "Group commit").
 
-SQLite has one writer, so every write of the server queues for one thread. A burst of
+SQLite has one writer, so every write of the server queues for one thread; on
+PostgreSQL the same thread saves a WAL flush per unit (docs/latency.md). A burst of
 runs is a stream of small units of work (a submission, a claim, a checkpoint), and
 about a third of what each cost that thread was the transaction around it: a session,
 BEGIN, COMMIT and its WAL pages, the connection's return to the pool. Here the writer
