@@ -1,12 +1,13 @@
 """Database engine and the single place where the server touches it.
 
 Every unit of work is a plain function of a ``Session`` run in a transaction on a
-thread pool, so the event loop never blocks on I/O. Writes have one thread, which
-commits the units that queued together in one transaction (``groupcommit``): SQLite
-allows one writer at a time anyway (they queue in memory instead of spinning on
-``database is locked``), and on PostgreSQL one WAL flush for a group costs what one
-unit's did. Reads (``Database.read``) have threads of their own and never wait for
-the writer (SQLite's WAL mode; PostgreSQL's MVCC): three on SQLite, eight on PostgreSQL.
+thread pool, so the event loop never blocks on I/O. Writes have writer threads that
+commit the units queued together in one transaction (``groupcommit``): one on SQLite,
+which allows one writer at a time anyway (they queue in memory instead of spinning on
+``database is locked``); four on PostgreSQL, where one WAL flush for a group costs what
+one unit's did and groups still commit side by side. Reads (``Database.read``) have
+threads of their own and never wait for the writers (SQLite's WAL mode; PostgreSQL's
+MVCC): three on SQLite, eight on PostgreSQL.
 
 The database counts the statements it runs (reads and writes, for ``/metrics``: the
 fleet's idle upkeep is meant to be zero statements, and tests check it) and how
@@ -39,6 +40,8 @@ log = logging.getLogger("flux.server.database")
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 #: Attempts for a transaction that lost a race to a concurrent writer.
 RETRIES = 5
+#: Writer threads on PostgreSQL: groups that commit side by side (SQLite has one).
+PG_WRITERS = 4
 #: PostgreSQL SQLSTATEs that mean "a concurrent transaction won; try again".
 RETRYABLE_SQLSTATES = {"40001", "40P01", "23505"}
 
@@ -150,10 +153,11 @@ class Database:
         #: ``flux.server.outbox``), so a service function of a Session reaches it.
         self.context: dict = {}
         self._sessions = sessionmaker(self.engine, expire_on_commit=False, info=self.context)
-        #: The one writer thread, committing what queued together at once (group commit:
+        #: The writer threads, committing what queued together at once (group commit:
         #: SQLite has one writer anyway; on PostgreSQL a commit waits for its WAL flush,
-        #: and one flush for a group costs what one unit's did).
-        self._writer = GroupWriter(self._sessions, self._alone, self._started, self.statements.uncounted)
+        #: one flush for a group costs what one unit's did, and a few groups commit at once).
+        writers = 1 if is_sqlite(self.url) else PG_WRITERS
+        self._writer = GroupWriter(self._sessions, self._alone, self._started, self.statements.uncounted, writers)
         self._pool = ThreadPoolExecutor(max_workers=3 if is_sqlite(self.url) else 8, thread_name_prefix="flux-db-read")
         #: Enqueue times of work not yet started on a thread (the oldest is the lag):
         #: writes, and reads.
