@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from bench import b1_dispatch, b2_throughput, b3_replay, b5_matching, b6_postgres, b7_fleet
+from bench import b1_budget, b1_dispatch, b2_throughput, b3_replay, b5_matching, b6_burst, b6_postgres, b7_fleet
 from bench.common import BenchCluster, Figure, Skipped, commit_facts, machine_facts, write_workflow
 from bench.workflows import SOURCE
 from flux.client import FluxClient
@@ -131,6 +131,13 @@ def cluster_scenarios(run: Run, home: Path, database_url: str | None, backend: s
         cluster.close()
 
 
+def budget(run: Run, home: Path, database_url: str | None) -> list[Figure]:
+    """B1's latency budget (``bench.b1_budget``), printed as a table once measured."""
+    figures = b1_budget.budget(home, database_url, 20 if run.args.quick else 100)
+    print(b1_budget.table(figures), flush=True)
+    return figures
+
+
 def backend_of(url: str | None) -> str:
     if not url:
         return "sqlite"
@@ -156,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 run, tmp / "cluster", args.database_url, backend, wanted & {"B1", "B2"}, {"B1": "B1", "B2": "B2"}) or [])
         if "B1" in wanted:
             run.scenario("B1.diag", lambda: b1_dispatch.handover(args.quick))
+            if "subprocess" in args.runners:
+                run.scenario("B1.budget", lambda: budget(run, tmp / "budget", args.database_url))
         if "B3" in wanted:
             run.scenario("B3", lambda: b3_replay.run(args.quick))
         if "B5" in wanted:
@@ -170,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 return []
 
             run.scenario("B6", b6)
+            run.scenario("B6.burst", lambda: b6_burst.run(args.pg_url, tmp / "burst", *b6_burst.counts(args.quick)))
         if "B7" in wanted:
             b7_options = b7_fleet.options_from(args, prefix="b7-")
             run.scenarios.setdefault("B7", {})["options"] = dict(b7_options.__dict__)

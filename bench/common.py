@@ -176,13 +176,19 @@ def commit_facts() -> dict[str, Any]:
 class BenchCluster(LocalCluster):
     """LocalCluster, optionally with every process under ``bench.sampler`` (``--profile DIR``)."""
 
-    def __init__(self, home: Path, database_url: str | None = None, profile_dir: Path | None = None, tag: str = ""):
+    def __init__(self, home: Path, database_url: str | None = None, profile_dir: Path | None = None, tag: str = "",
+                 stamps: Path | None = None):
         super().__init__(home, database_url=database_url)
         self.profile_dir = profile_dir
         self.tag = tag
+        #: Every process appends its stamps here (``bench.stamps``: B1's latency budget).
+        self.stamps = stamps
 
     def _popen(self, args: list[str], log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-        if self.profile_dir is not None and args[1:3] == ["-m", "flux.cli"]:
+        if self.stamps is not None and args[1:3] == ["-m", "flux.cli"]:
+            args = [args[0], "-m", "bench.stamps", str(self.stamps), *args[1:]]
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        elif self.profile_dir is not None and args[1:3] == ["-m", "flux.cli"]:
             self.profile_dir.mkdir(parents=True, exist_ok=True)
             out = self.profile_dir / f"{self.tag}{log_name}.txt"
             args = [args[0], "-m", "bench.sampler", str(out), *args[1:]]

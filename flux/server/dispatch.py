@@ -33,7 +33,7 @@ from flux.scheduling.fairshare import FairShare, capacity_of
 from flux.scheduling.ordering import order
 from flux.scheduling.placement import Placement, place
 from flux.scheduling.quotas import QuotaLedger
-from flux.server import executions, queue, topics
+from flux.server import executions, fleet, queue, topics
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
 from flux.server.namespaces import rules
 from flux.server.database import Database
@@ -41,7 +41,8 @@ from flux.server.eventlog import INSERT_EVENT
 from flux.server.explain import record_waiting
 from flux.server.metrics import Claimed, ServerMetrics
 from flux.server.notify import Notifier
-from flux.server.registry import FleetRegistry
+from flux.server.registry import FleetRegistry, Held, Member
+from flux.server.schemas import ClaimedExecution
 from flux.server.snapshot import FleetSnapshot
 
 log = logging.getLogger("flux.server.dispatch")
@@ -58,6 +59,17 @@ PLACEMENT_LOCK = 727073
 LOCK_RETRY = 0.05
 
 
+class Handed(NamedTuple):
+    """What a round delivered to a worker whose claim waits on this replica."""
+
+    member: Member
+    #: Its claim's wake-ups when the round read what it holds (``Member.hand``).
+    seen: int
+    claimed: list[ClaimedExecution]
+    cancel: list[str]
+    held: dict[str, Held]
+
+
 class Round(NamedTuple):
     #: Each placement: its worker, namespace, workflow and how long it waited.
     assigned: list[Claimed]
@@ -65,6 +77,8 @@ class Round(NamedTuple):
     backlog: bool
     #: Workers told to preempt something (their long polls are woken).
     preempting: frozenset[str] = frozenset()
+    #: Deliveries made in the round's transaction, for claims waiting here.
+    handed: tuple[Handed, ...] = ()
 
 
 class Dispatcher:
@@ -120,6 +134,8 @@ class Dispatcher:
                 self.metrics.observe_dispatch(claimed)
             for worker_name in {claimed.worker for claimed in assigned} | done.preempting:
                 self.notifier.notify(topics.worker(worker_name))
+            for handed in done.handed:  # after the wake-ups: what they would read, they have
+                handed.member.hand(handed.claimed, handed.cancel, handed.held, handed.seen)
 
 
     def _demand(self, row) -> Demand:  # noqa: ANN001 - a row of queue.page
@@ -187,12 +203,8 @@ class Dispatcher:
         backlog = first.more or any(row.id not in placed for row in first.rows)
         if not placements:
             return Round([], backlog, woken)
-        rows = {
-            e.id: e
-            for e in session.scalars(
-                select(ExecutionModel).where(ExecutionModel.id.in_([p.execution_id for p in placements]))
-            )
-        }
+        placed_rows = select(ExecutionModel).where(ExecutionModel.id.in_([p.execution_id for p in placements]))
+        rows = {e.id: e for e in session.scalars(placed_rows.options(*executions.WITHOUT_PAYLOADS))}
         now = time.time()
         claimed_events: list[dict] = []
         for placement in placements:
@@ -202,7 +214,21 @@ class Dispatcher:
         for p in placements:
             row = rows[p.execution_id]
             claimed.append(Claimed(p.worker_name, row.namespace, row.workflow_name, now - row.pending_since))
-        return Round(claimed, backlog, woken)
+        return Round(claimed, backlog, woken, self._hand_over(session, {p.worker_name for p in placements}))
+
+    def _hand_over(self, session: Session, workers: set[str]) -> tuple[Handed, ...]:
+        """Deliver, in the round's own transaction, what it placed on workers whose claim
+        waits on this replica: that claim answers once the round commits, without a
+        transaction of its own (docs/latency.md). Other claims read it as before."""
+        handed = []
+        for name in sorted(workers):
+            member = self.registry.members.get(name)
+            if member is None or not self.notifier.listened(topics.worker(name)):
+                continue
+            seen = member.notices
+            jobs, cancel, held = executions.deliver(session, name)
+            handed.append(Handed(member, seen, jobs, cancel, fleet.held_map(held)))
+        return tuple(handed)
 
     def _contention(self, session: Session, first: queue.Page) -> tuple[Contention, dict[str, float]]:
         """The round's ledgers: who holds what (the snapshot read it), quotas and weights,

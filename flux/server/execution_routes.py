@@ -83,11 +83,11 @@ async def show_execution(
     with notifier.subscribe(topics.execution(execution_id)) as woken:
         while True:  # a waiter reads the state alone on each change; the row once, at the end
             woken.clear()
-            state = await svc.db.read(lambda s: executions.state_of(s, execution_id, ns))
-            remaining = deadline - time.monotonic()
-            if ExecutionState(state).is_terminal or remaining <= 0 or notifier.stopped:
-                return await svc.db.read(lambda s: executions.get(s, execution_id, ns))
-            await notifier.wait(woken, min(remaining, WAIT_RECHECK))
+            final = deadline - time.monotonic() <= 0 or notifier.stopped
+            execution = await svc.db.read(lambda s: executions.finished(s, execution_id, ns, final))
+            if execution is not None:
+                return execution
+            await notifier.wait(woken, max(0.0, min(deadline - time.monotonic(), WAIT_RECHECK)))
 
 
 @router.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)

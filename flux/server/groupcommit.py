@@ -1,6 +1,8 @@
-"""Group commit for SQLite's single writer (docs/fleet.md, "Group commit").
+"""Group commit for the server's one writer thread (docs/fleet.md, "Group commit").
 
-SQLite has one writer, so every write of the server queues for one thread. A burst of
+SQLite has one writer, so every write of the server queues for one thread; on
+PostgreSQL a few such threads save a WAL flush per unit and still commit side by side
+(docs/latency.md). A burst of
 runs is a stream of small units of work (a submission, a claim, a checkpoint), and
 about a third of what each cost that thread was the transaction around it: a session,
 BEGIN, COMMIT and its WAL pages, the connection's return to the pool. Here the writer
@@ -45,10 +47,11 @@ class _Failed(Exception):
 
 
 class GroupWriter:
-    """One thread that runs queued write units, those waiting together in one transaction."""
+    """Threads that run queued write units, those waiting together in one transaction:
+    one on SQLite (one writer), a few on PostgreSQL (groups commit side by side)."""
 
     def __init__(self, sessions: Callable[[], Session], single: Callable[[Unit], Any],
-                 started: Callable[[Unit], None], uncounted: Callable[[Callable[[], Any]], Any]):
+                 started: Callable[[Unit], None], uncounted: Callable[[Callable[[], Any]], Any], threads: int = 1):
         self._sessions = sessions  # a new session, not yet in a transaction
         self._single = single  # one unit in its own transaction, with the usual retries
         self._started = started  # a unit left the queue (queue-wait bookkeeping)
@@ -57,8 +60,9 @@ class GroupWriter:
         self._ready = threading.Condition()
         self._closed = False
         self.groups = 0  # transactions that carried more than one unit (tests, metrics)
-        self._thread = threading.Thread(target=self._loop, name="flux-db-writer", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, name="flux-db-writer", daemon=True) for _ in range(threads)]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, unit: Unit) -> Future:
         with self._ready:
@@ -71,8 +75,9 @@ class GroupWriter:
     def close(self) -> None:
         with self._ready:
             self._closed = True
-            self._ready.notify()
-        self._thread.join()
+            self._ready.notify_all()
+        for thread in self._threads:
+            thread.join()
 
     def _loop(self) -> None:
         while True:

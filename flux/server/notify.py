@@ -69,6 +69,11 @@ class Notifier:
                 if not waiters:
                     del self._waiters[key]
 
+    def listened(self, key: str) -> bool:
+        """Someone in this process waits on ``key`` now (a worker's claim, say). Safe from
+        another thread: a stale answer only means the slower path."""
+        return bool(self._waiters.get(key))
+
     def waiting(self) -> int:
         """Requests waiting right now (a gauge, and a leak check in tests)."""
         return sum(len(waiters) for waiters in self._waiters.values()) - self._own

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from flux.domain.events import ExecutionState
 from flux.domain.workers import Liveness, WorkerState
-from flux.protocol.claims import PreemptionNotice
+from flux.protocol.claims import ClaimedExecution, PreemptionNotice
 from flux.server import topics
 from flux.server.misses import RecentMisses
 
@@ -82,6 +82,11 @@ class Member:
     stale_since: float | None = None
     #: Preemption notices a claim reply already carried (``preempting``).
     told: set[str] = field(default_factory=set)
+    #: What a dispatch round delivered to its waiting claim in the round's own transaction
+    #: (jobs, executions to cancel): the claim answers with it, no read of its own.
+    handed: tuple[list[ClaimedExecution], list[str]] | None = None
+    #: Wake-ups of its claim so far (``on_notify``): did news come that a round did not read?
+    notices: int = 0
 
     def expected_running(self) -> set[str]:
         return {eid for eid, held in (self.held or {}).items() if held.delivered}
@@ -126,6 +131,20 @@ class Member:
     def hint(self, work: bool) -> None:
         """Something may (or cannot) be waiting for its claim."""
         self.work_hint = work
+
+    def hand(self, claimed: list[ClaimedExecution], cancel: list[str], held: dict[str, Held], seen: int) -> None:
+        """A round delivered ``claimed`` to it, committed: its claim answers with them. The
+        round read what it holds when it had had ``seen`` wake-ups; if the only one since
+        is the round's own, nothing is left for a claim to read (else the hint stays)."""
+        previous = self.handed or ([], [])
+        self.handed = (previous[0] + claimed, sorted(set(previous[1]) | set(cancel)))
+        self.held = held
+        if self.notices == seen + 1:
+            self.work_hint = False
+
+    def take_handed(self) -> tuple[list[ClaimedExecution], list[str]] | None:
+        handed, self.handed = self.handed, None
+        return handed
 
     def claim_checked(self, now: float) -> None:
         """Its claim read the database now: no hint is left."""
@@ -288,6 +307,7 @@ class FleetRegistry:
         if topic.kind == topics.Kind.WORKER:
             member = self.members.get(topic.subject)
             if member is not None:
+                member.notices += 1
                 member.hint(True)
                 member.hold(None)
         elif topic.kind == topics.Kind.AUTH:

@@ -17,9 +17,9 @@ from flux.server.executions.submission import INSERT_EXECUTION, submit
 from flux.server.executions.timeouts import expire_deadlines, first_deadline
 from flux.server.executions.waits import first_wake, resume, wake_due
 from flux.server.executions.history import ExecutionFilter, Page, page, parse_include
-from flux.server.executions.reads import events, get, get_row, held_by, info, job_for, state_of
+from flux.server.executions.reads import WITHOUT_PAYLOADS, events, finished, get, get_row, held_by, info, job_for, state_of
 
 __all__ = [
-    "INSERT_EXECUTION", "ExecutionFilter", "Page", "cancel", "checkpoint", "claim", "deliver", "end_attempt", "events", "expire_deadlines", "expire_pending", "fenced_row", "first_deadline", "first_wake",
+    "INSERT_EXECUTION", "WITHOUT_PAYLOADS", "ExecutionFilter", "Page", "cancel", "checkpoint", "claim", "deliver", "end_attempt", "events", "expire_deadlines", "expire_pending", "fenced_row", "finished", "first_deadline", "first_wake",
     "finish", "finished_event", "get", "get_row", "held_by", "info", "job_for", "page", "parse_include", "resume", "state_of", "submit", "wake_due",
 ]

@@ -153,8 +153,10 @@ def checkpoint(
                 execution.state = S.RUNNING.value
                 outbox.execution_event(session, execution, HookEventType.EXECUTION_STARTED)
         elif new_state is not None:
-            append_events(session, execution, logged)  # the terminal event closes the log: stragglers are dropped
+            # The terminal event closes the log (stragglers are dropped). Finished first, so
+            # that the row's end and the log's go out as ONE UPDATE (the insert flushes it).
             finish(session, execution, new_state, event.value, event.time)
+            append_events(session, execution, logged)
             return CheckpointReply(state=execution.state, cancel=False), True
     append_events(session, execution, logged)
     return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), False
@@ -163,7 +165,7 @@ def checkpoint(
 def fenced_row(session: Session, worker_name: str, execution_id: str, attempt: int) -> ExecutionModel:
     """The execution a worker writes to, if it holds it under this attempt (else 409:
     fenced). What a superseded attempt sends (events, log lines) is refused here."""
-    execution = get_row(session, execution_id)
+    execution = get_row(session, execution_id, payloads=False)
     if execution.worker_name != worker_name:
         raise Conflict(f"execution {execution_id} is not held by worker {worker_name!r}")
     if attempt != execution.attempt:

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, defer
 
 from flux.domain.allotment import Allotment
-from flux.domain.events import HOLDING_STATES, REPLAYED_EVENTS
+from flux.domain.events import HOLDING_STATES, REPLAYED_EVENTS, ExecutionState
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server import payloads, workflows
 from flux.server.executions import replay
@@ -28,8 +28,13 @@ def visible(row: ExecutionModel | None, namespace: str | None) -> bool:
     return row is not None and (namespace is None or row.namespace == namespace)
 
 
-def get_row(session: Session, execution_id: str, namespace: str | None = None) -> ExecutionModel:
-    row = session.get(ExecutionModel, execution_id)
+#: Loader options for work that never reads an execution's payloads (a checkpoint, a
+#: claim): its input and output, up to ``max_payload_size`` each, stay in the database.
+WITHOUT_PAYLOADS = (defer(ExecutionModel.input), defer(ExecutionModel.output))
+
+
+def get_row(session: Session, execution_id: str, namespace: str | None = None, payloads: bool = True) -> ExecutionModel:
+    row = session.get(ExecutionModel, execution_id, options=None if payloads else WITHOUT_PAYLOADS)
     if not visible(row, namespace):
         raise not_found(execution_id)
     return row
@@ -46,6 +51,15 @@ def state_of(session: Session, execution_id: str, namespace: str | None = None) 
     return state
 
 
+def finished(session: Session, execution_id: str, namespace: str | None, final: bool) -> ExecutionInfo | None:
+    """The execution once it is over (or, ``final``, in whatever state), else None: what a
+    waiting client reads on each change, the state alone until the row is wanted, in one
+    read (one trip to a thread, not two, between the last checkpoint and the answer)."""
+    if not final and not ExecutionState(state_of(session, execution_id, namespace)).is_terminal:
+        return None
+    return get(session, execution_id, namespace)
+
+
 def get(session: Session, execution_id: str, namespace: str | None = None) -> ExecutionInfo:
     """One execution, with the children its calls started (docs/waits.md)."""
     row = get_row(session, execution_id, namespace)
@@ -59,7 +73,7 @@ def get(session: Session, execution_id: str, namespace: str | None = None) -> Ex
 
 def events(session: Session, execution_id: str, after: int = 0, namespace: str | None = None) -> list[EventOut]:
     # the payloads load only if a page holds an event that refers to them
-    execution = session.get(ExecutionModel, execution_id, options=[defer(ExecutionModel.input), defer(ExecutionModel.output)])
+    execution = session.get(ExecutionModel, execution_id, options=WITHOUT_PAYLOADS)
     if not visible(execution, namespace):
         raise not_found(execution_id)
     rows = session.scalars(

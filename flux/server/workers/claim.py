@@ -8,7 +8,7 @@ from typing import Awaitable, Callable
 
 from flux.server import executions, fleet, topics
 from flux.server.registry import CLAIM_RECHECK, Member
-from flux.server.schemas import ClaimReply, ClaimRequest
+from flux.server.schemas import ClaimedExecution, ClaimReply, ClaimRequest
 from flux.server.services import Services
 
 
@@ -25,6 +25,9 @@ async def claim(svc: Services, member: Member, body: ClaimRequest, gone: Callabl
             if await gone():  # hand nothing to a poll nobody reads any more
                 return empty
             now = time.time()
+            handed = member.take_handed()  # delivered by the round that placed it (flux.server.dispatch)
+            if handed is not None:
+                return _reply(svc, member, *handed, now)
             if svc.registry.claim_should_check(member, now):
                 reply = await _deliver(svc, member, now)
                 if reply.executions or reply.cancel or reply.preempt:
@@ -39,8 +42,12 @@ async def _deliver(svc: Services, member: Member, now: float) -> ClaimReply:
     """One read: what was placed on it is delivered; what it holds is remembered."""
     member.claim_checked(now)
     claimed, cancel, held = await svc.db.run(lambda s: executions.deliver(s, member.name))
+    member.hold(fleet.held_map(held))
+    return _reply(svc, member, claimed, cancel, now)
+
+
+def _reply(svc: Services, member: Member, claimed: list[ClaimedExecution], cancel: list[str], now: float) -> ClaimReply:
     for job in claimed:
         job.max_payload_size = svc.settings.max_payload_size
         job.max_json_depth = svc.settings.max_json_depth
-    member.hold(fleet.held_map(held))
     return ClaimReply(executions=claimed, cancel=cancel, preempt=member.preempting(now, untold=True))
