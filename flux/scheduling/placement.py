@@ -23,7 +23,9 @@ from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Consumption, Filter, active, bound, first_bound_failure
+from flux.scheduling.filters.gpu import GPUS, Ask, ask_of
 from flux.scheduling.namespaces import gate
+from flux.scheduling.packing import OpenCards, packing_reason
 from flux.scheduling.pool import FreePool
 from flux.scheduling.ranking import best, candidate_key, why_chosen
 from flux.scheduling.snapshot import WorkerView
@@ -61,12 +63,19 @@ class _Candidates:
         self.counted = bound((f for f in filters if f.consumed is Consumption.ALWAYS), demand.request, demand.affinity)
         self.reserved = bound((f for f in filters if f.consumed is not Consumption.NEVER), demand.request, demand.affinity)
         self.eligible = len(workers)
+        #: A share of a card packs (``flux.scheduling.packing``): what it asks, and who may take it.
+        self.share: Ask | None = ask_of(demand.request, demand.affinity) if GPUS in filters and demand.request.shares_gpu else None
+        self._names = {w.name for w in workers} if self.share is not None else set()
         self.heap = [(candidate_key(w), i, w) for i, w in enumerate(workers) if w.free_slots > 0]
         heapq.heapify(self.heap)
 
     def _still_fits(self, worker: WorkerView) -> bool:
         recheck = self.reserved if worker.reserves else self.counted
         return not recheck or first_bound_failure(recheck, worker) is None
+
+    def accepts(self, worker: WorkerView) -> bool:
+        """Eligible, with a free slot, and still fitting what placements used up."""
+        return worker.name in self._names and worker.free_slots > 0 and self._still_fits(worker)
 
     def best(self, demand: Demand) -> WorkerView | None:
         if demand.routing is not None:  # a policy scores every candidate (scores move with load)
@@ -88,6 +97,7 @@ class _Unconstrained:
 
     filters: tuple[Filter, ...] = ()
     checks: tuple = ()
+    share = None
 
     @staticmethod
     def allot(request: object, worker: WorkerView) -> Allotment:
@@ -119,6 +129,7 @@ def place(
     pool = workers if isinstance(workers, FreePool) else FreePool(workers)
     unconstrained = _Unconstrained(pool)
     constrained: dict[tuple, _Candidates] = {}
+    cards: OpenCards | None = None  # the shared cards, once a share asks
     assignments = []
     for demand in demands:
         if contention is not None:
@@ -139,14 +150,20 @@ def place(
                     checks = (gate(namespace), *checks)
                 eligible = [w for w in unconstrained.online() if first_bound_failure(checks, w) is None]
                 candidates = constrained[key] = _Candidates(eligible, filters, demand, checks)
-        chosen = candidates.best(demand)
+        packed = None
+        if candidates.share is not None and demand.routing is None:
+            cards = cards or OpenCards(pool.views.values())
+            packed = cards.best(candidates.share, pool.views, candidates.accepts)
+        chosen = packed or candidates.best(demand)
         if chosen is None:
             if contention is not None:
                 contention.make_room(demand, candidates.checks, candidates.filters, pool)
             continue
-        reason = why_chosen(chosen, demand.routing, candidates.eligible)
+        reason = packing_reason(chosen, candidates.eligible) if packed else why_chosen(chosen, demand.routing, candidates.eligible)
         allotment = candidates.allot(demand.request, chosen)
         take(candidates.filters, chosen, allotment)
+        if cards is not None and allotment.devices:
+            cards.taken(chosen, allotment)
         chosen.running += 1
         pool.put(chosen)
         assignments.append(Placement(demand.execution_id, chosen.name, allotment, reason))
