@@ -2,16 +2,19 @@
 
 Each execution goes to ``ranking.best`` of the eligible workers with a free slot
 (least-loaded first, or the highest score under its routing policy), and takes one
-of its slots. Executions that share the same constraints share one eligibility scan
-per round, so a queue of many identical requests costs one pass over the fleet
-rather than one per execution. Routing is soft and not part of that key: it only
-ranks the shared eligible pool, re-scored for each execution because every placement
-changes the loads. Unconstrained executions skip the per-candidate checks entirely
-(the spec's fast path): they take the top of the ``FreePool``, which the server keeps
-across rounds, so placing one costs O(log n) and no walk of the fleet. While some
-worker is restricted to namespaces (``flux.scheduling.namespaces``), the namespace
-joins the constraints: one scan per namespace and set of constraints per round.
-"""
+of its slots. Executions that share the same constraints share one heap of the
+workers with a free slot per round, each worker checked against them once, when it
+surfaces: a queue of many identical requests costs one check per worker it reaches
+rather than one per execution, and a round placing a few hundred checks a few hundred
+workers, not the fleet. Routing is soft and not part of that key: it only ranks the
+shared eligible pool (checked whole, once, when a routed execution asks), re-scored
+for each execution because every placement changes the loads. A share of a GPU packs
+onto the cards already shared first (``flux.scheduling.packing``). Unconstrained
+executions skip the per-candidate checks entirely (the spec's fast path): they take
+the top of the ``FreePool``, which the server keeps across rounds, so placing one
+costs O(log n) and no walk of the fleet. While some worker is restricted to
+namespaces (``flux.scheduling.namespaces``), the namespace joins the constraints: one
+heap per namespace and set of constraints per round."""
 
 from __future__ import annotations
 
@@ -43,18 +46,21 @@ class Placement(NamedTuple):
 class _Candidates:
     """The workers eligible for one set of constraints, least loaded on top.
 
-    A lazy heap: a placement changes its worker's load, so an entry whose key is out
-    of date is re-pushed when it surfaces, and a worker that filled up (or no longer
-    fits what placements use up) is dropped - within a round neither comes back.
-    Picking the least-loaded worker costs O(log n) instead of a scan of the fleet,
-    which keeps per-claim cost nearly flat as the fleet grows.
+    A lazy heap over the workers with a free slot: each is checked against the
+    constraints only when it surfaces (a worker never gains a slot or resources within
+    a round, so one that fails stays out, and the least-loaded eligible one is what
+    surfaces first), so a round checks the workers it places on rather than the whole
+    fleet for every set of constraints. A placement changes its worker's load, so an
+    entry whose key is out of date is re-pushed when it surfaces, and a worker that
+    filled up (or no longer fits what placements use up) is dropped. Picking costs
+    O(log n) instead of a scan, which keeps per-claim cost nearly flat as the fleet grows.
     """
 
-    def __init__(self, workers: list[WorkerView], filters: tuple[Filter, ...], demand: Demand, checks: tuple = ()):
-        self.workers = workers
+    def __init__(self, free: list[tuple], filters: tuple[Filter, ...], demand: Demand, checks: tuple = ()):
+        self.free = [w for _, _, w in free]
         #: The filters active for these constraints: they allot and take for each placement.
         self.filters = filters
-        #: The same bound to them (and the namespace gate when one applies): room is checked with them.
+        #: The same bound to them (and the namespace gate when one applies): eligibility, and room.
         self.checks = checks
         #: What each placement sets aside.
         self.allot = Allotter(filters, demand.affinity)
@@ -62,12 +68,23 @@ class _Candidates:
         #: worker is chosen: on any worker, and on a reserving one.
         self.counted = bound((f for f in filters if f.consumed is Consumption.ALWAYS), demand.request, demand.affinity)
         self.reserved = bound((f for f in filters if f.consumed is not Consumption.NEVER), demand.request, demand.affinity)
-        self.eligible = len(workers)
-        #: A share of a card packs (``flux.scheduling.packing``): what it asks, and who may take it.
+        #: Each worker's verdict when first looked at, by name.
+        self._verdicts: dict[str, bool] = {}
+        self._eligible: list[WorkerView] | None = None
+        #: A share of a card packs (``flux.scheduling.packing``): what it asks.
         self.share: Ask | None = ask_of(demand.request, demand.affinity) if GPUS in filters and demand.request.shares_gpu else None
-        self._names = {w.name for w in workers} if self.share is not None else set()
-        self.heap = [(candidate_key(w), i, w) for i, w in enumerate(workers) if w.free_slots > 0]
-        heapq.heapify(self.heap)
+        self.heap = list(free)  # already a heap
+
+    def _passes(self, worker: WorkerView) -> bool:
+        verdict = self._verdicts.get(worker.name)
+        if verdict is None:
+            verdict = self._verdicts[worker.name] = first_bound_failure(self.checks, worker) is None
+        return verdict
+
+    @property
+    def eligible(self) -> int | None:
+        """How many are eligible, where a routing policy had them all scored (else unknown)."""
+        return None if self._eligible is None else len(self._eligible)
 
     def _still_fits(self, worker: WorkerView) -> bool:
         recheck = self.reserved if worker.reserves else self.counted
@@ -75,15 +92,16 @@ class _Candidates:
 
     def accepts(self, worker: WorkerView) -> bool:
         """Eligible, with a free slot, and still fitting what placements used up."""
-        return worker.name in self._names and worker.free_slots > 0 and self._still_fits(worker)
+        return worker.free_slots > 0 and self._passes(worker) and self._still_fits(worker)
 
     def best(self, demand: Demand) -> WorkerView | None:
         if demand.routing is not None:  # a policy scores every candidate (scores move with load)
-            pool = [w for w in self.workers if w.free_slots > 0 and self._still_fits(w)]
-            return best(pool, demand.routing)
+            if self._eligible is None:
+                self._eligible = [w for w in self.free if self._passes(w)]
+            return best([w for w in self._eligible if w.free_slots > 0 and self._still_fits(w)], demand.routing)
         while self.heap:
             key, i, worker = self.heap[0]
-            if worker.free_slots == 0 or not self._still_fits(worker):
+            if worker.free_slots == 0 or not self._passes(worker) or not self._still_fits(worker):
                 heapq.heappop(self.heap)
             elif key != candidate_key(worker):
                 heapq.heapreplace(self.heap, (candidate_key(worker), i, worker))
@@ -106,26 +124,31 @@ class _Unconstrained:
     def __init__(self, pool: FreePool):
         self.pool = pool
         self.eligible = pool.online_count
-        self._online: list[WorkerView] | None = None
+        self._online: list[tuple] | None = None
 
-    def online(self) -> list[WorkerView]:
-        """Every ONLINE worker, walked once per round and only if constrained or routed work asks."""
+    def online(self) -> list[tuple]:
+        """Every ONLINE worker with a free slot as a heap of ``(candidate_key, i, view)``,
+        built once per round and only if constrained or routed work asks (a worker never
+        gains a slot within a round): each set of constraints starts from a copy."""
         if self._online is None:
-            self._online = self.pool.online()
+            self._online = [(candidate_key(w), i, w) for i, w in enumerate(self.pool.online()) if w.free_slots > 0]
+            heapq.heapify(self._online)
         return self._online
 
     def best(self, demand: Demand) -> WorkerView | None:
         if demand.routing is not None:
-            return best([w for w in self.online() if w.free_slots > 0], demand.routing)
+            return best([w for _, _, w in self.online() if w.free_slots > 0], demand.routing)
         return self.pool.best()
 
 
 def place(
-    demands: Iterable[Demand], workers: list[WorkerView] | FreePool, contention: Contention | None = None
+    demands: Iterable[Demand], workers: list[WorkerView] | FreePool, contention: Contention | None = None,
+    limit: int | None = None,
 ) -> list[Placement]:
     """Assign in queue order; the workers' running counts and allotments are updated
     (in their views, and in the pool: ``FreePool.put``). ``contention`` collects what
-    waits and why, and the preemptions the round decided."""
+    waits and why, and the preemptions the round decided. ``limit``: stop after that
+    many placements (``demands`` is read no further)."""
     pool = workers if isinstance(workers, FreePool) else FreePool(workers)
     unconstrained = _Unconstrained(pool)
     constrained: dict[tuple, _Candidates] = {}
@@ -148,8 +171,7 @@ def place(
                 checks = bound(filters, demand.request, demand.affinity)
                 if namespace is not None:
                     checks = (gate(namespace), *checks)
-                eligible = [w for w in unconstrained.online() if first_bound_failure(checks, w) is None]
-                candidates = constrained[key] = _Candidates(eligible, filters, demand, checks)
+                candidates = constrained[key] = _Candidates(unconstrained.online(), filters, demand, checks)
         packed = None
         if candidates.share is not None and demand.routing is None:
             cards = cards or OpenCards(pool.views.values())
@@ -159,7 +181,7 @@ def place(
             if contention is not None:
                 contention.make_room(demand, candidates.checks, candidates.filters, pool)
             continue
-        reason = packing_reason(chosen, candidates.eligible) if packed else why_chosen(chosen, demand.routing, candidates.eligible)
+        reason = packing_reason(chosen) if packed else why_chosen(chosen, demand.routing, candidates.eligible)
         allotment = candidates.allot(demand.request, chosen)
         take(candidates.filters, chosen, allotment)
         if cards is not None and allotment.devices:
@@ -169,4 +191,6 @@ def place(
         assignments.append(Placement(demand.execution_id, chosen.name, allotment, reason))
         if contention is not None:
             contention.placed(demand, chosen.name, allotment)
+        if limit is not None and len(assignments) >= limit:
+            break
     return assignments
