@@ -101,6 +101,6 @@ class OpenCards:
         return None
 
 
-def packing_reason(worker: WorkerView) -> str:
+def packing_reason(worker: WorkerView, eligible: int) -> str:
     """The claim's reason when a share went to a card already shared."""
-    return f"best-fitting shared gpu: {worker.running}/{worker.max_concurrent_executions} slots busy"
+    return f"best-fitting shared gpu of {eligible} eligible: {worker.running}/{worker.max_concurrent_executions} slots busy"

@@ -2,19 +2,17 @@
 
 Each execution goes to ``ranking.best`` of the eligible workers with a free slot
 (least-loaded first, or the highest score under its routing policy), and takes one
-of its slots. Executions that share the same constraints share one heap of the
-workers with a free slot per round, each worker checked against them once, when it
-surfaces: a queue of many identical requests costs one check per worker it reaches
-rather than one per execution, and a round placing a few hundred checks a few hundred
-workers, not the fleet. Routing is soft and not part of that key: it only ranks the
-shared eligible pool (checked whole, once, when a routed execution asks), re-scored
-for each execution because every placement changes the loads. A share of a GPU packs
-onto the cards already shared first (``flux.scheduling.packing``). Unconstrained
-executions skip the per-candidate checks entirely (the spec's fast path): they take
-the top of the ``FreePool``, which the server keeps across rounds, so placing one
-costs O(log n) and no walk of the fleet. While some worker is restricted to
-namespaces (``flux.scheduling.namespaces``), the namespace joins the constraints: one
-heap per namespace and set of constraints per round."""
+of its slots. Executions that share the same constraints share one eligibility scan
+per round, of the workers with a free slot (none gains one within a round), so a
+queue of many identical requests costs one pass over them rather than one per
+execution. Routing is soft and not part of that key: it only ranks the shared
+eligible pool, re-scored for each execution because every placement changes the
+loads. A share of a GPU packs onto the cards already shared first
+(``flux.scheduling.packing``). Unconstrained executions skip the per-candidate checks
+entirely (the spec's fast path): they take the top of the ``FreePool``, which the
+server keeps across rounds, so placing one costs O(log n) and no walk of the fleet.
+While some worker is restricted to namespaces (``flux.scheduling.namespaces``), the
+namespace joins the constraints: one scan per namespace and set of constraints per round."""
 
 from __future__ import annotations
 
@@ -46,21 +44,23 @@ class Placement(NamedTuple):
 class _Candidates:
     """The workers eligible for one set of constraints, least loaded on top.
 
-    A lazy heap over the workers with a free slot: each is checked against the
-    constraints only when it surfaces (a worker never gains a slot or resources within
-    a round, so one that fails stays out, and the least-loaded eligible one is what
-    surfaces first), so a round checks the workers it places on rather than the whole
-    fleet for every set of constraints. A placement changes its worker's load, so an
-    entry whose key is out of date is re-pushed when it surfaces, and a worker that
-    filled up (or no longer fits what placements use up) is dropped. Picking costs
-    O(log n) instead of a scan, which keeps per-claim cost nearly flat as the fleet grows.
+    Built from the round's workers with a free slot, already in least-loaded order (a
+    sorted list is a heap, and so is what a filter keeps of it): one check per worker
+    that can take work, no key computed and no heap built per set of constraints. A
+    lazy heap then: a placement changes its worker's load, so an entry whose key is out
+    of date is re-pushed when it surfaces, and a worker that filled up (or no longer
+    fits what placements use up) is dropped - within a round neither comes back.
+    Picking the least-loaded worker costs O(log n) instead of a scan of the fleet,
+    which keeps per-claim cost nearly flat as the fleet grows.
     """
 
     def __init__(self, free: list[tuple], filters: tuple[Filter, ...], demand: Demand, checks: tuple = ()):
-        self.free = [w for _, _, w in free]
+        #: ``(candidate_key, i, view)`` of each eligible worker with a free slot, least loaded first.
+        self.heap = [entry for entry in free if first_bound_failure(checks, entry[2]) is None]
+        self.workers = [w for _, _, w in self.heap]
         #: The filters active for these constraints: they allot and take for each placement.
         self.filters = filters
-        #: The same bound to them (and the namespace gate when one applies): eligibility, and room.
+        #: The same bound to them (and the namespace gate when one applies): room is checked with them.
         self.checks = checks
         #: What each placement sets aside.
         self.allot = Allotter(filters, demand.affinity)
@@ -68,23 +68,10 @@ class _Candidates:
         #: worker is chosen: on any worker, and on a reserving one.
         self.counted = bound((f for f in filters if f.consumed is Consumption.ALWAYS), demand.request, demand.affinity)
         self.reserved = bound((f for f in filters if f.consumed is not Consumption.NEVER), demand.request, demand.affinity)
-        #: Each worker's verdict when first looked at, by name.
-        self._verdicts: dict[str, bool] = {}
-        self._eligible: list[WorkerView] | None = None
-        #: A share of a card packs (``flux.scheduling.packing``): what it asks.
+        self.eligible = len(self.workers)
+        #: A share of a card packs (``flux.scheduling.packing``): what it asks, and who may take it.
         self.share: Ask | None = ask_of(demand.request, demand.affinity) if GPUS in filters and demand.request.shares_gpu else None
-        self.heap = list(free)  # already a heap
-
-    def _passes(self, worker: WorkerView) -> bool:
-        verdict = self._verdicts.get(worker.name)
-        if verdict is None:
-            verdict = self._verdicts[worker.name] = first_bound_failure(self.checks, worker) is None
-        return verdict
-
-    @property
-    def eligible(self) -> int | None:
-        """How many are eligible, where a routing policy had them all scored (else unknown)."""
-        return None if self._eligible is None else len(self._eligible)
+        self._names = {w.name for w in self.workers} if self.share is not None else set()
 
     def _still_fits(self, worker: WorkerView) -> bool:
         recheck = self.reserved if worker.reserves else self.counted
@@ -92,16 +79,14 @@ class _Candidates:
 
     def accepts(self, worker: WorkerView) -> bool:
         """Eligible, with a free slot, and still fitting what placements used up."""
-        return worker.free_slots > 0 and self._passes(worker) and self._still_fits(worker)
+        return worker.name in self._names and worker.free_slots > 0 and self._still_fits(worker)
 
     def best(self, demand: Demand) -> WorkerView | None:
         if demand.routing is not None:  # a policy scores every candidate (scores move with load)
-            if self._eligible is None:
-                self._eligible = [w for w in self.free if self._passes(w)]
-            return best([w for w in self._eligible if w.free_slots > 0 and self._still_fits(w)], demand.routing)
+            return best([w for w in self.workers if w.free_slots > 0 and self._still_fits(w)], demand.routing)
         while self.heap:
             key, i, worker = self.heap[0]
-            if worker.free_slots == 0 or not self._passes(worker) or not self._still_fits(worker):
+            if worker.free_slots == 0 or not self._still_fits(worker):
                 heapq.heappop(self.heap)
             elif key != candidate_key(worker):
                 heapq.heapreplace(self.heap, (candidate_key(worker), i, worker))
@@ -127,12 +112,11 @@ class _Unconstrained:
         self._online: list[tuple] | None = None
 
     def online(self) -> list[tuple]:
-        """Every ONLINE worker with a free slot as a heap of ``(candidate_key, i, view)``,
-        built once per round and only if constrained or routed work asks (a worker never
-        gains a slot within a round): each set of constraints starts from a copy."""
+        """Every ONLINE worker with a free slot as ``(candidate_key, i, view)``, least loaded
+        first, built once per round and only if constrained or routed work asks (a worker
+        never gains a slot within a round, so a full fleet's scans cost the few with one)."""
         if self._online is None:
-            self._online = [(candidate_key(w), i, w) for i, w in enumerate(self.pool.online()) if w.free_slots > 0]
-            heapq.heapify(self._online)
+            self._online = sorted((candidate_key(w), i, w) for i, w in enumerate(self.pool.online()) if w.free_slots > 0)
         return self._online
 
     def best(self, demand: Demand) -> WorkerView | None:
@@ -181,7 +165,7 @@ def place(
             if contention is not None:
                 contention.make_room(demand, candidates.checks, candidates.filters, pool)
             continue
-        reason = packing_reason(chosen) if packed else why_chosen(chosen, demand.routing, candidates.eligible)
+        reason = packing_reason(chosen, candidates.eligible) if packed else why_chosen(chosen, demand.routing, candidates.eligible)
         allotment = candidates.allot(demand.request, chosen)
         take(candidates.filters, chosen, allotment)
         if cards is not None and allotment.devices:

@@ -49,14 +49,13 @@ def best(pool: Sequence[WorkerView], routing: RoutingPolicy | None = None) -> Wo
     return min(pool, key=lambda worker: (-score_value(routing, worker), candidate_key(worker)))
 
 
-def why_chosen(worker: WorkerView, routing: RoutingPolicy | None, eligible: int | None) -> str:
-    """The claim's reason: "least loaded of 3 eligible: 1/4 slots busy", or the score explained.
-    ``eligible`` None: not counted (placement checks constrained work lazily, least loaded first)."""
-    of = "of the eligible" if eligible is None else f"of {eligible} eligible"
+def why_chosen(worker: WorkerView, routing: RoutingPolicy | None, eligible: int) -> str:
+    """The claim's reason: "least loaded of 3 eligible: 1/4 slots busy", or the score explained
+    (``eligible``: the eligible workers with a free slot when the round first looked)."""
     if routing is None:
-        return f"least loaded {of}: {worker.running}/{worker.max_concurrent_executions} slots busy"
+        return f"least loaded of {eligible} eligible: {worker.running}/{worker.max_concurrent_executions} slots busy"
     total, terms = score_worker(routing, worker)
-    return f"highest score {total:g} {of} ({'; '.join(text for text, _ in terms)})"
+    return f"highest score {total:g} of {eligible} eligible ({'; '.join(text for text, _ in terms)})"
 
 
 def metric_value(name: str, worker: WorkerView) -> float | None:
