@@ -3,23 +3,27 @@
 10,000 waiting executions across 100 namespaces and 5 priorities (B5's ~20 constraint
 signatures) on 1,000 synthetic workers (B5's fleet), whose running executions are
 holders spread over the namespaces and priorities; a fifth of the namespaces have a
-quota and some a weight of 2. A round is what ``Dispatcher._place`` does after its
-reads: the queue in pages of ``ROUND_SIZE`` as ``_pending`` pages it (highest priority
-first, each namespace's n-th with the others' n-th), ``order`` with fair share, then
-``place`` with a ``Contention`` (quotas, preemption), page after page while slots
-remain. The baseline is the same round without priorities or quotas: one priority,
-submission order, ``place(..., contention=None)``. The clock is ``time.process_time``
-(CPU: the machine is shared) around the round, on a fresh copy of the fleet; the
-ledgers and the fair share are built inside it, as the server builds them each round.
+quota and some a weight of 2. A round is what the server's dispatch round runs after
+its reads: the queue in pages as ``flux.server.queue.page`` reads them (highest
+priority first, then oldest; a full first page adds the 10 oldest of each waiting
+namespace it misses), the ledgers as ``Dispatcher._ledgers`` builds them (what each
+namespace holds summed once, the quota ledger, fair share), then
+``flux.scheduling.rounds.run``: ``order`` with fair share and ``place`` with a
+``Contention`` page after page while slots remain, ``rounds.BUDGET`` placements at
+most (the next round starts at once). The baseline is the same round without
+priorities or quotas: one priority, submission order, ``contention=None``, the same
+budget. The clock is ``time.process_time`` (CPU: the machine is shared) around the
+round, on a fresh copy of the fleet, the collector paused as ``timeit`` pauses it. ``--whole-queue`` lifts the budget (one round
+places everything it can, as before rounds had one).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import random
 import time
-from collections import Counter
 from typing import Callable
 
 from bench import b5_matching
@@ -27,15 +31,14 @@ from bench.common import Figure, p99
 from flux.domain.allotment import Allotment
 from flux.domain.quotas import Quota
 from flux.domain.resources import Resources
+from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
 from flux.scheduling.fairshare import FairShare, capacity_of
-from flux.scheduling.holders import Holder
-from flux.scheduling.ordering import order
-from flux.scheduling.placement import place
+from flux.scheduling.holders import Held, Holder
 from flux.scheduling.pool import FreePool
 from flux.scheduling.quotas import QuotaLedger
-from flux.server.queue import PAGE_SIZE as ROUND_SIZE
+from flux.server.queue import HEADS, MAX_MISSING, PAGE_SIZE
 
 PRIORITIES = (1000, 100, 0, -100, -1000)
 AIM_MS, AIM_RATIO = 50.0, 2.0
@@ -66,47 +69,58 @@ def scenario(demands: int, workers: int, namespaces: int, full: bool, seed: int 
 
 
 def pages(queue: list[Demand]) -> list[list[Demand]]:
-    """The queue as ``Dispatcher._pending`` pages it."""
-    rank: Counter[tuple[str, int]] = Counter()
-    ranked = []
-    for d in sorted(queue, key=lambda d: d.scheduled_at):
-        rank[(d.namespace, d.priority)] += 1
-        ranked.append((-d.priority, rank[(d.namespace, d.priority)], d.scheduled_at, d))
-    ranked.sort(key=lambda r: r[:3])
-    return [sorted((r[3] for r in ranked[i:i + ROUND_SIZE]), key=lambda d: (-d.priority, d.scheduled_at))
-            for i in range(0, len(ranked), ROUND_SIZE)]
+    """The queue as ``flux.server.queue.page`` reads it, page after page."""
+    ranked = sorted(queue, key=lambda d: (-d.priority, d.scheduled_at, d.execution_id))
+    split = [ranked[i:i + PAGE_SIZE] for i in range(0, len(ranked), PAGE_SIZE)]
+    if len(split[0]) == PAGE_SIZE:  # a full first page: the heads of the groups it misses
+        lowest, present = split[0][-1].priority, {(d.priority, d.namespace) for d in split[0]}
+        groups: dict[tuple[int, str], list[Demand]] = {}
+        for d in ranked:
+            if d.priority >= lowest and (d.priority, d.namespace) not in present:
+                groups.setdefault((d.priority, d.namespace), []).append(d)
+        missing = sorted(groups, key=lambda g: (-g[0], g[1]))[:MAX_MISSING]
+        split[0] = split[0] + [d for g in missing for d in groups[g][:HEADS]]
+    seen: set[str] = set()
+    out = []
+    for page in split:
+        fresh = [d for d in page if d.execution_id not in seen]
+        seen.update(d.execution_id for d in fresh)
+        out.append(sorted(fresh, key=lambda d: (-d.priority, d.scheduled_at, d.execution_id)))
+    return out
 
 
-def contended_round(fleet, queue, holders, quotas, weights, rooms: bool = True) -> Callable[[FreePool], int]:
+def contended_round(fleet, queue, holders, quotas, weights, rooms: bool = True, budget: int = rounds.BUDGET) -> Callable[[FreePool], int]:
     """``rooms=False``: the floor is the top priority, so nothing looks for room (to show what that search costs)."""
     split = pages(queue)
 
-    def run(pool: FreePool) -> int:
-        floor = min([h.priority for h in holders] + [d.priority for d in queue]) if rooms else max(PRIORITIES)
-        contention = Contention(holders, QuotaLedger(quotas, holders), floor)
-        online = list(pool.views.values())
-        fair = FairShare(capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online)), weights, holders)
-        placed = 0
-        for page in split:
-            placed += len(place(order(page, fair), pool, contention))
-            if len(page) < ROUND_SIZE or pool.best() is None:
-                break
-        return placed
+    # the server's snapshot keeps what each namespace holds across rounds and adds what a
+    # round's reads found new: the last round's placements (``budget`` holders) are added here
+    kept, new = holders[:-budget], holders[-budget:]
+    ready: list[Held] = []
 
+    def setup() -> None:
+        ready.append(Held.of(kept))
+
+    def run(pool: FreePool) -> int:
+        held = ready.pop()
+        held.update(new)
+        lowest = min(d.priority for d in queue)
+        floor = min(lowest, held.lowest) if rooms else max(PRIORITIES)
+        contention = Contention(holders, QuotaLedger(quotas, held), floor)
+        online = list(pool.views.values())
+        fair = FairShare(capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online)), weights, held)
+        return len(rounds.run(split, pool, contention, fair, budget).placements)
+
+    run.setup = setup  # type: ignore[attr-defined]
     return run
 
 
-def plain_round(queue) -> Callable[[FreePool], int]:
+def plain_round(queue, budget: int = rounds.BUDGET) -> Callable[[FreePool], int]:
     flat = sorted((dataclasses.replace(d, priority=0) for d in queue), key=lambda d: d.scheduled_at)
-    split = [flat[i:i + ROUND_SIZE] for i in range(0, len(flat), ROUND_SIZE)]
+    split = [flat[i:i + PAGE_SIZE] for i in range(0, len(flat), PAGE_SIZE)]
 
     def run(pool: FreePool) -> int:
-        placed = 0
-        for page in split:
-            placed += len(place(page, pool))
-            if len(page) < ROUND_SIZE or pool.best() is None:
-                break
-        return placed
+        return len(rounds.run(split, pool, budget=budget).placements)
 
     return run
 
@@ -115,23 +129,27 @@ def timed(run: Callable[[FreePool], int], fleet, repeats: int) -> tuple[list[flo
     times, placed = [], 0
     for _ in range(repeats):
         pool = FreePool(copy.deepcopy(fleet))
+        getattr(run, "setup", lambda: None)()
+        gc.collect()
+        gc.disable()  # as timeit does: the bench's copies of fleets are not the server's heap
         started = time.process_time()
         placed = run(pool)
         times.append((time.process_time() - started) * 1000)
+        gc.enable()
     return times, placed
 
 
-def figures(quick: bool) -> list[Figure]:
+def figures(quick: bool, budget: int = rounds.BUDGET) -> list[Figure]:
     demands, workers, repeats = (2_000, 200, 3) if quick else (10_000, 1_000, 7)
-    return [figure for full in (False, True) for figure in _figures(demands, workers, repeats, full)]
+    return [figure for full in (False, True) for figure in _figures(demands, workers, repeats, full, budget)]
 
 
-def _figures(demands: int, workers: int, repeats: int, full: bool) -> list[Figure]:
+def _figures(demands: int, workers: int, repeats: int, full: bool, budget: int) -> list[Figure]:
     fleet, queue, holders, quotas, weights = scenario(demands, workers, namespaces=100, full=full)
-    timed(plain_round(queue), fleet, 1)  # warms the parse caches
-    contended, placed_c = timed(contended_round(fleet, queue, holders, quotas, weights), fleet, repeats)
-    no_rooms, _ = timed(contended_round(fleet, queue, holders, quotas, weights, rooms=False), fleet, repeats)
-    plain, placed_p = timed(plain_round(queue), fleet, repeats)
+    timed(plain_round(queue, budget), fleet, 1)  # warms the parse caches
+    contended, placed_c = timed(contended_round(fleet, queue, holders, quotas, weights, budget=budget), fleet, repeats)
+    no_rooms, _ = timed(contended_round(fleet, queue, holders, quotas, weights, rooms=False, budget=budget), fleet, repeats)
+    plain, placed_p = timed(plain_round(queue, budget), fleet, repeats)
     name = f"B17.round.{demands}x{workers}.{'full_fleet' if full else 'free_fleet'}"
     out = [
         Figure.of(f"{name}.contended_ms", contended, "ms cpu", with_p99=True, aim=f"p99 <= {AIM_MS:g} ms",
@@ -149,5 +167,5 @@ def _figures(demands: int, workers: int, repeats: int, full: bool) -> list[Figur
 if __name__ == "__main__":
     import sys
 
-    for figure in figures("--quick" in sys.argv):
+    for figure in figures("--quick" in sys.argv, budget=10**9 if "--whole-queue" in sys.argv else rounds.BUDGET):
         print(figure.line())

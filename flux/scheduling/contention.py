@@ -32,6 +32,10 @@ from flux.scheduling.quotas import QuotaLedger
 
 #: Executions given room per round at most (the Kubernetes scheduler preempts for one pod a cycle).
 MAX_ROOMS = 32
+#: Workers the round's searches for room examine at most, all searches together: the
+#: round's budget of preemption work (a cycle of the Kubernetes scheduler examines 100
+#: for its one pod). What it leaves, the next rounds search, highest priority first.
+ROOM_BUDGET = 300
 #: Workers a search for room examines at most (the Kubernetes scheduler's
 #: ``minCandidateNodesAbsolute``): taken from a place that moves each round and with
 #: each set of constraints, so a large fleet is covered over a few rounds.
@@ -61,18 +65,38 @@ class Contention:
     offset: int = 0
 
     def __post_init__(self) -> None:
-        holders = list(self.holders)
-        self.keys = KeyLedger(holders)
-        self.by_worker: dict[str, list[Holder]] = {}
-        for holder in holders:
-            self.by_worker.setdefault(holder.worker, []).append(holder)
+        self.holders = list(self.holders)
+        #: Built when first asked: a round without concurrency keys, or that looks for no
+        #: room, never walks the holders for them.
+        self._keys: KeyLedger | None = None
+        self._by_worker: dict[str, list[Holder]] | None = None
         self._added: dict[str, list[Allotment]] = {}
         self._rooms_left = MAX_ROOMS
+        self._examinations_left = ROOM_BUDGET
+        #: The workers holding work, sorted (where searches for room start), once per round.
+        self._holding: list[str] | None = None
+        #: Whether each worker passes a set of constraints' static checks (labels, packages).
+        self._static: dict[tuple, bool] = {}
         self._no_room: set[tuple] = set()
         #: Rooms found per set of constraints, priority and mode, best first, each with
         #: the version of its worker it was found at: a worker changed since is looked at again.
         self._rooms: dict[tuple, list] = {}
         self._version: dict[str, int] = {}
+
+    @property
+    def keys(self) -> KeyLedger:
+        if self._keys is None:
+            self._keys = KeyLedger(self.holders)
+        return self._keys
+
+    @property
+    def by_worker(self) -> dict[str, list[Holder]]:
+        """The holders by worker (what a search for room examines)."""
+        if self._by_worker is None:
+            self._by_worker = {}
+            for holder in self.holders:
+                self._by_worker.setdefault(holder.worker, []).append(holder)
+        return self._by_worker
 
     def refusal(self, demand: Demand) -> Reason | None:
         """Why ``demand`` may not be placed now whatever the workers have, or None."""
@@ -95,7 +119,7 @@ class Contention:
         # demands of one kind find the same rooms; namespaces matter only to restricted workers
         kind = (demand.constraint_key, demand.namespace if pool.restricted else None, demand.priority)
         memo = (*kind, demand.may_preempt)
-        if demand.priority <= self.floor or self._rooms_left <= 0 or memo in self._no_room:
+        if demand.priority <= self.floor or self._rooms_left <= 0 or self._examinations_left <= 0 or memo in self._no_room:
             return
         self._rooms_left -= 1
         room = self._room(demand, kind, checks, filters, pool, preempt=True) if demand.may_preempt else None
@@ -130,9 +154,17 @@ class Contention:
         static = bound((f for f in filters if f.consumed is Consumption.NEVER), demand.request, demand.affinity)
 
         def search(name: str) -> tuple | None:
+            if self._examinations_left <= 0:
+                return None
+            self._examinations_left -= 1
             worker = pool.views.get(name)
-            if worker is None or worker.state != WorkerState.ONLINE or first_bound_failure(static, worker) is not None:
-                return None  # gone, or labels and packages no leaving can change
+            if worker is None or worker.state != WorkerState.ONLINE:
+                return None
+            passes = self._static.get((demand.constraint_key, name))
+            if passes is None:
+                passes = self._static[(demand.constraint_key, name)] = first_bound_failure(static, worker) is None
+            if not passes:
+                return None  # labels and packages no leaving can change
             room = find_room(checks, worker, self.by_worker.get(name, ()), self._added.get(name, ()), evictable, filters)
             return None if room is None else (room.key(), self._version.get(name, 0), name, room)
 
@@ -153,7 +185,11 @@ class Contention:
 
     def _candidates(self, kind: tuple) -> list[str]:
         """The workers a search examines: those that hold work, ``MAX_CANDIDATES`` at most."""
-        names = sorted(self.by_worker.keys() | self._added.keys())
+        if self._holding is None:
+            self._holding = sorted(self.by_worker)
+        names = self._holding
+        if not self._added.keys() <= self.by_worker.keys():
+            names = sorted(self.by_worker.keys() | self._added.keys())
         if len(names) <= MAX_CANDIDATES:
             return names
         start = (hash(kind) + self.offset * MAX_CANDIDATES) % len(names)

@@ -1,9 +1,15 @@
 """``Holder``: an execution that holds a worker (CLAIMED, RUNNING, CANCELLING), as
-quotas, concurrency limits, fair share and preemption see it (pure, no I/O)."""
+quotas, concurrency limits, fair share and preemption see it (pure, no I/O).
+
+``Held`` sums what each namespace's holders hold in one pass a round: the quota ledger
+and fair share both start from it, instead of each walking every holder.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable
 
 from flux.domain.allotment import EMPTY, Allotment
 from flux.domain.namespaces import DEFAULT
@@ -28,7 +34,43 @@ class Holder:
     #: A preemption's grace period runs: it is already on its way out.
     leaving: bool = False
 
-    @property
+    @cached_property
     def quantities(self) -> Resources:
-        """What it holds, its slot included (for quotas and fair share)."""
+        """What it holds (for quotas and fair share; the server keeps holders across rounds)."""
         return self.allotment.quantities
+
+
+@dataclass
+class Held:
+    #: By namespace: the quantities its holders hold, their slots (``SLOTS``) included.
+    quantities: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: How many hold a worker at each priority (the lowest is the floor of who may be held back).
+    priorities: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, holders: Iterable[Holder]) -> "Held":
+        held = cls()
+        held.update(holders)
+        return held
+
+    @property
+    def lowest(self) -> int | None:
+        """The lowest priority that holds a worker (None: nothing holds)."""
+        return min(self.priorities, default=None)
+
+    def update(self, added: Iterable[Holder], removed: Iterable[Holder] = ()) -> None:
+        """Holders that came (claims) and went (ends): the server keeps one ``Held`` across
+        rounds and tells it what changed, instead of summing every holder each round."""
+        for sign, holders in ((1, added), (-1, removed)):
+            for holder in holders:
+                sums = self.quantities.get(holder.namespace)
+                if sums is None:
+                    sums = self.quantities[holder.namespace] = {SLOTS: 0}
+                sums[SLOTS] += sign
+                for name, amount in holder.quantities.items():
+                    sums[name] = sums.get(name, 0) + sign * amount
+                count = self.priorities[holder.priority] = self.priorities.get(holder.priority, 0) + sign
+                if not count:
+                    del self.priorities[holder.priority]
+                if not sums[SLOTS]:
+                    del self.quantities[holder.namespace]

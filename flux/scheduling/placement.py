@@ -3,15 +3,16 @@
 Each execution goes to ``ranking.best`` of the eligible workers with a free slot
 (least-loaded first, or the highest score under its routing policy), and takes one
 of its slots. Executions that share the same constraints share one eligibility scan
-per round, so a queue of many identical requests costs one pass over the fleet
-rather than one per execution. Routing is soft and not part of that key: it only
-ranks the shared eligible pool, re-scored for each execution because every placement
-changes the loads. Unconstrained executions skip the per-candidate checks entirely
-(the spec's fast path): they take the top of the ``FreePool``, which the server keeps
-across rounds, so placing one costs O(log n) and no walk of the fleet. While some
-worker is restricted to namespaces (``flux.scheduling.namespaces``), the namespace
-joins the constraints: one scan per namespace and set of constraints per round.
-"""
+per round, of the workers with a free slot (none gains one within a round), so a
+queue of many identical requests costs one pass over them rather than one per
+execution. Routing is soft and not part of that key: it only ranks the shared
+eligible pool, re-scored for each execution because every placement changes the
+loads. A share of a GPU packs onto the cards already shared first
+(``flux.scheduling.packing``). Unconstrained executions skip the per-candidate checks
+entirely (the spec's fast path): they take the top of the ``FreePool``, which the
+server keeps across rounds, so placing one costs O(log n) and no walk of the fleet.
+While some worker is restricted to namespaces (``flux.scheduling.namespaces``), the
+namespace joins the constraints: one scan per namespace and set of constraints per round."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Consumption, Filter, active, bound, first_bound_failure
+from flux.scheduling.filters.gpu import GPUS, Ask, ask_of
 from flux.scheduling.namespaces import gate
+from flux.scheduling.packing import OpenCards, packing_reason
 from flux.scheduling.pool import FreePool
 from flux.scheduling.ranking import best, candidate_key, why_chosen
 from flux.scheduling.snapshot import WorkerView
@@ -41,15 +44,20 @@ class Placement(NamedTuple):
 class _Candidates:
     """The workers eligible for one set of constraints, least loaded on top.
 
-    A lazy heap: a placement changes its worker's load, so an entry whose key is out
+    Built from the round's workers with a free slot, already in least-loaded order (a
+    sorted list is a heap, and so is what a filter keeps of it): one check per worker
+    that can take work, no key computed and no heap built per set of constraints. A
+    lazy heap then: a placement changes its worker's load, so an entry whose key is out
     of date is re-pushed when it surfaces, and a worker that filled up (or no longer
     fits what placements use up) is dropped - within a round neither comes back.
     Picking the least-loaded worker costs O(log n) instead of a scan of the fleet,
     which keeps per-claim cost nearly flat as the fleet grows.
     """
 
-    def __init__(self, workers: list[WorkerView], filters: tuple[Filter, ...], demand: Demand, checks: tuple = ()):
-        self.workers = workers
+    def __init__(self, free: list[tuple], filters: tuple[Filter, ...], demand: Demand, checks: tuple = ()):
+        #: ``(candidate_key, i, view)`` of each eligible worker with a free slot, least loaded first.
+        self.heap = [entry for entry in free if first_bound_failure(checks, entry[2]) is None]
+        self.workers = [w for _, _, w in self.heap]
         #: The filters active for these constraints: they allot and take for each placement.
         self.filters = filters
         #: The same bound to them (and the namespace gate when one applies): room is checked with them.
@@ -60,18 +68,22 @@ class _Candidates:
         #: worker is chosen: on any worker, and on a reserving one.
         self.counted = bound((f for f in filters if f.consumed is Consumption.ALWAYS), demand.request, demand.affinity)
         self.reserved = bound((f for f in filters if f.consumed is not Consumption.NEVER), demand.request, demand.affinity)
-        self.eligible = len(workers)
-        self.heap = [(candidate_key(w), i, w) for i, w in enumerate(workers) if w.free_slots > 0]
-        heapq.heapify(self.heap)
+        self.eligible = len(self.workers)
+        #: A share of a card packs (``flux.scheduling.packing``): what it asks, and who may take it.
+        self.share: Ask | None = ask_of(demand.request, demand.affinity) if GPUS in filters and demand.request.shares_gpu else None
+        self._names = {w.name for w in self.workers} if self.share is not None else set()
 
     def _still_fits(self, worker: WorkerView) -> bool:
         recheck = self.reserved if worker.reserves else self.counted
         return not recheck or first_bound_failure(recheck, worker) is None
 
+    def accepts(self, worker: WorkerView) -> bool:
+        """Eligible, with a free slot, and still fitting what placements used up."""
+        return worker.name in self._names and worker.free_slots > 0 and self._still_fits(worker)
+
     def best(self, demand: Demand) -> WorkerView | None:
         if demand.routing is not None:  # a policy scores every candidate (scores move with load)
-            pool = [w for w in self.workers if w.free_slots > 0 and self._still_fits(w)]
-            return best(pool, demand.routing)
+            return best([w for w in self.workers if w.free_slots > 0 and self._still_fits(w)], demand.routing)
         while self.heap:
             key, i, worker = self.heap[0]
             if worker.free_slots == 0 or not self._still_fits(worker):
@@ -88,6 +100,7 @@ class _Unconstrained:
 
     filters: tuple[Filter, ...] = ()
     checks: tuple = ()
+    share = None
 
     @staticmethod
     def allot(request: object, worker: WorkerView) -> Allotment:
@@ -96,29 +109,34 @@ class _Unconstrained:
     def __init__(self, pool: FreePool):
         self.pool = pool
         self.eligible = pool.online_count
-        self._online: list[WorkerView] | None = None
+        self._online: list[tuple] | None = None
 
-    def online(self) -> list[WorkerView]:
-        """Every ONLINE worker, walked once per round and only if constrained or routed work asks."""
+    def online(self) -> list[tuple]:
+        """Every ONLINE worker with a free slot as ``(candidate_key, i, view)``, least loaded
+        first, built once per round and only if constrained or routed work asks (a worker
+        never gains a slot within a round, so a full fleet's scans cost the few with one)."""
         if self._online is None:
-            self._online = self.pool.online()
+            self._online = sorted((candidate_key(w), i, w) for i, w in enumerate(self.pool.online()) if w.free_slots > 0)
         return self._online
 
     def best(self, demand: Demand) -> WorkerView | None:
         if demand.routing is not None:
-            return best([w for w in self.online() if w.free_slots > 0], demand.routing)
+            return best([w for _, _, w in self.online() if w.free_slots > 0], demand.routing)
         return self.pool.best()
 
 
 def place(
-    demands: Iterable[Demand], workers: list[WorkerView] | FreePool, contention: Contention | None = None
+    demands: Iterable[Demand], workers: list[WorkerView] | FreePool, contention: Contention | None = None,
+    limit: int | None = None,
 ) -> list[Placement]:
     """Assign in queue order; the workers' running counts and allotments are updated
     (in their views, and in the pool: ``FreePool.put``). ``contention`` collects what
-    waits and why, and the preemptions the round decided."""
+    waits and why, and the preemptions the round decided. ``limit``: stop after that
+    many placements (``demands`` is read no further)."""
     pool = workers if isinstance(workers, FreePool) else FreePool(workers)
     unconstrained = _Unconstrained(pool)
     constrained: dict[tuple, _Candidates] = {}
+    cards: OpenCards | None = None  # the shared cards, once a share asks
     assignments = []
     for demand in demands:
         if contention is not None:
@@ -137,19 +155,26 @@ def place(
                 checks = bound(filters, demand.request, demand.affinity)
                 if namespace is not None:
                     checks = (gate(namespace), *checks)
-                eligible = [w for w in unconstrained.online() if first_bound_failure(checks, w) is None]
-                candidates = constrained[key] = _Candidates(eligible, filters, demand, checks)
-        chosen = candidates.best(demand)
+                candidates = constrained[key] = _Candidates(unconstrained.online(), filters, demand, checks)
+        packed = None
+        if candidates.share is not None and demand.routing is None:
+            cards = cards or OpenCards(pool.views.values())
+            packed = cards.best(candidates.share, pool.views, candidates.accepts)
+        chosen = packed or candidates.best(demand)
         if chosen is None:
             if contention is not None:
                 contention.make_room(demand, candidates.checks, candidates.filters, pool)
             continue
-        reason = why_chosen(chosen, demand.routing, candidates.eligible)
+        reason = packing_reason(chosen, candidates.eligible) if packed else why_chosen(chosen, demand.routing, candidates.eligible)
         allotment = candidates.allot(demand.request, chosen)
         take(candidates.filters, chosen, allotment)
+        if cards is not None and allotment.devices:
+            cards.taken(chosen, allotment)
         chosen.running += 1
         pool.put(chosen)
         assignments.append(Placement(demand.execution_id, chosen.name, allotment, reason))
         if contention is not None:
             contention.placed(demand, chosen.name, allotment)
+        if limit is not None and len(assignments) >= limit:
+            break
     return assignments

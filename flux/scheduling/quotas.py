@@ -18,7 +18,7 @@ from flux.domain.resource_request import format_bytes
 from flux.domain.resources import BYTES, Resources
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters.base import Reason
-from flux.scheduling.holders import Holder
+from flux.scheduling.holders import SLOTS, Held, Holder
 
 NAME = "quota"
 PHRASE = "namespace quota"
@@ -29,19 +29,25 @@ def _shown(name: str, amount: float) -> str:
 
 
 class QuotaLedger:
-    def __init__(self, quotas: Mapping[str, Quota], holders: Iterable[Holder]):
+    def __init__(self, quotas: Mapping[str, Quota], holders: Iterable[Holder] | Held):
         self.quotas = {namespace: quota for namespace, quota in quotas.items() if quota}
-        self.held: dict[str, Resources] = {}
+        held = holders if isinstance(holders, Held) else Held.of(h for h in holders if h.namespace in self.quotas)
+        #: What each namespace with a quota holds (plain sums: a round adds to them per placement).
+        self.held: dict[str, dict[str, float]] = {}
         self.count: dict[str, int] = {}
-        for holder in holders:
-            if holder.namespace in self.quotas:
-                self._add(holder.namespace, holder.quantities)
+        for namespace in self.quotas:
+            sums = held.quantities.get(namespace)
+            if sums is not None:
+                self.held[namespace] = {name: amount for name, amount in sums.items() if name != SLOTS}
+                self.count[namespace] = int(sums[SLOTS])
 
     def __bool__(self) -> bool:
         return bool(self.quotas)
 
     def _add(self, namespace: str, quantities: Resources) -> None:
-        self.held[namespace] = self.held.get(namespace, Resources()) + quantities
+        sums = self.held.setdefault(namespace, {})
+        for name, amount in quantities.items():
+            sums[name] = sums.get(name, 0) + amount
         self.count[namespace] = self.count.get(namespace, 0) + 1
 
     def refusal(self, demand: Demand) -> Reason | None:
@@ -54,7 +60,7 @@ class QuotaLedger:
             return Reason(NAME, PHRASE, f"namespace {demand.namespace} holds {count} executions, "
                                         f"its quota's executions={quota.executions}")
         asked = demand.request.quantities if demand.request is not None else Resources()
-        held = self.held.get(demand.namespace, Resources())
+        held = self.held.get(demand.namespace, {})
         for name, limit in quota.limits.items():
             wanted = asked.get(name, 0)
             if wanted and held.get(name, 0) + wanted > limit:
@@ -69,4 +75,4 @@ class QuotaLedger:
 
     def usage(self) -> dict[str, tuple[Resources, int]]:
         """What each namespace with a quota holds: its quantities and executions."""
-        return {namespace: (self.held.get(namespace, Resources()), self.count.get(namespace, 0)) for namespace in self.quotas}
+        return {namespace: (Resources(self.held.get(namespace, {})), self.count.get(namespace, 0)) for namespace in self.quotas}

@@ -50,7 +50,8 @@ def best(pool: Sequence[WorkerView], routing: RoutingPolicy | None = None) -> Wo
 
 
 def why_chosen(worker: WorkerView, routing: RoutingPolicy | None, eligible: int) -> str:
-    """The claim's reason: "least loaded of 3 eligible: 1/4 slots busy", or the score explained."""
+    """The claim's reason: "least loaded of 3 eligible: 1/4 slots busy", or the score explained
+    (``eligible``: the eligible workers with a free slot when the round first looked)."""
     if routing is None:
         return f"least loaded of {eligible} eligible: {worker.running}/{worker.max_concurrent_executions} slots busy"
     total, terms = score_worker(routing, worker)

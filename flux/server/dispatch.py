@@ -18,7 +18,7 @@ import contextlib
 import logging
 import math
 import time
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
@@ -29,13 +29,13 @@ from flux.domain.policy import ExecutionPolicy
 from flux.domain.priority import Preemption as ClassPolicy
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand, demand_from_row
+from flux.scheduling import rounds
 from flux.scheduling.fairshare import FairShare, capacity_of
-from flux.scheduling.ordering import order
-from flux.scheduling.placement import Placement, place
+from flux.scheduling.holders import Held
 from flux.scheduling.quotas import QuotaLedger
 from flux.server import executions, fleet, queue, topics
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
-from flux.server.namespaces import rules
+from flux.server.namespaces import RulesCache
 from flux.server.database import Database
 from flux.server.eventlog import INSERT_EVENT
 from flux.server.explain import record_waiting
@@ -79,6 +79,8 @@ class Round(NamedTuple):
     preempting: frozenset[str] = frozenset()
     #: Deliveries made in the round's transaction, for claims waiting here.
     handed: tuple[Handed, ...] = ()
+    #: The round spent its budget (``flux.scheduling.rounds``): the next one starts at once.
+    again: bool = False
 
 
 class Dispatcher:
@@ -100,6 +102,9 @@ class Dispatcher:
         self._rounds = 0
         #: When the earliest execution backing off after a crash may be placed.
         self._next_ready = math.inf
+        #: The namespaces' quotas and weights, read again when one changes.
+        self.rules = RulesCache()
+        notifier.hooks.append(self.rules.on_notify)
 
     def kick(self) -> None:
         self._wake.set()
@@ -130,6 +135,8 @@ class Dispatcher:
                 self.snapshot.invalidate()
                 await asyncio.sleep(0.1)
                 continue
+            if done.again:
+                self._wake.set()
             for claimed in assigned:
                 self.metrics.observe_dispatch(claimed)
             for worker_name in {claimed.worker for claimed in assigned} | done.preempting:
@@ -155,8 +162,9 @@ class Dispatcher:
         return placed
 
     def _place(self, session: Session) -> Round:
-        """One placement pass over the queue in its order (priority, fair share, then
-        oldest first), page by page while slots remain.
+        """One placement round over the queue in its order (priority, fair share, then
+        oldest first), page by page while slots remain, ``rounds.BUDGET`` placements at
+        most (``flux.scheduling.rounds``).
 
         Paging means executions that fit nowhere cannot block newer ones behind them
         (no head-of-line blocking), however many of them there are, except the room a
@@ -178,19 +186,10 @@ class Dispatcher:
             self._next_ready = min(self._next_ready, time.time() + LOCK_RETRY)
             return Round([], True)
         workers = self.snapshot.views(session)
-        pool = self.snapshot.pool
-        contention, weights = self._contention(session, first)
-        fair = self._fair_share(workers, weights) if len({row.namespace for row in first.rows}) > 1 else None
-        placements: list[Placement] = []
-        page, number = first, 0
         now = time.time()
-        while page.rows:  # the first page always: what fits nowhere may still be given room
-            demands = order((self._demand(row) for row in page.rows if self._ready(row, now)), fair)
-            placements += place(demands, pool, contention)
-            if not page.more or pool.best() is None:
-                break
-            number += 1
-            page = queue.page(session, number, seen)
+        contention, fair = self._ledgers(session, first, workers)
+        outcome = rounds.run(self._pages(session, first, seen, now), self.snapshot.pool, contention, fair)
+        placements = outcome.placements
         self.snapshot.placed_on({p.worker_name for p in placements} | contention.touched)
         placed = {p.execution_id for p in placements}
         victims = preempt(session, contention.preemptions, self.policy.preemption_grace, now)
@@ -199,7 +198,7 @@ class Dispatcher:
             self.metrics.preemptions.labels(namespace=victim.namespace).inc()
         if woken:  # the backstop: come back once the grace period (and its slack) is over
             self._next_ready = min(self._next_ready, now + self.policy.preemption_grace + PREEMPTION_SLACK + 0.1)
-        record_waiting(session, [row for row in first.rows if self._ready(row, now)], placed, workers, contention.waiting)
+        record_waiting(session, [row for row in first.rows if row.id in outcome.examined], placed, workers, contention.waiting)
         backlog = first.more or any(row.id not in placed for row in first.rows)
         if not placements:
             return Round([], backlog, woken)
@@ -214,7 +213,7 @@ class Dispatcher:
         for p in placements:
             row = rows[p.execution_id]
             claimed.append(Claimed(p.worker_name, row.namespace, row.workflow_name, now - row.pending_since))
-        return Round(claimed, backlog, woken, self._hand_over(session, {p.worker_name for p in placements}))
+        return Round(claimed, backlog, woken, self._hand_over(session, {p.worker_name for p in placements}), outcome.spent)
 
     def _hand_over(self, session: Session, workers: set[str]) -> tuple[Handed, ...]:
         """Deliver, in the round's own transaction, what it placed on workers whose claim
@@ -230,22 +229,36 @@ class Dispatcher:
             handed.append(Handed(member, seen, jobs, cancel, fleet.held_map(held)))
         return tuple(handed)
 
-    def _contention(self, session: Session, first: queue.Page) -> tuple[Contention, dict[str, float]]:
-        """The round's ledgers: who holds what (the snapshot read it), quotas and weights,
-        and the lowest priority that holds or waits."""
-        quotas, weights = rules(session)
-        holders = self.snapshot.holders
-        lowest = queue.lowest_waiting(session) if first.more else first.rows[-1].priority
-        floor = min([h.priority for h in holders] + [lowest if lowest is not None else first.rows[-1].priority])
-        self._rounds += 1  # where searches for room start in a large fleet moves each round
-        return Contention(holders, QuotaLedger(quotas, holders) if quotas else None, floor, offset=self._rounds), weights
+    def _pages(self, session: Session, first: queue.Page, seen: set[str], now: float) -> Iterator[list[Demand]]:
+        """The queue's pages as demands, each read only when the round goes on to it."""
+        page, number = first, 0
+        while page.rows:  # the first page always: what fits nowhere may still be given room
+            yield [self._demand(row) for row in page.rows if self._ready(row, now)]
+            if not page.more:
+                return
+            number += 1
+            page = queue.page(session, number, seen)
 
-    def _fair_share(self, workers: list, weights: dict[str, float]) -> FairShare:
-        """Shares of the fleet's ONLINE capacity, from what each namespace holds: only
-        built when a page holds several namespaces (one namespace's queue is FIFO)."""
+    def _ledgers(self, session: Session, first: queue.Page, workers: list) -> tuple[Contention, FairShare | None]:
+        """The round's ledgers: who holds what (the snapshot read it), quotas and weights,
+        the lowest priority that holds or waits, and fair share when the first page holds
+        several namespaces (one namespace's queue is FIFO). What each namespace holds the
+        snapshot keeps up to date (``Held``); the rest is built only when asked."""
+        quotas, weights = self.rules.get(session)
+        holders, held = self.snapshot.holders, self.snapshot.held
+        lowest = queue.lowest_waiting(session) if first.more else None
+        lowest = first.rows[-1].priority if lowest is None else lowest
+        floor = min(lowest, held.lowest if held.lowest is not None else lowest)
+        self._rounds += 1  # where searches for room start in a large fleet moves each round
+        contention = Contention(holders, QuotaLedger(quotas, held) if quotas else None, floor, offset=self._rounds)
+        several = len({row.namespace for row in first.rows}) > 1
+        return contention, self._fair_share(workers, weights, held) if several else None
+
+    def _fair_share(self, workers: list, weights: dict[str, float], held: Held) -> FairShare:
+        """Shares of the fleet's ONLINE capacity, from what each namespace holds."""
         online = [w for w in workers if w.state == WorkerState.ONLINE]
         capacity = capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online))
-        return FairShare(capacity, weights, self.snapshot.holders)
+        return FairShare(capacity, weights, held)
 
     def _keep_warm(self, session: Session) -> None:
         """With nothing to place, read what changed in the fleet so that the next

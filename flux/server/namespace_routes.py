@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from flux.domain.access import Principal
 from flux.domain.names import NAME_MAX, NAME_PATTERN
-from flux.server import namespace_deletion, namespaces
+from flux.server import namespace_deletion, namespaces, topics
 from flux.server.auth import CLIENT, client
 from flux.server.errors import responses
 from flux.server.namespace_schemas import NamespaceCreate, NamespaceDeletion, NamespaceDetail, NamespaceInfo, NamespaceUpdate
@@ -44,6 +44,7 @@ async def show_namespace(name: str = NAME, svc: Services = SVC):
 async def update_namespace(body: NamespaceUpdate, name: str = NAME, svc: Services = SVC):
     """Its fair-share weight and its quota (docs/contention.md); placement reads them at its next round."""
     changed = await svc.db.run(lambda s: namespaces.update(s, name, body))
+    svc.notifier.notify(topics.NAMESPACES)  # every replica's placement reads the rules again
     svc.dispatcher.kick()
     return changed
 

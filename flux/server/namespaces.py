@@ -28,6 +28,7 @@ from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES, ExecutionState
 from flux.domain.quotas import EXECUTIONS, Quota
 from flux.domain.namespaces import DEFAULT, NamespaceState
+from flux.server import topics
 from flux.server.database import Database
 from flux.server.errors import Conflict, NotFound
 from flux.server.models import ExecutionModel, NamespaceModel, ScheduleModel, WorkflowModel
@@ -111,6 +112,34 @@ def usage(session: Session, name: str) -> dict:
         .group_by(ExecutionModel.priority)
     ).all()
     return dict(held={**held, EXECUTIONS: holding}, waiting={str(priority): n for priority, n in waiting})
+
+
+class RulesCache:
+    """The namespaces' quotas and weights as placement reads them, kept between rounds:
+    read again after a change (``topics.NAMESPACES``, notified here or by another
+    replica: ``update_namespace``) and at least every ``TTL`` seconds, should a
+    notification be lost. A change is seen by the first round after its notification,
+    a few milliseconds after its commit, as if it had been made that much later."""
+
+    TTL = 10.0
+
+    def __init__(self) -> None:
+        self._rules: tuple[dict[str, Quota], dict[str, float]] = ({}, {})
+        self._read_at = float("-inf")
+        #: Changes notified, and how many of them the copy saw (a change notified while a
+        #: round read the rules is read again by the next).
+        self._changes = self._seen = 0
+
+    def get(self, session: Session) -> tuple[dict[str, Quota], dict[str, float]]:
+        if self._seen != self._changes or time.monotonic() - self._read_at > self.TTL:
+            changes = self._changes
+            self._rules, self._read_at, self._seen = rules(session), time.monotonic(), changes
+        return self._rules
+
+    def on_notify(self, key: str) -> None:
+        """A ``Notifier`` hook: some namespace's quota or weight changed."""
+        if key == topics.NAMESPACES:
+            self._changes += 1
 
 
 def rules(session: Session) -> tuple[dict[str, Quota], dict[str, float]]:

@@ -25,7 +25,7 @@ from flux.domain.events import HOLDING_STATES, ExecutionState
 from flux.server.models import ExecutionModel, PackageModel, WorkerModel
 from flux.domain.workers import WorkerState
 from flux.scheduling.allocation import with_allotments
-from flux.scheduling.holders import Holder
+from flux.scheduling.holders import Held, Holder
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import WorkerView, resampled, worker_view
 from flux.server.resources import gpus, quantities
@@ -113,6 +113,11 @@ class FleetSnapshot:
         self.pool = FreePool()
         #: The executions holding a worker at the last read (``flux.scheduling.holders``).
         self.holders: list[Holder] = []
+        #: Each holder by id, with what it was built from: kept while its claim lasts, so a
+        #: round parses only new claims' allotments (and their quantities stay summed).
+        self._holder_of: dict[str, tuple[tuple, Holder]] = {}
+        #: What each namespace's holders hold, kept up to date with what came and went.
+        self.held = Held()
         #: The caches above are shared by rounds (which change views in place) and readers.
         self.lock = threading.RLock()
 
@@ -136,6 +141,7 @@ class FleetSnapshot:
         """A failed round may have changed some views in place: rebuild them all."""
         self._round_views.clear()
         self._fleet_version = -1
+        self._holder_of, self.held = {}, Held()
 
     def _views_of(self, session: Session) -> list[WorkerView]:
         """Views of every worker that is not OFFLINE, reloading only what changed.
@@ -152,9 +158,20 @@ class FleetSnapshot:
         registry = self.registry
         held: dict[str, list[dict]] = {}
         self.holders = []
+        known, self._holder_of = self._holder_of, {}
+        came: list[Holder] = []
+        went: list[Holder] = []
         for row in session.execute(_HOLDING):
             held.setdefault(row.worker_name, []).append(row.allotment or {})
-            self.holders.append(_holder(row))
+            key = (row.worker_name, row.claimed_at, row.priority, row.preempt_deadline, row.state)
+            cached = known.pop(row.id, None)
+            if cached is None or cached[0] != key:
+                went += [cached[1]] if cached is not None else []
+                cached = (key, _holder(row))
+                came.append(cached[1])
+            self._holder_of[row.id] = cached
+            self.holders.append(cached[1])
+        self.held.update(came, went + [holder for _, holder in known.values()])
         if self._fleet_version != registry.fleet_version or time.monotonic() - self._scanned_at > FLEET_RESCAN:
             self._fleet_version = registry.fleet_version
             self._scanned_at = time.monotonic()

@@ -7,7 +7,7 @@ other replicas (keys cross them through ``flux.server.broadcast``), spell it ali
 - ``execution:ID``: an execution changed state; ``events:ID``: a checkpoint; ``logs:ID``: new lines;
 - ``status:NAME``: a worker's stored sample or drain changed (dispatch re-reads it);
 - ``auth:NAME:PREFIX``: a worker's session token changed (``-``: revoked);
-- ``executions`` (``watch``), ``fleet`` (``GET /fleet``'s stream), ``schedules`` (the firing loop) and ``tokens`` (a client
+- ``executions`` (``watch``), ``fleet`` (``GET /fleet``'s stream), ``schedules`` (the firing loop), ``namespaces`` (quotas, weights) and ``tokens`` (a client
   token was revoked: every replica reads the tokens again) carry no subject.
 """
 
@@ -37,6 +37,8 @@ HOOKS = "hooks"
 
 #: A pool was created, changed or deleted: wakes the scaling loop (docs/autoscaling.md).
 POOLS = "pools"
+#: A namespace's quota or weight changed: placement reads them again (``flux.server.namespaces.RulesCache``).
+NAMESPACES = "namespaces"
 #: A client token was revoked (``flux.server.tokens.TokenCache``).
 TOKENS = "tokens"
 #: How much of a token's hash an ``auth`` key carries; ``REVOKED`` stands for none.

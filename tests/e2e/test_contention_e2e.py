@@ -191,11 +191,16 @@ def test_a_namespace_never_holds_more_than_its_quota(make_cluster, workflow_file
                       client.execution(runs[2]["id"])["placement_note"], WAIT, "no quota note")
     assert "namespace ml holds accel 1 of its quota 1" in note
     deadline = time.monotonic() + WAIT
-    while not all(client.execution(r["id"])["state"] == "COMPLETED" for r in runs):
-        holding = [r for r in runs if client.execution(r["id"])["state"] in ("CLAIMED", "RUNNING")]
-        assert len(holding) <= 1
+    ids = {r["id"] for r in runs}
+    while True:  # one read per sample: a read per execution counted one that ended and the next one claimed as two
+        listed = [e for e in client.list_executions(limit=100) if e["id"] in ids]
+        assert len([e for e in listed if e["state"] in ("CLAIMED", "RUNNING")]) <= 1
+        if all(e["state"] == "COMPLETED" for e in listed) and len(listed) == len(ids):
+            break
         assert time.monotonic() < deadline
         time.sleep(0.1)
+    held = sorted((e["claimed_at"], e["finished_at"]) for e in map(client.execution, ids))
+    assert all(ended <= claimed for (_, ended), (claimed, _) in zip(held, held[1:])), held  # never two at once
     with pytest.raises(FluxClientError) as refused:
         admin.update_namespace("ml", quota={"cpu": "lots"})
     assert refused.value.status == 422

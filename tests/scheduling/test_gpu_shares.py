@@ -194,3 +194,25 @@ def test_compute_capability_affinity_compares_the_published_label_as_a_number():
     assert check(ResourceRequest(gpu=1), normalise_affinity({"flux.gpu/compute-capability": ">=9.0"}, "w"), w) is None
     refused = check(ResourceRequest(gpu=1), {"flux.gpu/compute-capability": {"op": "Gt", "value": 9.0}}, w)
     assert refused.message == "label flux.gpu/compute-capability=9.0, wanted > 9"
+
+
+@settings(max_examples=150, deadline=None)
+@given(asks=st.lists(ASKS, max_size=30), shape=st.lists(st.tuples(st.integers(1, 3), st.integers(1, 6)), min_size=1, max_size=5),
+       allocation=st.sampled_from(["sample", "reserve"]))
+def test_a_share_opens_a_fresh_card_only_when_no_shared_card_in_the_fleet_holds_it(asks, shape, allocation):
+    """Packing leaves whole cards free when it can: across workers, a share goes to a card
+    already shared whenever one with room is on a worker with a free slot (best fit)."""
+    from flux.scheduling.filters.gpu import ask_of, refusal
+
+    fleet = [worker(*(card(i) for i in range(cards)), allocation=allocation, slots=slots, name=f"w{n}")
+             for n, (cards, slots) in enumerate(shape)]
+    for i, ask in enumerate(asks):
+        wanted = demand(i, **ask)
+        before = {(w.name, i) for w in fleet for i in w.gpu_shared}
+        could = wanted.request.shares_gpu and any(
+            w.free_slots > 0 and refusal(w, g, ask_of(wanted.request)) is None for w in fleet for g in w.gpus if g.index in w.gpu_shared
+        )
+        for p in place([wanted], fleet):
+            for d in p.allotment.devices:
+                if not d.whole and could:
+                    assert (p.worker_name, d.index) in before, f"{ask} opened a fresh card while a shared one held it"
