@@ -144,7 +144,6 @@ class Dispatcher:
             for handed in done.handed:  # after the wake-ups: what they would read, they have
                 handed.member.hand(handed.claimed, handed.cancel, handed.held, handed.seen)
 
-
     def _demand(self, row) -> Demand:  # noqa: ANN001 - a row of queue.page
         named = self.policy.priorities.by_name.get(row.priority_class) if row.priority_class else None
         return demand_from_row(
