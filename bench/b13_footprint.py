@@ -7,10 +7,10 @@ processes take that only import the libraries a worker needs: the floor).
     python -m bench.b13_footprint --quick      # idle timeout 2 s, 10 workers
     python -m bench.b13_footprint --idle-only --worker-tree ../main   # idle CPU alone, of another checkout's workers
 
-Idle CPU: ``IDLE_WORKERS`` workers (their default heartbeat, 5 s) sit idle on one server;
-the CPU seconds each worker and its children (template, warm child) take over windows
-of ``--idle-window`` seconds (psutil's user + system times, not wall time) are read as
-a share of one core; the figure is the median over every worker and window.
+Idle CPU: ``IDLE_WORKERS`` workers (heartbeat every 5 s) sit idle on one server; the CPU
+seconds they and their children (template, warm child) take over each window of
+``--idle-window`` seconds (psutil's user + system times, not wall time), shared out per
+worker, as a share of one core; the figure is the median over the windows.
 
 Memory is PSS (proportional set size: shared pages split among the processes that
 map them), summed over the worker and its children, read from /proc by psutil; RSS
@@ -20,6 +20,7 @@ summed is printed beside it. Each figure is the median of five readings 0.2 s ap
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -160,21 +161,26 @@ def tree_cpu(pid: int) -> float:
 
 
 def idle_cpu(window: float, worker_tree: Path | None = None) -> list[float]:
-    """Per cent of one core each idle worker (with its children) takes, per window.
+    """Per cent of one core an idle worker (with its children) takes, per window: the
+    CPU seconds of all ``IDLE_WORKERS`` over the window, shared out (psutil counts in
+    clock ticks of 10 ms: five workers together read five times finer than one).
 
     ``worker_tree``: run the workers from that checkout (``PYTHONPATH``), the server from
     this one: before and after a change, in one sitting."""
     env = {"PYTHONPATH": str(worker_tree.resolve())} if worker_tree else None
     with tempfile.TemporaryDirectory(prefix="flux-b13-idle-") as home, BenchCluster(Path(home)) as cluster:
         cluster.start_server()
-        workers = [cluster.start_worker(f"idle{n}", max_concurrent_executions=20, heartbeat_interval=5.0, env=env)
-                   for n in range(IDLE_WORKERS)]
+        # ``python -m`` puts its working directory first on the path: theirs, not ours
+        with contextlib.chdir(worker_tree or Path.cwd()):
+            workers = [cluster.start_worker(f"idle{n}", max_concurrent_executions=20, heartbeat_interval=5.0, env=env)
+                       for n in range(IDLE_WORKERS)]
         time.sleep(10)  # registered, pools warm, the first beats sent
         shares = []
         for _ in range(IDLE_WINDOWS):
             before = [tree_cpu(worker.pid) for worker in workers]
             time.sleep(window)
-            shares += [(tree_cpu(worker.pid) - spent) / window * 100 for worker, spent in zip(workers, before)]
+            spent = sum(tree_cpu(worker.pid) - taken for worker, taken in zip(workers, before))
+            shares.append(spent / (window * len(workers)) * 100)
         return shares
 
 
@@ -196,7 +202,7 @@ def main() -> None:
     precompile()
     idle = Figure.of("B13.idle.cpu_percent_per_worker", idle_cpu(window, args.worker_tree), "% core", aim="<= 0.05",
                      check=lambda m, p: m <= 0.05,
-                     note=f"{IDLE_WORKERS} idle workers x {IDLE_WINDOWS} windows of {window:g} s, CPU s (psutil) / window"
+                     note=f"{IDLE_WORKERS} idle workers, {IDLE_WINDOWS} windows of {window:g} s: CPU s (psutil) / window / worker"
                           + (f"; workers from {args.worker_tree}" if args.worker_tree else ""))
     if args.idle_only:
         print_figures([idle], args.json)

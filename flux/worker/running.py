@@ -1,9 +1,10 @@
 """The executions a worker runs: each one's attempt in the runner, its outbox of
 events, and the checkpoints that carry them to the server.
 
-Events from a running execution are batched: while one checkpoint request is in
-flight, newer events queue and leave together in the next one, at most
-``MAX_CHECKPOINT_EVENTS`` to a request. A checkpoint refused with 409 means the attempt
+Events from a running execution are batched: while its checkpoint request is in
+flight, or while every one of the worker's ``CHECKPOINTS_IN_FLIGHT`` request slots is
+taken by other executions, newer events queue and leave together in its next one, at
+most ``MAX_CHECKPOINT_EVENTS`` to a request. A checkpoint refused with 409 means the attempt
 was superseded (fenced): its child is killed at once and nothing more is reported for
 it. One refused as malformed (another 4xx: a payload nested past the server's limit
 that the child did not catch, an event over a cap) is never dropped silently: the child
