@@ -99,8 +99,8 @@ class Run:
 
 def counts(quick: bool) -> dict:
     if quick:
-        return {"b1": 40, "b2_executions": 10, "b2_tasks": 40, "b2_repeats": 3, "b2_settle_s": 1.0}
-    return {"b1": 200, "b2_executions": 50, "b2_tasks": 40, "b2_repeats": 3, "b2_settle_s": 2.0}
+        return {"b1": 40, "b2_repeats": 1, "b2_settle_s": 1.0}
+    return {"b1": 200, "b2_repeats": 3, "b2_settle_s": 2.0}
 
 
 def cluster_scenarios(run: Run, home: Path, database_url: str | None, backend: str, wanted: set[str],
@@ -125,8 +125,7 @@ def cluster_scenarios(run: Run, home: Path, database_url: str | None, backend: s
             if "B2" in wanted:
                 for runner in args.runners:
                     run.scenario(f"{prefix['B2']}.{runner}", lambda: b2_throughput.run(
-                        cluster, client, runner, n["b2_executions"], n["b2_tasks"], n["b2_repeats"], prefix=prefix["B2"],
-                        settle=n["b2_settle_s"]))
+                        cluster, client, runner, n["b2_repeats"], prefix=prefix["B2"], settle=n["b2_settle_s"]))
     finally:
         cluster.close()
 

@@ -5,6 +5,12 @@ processes take that only import the libraries a worker needs: the floor).
 
     python -m bench.b13_footprint              # 20 slots, default idle timeout (60 s), 50 workers started at once
     python -m bench.b13_footprint --quick      # idle timeout 2 s, 10 workers
+    python -m bench.b13_footprint --idle-only --worker-tree ../main   # idle CPU alone, of another checkout's workers
+
+Idle CPU: ``IDLE_WORKERS`` workers (heartbeat every 5 s) sit idle on one server; the CPU
+seconds they and their children (template, warm child) take over each window of
+``--idle-window`` seconds (psutil's user + system times, not wall time), shared out per
+worker, as a share of one core; the figure is the median over the windows.
 
 Memory is PSS (proportional set size: shared pages split among the processes that
 map them), summed over the worker and its children, read from /proc by psutil; RSS
@@ -14,6 +20,7 @@ summed is printed beside it. Each figure is the median of five readings 0.2 s ap
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -135,6 +142,48 @@ def start_cpu(runs: int = 5) -> list[float]:
         return spent
 
 
+#: Workers measured idle at once (one server), and windows of each.
+IDLE_WORKERS = 5
+IDLE_WINDOWS = 3
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process and its living descendants have taken."""
+    total = 0.0
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def idle_cpu(window: float, worker_tree: Path | None = None) -> list[float]:
+    """Per cent of one core an idle worker (with its children) takes, per window: the
+    CPU seconds of all ``IDLE_WORKERS`` over the window, shared out (psutil counts in
+    clock ticks of 10 ms: five workers together read five times finer than one).
+
+    ``worker_tree``: run the workers from that checkout (``PYTHONPATH``), the server from
+    this one: before and after a change, in one sitting."""
+    env = {"PYTHONPATH": str(worker_tree.resolve())} if worker_tree else None
+    with tempfile.TemporaryDirectory(prefix="flux-b13-idle-") as home, BenchCluster(Path(home)) as cluster:
+        cluster.start_server()
+        # ``python -m`` puts its working directory first on the path: theirs, not ours
+        with contextlib.chdir(worker_tree or Path.cwd()):
+            workers = [cluster.start_worker(f"idle{n}", max_concurrent_executions=20, heartbeat_interval=5.0, env=env)
+                       for n in range(IDLE_WORKERS)]
+        time.sleep(10)  # registered, pools warm, the first beats sent
+        shares = []
+        for _ in range(IDLE_WINDOWS):
+            before = [tree_cpu(worker.pid) for worker in workers]
+            time.sleep(window)
+            spent = sum(tree_cpu(worker.pid) - taken for worker, taken in zip(workers, before))
+            shares.append(spent / (window * len(workers)) * 100)
+        return shares
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a 2 s idle timeout, 10 workers at once")
@@ -142,11 +191,23 @@ def main() -> None:
     parser.add_argument("--idle-timeout", type=float, default=None, help="--child-idle-timeout [60; 2 with --quick]")
     parser.add_argument("--workers", type=int, default=None, help="workers started at once [50; 10 with --quick]")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--idle-window", type=float, default=None, help="seconds of each idle CPU window [120; 30 with --quick]")
+    parser.add_argument("--idle-only", action="store_true", help="measure idle CPU only")
+    parser.add_argument("--worker-tree", type=Path, default=None,
+                        help="with --idle-only: run the idle workers from this checkout (before/after in one sitting)")
     args = parser.parse_args()
     idle_timeout = args.idle_timeout if args.idle_timeout is not None else (2.0 if args.quick else 60.0)
     count = args.workers or (10 if args.quick else 50)
+    window = args.idle_window or (30.0 if args.quick else 120.0)
     precompile()
-    figures = []
+    idle = Figure.of("B13.idle.cpu_percent_per_worker", idle_cpu(window, args.worker_tree), "% core", aim="<= 0.05",
+                     check=lambda m, p: m <= 0.05,
+                     note=f"{IDLE_WORKERS} idle workers, {IDLE_WINDOWS} windows of {window:g} s: CPU s (psutil) / window / worker"
+                          + (f"; workers from {args.worker_tree}" if args.worker_tree else ""))
+    if args.idle_only:
+        print_figures([idle], args.json)
+        return
+    figures = [idle]
     for phase, (pss, rss, children) in footprint(args.slots, idle_timeout).items():
         aimed = phase != "after_burst"  # the issue's aim: idle, and again after the idle timeout
         figures.append(Figure.of(f"B13.{phase}.pss_mib", [pss], "MiB", note=f"worker + {children} children",

@@ -23,7 +23,7 @@ DEFAULT_MAX_JSON_DEPTH = 64
 #: The largest input or output (task result, workflow output), JSON-encoded.
 DEFAULT_MAX_PAYLOAD_SIZE = 32 * 1024**2
 #: The largest ``max_payload_size`` a server accepts: under the runners' framing
-#: limit (``flux.worker.runners.pipes.MAX_EVENT_BYTES``, 1 GiB) with room for an event's JSON.
+#: limit (``flux.worker.runners.protocol.MAX_EVENT_BYTES``, 1 GiB) with room for an event's JSON.
 MAX_PAYLOAD_SIZE_CEILING = 512 * 1024**2
 #: What a request carries besides its one payload (the rest of a checkpoint batch).
 BODY_HEADROOM = 1024**2

@@ -1,9 +1,10 @@
 """The executions a worker runs: each one's attempt in the runner, its outbox of
 events, and the checkpoints that carry them to the server.
 
-Events from a running execution are batched: while one checkpoint request is in
-flight, newer events queue and leave together in the next one, at most
-``MAX_CHECKPOINT_EVENTS`` to a request. A checkpoint refused with 409 means the attempt
+Events from a running execution are batched: while its checkpoint request is in
+flight, or while every one of the worker's ``CHECKPOINTS_IN_FLIGHT`` request slots is
+taken by other executions, newer events queue and leave together in its next one, at
+most ``MAX_CHECKPOINT_EVENTS`` to a request. A checkpoint refused with 409 means the attempt
 was superseded (fenced): its child is killed at once and nothing more is reported for
 it. One refused as malformed (another 4xx: a payload nested past the server's limit
 that the child did not catch, an event over a cap) is never dropped silently: the child
@@ -39,6 +40,11 @@ from flux.worker.services import AttemptServices
 log = logging.getLogger("flux.worker")
 
 Call = Callable[..., Awaitable[Any]]
+
+#: Checkpoint requests a worker has in flight at once. One execution alone never waits
+#: (its next batch leaves as soon as the last is answered, as before); a burst of
+#: many shares these, so each request carries what piled up meanwhile (docs/footprint.md).
+CHECKPOINTS_IN_FLIGHT = 4
 
 
 class Outbox:
@@ -99,6 +105,9 @@ class Executions:
         self.capture_output = capture_output
         self.running: dict[str, RunningExecution] = {}
         self.slot_freed = asyncio.Event()
+        #: Checkpoint requests in flight at once, all executions together: while they are
+        #: out, events queue in each outbox and leave together (fewer, larger checkpoints).
+        self._in_flight = asyncio.Semaphore(CHECKPOINTS_IN_FLIGHT)
         #: One task per running execution, plus its checkpoint flusher.
         self._tasks: set[asyncio.Task] = set()
 
@@ -280,31 +289,36 @@ class Executions:
         path = f"/executions/{execution.job.id}/checkpoint"
         while True:
             await execution.outbox.ready.wait()
-            batch = execution.outbox.take()
-            closing = any(event["type"] in ATTEMPT_CLOSING_EVENTS for event in batch)
-            if closing:
-                await execution.logs.flush()  # after this checkpoint the server may refuse them
-            if execution.abandoned:
-                return
-            execution.batches += 1  # a retry inside call re-sends the same number: the server keeps it once
-            # the events as the child emitted them (plain JSON): the server validates each one
-            body = {"attempt": execution.job.attempt, "batch": execution.batches, "events": batch}
-            try:
-                reply = await self.call(path, body, reply=CheckpointReply)
-            except httpx.HTTPStatusError as exc:
-                if exc.response.status_code in (403, 404, 409):  # fenced: this attempt is no longer ours
-                    log.warning("execution %s attempt %s fenced: %s", execution.job.id, execution.job.attempt, exc.response.text)
-                    self._abandon(execution)
+            async with self._in_flight:
+                if not await self._checkpoint(execution, path):
                     return
-                if not 400 <= exc.response.status_code < 500 or execution.refused:
-                    raise  # a refusal of the refusal's own report too: eviction requeues it
-                self._refused(execution, exc.response)
-                execution.batches -= 1  # not appended: the failure takes its number
-                continue
-            if reply.cancel:
-                execution.stop.cancel.set()
-            if closing:
-                return
+
+    async def _checkpoint(self, execution: RunningExecution, path: str) -> bool:
+        """One checkpoint of what waits in the outbox; False once nothing more is to be sent."""
+        batch = execution.outbox.take()
+        closing = any(event["type"] in ATTEMPT_CLOSING_EVENTS for event in batch)
+        if closing:
+            await execution.logs.flush()  # after this checkpoint the server may refuse them
+        if execution.abandoned:
+            return False
+        execution.batches += 1  # a retry inside call re-sends the same number: the server keeps it once
+        # the events as the child emitted them (plain JSON): the server validates each one
+        body = {"attempt": execution.job.attempt, "batch": execution.batches, "events": batch}
+        try:
+            reply = await self.call(path, body, reply=CheckpointReply)
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code in (403, 404, 409):  # fenced: this attempt is no longer ours
+                log.warning("execution %s attempt %s fenced: %s", execution.job.id, execution.job.attempt, exc.response.text)
+                self._abandon(execution)
+                return False
+            if not 400 <= exc.response.status_code < 500 or execution.refused:
+                raise  # a refusal of the refusal's own report too: eviction requeues it
+            self._refused(execution, exc.response)
+            execution.batches -= 1  # not appended: the failure takes its number
+            return True
+        if reply.cancel:
+            execution.stop.cancel.set()
+        return not closing
 
 
 #: The most of a refusal's reason that a failed attempt's error keeps.

@@ -68,8 +68,13 @@ class Channel:
         self._chars = 0
         self._last_sent = 0.0
         self._wake = threading.Event()
-        threading.Thread(target=self._tick, name="flux-log-batch", daemon=True).start()
+        #: Started by the first line that waits for its batch: a job that logs nothing runs no thread for it.
+        self._ticker: threading.Thread | None = None
         os.register_at_fork(after_in_child=self._forked)
+
+    def threads(self) -> int:
+        """Threads the channel runs (its batching thread, once started)."""
+        return 0 if self._ticker is None else 1
 
     @property
     def forked(self) -> bool:
@@ -95,6 +100,9 @@ class Channel:
             full = len(self._lines) >= BATCH_LINES or self._chars >= BATCH_CHARS
             first = len(self._lines) == 1
             quiet = first and time.monotonic() - self._last_sent >= BATCH_SECONDS
+            if first and not (full or quiet) and self._ticker is None:
+                self._ticker = threading.Thread(target=self._tick, name="flux-log-batch", daemon=True)
+                self._ticker.start()
         if full or quiet:
             self.flush()
         elif first:

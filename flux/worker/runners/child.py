@@ -16,12 +16,14 @@ exits, and the worker starts a fresh one.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import signal
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Awaitable, Callable
 
 from flux import tracing
 from flux.domain.attempts import AttemptEnd
@@ -33,15 +35,13 @@ from flux.worker.runners.capture import Capture, Channel
 from flux.worker.runners.execute import execute_job
 from flux.worker.runners.lifetime import die_with_parent
 from flux.worker.runners.limits import Limits, apply_in_child
-from flux.worker.runners.protocol import IDLE, PARENT_ENV, PREEMPT, PROTOCOL_FD_ENV
+from flux.worker.runners.protocol import IDLE, MAX_EVENT_BYTES, PARENT_ENV, PREEMPT, PROTOCOL_FD_ENV
 
 
 async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
     """Jobs go to ``jobs``, decoded (None at EOF); answers to what the running attempt asked, to ``asker``."""
-    loop = asyncio.get_running_loop()
-    # A thread of its own reads stdin: works for a pipe, a file or /dev/null alike.
-    stdin = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-stdin")
-    while line := await loop.run_in_executor(stdin, sys.stdin.buffer.readline):
+    readline = await _job_lines()
+    while line := await readline():
         message = json.loads(line)
         if message.get("type") == ANSWER:
             asker.answered(message)
@@ -50,6 +50,35 @@ async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
         else:
             jobs.put_nowait(Job.model_validate(message))
     jobs.put_nowait(None)
+
+
+async def _job_lines() -> Callable[[], Awaitable[bytes]]:
+    """What reads the lines the worker sends (fd 0). A pipe, as the runners give it, is
+    read by the event loop itself on a descriptor of its own, and user code gets
+    ``/dev/null`` as stdin (the job stream is not its to read, nor its subprocesses').
+    Anything else (a file, ``/dev/null``) is read by a thread of its own."""
+    loop = asyncio.get_running_loop()
+    own = os.dup(0)  # not inheritable: the processes tasks start never hold it
+    reader = asyncio.StreamReader(limit=MAX_EVENT_BYTES)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(own, "rb", buffering=0))
+    except (OSError, ValueError):  # not a pipe: the loop cannot watch it
+        os.close(own)
+        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-stdin")
+        return lambda: loop.run_in_executor(thread, sys.stdin.buffer.readline)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return reader.readline
+
+
+def preload() -> None:
+    """Import the programming model workflows use (``from flux import task, workflow``):
+    in the template, once, so that a forked child imports none of it per job."""
+    import flux
+
+    for module in sorted({name for name in flux._EXPORTS.values() if name.startswith("flux.model.")}):
+        importlib.import_module(module)
 
 
 async def serve(channel: Channel, capture: Capture) -> None:
@@ -73,7 +102,7 @@ async def serve(channel: Channel, capture: Capture) -> None:
             channel.send(event)
 
         capture.install()
-        threads_before = threading.active_count()
+        threads_before = threading.active_count() - channel.threads()
         executor = ThreadPoolExecutor(thread_name_prefix="flux-task")  # this job's sync tasks
         loop.set_default_executor(executor)
         with tracing.parented(job.traceparent):  # the task copies it: its spans hang under the worker's
@@ -88,7 +117,7 @@ async def serve(channel: Channel, capture: Capture) -> None:
         capture.finish(None)  # what was written after the attempt closed
         tracing.flush()
         executor.shutdown(wait=False, cancel_futures=True)
-        if clean and limits.reusable() and await _settled(threads_before):
+        if clean and limits.reusable() and await _settled(threads_before, channel):
             channel.send(IDLE)
             continue
         break
@@ -98,13 +127,14 @@ async def serve(channel: Channel, capture: Capture) -> None:
     os._exit(0)
 
 
-async def _settled(threads_before: int) -> bool:
-    """True when the job left no task and no busy thread behind (the stdin reader aside)."""
+async def _settled(threads_before: int, channel: Channel) -> bool:
+    """True when the job left no task and no busy thread behind (the stdin reader and the
+    channel's own thread aside)."""
     current = asyncio.current_task()
     if any(task is not current and task.get_coro().__name__ != "read_stdin" for task in asyncio.all_tasks()):
         return False
     for _ in range(10):
-        if threading.active_count() <= threads_before:
+        if threading.active_count() - channel.threads() <= threads_before:
             return True
         await asyncio.sleep(0.005)
     return False

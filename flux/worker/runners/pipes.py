@@ -33,16 +33,11 @@ import os
 import sys
 from typing import Sequence
 
-from flux.worker.runners.protocol import MARK_PREFIX, MAX_LINE, PROTOCOL_FD_ENV, LogSink, log_line, split_long
+from flux.worker.runners.protocol import MARK_PREFIX, MAX_EVENT_BYTES, MAX_LINE, PROTOCOL_FD_ENV, LogSink, log_line, split_long
 from flux.worker.runners.template import ChildTemplate, ForkedProcess, TemplateGone
 
 log = logging.getLogger("flux.worker.runners.subprocess")
 
-#: Longest protocol line (one event) accepted from a child: above the largest payload
-#: limit a server accepts (``MAX_PAYLOAD_SIZE_CEILING``), so the payload limit, checked
-#: in the child with a clear message, is always the one that applies (a buffer cap,
-#: not an allocation).
-MAX_EVENT_BYTES = 1024**3
 #: Bytes read from an output pipe at a time.
 CHUNK = 64 * 1024
 #: After a child is gone, how long its pipes may stay silent before the runner stops

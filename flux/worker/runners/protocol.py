@@ -45,6 +45,12 @@ PREEMPT = "PREEMPT"
 #: the job wrote there before. A NUL byte keeps it out of anything people print.
 MARK_PREFIX = b"\x00flux-output-mark:"
 
+#: Longest protocol line (an event, a job) accepted on either side: above the largest
+#: payload limit a server accepts (``MAX_PAYLOAD_SIZE_CEILING``), so the payload limit,
+#: checked in the child with a clear message, is always the one that applies (a buffer
+#: cap, not an allocation).
+MAX_EVENT_BYTES = 1024**3
+
 #: Longest log line, in characters (child) or bytes (pipes); a longer one is split.
 MAX_LINE = 64 * 1024
 

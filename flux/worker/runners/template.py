@@ -286,10 +286,12 @@ def _report_exits(sock: socket.socket) -> None:
 def _load_child() -> ModuleType:
     """What the children run, the programming model with it: imported by the template
     when the first child is asked for, not by the worker, which runs no workflow code
-    and so registers sooner; then frozen, so that the collector never writes to those
+    and so registers sooner (``child.preload``: the whole model, so that no child
+    imports any of it per job); then frozen, so that the collector never writes to those
     pages in a child (docs/footprint.md)."""
     from flux.worker.runners import child
 
+    child.preload()
     gc.freeze()
     return child
 
