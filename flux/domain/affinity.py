@@ -307,7 +307,7 @@ def label_mismatch(key: str, wanted: Any, labels: Mapping[str, Any]) -> str | No
     """
     present = key in labels
     label = str(labels[key]) if present else None
-    if not isinstance(wanted, Mapping):
+    if not isinstance(wanted, dict) and not isinstance(wanted, Mapping):  # dicts (operators too) skip the ABC check
         if isinstance(wanted, Operator):
             wanted = wanted.to_json()
         else:
