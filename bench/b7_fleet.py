@@ -7,7 +7,7 @@
 
 For every database and every fleet size N: a fresh server (``python -m flux.cli start
 server --port P --home H [--database-url URL] [--processes P]``; on PostgreSQL a scratch
-database), N synthetic workers (``bench.fleet_synth``, ~400 per OS process, each with
+database), N synthetic workers (``bench.fleet_synth``, ~250 per OS process, each with
 its own HTTP client), then:
 
 1. ``online_s``: from the start signal to the fleet until ``GET /workers`` shows N ONLINE;
