@@ -7,10 +7,18 @@ Each synthetic worker is what the server sees of a real one: its own
 ``httpx.AsyncClient`` (at most 2 connections: the claim long poll and the heartbeat),
 a registration with a realistic payload (resources, ~120 packages, runtime), a
 heartbeat every ``--heartbeat-interval`` seconds on a fixed grid with a random
-initial phase, and a claim long poll. It does not run code: for every execution it
+initial phase (``--samples busy``: each one carries a resources sample whose free
+memory moved by 2 GiB, a material change, as a loaded fleet's would), and a claim
+long poll. It does not run code: for every execution it
 receives it checkpoints WORKFLOW_STARTED, TASK_STARTED, TASK_COMPLETED and
 WORKFLOW_COMPLETED in one batch (the shapes ``flux.model.runtime`` emits for a one-task
 workflow), then claims again.
+
+What the workers observe is recorded beside the errors: every heartbeat's round
+trip, when each job arrived (wall time, to set beside the server's ``scheduled_at``
+and ``claimed_at``), how late an empty long poll came back after its ``wait``, and
+the process's own event-loop lag (a 100 ms probe), which bounds how much of the
+others is this process's fault.
 
 Errors are counted by kind (``<call>:<status>`` or ``<call>:<exception class>``):
 401 registers again, 503 sleeps up to Retry-After (full jitter: uniform(0, Retry-After)),
@@ -44,6 +52,8 @@ from typing import Any
 
 import httpx
 
+#: Seconds between the probes of the process's own event-loop lag.
+LAG_PROBE = 0.1
 WORKFLOW_EVENTS = ("WORKFLOW_STARTED", "TASK_STARTED", "TASK_COMPLETED", "WORKFLOW_COMPLETED")
 
 
@@ -79,6 +89,9 @@ class Stats:
         self.executions = 0
         self.checkpoint_ms: list[float] = []
         self.states: Counter[str] = Counter()  # heartbeat reply states
+        self.received: list[tuple[str, float]] = []  # (execution id, wall time its claim reply arrived)
+        self.poll_overrun_ms: list[float] = []  # empty long polls: how long after their wait they returned
+        self.loop_lag: list[tuple[float, float]] = []  # (wall time, ms): overshoot of a 100 ms sleep
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +105,9 @@ class Stats:
             "executions": self.executions,
             "checkpoint_ms": [round(ms, 3) for ms in self.checkpoint_ms],
             "heartbeat_states": dict(self.states),
+            "received": [[eid, round(t, 4)] for eid, t in self.received],
+            "poll_overrun_ms": [round(ms, 2) for ms in self.poll_overrun_ms],
+            "loop_lag": [[round(t, 3), round(ms, 2)] for t, ms in self.loop_lag],
         }
 
 
@@ -179,28 +195,37 @@ class SynthWorker:
 
     async def heartbeat_loop(self) -> None:
         interval = self.fleet.args.heartbeat_interval
-        next_beat = time.monotonic() + random.uniform(0, interval)
+        next_beat, beats = time.monotonic() + random.uniform(0, interval), 0
         while True:
             await self._sleep(max(0.0, next_beat - time.monotonic()))
             next_beat += interval
             if next_beat < time.monotonic():  # fell behind (a slow server): do not burst to catch up
                 next_beat = time.monotonic() + interval
+            body: dict[str, Any] = {"running": sorted(self.running)}
+            if self.fleet.args.samples == "busy":
+                beats += 1
+                body["resources"] = self.fleet.busy_sample(beats)
             sent, t0 = time.time(), time.perf_counter()
-            reply = await self._post("heartbeat", f"/workers/{self.name}/heartbeat",
-                                     {"running": sorted(self.running)}, timeout=30.0)
+            reply = await self._post("heartbeat", f"/workers/{self.name}/heartbeat", body, timeout=30.0)
             if reply is not None:
                 self.fleet.stats.heartbeats.append((sent, (time.perf_counter() - t0) * 1000))
                 self.fleet.stats.states[reply.get("state", "?")] += 1
 
     async def claim_loop(self) -> None:
         wait = self.fleet.args.claim_wait
+        stats = self.fleet.stats
         while True:
+            t0 = time.perf_counter()
             reply = await self._post("claim", f"/workers/{self.name}/claim", {"wait": wait}, timeout=wait + 15)
-            self.fleet.stats.claims += 1
+            arrived, waited = time.time(), time.perf_counter() - t0
+            stats.claims += 1
             if reply is None:
                 await self._sleep(1.0)
                 continue
             jobs = reply.get("executions", [])
+            stats.received += [(job["id"], arrived) for job in jobs]
+            if not jobs and waited >= wait:  # an empty poll that ran its course: how late it came back
+                stats.poll_overrun_ms.append((waited - wait) * 1000)
             if jobs:
                 # The server hands out at most the free slots; the batch is done before the next claim.
                 await asyncio.gather(*(self.execute(job) for job in jobs))
@@ -264,6 +289,20 @@ class Fleet:
         self.tls = ssl.create_default_context()
         self.names = [f"{args.prefix}{i:05d}" for i in range(args.names_from, args.names_from + args.count)]
 
+    def busy_sample(self, beat: int) -> dict[str, Any]:
+        """The registration's resources with free memory 2 GiB lower on every other beat
+        of a worker: each beat moves it by more than ``max(1 % of 32 GiB, 64 MiB)``, a
+        material change."""
+        free = self.payload["resources"]["memory_available"] - (2 * 2**30 if beat % 2 else 0)
+        return {**self.payload["resources"], "memory_available": free}
+
+    async def watch_lag(self) -> None:
+        """This process's event-loop lag: how late a 100 ms sleep wakes (its share of every latency it records)."""
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(LAG_PROBE)
+            self.stats.loop_lag.append((time.time(), max(0.0, time.perf_counter() - t0 - LAG_PROBE) * 1000))
+
     async def run(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -276,12 +315,14 @@ class Fleet:
         started, cpu0 = time.time(), time.process_time()
         parent = os.getppid()
         tasks = [asyncio.create_task(SynthWorker(name, self).run()) for name in self.names]
+        lag = asyncio.create_task(self.watch_lag())
         deadline = time.monotonic() + self.args.duration if self.args.duration else None
         while not self.stopping.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), 1.0)
             if os.getppid() != parent or (deadline and time.monotonic() >= deadline):
                 self.stopping.set()
+        lag.cancel()
         for task in tasks:
             task.cancel()
         results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -312,6 +353,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--claim-wait", type=float, default=20.0, help="long-poll wait sent with each claim [20]")
     parser.add_argument("--keepalive-expiry", type=float, default=30.0,
                         help="seconds an idle connection is kept: 30 like a real worker, under the server's 75 s keep-alive [30]")
+    parser.add_argument("--samples", choices=("quiet", "busy"), default="quiet",
+                        help="quiet: heartbeats carry no sample; busy: a materially changed one on every beat [quiet]")
     parser.add_argument("--packages", type=int, default=120, help="fake packages in the registration [120]")
     parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: until a signal)")
     parser.add_argument("--stats-file", type=Path, required=True)

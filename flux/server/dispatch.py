@@ -109,6 +109,13 @@ class Dispatcher:
     def kick(self) -> None:
         self._wake.set()
 
+    def kick_if_waiting(self) -> None:
+        """A round only if the last one left work waiting: more room (a worker's sample
+        moved) places nothing from an empty queue, and a busy fleet's samples would
+        otherwise run rounds back to back."""
+        if self._backlog:
+            self.kick()
+
     async def run(self) -> None:
         while True:
             timeout = min(BACKLOG_ROUND if self._backlog else IDLE_ROUND, max(0.0, self._next_ready - time.time()))

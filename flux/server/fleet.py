@@ -141,7 +141,8 @@ def register(
         packages_digest=digest,
     )
     runtime = body.runtime.model_dump()
-    resources = {**row_values(body.resources), "metrics": body.metrics}
+    sample = body.resources.model_dump()
+    resources = {**row_values(sample), "metrics": body.metrics}
     known = session.execute(_KNOWN, {"name": body.name}).first()
     proof = hash_token(held_token) if held_token else None
     if known is not None and known.state != WorkerState.OFFLINE and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash)):
@@ -155,7 +156,7 @@ def register(
         session.execute(_NEW_RUNTIME, {"worker_id": worker_id, **runtime})
         session.execute(_NEW_RESOURCES, {"worker_id": worker_id, **resources})
         if body.resources.gpus:
-            store_gpus(session, worker_id, body.resources, body.name)
+            store_gpus(session, [(worker_id, body.name, sample["gpus"])])
         draining = False
     else:
         worker_id, draining = known.id, known.draining
@@ -166,7 +167,7 @@ def register(
         )
         session.execute(update(WorkerRuntimeModel).where(WorkerRuntimeModel.worker_id == worker_id).values(**runtime))
         session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**resources))
-        store_gpus(session, worker_id, body.resources, body.name)
+        store_gpus(session, [(worker_id, body.name, sample["gpus"])])
         still_running = set(body.running)
         kept = []
         for execution in executions.held_by(session, body.name):
@@ -187,8 +188,9 @@ def register(
         heartbeat_interval=body.heartbeat_interval,
         last_seen=now,
         draining=draining,
-        sample=body.resources.model_dump(),
+        sample=sample,
         metrics=dict(body.metrics),
+        gpu_rows=bool(body.resources.gpus),
         held=held,
         work_hint=False,  # nothing undelivered can be waiting: what it did not report was requeued above
         last_claim_check=now,  # so its first claim waits for a wake-up instead of reading what it holds
@@ -212,6 +214,8 @@ def member_for_token(session: Session, token_hash: str) -> Member | None:
         draining=worker.draining,
         sample=sample,
         metrics=dict(worker.resources.metrics or {}) if worker.resources is not None else None,
+        resources_version=worker.resources_version,
+        gpu_rows=bool(worker.gpus),
         held=None,
     )
 
@@ -251,6 +255,13 @@ def live_state(stored: str, liveness: Liveness | None) -> str:
     return stored if stored == WorkerState.OFFLINE or liveness is None else liveness.state
 
 
+def shown_state(stored: str, draining: bool, liveness: Liveness | None, running: int) -> str:
+    """What people see of a worker: its stored state, or its liveness as the registry
+    knows it, and DRAINING/DRAINED while an operator or the worker itself drains it."""
+    leaving = bool(liveness and liveness.leaving)
+    return display_state(live_state(stored, liveness), draining or leaving, running)
+
+
 def display_state(state: str, draining: bool, running: int) -> str:
     """A draining live worker shows DRAINING, then DRAINED once idle."""
     if state == WorkerState.OFFLINE or not draining:
@@ -288,6 +299,7 @@ def leases(session: Session) -> list:
             WorkerModel.heartbeat_interval,
             WorkerModel.last_heartbeat_at,
             WorkerModel.draining,
+            WorkerModel.resources_version,
         )
     ).all()
 
@@ -380,7 +392,7 @@ def info(worker: WorkerModel, running: int, liveness: Liveness | None, with_pack
     last_heard = worker.last_heartbeat_at if liveness is None else max(worker.last_heartbeat_at, liveness.last_heard)
     return WorkerInfo(
         name=worker.name,
-        state=display_state(live_state(worker.state, liveness), worker.draining or bool(liveness and liveness.leaving), running),
+        state=shown_state(worker.state, worker.draining, liveness, running),
         labels=worker.labels or {},
         max_concurrent_executions=worker.max_concurrent_executions,
         allocation=worker.allocation,

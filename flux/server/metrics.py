@@ -76,7 +76,7 @@ class ServerMetrics:
             self.registry.register(_Statements(statements))
         self.heartbeats = Counter("flux_heartbeats", "Worker heartbeats answered", registry=self.registry)
         self.status_writes = Counter(
-            "flux_worker_status_writes", "Heartbeats whose sample moved enough to be written", registry=self.registry
+            "flux_worker_status_writes", "Heartbeats whose sample moved enough to be recorded (written in batches)", registry=self.registry
         )
         self.evictions = Counter("flux_evictions", "Workers evicted for silence", registry=self.registry)
         self.shed = Counter("flux_shed_requests", "Requests answered 503 because the server was overloaded", registry=self.registry)

@@ -15,7 +15,11 @@ Ray use: fleet state in the server, changes persisted, beats not):
   assigned something, a cancel was asked, here or on another replica), so a waiting
   claim reads the database only when there is something to read, and what the
   worker was last known to hold, so a heartbeat that reports no change needs no
-  query either.
+  query either;
+- **what it has**: the last material sample and metrics heard here. Placement reads
+  them from here (``flux.server.snapshot``), and ``flux.server.status`` writes the
+  ones that changed to the database in one batch a second, where other replicas and
+  a restarted server read them.
 
 Everything here can be rebuilt from the database: a restarted server starts with
 no members and admits each worker again at its first authenticated call.
@@ -23,6 +27,7 @@ no members and admits each worker again at its first authenticated call.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -70,9 +75,14 @@ class Member:
     heard: bool = False
     #: Its last sign of life is a lease another replica flushed, not a beat heard here.
     via_lease: bool = False
-    #: The resources sample and metrics last stored (materiality is judged against them).
+    #: The resources sample and metrics last recorded, here or read from the database
+    #: (materiality is judged against them; placement reads them while heard here).
     sample: dict | None = None
     metrics: dict | None = None
+    #: The workers row's ``resources_version`` as the last lease sync read it (replicas).
+    resources_version: int = 0
+    #: Whether the database may hold GPU rows for it (unknown: True).
+    gpu_rows: bool = True
     #: What it holds; None when unknown (the next heartbeat reads it).
     held: dict[str, Held] | None = None
     #: Something may be waiting for its claim.
@@ -124,9 +134,16 @@ class Member:
         self.held, self.draining = held, draining
 
     def record_status(self, sample: dict | None, metrics: dict | None) -> None:
-        """The sample and metrics just stored (None: that one was not)."""
+        """A sample and metrics that moved materially (None: that one did not)."""
         self.sample = sample if sample is not None else self.sample
         self.metrics = dict(metrics) if metrics is not None else self.metrics
+
+    @property
+    def sampled_here(self) -> bool:
+        """Its sample in memory is the newest there is: it beats here, and one was
+        recorded or read since it was admitted (with replicas, a worker whose last
+        sign of life is another replica's lease is read from the database)."""
+        return self.sample is not None and not self.via_lease
 
     def hint(self, work: bool) -> None:
         """Something may (or cannot) be waiting for its claim."""
@@ -164,8 +181,11 @@ class FleetRegistry:
     #: Seconds between lease flushes, which bounds how old another replica's view is.
     lease_interval: float = 10.0
     #: Bumped whenever what dispatch must know of the fleet changed: a member admitted
-    #: or forgotten, a stored sample, a drain, a worker gone stale or back.
+    #: or forgotten, a drain, a worker gone stale or back, a sample another replica stored.
     fleet_version: int = 0
+    #: Members whose sample or metrics changed: not yet seen by placement, not yet written.
+    _resampled: set[str] = field(default_factory=set)
+    _unwritten: dict[str, Member] = field(default_factory=dict)
 
     def fleet_changed(self) -> None:
         self.fleet_version += 1
@@ -275,7 +295,9 @@ class FleetRegistry:
 
     def sync(self, rows: list) -> None:
         """Adopt the database's view (``fleet.leases`` rows): workers registered or
-        released by another replica, and the leases other replicas flushed."""
+        released by another replica, the leases other replicas flushed, and the samples
+        they stored for workers this replica does not hear (placement re-reads those)."""
+        stored_elsewhere = False
         for row in rows:
             member = self.members.get(row.name)
             if row.state == WorkerState.OFFLINE:
@@ -291,11 +313,50 @@ class FleetRegistry:
                         last_seen=row.last_heartbeat_at,
                         draining=row.draining,
                         via_lease=True,
+                        resources_version=row.resources_version,
                     )
                 )
             elif row.last_heartbeat_at > member.last_seen:
                 member.last_seen = row.last_heartbeat_at
                 member.via_lease = True
+            member = self.members.get(row.name)
+            if member is not None and member.resources_version != row.resources_version:
+                member.resources_version = row.resources_version
+                if member.via_lease:  # another replica hears it and stored a sample: ours is older
+                    member.sample = member.metrics = None
+                    stored_elsewhere = True
+        if stored_elsewhere:
+            self.fleet_changed()
+
+    # --- status ----------------------------------------------------------------------
+
+    def record_status(self, member: Member, sample: dict | None, metrics: dict | None) -> None:
+        """A sample or metrics that moved materially: placement sees it at its next
+        round (``take_resampled``), the database at the next batch (``take_unwritten``)."""
+        member.record_status(sample, metrics)
+        self._resampled.add(member.name)
+        self._unwritten[member.name] = member
+
+    def take_resampled(self) -> set[str]:
+        """Names whose sample or metrics changed since the last call. Placement takes
+        them in a database thread while heartbeats add more: one ``pop`` at a time
+        (atomic under the GIL), never the set swapped under a concurrent ``add``."""
+        names = set()
+        with contextlib.suppress(KeyError):
+            while True:
+                names.add(self._resampled.pop())
+        return names
+
+    def take_unwritten(self) -> list[Member]:
+        """Members whose status changed since the last call and that are still current
+        (a re-registration stored its own sample; a worker gone needs none)."""
+        members, self._unwritten = self._unwritten, {}
+        return [m for m in members.values() if self.is_current(m)]
+
+    def unwritten_again(self, members: list[Member]) -> None:
+        """A batch that failed: written with the next one (unless newer news replaced it)."""
+        for member in members:
+            self._unwritten.setdefault(member.name, member)
 
     # --- hints -----------------------------------------------------------------------
 

@@ -2,13 +2,18 @@
 
 A round must cost about the same with a thousand idle workers as with ten, so
 nothing here is redone per worker unless that worker changed: the workers table is
-scanned only when the registry says the fleet changed (a registration, a sample that
-moved, a drain, a worker gone stale or back, here or on another replica) or every
+scanned only when the registry says the fleet changed (a registration, a drain, a
+worker gone stale or back, a sample another replica stored) or every
 ``FLEET_RESCAN`` seconds as a safety net; a worker's view is rebuilt only when its
 sample or registration changed, and its round view (what it holds applied) only when
 what it holds changed or the last round placed work on it. Each view that is new is
 handed to the ``FreePool`` (``flux.scheduling.pool``) that rounds place from, so a
 round never walks the fleet to find a free worker.
+
+A worker that beats here has its sample read from memory (``Member.sampled_here``):
+the registry names the ones that moved since the last round, and only those views are
+redone, with no database read. The database's copy is written in batches
+(``flux.server.status``) and read only for workers this replica does not hear.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
@@ -28,8 +34,8 @@ from flux.scheduling.allocation import with_allotments
 from flux.scheduling.holders import Held, Holder
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import WorkerView, resampled, worker_view
-from flux.server.resources import gpus, quantities
-from flux.server.registry import FleetRegistry
+from flux.server.resources import gpus, quantities, view_sample
+from flux.server.registry import FleetRegistry, Member
 
 #: The workers table is re-read at least this often even if nothing said it changed.
 FLEET_RESCAN = 10.0
@@ -89,11 +95,29 @@ def _with_resources(view: WorkerView, worker: WorkerModel) -> WorkerView:
     return resampled(view, **_sample(worker))
 
 
+@dataclass
+class _Built:
+    """A worker's view, the row (``resources_version``, ``registered_at``) it was last
+    read from, and its custom resources (a sample from memory joins them)."""
+
+    version: int
+    registered_at: float
+    view: WorkerView
+    custom: dict
+
+    def from_memory(self, member: Member) -> None:
+        """Its sample (or, not knowing one, its metrics) as the registry holds it."""
+        if member.sample is not None:
+            self.view = resampled(self.view, **view_sample(member.sample, member.metrics, self.custom))
+        elif member.metrics is not None:
+            self.view = resampled(self.view, metrics=member.metrics)
+
+
 class FleetSnapshot:
     def __init__(self, registry: FleetRegistry):
         self.registry = registry
-        #: Worker views by name, with the (resources_version, registered_at) they were built from.
-        self._views: dict[str, tuple[int, float, WorkerView]] = {}
+        #: Worker views by name, with what they were built from.
+        self._views: dict[str, _Built] = {}
         #: Package sets by digest, as {name: version} (``_load_package_sets``).
         self._package_sets: dict[str, dict[str, str]] = {}
         #: The rows of the last scan, and the registry's fleet version it saw.
@@ -172,6 +196,11 @@ class FleetSnapshot:
             self._holder_of[row.id] = cached
             self.holders.append(cached[1])
         self.held.update(came, went + [holder for _, holder in known.values()])
+        resampled_here = registry.take_resampled()
+        for name in resampled_here:  # samples heard here that moved: from memory, no read
+            built, member = self._views.get(name), registry.members.get(name)
+            if built is not None and member is not None and not member.via_lease:
+                built.from_memory(member)
         if self._fleet_version != registry.fleet_version or time.monotonic() - self._scanned_at > FLEET_RESCAN:
             self._fleet_version = registry.fleet_version
             self._scanned_at = time.monotonic()
@@ -181,10 +210,11 @@ class FleetSnapshot:
             self._views_now = [None] * len(rows)
             for gone in self.pool.views.keys() - self._position.keys():
                 self.pool.drop(gone)
-        else:  # only workers that hold, held, or were just given something can differ
-            rows = [self._rows[self._position[n]] for n in {*held, *self._holding, *self._touched} if n in self._position]
+        else:  # only workers that hold, held, were just given something, or were resampled can differ
+            names = {*held, *self._holding, *self._touched, *resampled_here}
+            rows = [self._rows[self._position[n]] for n in names if n in self._position]
         for row in rows:
-            base = self._views[row.name][2]
+            base = self._views[row.name].view
             member = registry.members.get(row.name)
             if row.draining or (member is not None and member.leaving):
                 state = WorkerState.DRAINING
@@ -213,27 +243,44 @@ class FleetSnapshot:
                 WorkerModel.draining,
             ).where(WorkerModel.state != WorkerState.OFFLINE)
         ).all()
-        changed = [row.id for row in rows if self._views.get(row.name, (None, None))[:2] != (row.resources_version, row.registered_at)]
-        if changed:
-            loaded = session.scalars(
-                select(WorkerModel)
-                .where(WorkerModel.id.in_(changed))
-                .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus))
-            )
-            loaded = list(loaded)
-            new = {w.id for w in loaded if not (w.name in self._views and self._views[w.name][1] == w.registered_at)}
-            self._load_package_sets(session, {w.packages_digest for w in loaded if w.id in new})
-            for worker in loaded:
-                if worker.id in new:
-                    view = _view(worker, self._package_sets[worker.packages_digest])
+        changed = []
+        for row in rows:
+            built, member = self._views.get(row.name), self.registry.members.get(row.name)
+            if built is None or built.registered_at != row.registered_at:
+                changed.append(row.id)  # new, or registered again
+            elif built.version != row.resources_version:
+                if member is not None and member.sampled_here:
+                    built.version = row.resources_version  # our own batch wrote what memory holds
                 else:
-                    view = _with_resources(self._views[worker.name][2], worker)  # a sample moved; nothing else did
-                self._views[worker.name] = (worker.resources_version, worker.registered_at, view)
+                    changed.append(row.id)  # another replica stored a sample
+        if changed:
+            self._load(session, changed)
         live = {row.name for row in rows}
         for gone in set(self._views) - live:  # evicted or renamed: drop their cached views
             del self._views[gone]
             self._round_views.pop(gone, None)
         return rows
+
+    def _load(self, session: Session, ids: list[int]) -> None:
+        """(Re)build the views of these workers from their rows; a worker sampled here
+        then takes its sample from memory (newer than any batch written)."""
+        loaded = list(session.scalars(
+            select(WorkerModel)
+            .where(WorkerModel.id.in_(ids))
+            .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus))
+        ))
+        new = {w.id for w in loaded if not (w.name in self._views and self._views[w.name].registered_at == w.registered_at)}
+        self._load_package_sets(session, {w.packages_digest for w in loaded if w.id in new})
+        for worker in loaded:
+            if worker.id in new:
+                view = _view(worker, self._package_sets[worker.packages_digest])
+            else:
+                view = _with_resources(self._views[worker.name].view, worker)  # a sample moved; nothing else did
+            built = self._views[worker.name] = _Built(worker.resources_version, worker.registered_at, view,
+                                                      dict(worker.custom_resources or {}))
+            member = self.registry.members.get(worker.name)
+            if member is not None and member.sampled_here:
+                built.from_memory(member)
 
     def _load_package_sets(self, session: Session, digests: set[str]) -> None:
         """Package sets by digest, each read once (sets never change): a fleet from one

@@ -28,6 +28,7 @@ from flux.server.registry import FleetRegistry
 from flux.server.serve import long_polls_end_on_stop
 from flux.server.services import Services
 from flux.server.shedding import LoadShedding
+from flux.server.status import StatusWriter
 from flux.server.timers import Timers
 from flux.server.tokens import TokenCache
 from flux.server.workers import summary
@@ -37,6 +38,14 @@ from flux.server.workers import summary
 #: workers' heartbeats made each transaction wait up to 5 ms for the GIL (B7 at 1,000
 #: workers on SQLite: submit->claimed p50 7.7 -> 6.1 ms, heartbeat p99 105 -> 34 ms).
 SWITCH_INTERVAL = 0.001
+#: The collector's thresholds in a server process (CPython's are 700, 10, 10). A
+#: parked long poll is ~300 objects that outlive the young generations, so with a
+#: young generation of 700 every claim a thousand workers hold open was promoted to
+#: the oldest one within a second, and a full collection (every thread stopped,
+#: ~0.1 ms per 400 objects: 0.3-1 s at 1,000 workers) followed every 7-15 s: the
+#: tight cluster of late heartbeats. A young generation of 50,000 (a 2-5 ms pass)
+#: makes that a full collection every several minutes.
+GC_THRESHOLDS = (50_000, 10, 10)
 
 
 def lifespan(svc: Services, shedding: LoadShedding):  # noqa: ANN201 - FastAPI's lifespan type
@@ -46,7 +55,7 @@ def lifespan(svc: Services, shedding: LoadShedding):  # noqa: ANN201 - FastAPI's
         tracing.setup("flux-server")  # a no-op unless tracing is configured (docs/tracing.md)
         broadcast = await _open(svc)
         shedding.watch(svc.db, svc.metrics)
-        keeper, loops = _loops(svc)
+        keeper, writer, loops = _loops(svc)
         autoscaler = Autoscaler(svc)  # worker pools (docs/autoscaling.md)
         if svc.settings.autoscale:
             svc.notifier.hooks.append(autoscaler.on_notify)
@@ -57,11 +66,14 @@ def lifespan(svc: Services, shedding: LoadShedding):  # noqa: ANN201 - FastAPI's
         # collector's share of samples fell from 7.2 % to 5.7 %).
         gc.collect()
         gc.freeze()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(*GC_THRESHOLDS)
         try:
             with long_polls_end_on_stop(svc.notifier.stop):
                 yield
         finally:
-            await _close(svc, keeper, loops, broadcast)
+            gc.set_threshold(*thresholds)  # a process that runs several apps (tests) gets its own back
+            await _close(svc, keeper, writer, loops, broadcast)
             await autoscaler.close()  # the local provider's workers end with the server
 
     return run
@@ -99,26 +111,32 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
     return broadcast
 
 
-def _loops(svc: Services) -> tuple[LivenessKeeper, list[asyncio.Task]]:
-    """Dispatch, liveness, schedules, timers, the audit trail's writes, webhooks, the fleet's trend and retention, each a task of its own."""
+def _loops(svc: Services) -> tuple[LivenessKeeper, StatusWriter, list[asyncio.Task]]:
+    """Dispatch, liveness, worker status, schedules, timers, the audit trail's writes,
+    webhooks, the fleet's trend and retention, each a task of its own."""
     shared, kick, policy = svc.registry.shared, svc.dispatcher.kick, svc.policy
     keeper = LivenessKeeper(svc.db, svc.registry, svc.notifier, svc.metrics, svc.settings.eviction_grace_period, kick, policy)
+    writer = StatusWriter(svc.db, svc.registry, svc.notifier)  # samples that moved, in batches
     firing = schedules.ScheduleLoop(svc.db, svc.notifier, svc.metrics, kick, policy, shared)
     timers = Timers(svc.db, svc.notifier, kick, shared=shared)  # due sleeps, timeouts (docs/waits.md)
     deliveries = Deliveries(svc.db, svc.hooks, svc.secrets_keys, svc.settings, svc.metrics, shared)  # webhooks
-    runs = (svc.dispatcher.run(), keeper.run(), firing.run(), timers.run(), svc.audit.run(svc.db), deliveries.run(), summary.keep_trend(svc))
+    runs = (svc.dispatcher.run(), keeper.run(), writer.run(), firing.run(), timers.run(), svc.audit.run(svc.db), deliveries.run(),
+            summary.keep_trend(svc))
     loops = [asyncio.create_task(loop) for loop in runs]
     if svc.settings.retention:
         loops.append(asyncio.create_task(retention.keep(svc.db, svc.settings.retention)))
-    return keeper, loops
+    return keeper, writer, loops
 
 
-async def _close(svc: Services, keeper: LivenessKeeper, loops: list[asyncio.Task], broadcast: PostgresBroadcast | None) -> None:
+async def _close(svc: Services, keeper: LivenessKeeper, writer: StatusWriter, loops: list[asyncio.Task],
+                 broadcast: PostgresBroadcast | None) -> None:
     for task in loops:
         task.cancel()
     await asyncio.gather(*loops, return_exceptions=True)
     with contextlib.suppress(Exception):
         await keeper.flush()  # a restarted server then shows when each worker was last heard
+    with contextlib.suppress(Exception):
+        await writer.write()  # ...and each one's last sample
     with contextlib.suppress(Exception):
         await svc.audit.flush(svc.db)  # the calls of the last moments
     if broadcast is not None:

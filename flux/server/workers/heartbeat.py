@@ -1,12 +1,14 @@
-"""A worker's heartbeat: liveness in memory; the database only for a sample that
-moved, a change in what it holds, or a worker starting to drain itself."""
+"""A worker's heartbeat: liveness and a sample that moved in memory (written in
+batches, ``flux.server.status``); the database only for a change in what it holds,
+or a worker starting to drain itself."""
 
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 
 from flux.domain.samples import metrics_changed, resources_changed
-from flux.server import fleet, resources, topics
+from flux.server import fleet
 from flux.server.registry import Member
 from flux.server.schemas import Heartbeat, HeartbeatReply
 from flux.server.services import Services
@@ -18,7 +20,7 @@ async def heartbeat(svc: Services, member: Member, body: Heartbeat) -> Heartbeat
     now = time.time()
     svc.registry.beat(member, now)
     svc.metrics.heartbeats.inc()
-    await _store_status(svc, member, body)
+    _record_status(svc, member, body)
     if body.draining and not member.leaving:
         await leave(svc, member)
     await _reconcile(svc, member, set(body.running), now)
@@ -29,18 +31,19 @@ async def heartbeat(svc: Services, member: Member, body: Heartbeat) -> Heartbeat
     )
 
 
-async def _store_status(svc: Services, member: Member, body: Heartbeat) -> None:
-    """Only a sample or metrics that moved materially are written (dispatch re-reads them)."""
+def _record_status(svc: Services, member: Member, body: Heartbeat) -> None:
+    """Only a sample or metrics that moved materially are recorded: placement reads
+    them at its next round, the database gets them with the next batch."""
     sample = body.resources.model_dump() if body.resources is not None else None
-    moved = body.resources if sample is not None and resources_changed(member.sample, sample) else None
+    moved = sample if sample is not None and resources_changed(member.sample, sample) else None
     published = body.metrics if body.metrics is not None and metrics_changed(member.metrics, body.metrics) else None
     if moved is None and published is None:
         return
-    await svc.db.run(lambda s: resources.store_status(s, member.id, moved, published, member.name))
-    member.record_status(sample if moved is not None else None, published)
+    if moved is not None and not moved.get("sampled_at"):  # when it was heard, not when a batch wrote it
+        moved["sampled_at"] = datetime.now(timezone.utc).isoformat()
+    svc.registry.record_status(member, moved, published)
     svc.metrics.status_writes.inc()
-    svc.notifier.notify(topics.status(member.name))  # every replica's dispatcher re-reads it
-    svc.dispatcher.kick()  # more room, or less, for what waits
+    svc.dispatcher.kick_if_waiting()  # more room, or less, for what waits
 
 
 async def _reconcile(svc: Services, member: Member, reported: set[str], now: float) -> None:
