@@ -1,7 +1,8 @@
 """The scaling loop: every ``PASS_INTERVAL`` seconds, and soon after an execution
 changes (a submission: the first worker of an empty pool should not wait out the
 interval), one replica decides, for every pool, what to start and what to stop, and
-then asks the providers.
+then asks the providers. Passes are ``pass_gap`` apart at least: a tenth of a second
+while a pass is cheap, more as it costs more (a pass takes at most a tenth of the time).
 
 A pass is one transaction under a PostgreSQL advisory lock (``AUTOSCALE_LOCK``; a
 replica that does not get it skips the pass), so two replicas never both count a
@@ -44,7 +45,10 @@ from flux.server.services import Services
 log = logging.getLogger("flux.server.autoscale")
 
 #: Seconds between passes with nothing said; and the least between two passes.
-PASS_INTERVAL, MIN_GAP = 2.0, 0.5
+PASS_INTERVAL, MIN_GAP = 2.0, 0.1
+#: The gap after a pass is this many times what its transaction took (within MIN_GAP and
+#: PASS_INTERVAL): a queue of thousands costs a pass a while, and passes come less often.
+GAP_FACTOR = 10.0
 #: The PostgreSQL advisory lock a replica holds during its pass (dispatch's is 727073).
 AUTOSCALE_LOCK = 727075
 #: A worker asked for and not registered after this long is given up (and stopped).
@@ -70,10 +74,17 @@ class Outcome:
     changes: list[Change] = field(default_factory=list)
     drained: list[str] = field(default_factory=list)
     undrained: list[str] = field(default_factory=list)
+    #: The providers the pools use, readied before any worker is asked of them.
+    kinds: set[str] = field(default_factory=set)
 
 
 def backoff(failures: int) -> float:
     return min(MAX_BACKOFF, 2.0 ** max(failures, 1))
+
+
+def pass_gap(took: float, interval: float = PASS_INTERVAL) -> float:
+    """Seconds to wait after a pass whose transaction took ``took`` seconds of CPU."""
+    return min(interval, max(MIN_GAP, took * GAP_FACTOR))
 
 
 class Autoscaler:
@@ -89,6 +100,8 @@ class Autoscaler:
         #: A server without pools reads nothing, however often executions change.
         self._pools: bool | None = None
         self._pools_read = 0.0
+        #: CPU seconds the last pass's transaction took (``pass_gap``).
+        self._took = 0.0
 
     def on_notify(self, key: str) -> None:
         """A ``Notifier`` hook: an execution or a pool changed, here or on another replica."""
@@ -108,7 +121,7 @@ class Autoscaler:
                 await self.pass_once()
             except Exception:  # noqa: BLE001 - a failed pass is tried again next time
                 log.exception("scaling pass failed; retrying")
-            await asyncio.sleep(MIN_GAP)
+            await asyncio.sleep(pass_gap(self._took, self.interval))
 
     async def close(self) -> None:
         for each in self.providers.values():
@@ -123,6 +136,8 @@ class Autoscaler:
         outcome = await self.svc.db.run(lambda s: self.decide(s, now))
         if outcome is None:
             return
+        for kind in outcome.kinds:
+            self._provider(kind)
         for names, draining in ((outcome.drained, True), (outcome.undrained, False)):
             for name in names:
                 self.svc.registry.set_draining(name, draining)
@@ -132,9 +147,17 @@ class Autoscaler:
             self.svc.dispatcher.kick()
         await asyncio.gather(*(self.apply(change) for change in outcome.changes))  # one slow pool holds up no other
 
+    def _provider(self, kind: str) -> Provider:
+        """This replica's provider of ``kind``, made (and readied) when a pool first uses it."""
+        each = self.providers.get(kind)
+        if each is None:
+            each = self.providers[kind] = provider(kind, self.context)
+            each.prepare()
+        return each
+
     async def apply(self, change: Change) -> None:
         kind = change.provider
-        each = self.providers.get(kind) or self.providers.setdefault(kind, provider(kind, self.context))
+        each = self._provider(kind)
         try:
             handles = await asyncio.wait_for(each.apply(change), PROVIDER_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - any provider failure is reported and retried
@@ -145,6 +168,13 @@ class Autoscaler:
         await self.svc.db.run(lambda s: _succeeded(s, change, handles))
 
     def decide(self, session: Session, now: float) -> Outcome | None:
+        began = time.thread_time()
+        try:
+            return self._decide(session, now)
+        finally:
+            self._took = time.thread_time() - began  # the pass's own CPU, not its waits for the database
+
+    def _decide(self, session: Session, now: float) -> Outcome | None:
         if session.bind.dialect.name == "postgresql" and not session.scalar(text(f"SELECT pg_try_advisory_xact_lock({AUTOSCALE_LOCK})")):
             return None  # another replica is deciding
         pools = list(session.scalars(select(PoolModel).order_by(PoolModel.created_at, PoolModel.name)))
@@ -155,7 +185,7 @@ class Autoscaler:
         held = dict(session.execute(
             select(ExecutionModel.worker_name, func.count()).where(ExecutionModel.state.in_(HOLDING_STATES))
             .group_by(ExecutionModel.worker_name)).all())
-        outcome = Outcome()
+        outcome = Outcome(kinds={p.provider for p in pools})
         rows = _reconcile(session, {p.name: p for p in pools}, live, held, now, outcome)
         members = [_member(row, held, now) for row in rows]
         plan = autoscale.plan([store.template(p) for p in pools], _waiting(session), views, members)
