@@ -17,6 +17,7 @@ ones do (each is stopped by its pid).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -26,11 +27,11 @@ import sys
 
 def _warm() -> None:
     """What ``flux start worker`` imports (its child template's modules included)."""
-    import flux.cli  # noqa: F401
-    import flux.cli.start  # noqa: F401
-    import flux.worker  # noqa: F401
-    import flux.worker.runners.base  # noqa: F401
-    import flux.worker.runners.child  # noqa: F401 - what the template imports on its first fork
+    import flux.cli
+    import flux.cli.start
+    import flux.worker
+    import flux.worker.runners.base
+    import flux.worker.runners.child  # what the template imports on its first fork
     import flux.worker.runners.template  # noqa: F401
 
 
@@ -66,10 +67,8 @@ def _spawn(argv: list[str], log: str) -> int:
                 code = _run_worker(argv, log_fd)
             finally:
                 for stream in (sys.stdout, sys.stderr):
-                    try:
+                    with contextlib.suppress(Exception):  # exiting regardless
                         stream.flush()
-                    except Exception:  # noqa: BLE001 - exiting regardless
-                        pass
                 os._exit(code)
         return pid
     finally:

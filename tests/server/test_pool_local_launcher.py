@@ -35,8 +35,8 @@ async def registered(client: FluxClient, names: set[str], timeout: float = 60.0)
 def test_workers_are_forked_from_the_launcher_and_started_from_scratch_without_it(cluster, client, tmp_path):
     token = ServerSettings(home=cluster.home).bootstrap_token_path.read_text().strip()
     provider = LocalProvider(Context(cluster.server_url, str(tmp_path), token))
-    template = dict(pool="quick", provider="local", labels={"tier": "a"}, resources={"accel": 2}, gpus=0, slots=2,
-                    options={"worker_args": ["--heartbeat-interval", "0.5", "--warm-children", "0"]})
+    template = {"pool": "quick", "provider": "local", "labels": {"tier": "a"}, "resources": {"accel": 2}, "gpus": 0, "slots": 2,
+                "options": {"worker_args": ["--heartbeat-interval", "0.5", "--warm-children", "0"]}}
 
     async def scenario() -> None:
         provider.prepare()  # what the first pass that sees a local pool does

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -61,10 +62,13 @@ class Launcher:
         if self.process is not None and self.process.returncode is None:
             return self.process
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as errors:
+        errors = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "flux.cli.launcher", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=errors, env=self.env, start_new_session=True, limit=LINE_LIMIT)
+        finally:
+            os.close(errors)
         try:
             assert self.process.stdout is not None
             ready = await asyncio.wait_for(self.process.stdout.readline(), READY_TIMEOUT)
