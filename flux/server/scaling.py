@@ -2,7 +2,7 @@
 changes (a submission: the first worker of an empty pool should not wait out the
 interval), one replica decides, for every pool, what to start and what to stop, and
 then asks the providers. Passes are ``pass_gap`` apart at least: a tenth of a second
-while a pass is cheap, more as it costs more (a pass takes at most a tenth of the time).
+while a pass is cheap, more as it costs more CPU (passes take at most a tenth of a core).
 
 A pass is one transaction under a PostgreSQL advisory lock (``AUTOSCALE_LOCK``; a
 replica that does not get it skips the pass), so two replicas never both count a
