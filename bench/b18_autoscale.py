@@ -10,7 +10,9 @@ resource accel=1). Each pool: min 0, max 3, 4 slots a worker. It prints:
 - ``unfit_workers_started``: workers started while only work no pool fits (warp=1) waits (aim 0);
 - ``first_start_s``: the first execution's submission -> its start, from zero workers (aim <= 3 s);
 - ``makespan_s`` autoscaled, and ``static_makespan_s`` on a fresh server with a static
-  fleet of the same final size started beforehand; ``makespan_ratio`` (aim <= 1.3);
+  fleet of the same final size started beforehand; ``added_s``, their difference (what
+  starting workers on demand costs); ``makespan_ratio`` (aim <= 1.3, the full form's: the
+  quick form's 12 one-second executions are too little work beside a worker's start);
 - ``back_to_min_s``: the queue empty -> every pool at its minimum, no pool worker left
   (aim <= idle timeout + 10 s);
 - ``lost`` and ``run_twice``: executions not COMPLETED, or started more than once (aim 0).
@@ -154,9 +156,13 @@ def main() -> None:
         figures, sizes = autoscaled(Path(tmp) / "auto", count, seconds, idle)
         static_makespan = static(Path(tmp) / "static", count, seconds, sizes)
     makespan = next(f for f in figures if f.name == "B18.makespan_s").median
+    ratio_note = ("quick: 1-2 s of work against a worker's start, so the ratio is mostly that start; "
+                  "the aim is the full form's, added_s is the start's cost") if args.quick else None
     figures += [
         Figure.of("B18.static_makespan_s", [static_makespan], "s", note=f"static fleet {sizes}"),
-        Figure.of("B18.makespan_ratio", [makespan / static_makespan], "x", aim="<= 1.3", check=lambda m, _: m <= 1.3),
+        Figure.of("B18.added_s", [makespan - static_makespan], "s", note="what starting the fleet on demand added"),
+        Figure.of("B18.makespan_ratio", [makespan / static_makespan], "x", note=ratio_note,
+                  **({} if args.quick else {"aim": "<= 1.3", "check": lambda m, _: m <= 1.3})),
     ]
     print_figures(figures, args.json)
 

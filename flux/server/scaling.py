@@ -43,7 +43,9 @@ from flux.server.services import Services
 
 log = logging.getLogger("flux.server.autoscale")
 
-#: Seconds between passes with nothing said; and the least between two passes.
+#: Seconds between passes with nothing said; and the least between two passes (0.1 s
+#: was measured: on SQLite each pass holds the writer submissions wait for, and B18's
+#: 60 submissions took twice as long under load, for no earlier first start).
 PASS_INTERVAL, MIN_GAP = 2.0, 0.5
 #: The PostgreSQL advisory lock a replica holds during its pass (dispatch's is 727073).
 AUTOSCALE_LOCK = 727075
@@ -70,6 +72,8 @@ class Outcome:
     changes: list[Change] = field(default_factory=list)
     drained: list[str] = field(default_factory=list)
     undrained: list[str] = field(default_factory=list)
+    #: The providers the pools use, readied before any worker is asked of them.
+    kinds: set[str] = field(default_factory=set)
 
 
 def backoff(failures: int) -> float:
@@ -123,6 +127,8 @@ class Autoscaler:
         outcome = await self.svc.db.run(lambda s: self.decide(s, now))
         if outcome is None:
             return
+        for kind in outcome.kinds:
+            self._provider(kind)
         for names, draining in ((outcome.drained, True), (outcome.undrained, False)):
             for name in names:
                 self.svc.registry.set_draining(name, draining)
@@ -132,9 +138,17 @@ class Autoscaler:
             self.svc.dispatcher.kick()
         await asyncio.gather(*(self.apply(change) for change in outcome.changes))  # one slow pool holds up no other
 
+    def _provider(self, kind: str) -> Provider:
+        """This replica's provider of ``kind``, made (and readied) when a pool first uses it."""
+        each = self.providers.get(kind)
+        if each is None:
+            each = self.providers[kind] = provider(kind, self.context)
+            each.prepare()
+        return each
+
     async def apply(self, change: Change) -> None:
         kind = change.provider
-        each = self.providers.get(kind) or self.providers.setdefault(kind, provider(kind, self.context))
+        each = self._provider(kind)
         try:
             handles = await asyncio.wait_for(each.apply(change), PROVIDER_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - any provider failure is reported and retried
@@ -155,7 +169,7 @@ class Autoscaler:
         held = dict(session.execute(
             select(ExecutionModel.worker_name, func.count()).where(ExecutionModel.state.in_(HOLDING_STATES))
             .group_by(ExecutionModel.worker_name)).all())
-        outcome = Outcome()
+        outcome = Outcome(kinds={p.provider for p in pools})
         rows = _reconcile(session, {p.name: p for p in pools}, live, held, now, outcome)
         members = [_member(row, held, now) for row in rows]
         plan = autoscale.plan([store.template(p) for p in pools], _waiting(session), views, members)

@@ -73,6 +73,9 @@ class Provider(ABC):
     def __init__(self, context: Context):
         self.context = context
 
+    def prepare(self) -> None:
+        """A pool of this kind exists: get ready to start workers fast (in the background)."""
+
     @abstractmethod
     async def apply(self, change: Change) -> dict[str, str]:
         """Start and stop what ``change`` says; the handles of the workers it started, by name."""
