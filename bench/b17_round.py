@@ -35,7 +35,7 @@ from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
 from flux.scheduling.fairshare import FairShare, capacity_of
-from flux.scheduling.holders import Held, Holder
+from flux.scheduling.holders import Holdings, Holder
 from flux.scheduling.pool import FreePool
 from flux.scheduling.quotas import QuotaLedger
 from flux.server.queue import HEADS, MAX_MISSING, PAGE_SIZE
@@ -96,10 +96,10 @@ def contended_round(fleet, queue, holders, quotas, weights, rooms: bool = True, 
     # the server's snapshot keeps what each namespace holds across rounds and adds what a
     # round's reads found new: the last round's placements (``budget`` holders) are added here
     kept, new = holders[:-budget], holders[-budget:]
-    ready: list[Held] = []
+    ready: list[Holdings] = []
 
     def setup() -> None:
-        ready.append(Held.of(kept))
+        ready.append(Holdings.of(kept))
 
     def run(pool: FreePool) -> int:
         held = ready.pop()

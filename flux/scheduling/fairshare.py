@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Mapping
 
 from flux.domain.resources import Resources
 from flux.scheduling.demand import Demand
-from flux.scheduling.holders import SLOTS, Held, Holder
+from flux.scheduling.holders import SLOTS, Holdings, Holder
 
 
 def dominant_share(held: Mapping[str, float], capacity: Mapping[str, float], weight: float = 1.0) -> float:
@@ -32,10 +32,10 @@ def demand_quantities(demand: Demand) -> dict[str, float]:
 
 
 class FairShare:
-    def __init__(self, capacity: Mapping[str, float], weights: Mapping[str, float], holders: Iterable[Holder] | Held = ()):
+    def __init__(self, capacity: Mapping[str, float], weights: Mapping[str, float], holders: Iterable[Holder] | Holdings = ()):
         self.capacity = dict(capacity)
         self.weights = weights
-        held = holders if isinstance(holders, Held) else Held.of(holders)
+        held = holders if isinstance(holders, Holdings) else Holdings.of(holders)
         #: What each namespace holds, by dimension (copies: ``add`` grows them).
         self.held: dict[str, dict[str, float]] = {namespace: dict(sums) for namespace, sums in held.quantities.items()}
 

@@ -1,7 +1,7 @@
 """``Holder``: an execution that holds a worker (CLAIMED, RUNNING, CANCELLING), as
 quotas, concurrency limits, fair share and preemption see it (pure, no I/O).
 
-``Held`` sums what each namespace's holders hold in one pass a round: the quota ledger
+``Holdings`` sums what each namespace's holders hold in one pass a round: the quota ledger
 and fair share both start from it, instead of each walking every holder.
 """
 
@@ -41,14 +41,14 @@ class Holder:
 
 
 @dataclass
-class Held:
+class Holdings:
     #: By namespace: the quantities its holders hold, their slots (``SLOTS``) included.
     quantities: dict[str, dict[str, float]] = field(default_factory=dict)
     #: How many hold a worker at each priority (the lowest is the floor of who may be held back).
     priorities: dict[int, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, holders: Iterable[Holder]) -> "Held":
+    def of(cls, holders: Iterable[Holder]) -> "Holdings":
         held = cls()
         held.update(holders)
         return held
@@ -59,7 +59,7 @@ class Held:
         return min(self.priorities, default=None)
 
     def update(self, added: Iterable[Holder], removed: Iterable[Holder] = ()) -> None:
-        """Holders that came (claims) and went (ends): the server keeps one ``Held`` across
+        """Holders that came (claims) and went (ends): the server keeps one ``Holdings`` across
         rounds and tells it what changed, instead of summing every holder each round."""
         for sign, holders in ((1, added), (-1, removed)):
             for holder in holders:

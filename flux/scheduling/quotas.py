@@ -18,7 +18,7 @@ from flux.domain.resource_request import format_bytes
 from flux.domain.resources import BYTES, Resources
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters.base import Reason
-from flux.scheduling.holders import SLOTS, Held, Holder
+from flux.scheduling.holders import SLOTS, Holdings, Holder
 
 NAME = "quota"
 PHRASE = "namespace quota"
@@ -29,9 +29,9 @@ def _shown(name: str, amount: float) -> str:
 
 
 class QuotaLedger:
-    def __init__(self, quotas: Mapping[str, Quota], holders: Iterable[Holder] | Held):
+    def __init__(self, quotas: Mapping[str, Quota], holders: Iterable[Holder] | Holdings):
         self.quotas = {namespace: quota for namespace, quota in quotas.items() if quota}
-        held = holders if isinstance(holders, Held) else Held.of(h for h in holders if h.namespace in self.quotas)
+        held = holders if isinstance(holders, Holdings) else Holdings.of(h for h in holders if h.namespace in self.quotas)
         #: What each namespace with a quota holds (plain sums: a round adds to them per placement).
         self.held: dict[str, dict[str, float]] = {}
         self.count: dict[str, int] = {}

@@ -31,7 +31,7 @@ from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand, demand_from_row
 from flux.scheduling import rounds
 from flux.scheduling.fairshare import FairShare, capacity_of
-from flux.scheduling.holders import Held
+from flux.scheduling.holders import Holdings
 from flux.scheduling.quotas import QuotaLedger
 from flux.server import executions, fleet, queue, topics
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
@@ -249,7 +249,7 @@ class Dispatcher:
         """The round's ledgers: who holds what (the snapshot read it), quotas and weights,
         the lowest priority that holds or waits, and fair share when the first page holds
         several namespaces (one namespace's queue is FIFO). What each namespace holds the
-        snapshot keeps up to date (``Held``); the rest is built only when asked."""
+        snapshot keeps up to date (``Holdings``); the rest is built only when asked."""
         quotas, weights = self.rules.get(session)
         holders, held = self.snapshot.holders, self.snapshot.held
         lowest = queue.lowest_waiting(session) if first.more else None
@@ -260,7 +260,7 @@ class Dispatcher:
         several = len({row.namespace for row in first.rows}) > 1
         return contention, self._fair_share(workers, weights, held) if several else None
 
-    def _fair_share(self, workers: list, weights: dict[str, float], held: Held) -> FairShare:
+    def _fair_share(self, workers: list, weights: dict[str, float], held: Holdings) -> FairShare:
         """Shares of the fleet's ONLINE capacity, from what each namespace holds."""
         online = [w for w in workers if w.state == WorkerState.ONLINE]
         capacity = capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online))

@@ -31,7 +31,7 @@ from flux.domain.events import HOLDING_STATES, ExecutionState
 from flux.server.models import ExecutionModel, PackageModel, WorkerModel
 from flux.domain.workers import WorkerState
 from flux.scheduling.allocation import with_allotments
-from flux.scheduling.holders import Held, Holder
+from flux.scheduling.holders import Holdings, Holder
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import WorkerView, resampled, worker_view
 from flux.server.resources import gpus, quantities, view_sample
@@ -141,7 +141,7 @@ class FleetSnapshot:
         #: round parses only new claims' allotments (and their quantities stay summed).
         self._holder_of: dict[str, tuple[tuple, Holder]] = {}
         #: What each namespace's holders hold, kept up to date with what came and went.
-        self.held = Held()
+        self.held = Holdings()
         #: The caches above are shared by rounds (which change views in place) and readers.
         self.lock = threading.RLock()
 
@@ -165,7 +165,7 @@ class FleetSnapshot:
         """A failed round may have changed some views in place: rebuild them all."""
         self._round_views.clear()
         self._fleet_version = -1
-        self._holder_of, self.held = {}, Held()
+        self._holder_of, self.held = {}, Holdings()
 
     def _views_of(self, session: Session) -> list[WorkerView]:
         """Views of every worker that is not OFFLINE, reloading only what changed.

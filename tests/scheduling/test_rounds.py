@@ -1,5 +1,5 @@
 """A dispatch round's budget (flux/scheduling/rounds.py), what each namespace holds kept across
-rounds (holders.Held), and the server's copy of the namespaces' rules (docs/contention.md)."""
+rounds (holders.Holdings), and the server's copy of the namespaces' rules (docs/contention.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from flux.domain.resources import Resources
 from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
-from flux.scheduling.holders import Held, Holder
+from flux.scheduling.holders import Holdings, Holder
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import WorkerView
 from flux.server import topics
@@ -70,9 +70,9 @@ HOLDERS = st.lists(st.builds(holder, st.integers(0, 10_000), st.sampled_from(["a
 @settings(max_examples=100, deadline=None)
 @given(before=HOLDERS, after=HOLDERS)
 def test_held_kept_across_rounds_equals_held_summed_afresh(before, after):
-    kept = Held.of(before)
+    kept = Holdings.of(before)
     kept.update([h for h in after if h not in before], [h for h in before if h not in after])
-    fresh = Held.of(after)
+    fresh = Holdings.of(after)
     assert kept.priorities == fresh.priorities and kept.lowest == fresh.lowest
     assert {ns: {k: round(v, 9) for k, v in sums.items()} for ns, sums in kept.quantities.items()} == \
         {ns: {k: round(v, 9) for k, v in sums.items()} for ns, sums in fresh.quantities.items()}
