@@ -39,11 +39,6 @@ class FairShare:
         #: What each namespace holds, by dimension (copies: ``add`` grows them).
         self.held: dict[str, dict[str, float]] = {namespace: dict(sums) for namespace, sums in held.quantities.items()}
 
-    def add(self, namespace: str, quantities: Mapping[str, float]) -> None:
-        held = self.held.setdefault(namespace, {})
-        for name, amount in quantities.items():
-            held[name] = held.get(name, 0) + amount
-
     def share(self, namespace: str) -> float:
         return dominant_share(self.held.get(namespace, {}), self.capacity, self.weights.get(namespace, 1.0))
 

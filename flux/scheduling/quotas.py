@@ -72,7 +72,3 @@ class QuotaLedger:
         """A placement of the round counts against its namespace's quota."""
         if demand.namespace in self.quotas:
             self._add(demand.namespace, quantities)
-
-    def usage(self) -> dict[str, tuple[Resources, int]]:
-        """What each namespace with a quota holds: its quantities and executions."""
-        return {namespace: (Resources(self.held.get(namespace, {})), self.count.get(namespace, 0)) for namespace in self.quotas}

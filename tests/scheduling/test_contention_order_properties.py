@@ -14,7 +14,7 @@ from contention_cases import NAMESPACES, REQUESTS, demands, fresh, seeded, worke
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
 from flux.scheduling.fairshare import FairShare, capacity_of, dominant_share, interleave
-from flux.scheduling.holders import SLOTS
+from flux.scheduling.holders import SLOTS, Holdings
 from flux.scheduling.ordering import order
 from flux.scheduling.placement import place
 from flux.scheduling.snapshot import worker_view
@@ -90,8 +90,7 @@ def test_interleave_gives_a_namespace_of_weight_two_about_twice_as_much(count, r
 
 def test_interleave_starts_from_what_each_namespace_already_holds():
     fleet = [worker_view(name="w0", labels={}, total={"cpu": 4}, max_concurrent_executions=10)]
-    fair = _fair(fleet)
-    fair.add("ml", {SLOTS: 4})  # ml holds 4 of 10 slots: data goes first until it holds as much
+    fair = _fair(fleet, Holdings({"ml": {SLOTS: 4}}))  # ml holds 4 of 10 slots: data goes first until it holds as much
     queue = _equal({"ml": 6, "data": 6})
     assert [d.namespace for d in interleave(queue, fair)][:5] == ["data"] * 4 + ["ml"]
 
