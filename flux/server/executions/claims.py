@@ -5,9 +5,7 @@ one executemany: a single pipelined batch on PostgreSQL) and logs the claims wit
 INSERT; an execution placed on a worker whose claim waits on this replica is marked
 delivered in that same UPDATE, so a claimed and delivered execution costs one row
 write, not two. A claim that reads the database marks what it delivers the same way.
-Each row is written only at the ``row_version`` it was read at (the fencing the ORM
-did): a row another writer moved in between fails the statement with
-``StaleDataError``, the transaction is rolled back and the unit runs again.
+Each row is written only at the ``row_version`` it was read at (``setbased``).
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from sqlalchemy import JSON, bindparam, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
-from sqlalchemy.orm.exc import StaleDataError
 
 from flux import tracing
 from flux.domain.allotment import Allotment
@@ -28,11 +25,11 @@ from flux.server.eventlog import INSERT_EVENT, append_events, numbered
 from flux.server.errors import NotFound
 from flux.server.executions.lifecycle import finish, finished_event
 from flux.server.executions.reads import held_by, job_for
+from flux.server.executions.setbased import T as _T, write_all
 from flux.server.models import ExecutionModel
 from flux.server.schemas import ClaimedExecution
 
 S = ExecutionState
-_T = ExecutionModel.__table__
 
 #: What a round reads of the rows it claims (no payloads, no ORM objects).
 _CLAIMING = select(
@@ -87,7 +84,7 @@ def claim_all(session: Session, claims: list[Claim], now: float) -> list[Row]:
             dict(type=EventType.ATTEMPT_STARTED, name=row.workflow_name,
                  value={"attempt": attempt, "worker": c.worker_name}, time=now, worker_name=c.worker_name),
         ])
-    _write_all(session, _CLAIM, params)
+    write_all(session, _CLAIM, params)
     session.execute(INSERT_EVENT, events)
     return [rows[c.execution_id] for c in claims]
 
@@ -100,16 +97,6 @@ def _traced(row: Row, c: Claim, attempt: int) -> str | None:
                   "flux.attempt": attempt, "flux.reason": c.reason}
     with tracing.span("flux.dispatch", attributes, parent=row.traceparent):
         return tracing.current_traceparent()
-
-
-def _write_all(session: Session, statement, params: list[dict]) -> None:  # noqa: ANN001 - an Update
-    """One statement for every row, each at the version it was read at; a row moved
-    meanwhile fails the whole unit (it runs again: ``Database.run``)."""
-    if not params:
-        return
-    written = session.execute(statement, params).rowcount
-    if written != len(params):
-        raise StaleDataError(f"{len(params) - written} of {len(params)} executions changed while being claimed or delivered")
 
 
 def deliver(
@@ -140,7 +127,7 @@ def deliver(
             continue
         if not execution.delivered:
             marked.append(execution)
-    _write_all(session, _DELIVERED, [dict(b_id=e.id, b_version=e.row_version) for e in marked])
+    write_all(session, _DELIVERED, [dict(b_id=e.id, b_version=e.row_version) for e in marked])
     for execution in marked:  # the objects as the statement left the rows
         set_committed_value(execution, "delivered", True)
         set_committed_value(execution, "row_version", execution.row_version + 1)

@@ -29,10 +29,10 @@ from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import STATE_AFTER, WAITING_STATES, WORKER_EVENTS, EventType, ExecutionState
 from flux.domain.hooks import HookEventType
 from flux.server.models import ExecutionModel
-from flux.server.eventlog import append_event, append_events
+from flux.server.eventlog import INSERT_EVENT, append_event, append_events, numbered
 from flux.server.errors import Conflict, Invalid
 from flux.server import payloads, task_cache
-from flux.server.executions import finishes, waits
+from flux.server.executions import finishes, setbased, waits
 from flux.server import outbox
 from flux.server.executions.reads import get_row, info
 from flux.server.schemas import Checkpoint, CheckpointReply, ExecutionInfo, Failure
@@ -59,8 +59,10 @@ def checkpoint(
     if body.batch != execution.checkpoint_batch + 1:
         raise Conflict(f"checkpoint batch {body.batch} of execution {execution_id} skips {execution.checkpoint_batch + 1}")
     types = [_worker_event_type(event) for event in body.events]
-    execution.checkpoint_batch = body.batch
     task_cache.record(session, execution, body.events)  # cache=True results, in this transaction
+    if not any(type_ in _ENDING or STATE_AFTER.get(type_) not in (None, S.RUNNING) for type_ in types):
+        return _plain_checkpoint(session, worker_name, execution, body, types), False
+    execution.checkpoint_batch = body.batch
     logged = []
     for event, type_ in zip(body.events, types):
         if type_ is EventType.ATTEMPT_ENDED:
@@ -96,6 +98,31 @@ def checkpoint(
             return CheckpointReply(state=execution.state, cancel=False), True
     append_events(session, execution, logged)
     return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), False
+
+
+#: What ends the attempt in a batch (the rest of such a batch goes through the ORM).
+_ENDING = frozenset({EventType.ATTEMPT_ENDED, EventType.WORKFLOW_SUSPENDED})
+
+
+def _plain_checkpoint(
+    session: Session, worker_name: str, execution: ExecutionModel, body: Checkpoint, types: list[EventType]
+) -> CheckpointReply:
+    """A batch that ends neither the attempt nor the execution (most of them): the row's
+    change is one fenced Core UPDATE (``setbased``), its events one INSERT."""
+    logged = [dict(type=type_, name=event.name, task_id=event.task_id, value=payloads.STORED.get(type_.value, event.value),
+                   time=event.time, worker_name=worker_name) for event, type_ in zip(body.events, types)]
+    started = next((event.time for event, type_ in zip(body.events, types) if STATE_AFTER.get(type_) is S.RUNNING), None)
+    running = started is not None and execution.state == S.CLAIMED.value
+    rows = numbered(execution.id, execution.last_seq, logged)
+    setbased.checkpointed(
+        session, execution, checkpoint_batch=body.batch, last_seq=execution.last_seq + len(rows),
+        state=S.RUNNING.value if running else execution.state, started_at=execution.started_at or started,
+    )
+    if running:
+        outbox.execution_event(session, execution, HookEventType.EXECUTION_STARTED)
+    if rows:
+        session.execute(INSERT_EVENT, rows)
+    return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value)
 
 
 def fenced_row(session: Session, worker_name: str, execution_id: str, attempt: int) -> ExecutionModel:
