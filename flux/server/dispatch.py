@@ -20,11 +20,10 @@ import math
 import time
 from typing import Iterator, NamedTuple
 
-from sqlalchemy import select, text
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from flux.domain.workers import WorkerState
-from flux.server.models import ExecutionModel
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.priority import Preemption as ClassPolicy
 from flux.scheduling.contention import Contention
@@ -37,7 +36,6 @@ from flux.server import executions, fleet, queue, topics
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
 from flux.server.namespaces import RulesCache
 from flux.server.database import Database
-from flux.server.eventlog import INSERT_EVENT
 from flux.server.explain import record_waiting
 from flux.server.metrics import Claimed, ServerMetrics
 from flux.server.notify import Notifier
@@ -208,32 +206,29 @@ class Dispatcher:
         backlog = first.more or any(row.id not in placed for row in first.rows)
         if not placements:
             return Round([], backlog, woken)
-        placed_rows = select(ExecutionModel).where(ExecutionModel.id.in_([p.execution_id for p in placements]))
-        rows = {e.id: e for e in session.scalars(placed_rows.options(*executions.WITHOUT_PAYLOADS))}
+        waiting = self._claims_waiting({p.worker_name for p in placements})
         now = time.time()
-        claimed_events: list[dict] = []
-        for placement in placements:
-            claimed_events += executions.claim(rows[placement.execution_id], placement.worker_name, placement.allotment, placement.reason, now)
-        session.execute(INSERT_EVENT, claimed_events)  # one statement; the rows' updates flush first
-        claimed = []
-        for p in placements:
-            row = rows[p.execution_id]
-            claimed.append(Claimed(p.worker_name, row.namespace, row.workflow_name, now - row.pending_since))
-        return Round(claimed, backlog, woken, self._hand_over(session, {p.worker_name for p in placements}), outcome.spent)
+        claims = [executions.Claim(p.execution_id, p.worker_name, p.allotment, p.reason, p.worker_name in waiting)
+                  for p in placements]
+        rows = executions.claim_all(session, claims, now)  # one UPDATE and one INSERT for the round
+        claimed = [Claimed(p.worker_name, row.namespace, row.workflow_name, now - row.pending_since)
+                   for p, row in zip(placements, rows)]
+        fresh = frozenset(p.execution_id for p in placements)
+        return Round(claimed, backlog, woken, tuple(self._hand_over(session, member, fresh) for member in waiting.values()), outcome.spent)
 
-    def _hand_over(self, session: Session, workers: set[str]) -> tuple[Handed, ...]:
-        """Deliver, in the round's own transaction, what it placed on workers whose claim
-        waits on this replica: that claim answers once the round commits, without a
-        transaction of its own (docs/latency.md). Other claims read it as before."""
-        handed = []
-        for name in sorted(workers):
-            member = self.registry.members.get(name)
-            if member is None or not self.notifier.listened(topics.worker(name)):
-                continue
-            seen = member.notices
-            jobs, cancel, held = executions.deliver(session, name)
-            handed.append(Handed(member, seen, jobs, cancel, fleet.held_map(held)))
-        return tuple(handed)
+    def _claims_waiting(self, workers: set[str]) -> dict[str, Member]:
+        """The workers, of those a round placed on, whose claim waits on this replica: the
+        round delivers to them in its own transaction and the claim answers once it
+        commits, without a transaction of its own (docs/latency.md). Other claims read
+        the database as before."""
+        members = {name: self.registry.members.get(name) for name in sorted(workers)}
+        return {n: m for n, m in members.items() if m is not None and self.notifier.listened(topics.worker(n))}
+
+    def _hand_over(self, session: Session, member: Member, fresh: frozenset[str]) -> Handed:
+        """What the round delivers to ``member`` (``fresh``: what it claimed as delivered)."""
+        seen = member.notices
+        jobs, cancel, held = executions.deliver(session, member.name, fresh)
+        return Handed(member, seen, jobs, cancel, fleet.held_map(held))
 
     def _pages(self, session: Session, first: queue.Page, seen: set[str], now: float) -> Iterator[list[Demand]]:
         """The queue's pages as demands, each read only when the round goes on to it."""

@@ -45,20 +45,25 @@ def append_events(session: Session, execution: ExecutionModel, events: list[dict
 def event_rows(execution: ExecutionModel, events: list[dict]) -> list[dict]:
     """The log rows of ``events``, numbered after ``last_seq`` (which moves on); for
     callers that insert the events of many executions in one statement."""
-    now = time.time()
-    rows = []
-    for event in events:
-        execution.last_seq += 1
-        rows.append(
-            {
-                "execution_id": execution.id,
-                "seq": execution.last_seq,
-                "type": event["type"].value,
-                "name": event.get("name"),
-                "task_id": event.get("task_id"),
-                "value": event.get("value"),
-                "time": event["time"] if event.get("time") is not None else now,
-                "worker_name": event.get("worker_name"),
-            }
-        )
+    rows = numbered(execution.id, execution.last_seq, events)
+    execution.last_seq += len(rows)
     return rows
+
+
+def numbered(execution_id: str, last_seq: int, events: list[dict]) -> list[dict]:
+    """The log rows of ``events`` for an execution whose log ends at ``last_seq``: for
+    set-based writers that move ``last_seq`` in their own statement."""
+    now = time.time()
+    return [
+        {
+            "execution_id": execution_id,
+            "seq": last_seq + number,
+            "type": event["type"].value,
+            "name": event.get("name"),
+            "task_id": event.get("task_id"),
+            "value": event.get("value"),
+            "time": event["time"] if event.get("time") is not None else now,
+            "worker_name": event.get("worker_name"),
+        }
+        for number, event in enumerate(events, start=1)
+    ]

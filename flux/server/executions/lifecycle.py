@@ -1,7 +1,7 @@
 """An execution's state machine: every change of its state, and the events it logs.
 
-SCHEDULED (``submission.submit``, or again after an attempt ended) -> CLAIMED (``claim``: a new
-attempt, whose number is the fencing token) -> delivered to its worker (``deliver``)
+SCHEDULED (``submission.submit``, or again after an attempt ended) -> CLAIMED (``claims.claim_all``: a new
+attempt, whose number is the fencing token) -> delivered to its worker (``claims.deliver``)
 -> RUNNING -> COMPLETED, FAILED or CANCELLED (``checkpoint``, ``cancel``,
 ``expire_pending``, ``finish``). An attempt that ends without finishing the workflow
 (a crash, an eviction, a drain: ``end_attempt``) sends it back to SCHEDULED, after a
@@ -24,84 +24,20 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from flux import tracing
-from flux.domain.allotment import Allotment
 from flux.domain.attempts import WORKER_REPORTED, AttemptEnd
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import STATE_AFTER, WAITING_STATES, WORKER_EVENTS, EventType, ExecutionState
 from flux.domain.hooks import HookEventType
 from flux.server.models import ExecutionModel
-from flux.server.eventlog import append_event, append_events, event_rows
-from flux.server.errors import Conflict, Invalid, NotFound
+from flux.server.eventlog import INSERT_EVENT, append_event, append_events, numbered
+from flux.server.errors import Conflict, Invalid
 from flux.server import payloads, task_cache
-from flux.server.executions import finishes, waits
+from flux.server.executions import finishes, setbased, waits
 from flux.server import outbox
-from flux.server.executions.reads import get_row, held_by, info, job_for
-from flux.server.schemas import Checkpoint, CheckpointReply, ClaimedExecution, ExecutionInfo, Failure
+from flux.server.executions.reads import get_row, info
+from flux.server.schemas import Checkpoint, CheckpointReply, ExecutionInfo, Failure
 
 S = ExecutionState
-
-def claim(execution: ExecutionModel, worker_name: str, allotment: Allotment, reason: str, now: float) -> list[dict]:
-    """The CLAIMED transition: a new attempt on ``worker_name``, with what was set aside
-    for it (stored and shown in its JSON form). Returns its log rows (the caller inserts
-    the rows of a whole round in one statement)."""
-    execution.state = S.CLAIMED.value
-    execution.worker_name = worker_name
-    execution.attempt += 1
-    execution.checkpoint_batch = 0
-    execution.log_batch = 0  # log batches are numbered per attempt too
-    execution.delivered = False
-    execution.claimed_at = now
-    shown = allotment.to_json()
-    execution.allotment = shown or None
-    execution.ready_at = None
-    if tracing.enabled():  # what the worker's claim hangs under (the same UPDATE)
-        with tracing.span("flux.dispatch", {**_span_attributes(execution), "flux.reason": reason}, parent=execution.traceparent):
-            execution.traceparent = tracing.current_traceparent()
-    claimed = {"worker": worker_name, "attempt": execution.attempt, "reason": reason, "allotment": shown}
-    return event_rows(
-        execution,
-        [
-            dict(type=EventType.WORKFLOW_CLAIMED, name=execution.workflow_name, value=claimed, time=now, worker_name=worker_name),
-            dict(type=EventType.ATTEMPT_STARTED, name=execution.workflow_name,
-                 value={"attempt": execution.attempt, "worker": worker_name}, time=now, worker_name=worker_name),
-        ],
-    )
-
-
-def deliver(session: Session, worker_name: str) -> tuple[list[ClaimedExecution], list[str], list[ExecutionModel]]:
-    """Hand over what dispatch assigned to this worker, and list what it must cancel.
-
-    An execution that cannot be handed over (its workflow version is gone, its data
-    cannot be serialized) fails alone with the reason; the claim and the rest go on.
-    Also returns everything the worker now holds, for the fleet registry's cache.
-    """
-    held = held_by(session, worker_name)
-    cancel = [e.id for e in held if e.state == S.CANCELLING.value]
-    claimed = []
-    for execution in held:
-        if execution.state != S.CLAIMED.value or execution.delivered:
-            continue
-        execution.delivered = True
-        try:
-            with tracing.span("flux.claim", _span_attributes(execution), parent=execution.traceparent):
-                claimed.append(job_for(session, execution, traceparent=tracing.current_traceparent()))
-        except UNDELIVERABLE as exc:
-            error, now = f"cannot be delivered to a worker: {exc}", time.time()
-            failed = dict(type=EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error}, time=now)
-            append_events(session, execution, [finished_event(execution, "workflow failed", now), failed])
-            finish(session, execution, S.FAILED, {"error": error}, now)
-    return claimed, cancel, [e for e in held if not S(e.state).is_terminal]
-
-
-def _span_attributes(execution: ExecutionModel) -> dict[str, Any]:
-    return {"flux.execution_id": execution.id, "flux.workflow": execution.workflow_name,
-            "flux.worker": execution.worker_name, "flux.attempt": execution.attempt}
-
-
-#: What building one execution's claim may raise; database errors still fail the transaction.
-UNDELIVERABLE = (NotFound, ValueError, TypeError, RecursionError)
-
 
 def checkpoint(
     session: Session, worker_name: str, execution_id: str, body: Checkpoint, policy: ExecutionPolicy
@@ -123,8 +59,10 @@ def checkpoint(
     if body.batch != execution.checkpoint_batch + 1:
         raise Conflict(f"checkpoint batch {body.batch} of execution {execution_id} skips {execution.checkpoint_batch + 1}")
     types = [_worker_event_type(event) for event in body.events]
-    execution.checkpoint_batch = body.batch
     task_cache.record(session, execution, body.events)  # cache=True results, in this transaction
+    if not any(type_ in _ENDING or STATE_AFTER.get(type_) not in (None, S.RUNNING) for type_ in types):
+        return _plain_checkpoint(session, worker_name, execution, body, types), False
+    execution.checkpoint_batch = body.batch
     logged = []
     for event, type_ in zip(body.events, types):
         if type_ is EventType.ATTEMPT_ENDED:
@@ -160,6 +98,31 @@ def checkpoint(
             return CheckpointReply(state=execution.state, cancel=False), True
     append_events(session, execution, logged)
     return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), False
+
+
+#: What ends the attempt in a batch (the rest of such a batch goes through the ORM).
+_ENDING = frozenset({EventType.ATTEMPT_ENDED, EventType.WORKFLOW_SUSPENDED})
+
+
+def _plain_checkpoint(
+    session: Session, worker_name: str, execution: ExecutionModel, body: Checkpoint, types: list[EventType]
+) -> CheckpointReply:
+    """A batch that ends neither the attempt nor the execution (most of them): the row's
+    change is one fenced Core UPDATE (``setbased``), its events one INSERT."""
+    logged = [dict(type=type_, name=event.name, task_id=event.task_id, value=payloads.STORED.get(type_.value, event.value),
+                   time=event.time, worker_name=worker_name) for event, type_ in zip(body.events, types)]
+    started = next((event.time for event, type_ in zip(body.events, types) if STATE_AFTER.get(type_) is S.RUNNING), None)
+    running = started is not None and execution.state == S.CLAIMED.value
+    rows = numbered(execution.id, execution.last_seq, logged)
+    setbased.checkpointed(
+        session, execution, checkpoint_batch=body.batch, last_seq=execution.last_seq + len(rows),
+        state=S.RUNNING.value if running else execution.state, started_at=execution.started_at or started,
+    )
+    if running:
+        outbox.execution_event(session, execution, HookEventType.EXECUTION_STARTED)
+    if rows:
+        session.execute(INSERT_EVENT, rows)
+    return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value)
 
 
 def fenced_row(session: Session, worker_name: str, execution_id: str, attempt: int) -> ExecutionModel:
