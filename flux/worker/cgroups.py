@@ -105,9 +105,16 @@ def _working_set(group: str, usage_file: str, inactive_keys: tuple[str, ...]) ->
     usage = _int(_read(f"{group}/{usage_file}"))
     if usage is None:
         return None
-    stat = dict(line.split(None, 1) for line in (_read(f"{group}/memory.stat") or "").splitlines() if " " in line)
-    inactive = next((_int(stat[key]) for key in inactive_keys if key in stat), None) or 0
+    stat = "\n" + (_read(f"{group}/memory.stat") or "")  # ~40 lines: only the key's is parsed
+    inactive = next((_int(_line_value(stat, key)) for key in inactive_keys if f"\n{key} " in stat), None) or 0
     return max(usage - inactive, 0)
+
+
+def _line_value(text: str, key: str) -> str:
+    """The value on the line ``KEY VALUE`` of ``text`` (which starts with a line break)."""
+    start = text.index(f"\n{key} ") + len(key) + 2
+    end = text.find("\n", start)
+    return text[start:] if end < 0 else text[start:end]
 
 
 def _v2_cpus(group: str) -> float | None:
