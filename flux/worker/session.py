@@ -8,7 +8,8 @@ server is unreachable does not wait for it: every retry wait races the stop.
 
 The session is the worker's edge: requests go out as ``flux.protocol`` models (or, for
 the batches of events and log lines, the dicts they already are), and a reply is
-decoded into its model here, once (``reply=``).
+decoded into its model here, once (``reply=``). They travel on the worker's own
+keep-alive connections (``flux.worker.wire``; httpx behind a proxy).
 """
 
 from __future__ import annotations
