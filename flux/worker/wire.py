@@ -161,7 +161,8 @@ class Wire:
             except (ConnectionError, asyncio.IncompleteReadError) as exc:
                 raise _Stale() from exc
             try:
-                content, reusable = await self._read_body(connection.reader, headers)
+                bodiless = status in (204, 304)
+                content, reusable = (b"", True) if bodiless else await self._read_body(connection.reader, headers)
             except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
                 raise httpx.ReadError(f"reading the answer: {exc.__class__.__name__}") from exc
             if reusable and headers.get("connection", "").lower() != "close" and len(self._idle) < MAX_IDLE:

@@ -74,15 +74,16 @@ async def test_requests_share_one_kept_alive_connection_and_carry_their_body():
 
 
 @synchronously
-async def test_chunked_and_closing_answers_are_read_whole():
+async def test_chunked_empty_and_closing_answers_are_read_whole():
     chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n"
     unframed = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"b\":2}"
-    server = Server([chunked, unframed, ok({"c": 3})])
+    empty = b"HTTP/1.1 204 No Content\r\n\r\n"
+    server = Server([chunked, empty, unframed, ok({"c": 3})])
     async with server as url:
         wire = Wire(url, keepalive_expiry=30.0, verify=False)
-        answers = [(await wire.request("GET", "/", None, {}, 5.0)).json() for _ in range(3)]
+        answers = [(await wire.request("GET", "/", None, {}, 5.0)).content for _ in range(4)]
         await wire.aclose()
-    assert answers == [{"a": 1}, {"b": 2}, {"c": 3}]
+    assert answers == [b'{"a":1}', b"", b'{"b":2}', b'{"c": 3}']
     assert server.connections == 2  # the closing answer ended its connection
 
 
