@@ -81,10 +81,11 @@ def _chain(mount: Path, relative: str | None) -> list[Path]:
     return [leaf, *[parent for parent in leaf.parents if parent.is_relative_to(mount)]]
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str) -> str | None:
     try:
-        return path.read_text().strip()
-    except OSError:
+        with open(path, "rb") as file:  # no pathlib: this runs on every heartbeat
+            return file.read().decode().strip()
+    except (OSError, UnicodeDecodeError):
         return None
 
 
@@ -100,66 +101,88 @@ def _smallest(values: list[float | int | None]) -> float | int | None:
     return min(present) if present else None
 
 
-def _working_set(group: Path, usage_file: str, inactive_keys: tuple[str, ...]) -> int | None:
-    usage = _int(_read(group / usage_file))
+def _working_set(group: str, usage_file: str, inactive_keys: tuple[str, ...]) -> int | None:
+    usage = _int(_read(f"{group}/{usage_file}"))
     if usage is None:
         return None
-    stat = dict(line.split(None, 1) for line in (_read(group / "memory.stat") or "").splitlines() if " " in line)
-    inactive = next((_int(stat[key]) for key in inactive_keys if key in stat), None) or 0
+    stat = "\n" + (_read(f"{group}/memory.stat") or "")  # ~40 lines: only the key's is parsed
+    inactive = next((_int(_line_value(stat, key)) for key in inactive_keys if f"\n{key} " in stat), None) or 0
     return max(usage - inactive, 0)
 
 
-def _v2_cpus(group: Path) -> float | None:
-    fields = (_read(group / "cpu.max") or "").split()
+def _line_value(text: str, key: str) -> str:
+    """The value on the line ``KEY VALUE`` of ``text`` (which starts with a line break)."""
+    start = text.index(f"\n{key} ") + len(key) + 2
+    end = text.find("\n", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def _v2_cpus(group: str) -> float | None:
+    fields = (_read(f"{group}/cpu.max") or "").split()
     if len(fields) != 2 or fields[0] == "max":
         return None
     quota, period = _int(fields[0]), _int(fields[1])
     return quota / period if quota and period else None
 
 
-def _v2_memory(group: Path) -> int | None:
-    text = _read(group / "memory.max")
+def _v2_memory(group: str) -> int | None:
+    text = _read(f"{group}/memory.max")
     return None if text == "max" else _int(text)
 
 
-def _read_v2(root: Path, groups: dict[str, str]) -> CgroupLimits:
-    chain = _chain(root, groups.get(""))
-    return CgroupLimits(
-        version=2,
-        cpus=_smallest([_v2_cpus(group) for group in chain]),
-        memory_limit=_smallest([_v2_memory(group) for group in chain]),
-        memory_used=_working_set(chain[0], "memory.current", ("inactive_file",)),
-    )
-
-
-def _v1_cpus(group: Path) -> float | None:
-    quota, period = _int(_read(group / "cpu.cfs_quota_us")), _int(_read(group / "cpu.cfs_period_us"))
+def _v1_cpus(group: str) -> float | None:
+    quota, period = _int(_read(f"{group}/cpu.cfs_quota_us")), _int(_read(f"{group}/cpu.cfs_period_us"))
     return quota / period if quota is not None and quota > 0 and period else None
 
 
-def _v1_memory(group: Path) -> int | None:
-    limit = _int(_read(group / "memory.limit_in_bytes"))
+def _v1_memory(group: str) -> int | None:
+    limit = _int(_read(f"{group}/memory.limit_in_bytes"))
     return limit if limit is not None and limit < V1_UNLIMITED else None
 
 
-def _read_v1(root: Path, groups: dict[str, str]) -> CgroupLimits:
-    cpu_mount = next((root / name for name in V1_CPU_MOUNTS if (root / name).is_dir()), None)
-    cpu_chain = _chain(cpu_mount, groups.get("cpu")) if cpu_mount else []
-    memory_chain = _chain(root / "memory", groups.get("memory")) if (root / "memory").is_dir() else []
-    return CgroupLimits(
-        version=1,
-        cpus=_smallest([_v1_cpus(group) for group in cpu_chain]),
-        memory_limit=_smallest([_v1_memory(group) for group in memory_chain]),
-        memory_used=_working_set(memory_chain[0], "memory.usage_in_bytes", ("total_inactive_file", "inactive_file"))
-        if memory_chain else None,
-    )
+@dataclass(frozen=True)
+class CgroupReader:
+    """Where this process's limits are read: its groups, found once (the tree and its
+    membership do not change under a running worker; the limits in them may, and are
+    read again on each ``read``)."""
+
+    version: int
+    cpu_groups: tuple[str, ...] = ()
+    memory_groups: tuple[str, ...] = ()
+
+    @classmethod
+    def find(cls, root: str | os.PathLike | None = None, proc_cgroup: Path = PROC_CGROUP) -> CgroupReader | None:
+        """``None`` when there is no cgroup filesystem at ``root``."""
+        base = Path(root if root is not None else default_root())
+        if (base / "cgroup.controllers").is_file():
+            chain = tuple(map(str, _chain(base, own_membership(proc_cgroup).get(""))))
+            return cls(2, chain, chain)
+        if (base / "memory").is_dir() or any((base / name).is_dir() for name in V1_CPU_MOUNTS):
+            groups = own_membership(proc_cgroup)
+            cpu_mount = next((base / name for name in V1_CPU_MOUNTS if (base / name).is_dir()), None)
+            cpu_chain = _chain(cpu_mount, groups.get("cpu")) if cpu_mount else []
+            memory_chain = _chain(base / "memory", groups.get("memory")) if (base / "memory").is_dir() else []
+            return cls(1, tuple(map(str, cpu_chain)), tuple(map(str, memory_chain)))
+        return None
+
+    def read(self) -> CgroupLimits:
+        if self.version == 2:
+            return CgroupLimits(
+                version=2,
+                cpus=_smallest([_v2_cpus(group) for group in self.cpu_groups]),
+                memory_limit=_smallest([_v2_memory(group) for group in self.memory_groups]),
+                memory_used=_working_set(self.memory_groups[0], "memory.current", ("inactive_file",)),
+            )
+        return CgroupLimits(
+            version=1,
+            cpus=_smallest([_v1_cpus(group) for group in self.cpu_groups]),
+            memory_limit=_smallest([_v1_memory(group) for group in self.memory_groups]),
+            memory_used=_working_set(self.memory_groups[0], "memory.usage_in_bytes", ("total_inactive_file", "inactive_file"))
+            if self.memory_groups else None,
+        )
 
 
 def read_limits(root: str | os.PathLike | None = None, proc_cgroup: Path = PROC_CGROUP) -> CgroupLimits | None:
     """This process's cgroup limits, or ``None`` when there is no cgroup filesystem at ``root``."""
-    base = Path(root if root is not None else default_root())
-    if (base / "cgroup.controllers").is_file():
-        return _read_v2(base, own_membership(proc_cgroup))
-    if (base / "memory").is_dir() or any((base / name).is_dir() for name in V1_CPU_MOUNTS):
-        return _read_v1(base, own_membership(proc_cgroup))
-    return None
+    reader = CgroupReader.find(root, proc_cgroup)
+    return reader.read() if reader is not None else None

@@ -39,6 +39,7 @@ import platform
 import re
 import shutil
 import socket
+import time
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
@@ -55,6 +56,9 @@ from flux.objects import import_object
 logger = logging.getLogger("flux.worker.probe")
 
 GPU_SOURCES = ("auto", "nvml", "gputil", "none")
+#: Seconds before a worker that found no GPU looks again (``Sampler``): trying a binding
+#: that is not installed, or a driver that is not loaded, costs ~0.3-1 ms on every beat.
+GPU_RETRY = 60.0
 
 _MIB = 1024 * 1024
 #: PEP 503's name normalization, as ``packaging.utils.canonicalize_name`` does it: the
@@ -231,29 +235,57 @@ def sample_resources(
     cgroup_root: str | None = None,
 ) -> dict:
     """One snapshot of this worker's capacity, bounded by its cgroup's limits, in its wire
-    form (``flux.domain.samples.to_wire``).
+    form (``flux.domain.samples.to_wire``); see ``Sampler.sample``."""
+    return Sampler(disk_path, gpu_source, cgroup_root).sample(nvml=nvml, gputil=gputil)
 
-    ``cpu_available`` is the count of logical CPUs in this process's affinity
-    mask (cgroup cpusets, taskset, pinning), not load-adjusted; live load is
-    ``cpu_percent`` (psutil.cpu_percent(interval=None): since the previous
-    call, 0.0 on the very first). Memory and disk figures are bytes.
+
+class Sampler:
+    """The samples of one worker, beat after beat. What cannot change under a running
+    worker is found once (its cgroups, ``cgroups.CgroupReader``); a worker that found no
+    GPU looks again every ``gpu_retry`` seconds, not on every beat, while one with GPUs
+    reads them on every beat (a card that failed or left is seen at once).
     ``cgroup_root``: where to read cgroup limits (``flux.worker.cgroups``; None: the
-    ``FLUX_CGROUP_ROOT`` setting).
-    """
-    limits = cgroups.read_limits(cgroup_root)
-    cpu_total, cpu_available = _cpu_counts(limits)
-    memory_total, memory_available = _memory(limits)
-    disk = psutil.disk_usage(disk_path)
-    # Each probed dimension: what the worker has and what is available now, by name. A
-    # new one is a pair of entries here (and its filter, flux/scheduling/filters/capacity.py).
-    total = Resources(cpu=cpu_total, memory=memory_total, disk=int(disk.total))
-    available = Resources(cpu=cpu_available, memory=memory_available, disk=int(disk.free))
-    return {
-        **to_wire(total, available),
-        "cpu_percent": float(psutil.cpu_percent(interval=None)),
-        "gpus": detect_gpus(gpu_source, nvml=nvml, gputil=gputil),
-        "sampled_at": datetime.now(timezone.utc).isoformat(),
-    }
+    ``FLUX_CGROUP_ROOT`` setting)."""
+
+    def __init__(self, disk_path: str = ".", gpu_source: str = "auto", cgroup_root: str | None = None,
+                 gpu_retry: float = 0.0):
+        self.disk_path, self.gpu_source, self.gpu_retry = disk_path, gpu_source, gpu_retry
+        self._cgroups = cgroups.CgroupReader.find(cgroup_root)
+        self._gpus_again = 0.0  # monotonic time before which no GPU is looked for
+
+    def reads_devices(self) -> bool:
+        """Whether the next sample asks a GPU driver (which can keep it waiting: the
+        heartbeat takes it off its event loop), or only reads /proc and /sys."""
+        return self.gpu_source != "none" and time.monotonic() >= self._gpus_again
+
+    def sample(self, *, nvml: Any = None, gputil: Any = None) -> dict:
+        """``cpu_available`` is the count of logical CPUs in this process's affinity
+        mask (cgroup cpusets, taskset, pinning), not load-adjusted; live load is
+        ``cpu_percent`` (psutil.cpu_percent(interval=None): since the previous
+        call, 0.0 on the very first). Memory and disk figures are bytes."""
+        limits = self._cgroups.read() if self._cgroups is not None else None
+        cpu_total, cpu_available = _cpu_counts(limits)
+        memory_total, memory_available = _memory(limits)
+        disk = psutil.disk_usage(self.disk_path)
+        # Each probed dimension: what the worker has and what is available now, by name. A
+        # new one is a pair of entries here (and its filter, flux/scheduling/filters/capacity.py).
+        total = Resources(cpu=cpu_total, memory=memory_total, disk=int(disk.total))
+        available = Resources(cpu=cpu_available, memory=memory_available, disk=int(disk.free))
+        return {
+            **to_wire(total, available),
+            "cpu_percent": float(psutil.cpu_percent(interval=None)),
+            "gpus": self._gpus(nvml, gputil),
+            "sampled_at": datetime.now(timezone.utc).isoformat(),
+        }
+
+    def _gpus(self, nvml: Any, gputil: Any) -> list[dict]:
+        now = time.monotonic()
+        if now < self._gpus_again:
+            return []
+        gpus = detect_gpus(self.gpu_source, nvml=nvml, gputil=gputil)
+        if not gpus:
+            self._gpus_again = now + self.gpu_retry
+        return gpus
 
 
 def get_resources_info(

@@ -8,12 +8,14 @@ server is unreachable does not wait for it: every retry wait races the stop.
 
 The session is the worker's edge: requests go out as ``flux.protocol`` models (or, for
 the batches of events and log lines, the dicts they already are), and a reply is
-decoded into its model here, once (``reply=``).
+decoded into its model here, once (``reply=``). They travel on the worker's own
+keep-alive connections (``flux.worker.wire``; httpx behind a proxy).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json as jsonlib
 import logging
 import random
 import sys
@@ -27,6 +29,7 @@ from flux.client import tls_verify
 from flux.protocol.registration import RegistrationReply, WorkerRegistration
 from flux.worker.config import WorkerConfig
 from flux.worker.identity import NameTaken, WorkerIdentity
+from flux.worker.wire import Answer, Httpx, Wire, open_wire
 
 log = logging.getLogger("flux.worker")
 
@@ -104,16 +107,14 @@ class ServerSession:
         #: Set when the worker stops waiting for the server: retries end with Abandoned.
         self.abandon = asyncio.Event()
         self._register_lock = asyncio.Lock()
-        self.http: httpx.AsyncClient | None = None
+        self.http: Wire | Httpx | None = None
 
     def open(self) -> None:
         if self.config.runner != "inprocess":  # no workflow code runs in this process
             skip_optional_trio()
         # Idle connections are dropped before the server's keep-alive (75 s) would drop
         # them, so a heartbeat never goes out on a connection the server is closing.
-        self.http = httpx.AsyncClient(
-            base_url=self.urls[0], limits=httpx.Limits(keepalive_expiry=30.0), verify=tls_verify(*self.urls)
-        )
+        self.http = open_wire(self.urls[0], keepalive_expiry=30.0, verify=tls_verify(*self.urls))
 
     async def close(self) -> None:
         if self.http is not None:
@@ -127,15 +128,17 @@ class ServerSession:
     async def _send(
         self, method: str, path: str, json: Body = None, token: str | None = None, timeout: float | None = None,
         headers: dict | None = None,
-    ) -> httpx.Response:
+    ) -> Answer | httpx.Response:
         assert self.http is not None
         headers = {"Authorization": f"Bearer {token or self.token}", **(headers or {})}
+        content = None
         if isinstance(json, BaseModel):  # a default left out is the server's default: the same model
-            content = json.model_dump_json(exclude_defaults=True)
-            body = {"content": content, "headers": {**headers, "Content-Type": "application/json"}}
-        else:
-            body = {"json": json, "headers": headers}
-        response = await self.http.request(method, path, timeout=timeout or 30.0, **body)
+            content = json.model_dump_json(exclude_defaults=True).encode()
+        elif json is not None:  # as httpx writes it
+            content = jsonlib.dumps(json, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        response = await self.http.request(method, path, content, headers, timeout or 30.0)
         if response.status_code == 401 and token is None:
             raise SessionLost(response.text)
         response.raise_for_status()

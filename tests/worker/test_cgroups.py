@@ -120,3 +120,14 @@ def test_this_machines_cgroup_filesystem(monkeypatch):
     assert sample["memory_total"] == min(host_memory, limits.memory_limit or host_memory)
     assert sample["cpu_total"] == min(host_cpus, limits.cpus or host_cpus)
     assert 0 < sample["memory_available"] <= sample["memory_total"]
+
+
+def test_a_reader_finds_its_groups_once_and_reads_limits_that_change_each_time(tmp_path, proc_cgroup):
+    """A heartbeat's reader: a pod resized in place (a new cpu.max, memory.max) is seen at the next read."""
+    root = v2_tree(tmp_path / "cg")
+    reader = cgroups.CgroupReader.find(root, proc_cgroup())
+    assert reader.read().cpus == 1.5
+    (root / "cpu.max").write_text("300000 100000\n")
+    (root / "memory.max").write_text(f"{4 * GiB}\n")
+    assert (reader.read().cpus, reader.read().memory_limit) == (3.0, 4 * GiB)
+    assert cgroups.CgroupReader.find(tmp_path / "nothing-here", proc_cgroup()) is None

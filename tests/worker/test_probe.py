@@ -221,3 +221,37 @@ def test_canonical_names_are_packagings(name):
     from packaging.utils import canonicalize_name
 
     assert probe.canonical_name(name) == canonicalize_name(name)
+
+
+def test_a_sampler_that_found_no_gpu_looks_again_only_after_gpu_retry(monkeypatch):
+    nvml = FakeNVML(init_error="Driver Not Loaded")
+    sampler = probe.Sampler(gpu_source="nvml", gpu_retry=60.0)
+    assert sampler.reads_devices()
+    assert sampler.sample(nvml=nvml)["gpus"] == [] and nvml.init_calls == 1
+    assert not sampler.reads_devices()  # the heartbeat samples on its loop, no thread
+    assert sampler.sample(nvml=nvml)["gpus"] == [] and nvml.init_calls == 1
+    clock = probe.time.monotonic() + 61.0
+    monkeypatch.setattr(probe.time, "monotonic", lambda: clock)
+    assert sampler.reads_devices()
+    sampler.sample(nvml=nvml)
+    assert nvml.init_calls == 2
+
+
+def test_a_sampler_with_gpus_reads_them_on_every_sample():
+    nvml = two_nvml_gpus()
+    sampler = probe.Sampler(gpu_source="nvml", gpu_retry=60.0)
+    for _ in range(3):
+        assert len(sampler.sample(nvml=nvml)["gpus"]) == 2
+        assert sampler.reads_devices()
+    assert nvml.init_calls == 3
+
+
+def test_a_sampler_without_gpu_source_never_asks_a_driver():
+    assert not probe.Sampler(gpu_source="none").reads_devices()
+
+
+def test_a_sampler_reads_the_same_figures_as_a_fresh_sample(tmp_path):
+    sampler = probe.Sampler(str(tmp_path), "none")
+    kept, fresh = sampler.sample(), probe.sample_resources(str(tmp_path), "none")
+    assert kept["cpu_total"] == fresh["cpu_total"] and kept["memory_total"] == fresh["memory_total"]
+    assert kept["disk_total"] == fresh["disk_total"]
