@@ -1,15 +1,17 @@
 """The worker's HTTP/1.1 client for its own server: keep-alive connections on asyncio
-streams, nothing else.
+streams, with h11 for the protocol.
 
 An idle worker's CPU is its heartbeat and its claim long poll (docs/footprint.md), and
-through httpx (httpcore, anyio, h11) one small request costs ~1.2 ms of CPU where the
-same exchange on a stream costs ~0.1 ms. The worker only ever talks to its server, with
-JSON bodies of known length, so this speaks just that much HTTP: a request with
-``Content-Length``, a reply with ``Content-Length``, chunked, or read to its end. Failures
-are httpx's exceptions (``ConnectError``, ``ReadError``, ``ReadTimeout``,
-``HTTPStatusError`` from ``raise_for_status``), so the session's retry rules
-(``flux.worker.session``) read them as before. Behind a proxy (``HTTP(S)_PROXY``) the
-session keeps httpx, which honours it (``Httpx``).
+through httpx's client (httpcore's pool, anyio, then h11) one small request costs ~1.2
+ms of CPU. The worker only ever talks to its server, one request at a time per
+connection, so it keeps its own few connections and lets h11 (the HTTP/1.1 state
+machine httpx itself uses, already loaded with it) write the requests and read the
+answers: every framing (``Content-Length``, chunked, read to close), interim answers and
+keep-alive rules are h11's, none are parsed here. Failures are httpx's exceptions
+(``ConnectError``, ``ReadError``, ``ReadTimeout``, ``HTTPStatusError`` from
+``raise_for_status``), so the session's retry rules (``flux.worker.session``) read them
+as before. Behind a proxy (``HTTP(S)_PROXY``) the session keeps httpx, which honours it
+(``Httpx``).
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import h11
 import httpx
 
 #: Proxy variables httpx honours: with any of them set the worker keeps httpx.
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 #: Idle connections kept for the next request.
 MAX_IDLE = 8
+#: How much one read takes from the socket.
+READ_SIZE = 65536
 _SAFE_PATH = "/:@!$&'()*+,;=-._~%?"
 
 
@@ -63,6 +68,7 @@ class Answer:
 class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
+    protocol: h11.Connection = field(default_factory=lambda: h11.Connection(our_role=h11.CLIENT))
     idle_since: float = field(default_factory=time.monotonic)
 
     def close(self) -> None:
@@ -101,30 +107,30 @@ class Wire:
         self, method: str, path: str, content: bytes | None, headers: dict[str, str], timeout: float
     ) -> Answer:
         """One exchange (an error status is the caller's to raise); a kept-alive connection the server had closed is retried once on a new one."""
-        head = self._head(method, path, headers, content)
+        request = self._request(method, path, headers, content)
         try:
             async with asyncio.timeout(timeout):
                 connection = self._take()
                 if connection is not None:
                     try:
-                        return await self._exchange(connection, head, content, method)
+                        return await self._exchange(connection, request, content)
                     except _Stale:
                         pass
                 try:
-                    return await self._exchange(await self._connect(), head, content, method)
+                    return await self._exchange(await self._connect(), request, content)
                 except _Stale as exc:
                     raise httpx.RemoteProtocolError("server closed the connection without an answer") from exc
         except TimeoutError:
             raise httpx.ReadTimeout(f"no answer within {timeout:g} s") from None
 
-    def _head(self, method: str, path: str, headers: dict[str, str], content: bytes | None) -> bytes:
-        lines = [f"{method} {self._prefix}{quote(path, safe=_SAFE_PATH)} HTTP/1.1", f"Host: {self._authority}"]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
+    def _request(self, method: str, path: str, headers: dict[str, str], content: bytes | None) -> h11.Request:
+        fields = [("Host", self._authority), *headers.items()]
         if content is not None or method not in ("GET", "HEAD"):
-            lines.append(f"Content-Length: {len(content or b'')}")
-        if any("\r" in line or "\n" in line for line in lines):
-            raise httpx.LocalProtocolError("a header or the path holds a line break")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            fields.append(("Content-Length", str(len(content or b""))))
+        try:  # h11 refuses a header or target with a line break before anything is sent
+            return h11.Request(method=method, target=f"{self._prefix}{quote(path, safe=_SAFE_PATH)}", headers=fields)
+        except h11.LocalProtocolError as exc:
+            raise httpx.LocalProtocolError(str(exc)) from exc
 
     def _take(self) -> _Connection | None:
         now = time.monotonic()
@@ -142,71 +148,55 @@ class Wire:
 
     async def _connect(self) -> _Connection:
         try:
-            reader, writer = await asyncio.open_connection(
-                self._host, self._port, ssl=self._ssl if self._tls else None, limit=2**20
-            )
+            reader, writer = await asyncio.open_connection(self._host, self._port, ssl=self._ssl if self._tls else None)
         except OSError as exc:
             raise httpx.ConnectError(str(exc) or exc.__class__.__name__) from exc
         return _Connection(reader, writer)
 
-    async def _exchange(self, connection: _Connection, head: bytes, content: bytes | None, method: str) -> Answer:
-        """Send, read the answer, and keep the connection for the next request when both
-        sides allow it; closed on any failure or cancellation."""
-        kept = False
+    async def _exchange(self, connection: _Connection, request: h11.Request, content: bytes | None) -> Answer:
+        """Send, read the answer, and keep the connection for the next request when h11
+        says both sides allow it; closed on any failure or cancellation."""
+        protocol, kept = connection.protocol, False
         try:
+            data = protocol.send(request) + (protocol.send(h11.Data(data=content)) if content else b"")
+            connection.writer.write(data + protocol.send(h11.EndOfMessage()))
             try:
-                connection.writer.write(head + content if content else head)
                 await connection.writer.drain()
-                status, headers = await self._read_head(connection.reader)
-            except (ConnectionError, asyncio.IncompleteReadError) as exc:
-                raise _Stale() from exc
+                response = await self._next(connection, h11.Response)
+            except (ConnectionError, h11.RemoteProtocolError) as exc:
+                raise _Stale() from exc  # nothing answered: the server had closed it
+            body = bytearray()
             try:
-                bodiless = status in (204, 304)
-                content, reusable = (b"", True) if bodiless else await self._read_body(connection.reader, headers)
-            except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+                while isinstance(event := await self._next(connection, (h11.Data, h11.EndOfMessage)), h11.Data):
+                    body += event.data
+            except (ConnectionError, h11.RemoteProtocolError) as exc:
                 raise httpx.ReadError(f"reading the answer: {exc.__class__.__name__}") from exc
-            if reusable and headers.get("connection", "").lower() != "close" and len(self._idle) < MAX_IDLE:
+            if protocol.our_state is h11.DONE and protocol.their_state is h11.DONE and len(self._idle) < MAX_IDLE:
+                protocol.start_next_cycle()
                 connection.idle_since = time.monotonic()
                 self._idle.append(connection)
                 kept = True
-            return Answer(status, headers, content, method, self._base)
+            headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in response.headers}
+            return Answer(response.status_code, headers, bytes(body), request.method.decode(), self._base)
         finally:
             if not kept:
                 connection.close()
 
     @staticmethod
-    async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
-        try:
-            while True:
-                lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-                status = int(lines[0].split(" ", 2)[1])
-                if status >= 200 or status == 101:  # an interim 1xx answer precedes the real one
-                    break
-        except (asyncio.LimitOverrunError, ValueError, IndexError) as exc:
-            raise httpx.RemoteProtocolError(f"malformed answer: {exc.__class__.__name__}") from exc
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            if name:
-                headers[name.strip().lower()] = value.strip()
-        return status, headers
-
-    @staticmethod
-    async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> tuple[bytes, bool]:
-        """The body, and whether the connection may carry another request."""
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            chunks = []
-            while True:
-                size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
-                if size == 0:
-                    while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers
-                        pass
-                    return b"".join(chunks), True
-                chunks.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-        if "content-length" in headers:
-            return await reader.readexactly(int(headers["content-length"])), True
-        return await reader.read(), False
+    async def _next(connection: _Connection, wanted: type | tuple[type, ...]) -> Any:
+        """The next event of one of the ``wanted`` types, reading as h11 needs (interim
+        1xx answers are passed over); the peer closing first is a ``ConnectionError``."""
+        protocol = connection.protocol
+        while True:
+            event = protocol.next_event()
+            if event is h11.NEED_DATA:
+                protocol.receive_data(await connection.reader.read(READ_SIZE))
+            elif isinstance(event, wanted):
+                return event
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionError("the server closed the connection")
+            elif not isinstance(event, h11.InformationalResponse):
+                raise h11.RemoteProtocolError(f"unexpected {type(event).__name__}")
 
 
 class Httpx:

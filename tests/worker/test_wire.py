@@ -1,4 +1,4 @@
-"""The worker's own HTTP/1.1 client (flux.worker.wire) against a real socket server that
+"""The worker's connections to its server (flux.worker.wire, h11 for the protocol) against a real socket server that
 answers as told: keep-alive reuse, the framings, a connection closed while kept, timeouts,
 refused connections and error statuses, all as the httpx exceptions the session retries on."""
 
