@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from bench.common import BenchCluster, Figure, precompile, print_figures, write_workflow
+from bench.common import BenchCluster, Figure, precompile, print_figures, tree_cpu, write_workflow
 from flux.client import FluxClient
 
 SOURCE = """
@@ -145,19 +145,6 @@ def start_cpu(runs: int = 5) -> list[float]:
 #: Workers measured idle at once (one server), and windows of each.
 IDLE_WORKERS = 5
 IDLE_WINDOWS = 3
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) a process and its living descendants have taken."""
-    total = 0.0
-    root = psutil.Process(pid)
-    for process in [root, *root.children(recursive=True)]:
-        try:
-            times = process.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system
-    return total
 
 
 def idle_cpu(window: float, worker_tree: Path | None = None) -> list[float]:

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.common import BenchCluster, Figure, write_workflow
+from bench.common import BenchCluster, Figure, tree_cpu, write_workflow
 from bench.workflows import SOURCE, TRIVIAL
 from flux.client import FluxClient
 
@@ -57,21 +57,6 @@ STEPS = (
 )
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its live children (psutil)."""
-    import psutil
-
-    root = psutil.Process(pid)
-    total = 0.0
-    for process in (root, *root.children(recursive=True)):
-        try:
-            times = process.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system
-    return total
-
-
 def _read(path: Path) -> list[tuple[float, str]]:
     stamps = []
     for line in path.read_text().splitlines():
@@ -105,13 +90,13 @@ def budget(home: Path, database_url: str | None, count: int) -> list[Figure]:
             client.register_file(write_workflow(home, SOURCE, "bench_workflows"))
             for i in range(WARMUP + count):
                 if i == WARMUP:
-                    cpu0 = {name: cpu_seconds(pid) for name, pid in meters.items()}
+                    cpu0 = {name: tree_cpu(pid) for name, pid in meters.items()}
                 posted = time.time()
                 execution = client.run(TRIVIAL, i)
                 client.wait(execution["id"], 60)
                 if i >= WARMUP:
                     runs.append((posted, time.time(), execution["id"]))
-            cpu = {name: (cpu_seconds(pid) - cpu0[name]) * 1000 / count for name, pid in meters.items()}
+            cpu = {name: (tree_cpu(pid) - cpu0[name]) * 1000 / count for name, pid in meters.items()}
             events = {run[2]: {e["type"]: e["time"] for e in client.events(run[2])} for run in runs}
     finally:
         cluster.close()

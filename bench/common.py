@@ -254,3 +254,18 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process and its living descendants have taken (psutil)."""
+    import psutil
+
+    total = 0.0
+    root = psutil.Process(pid)
+    for process in (root, *root.children(recursive=True)):
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
