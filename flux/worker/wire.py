@@ -47,7 +47,7 @@ class Answer:
     status_code: int
     headers: dict[str, str]
     content: bytes
-    #: The request's method and URL, for an error's message.
+    #: The request's method and URL (the path included: the CLI names what was refused by it).
     method: str = "POST"
     url: str = ""
 
@@ -98,6 +98,7 @@ class Wire:
         self._base, self._tls = url.rstrip("/"), parts.scheme == "https"
         self._host, self._port = parts.hostname or "localhost", parts.port or (443 if self._tls else 80)
         self._authority, self._prefix = parts.netloc, parts.path.rstrip("/")
+        self._origin = f"{parts.scheme}://{parts.netloc}"
         self._drop_idle()
 
     async def aclose(self) -> None:
@@ -177,7 +178,7 @@ class Wire:
                 self._idle.append(connection)
                 kept = True
             headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in response.headers}
-            return Answer(response.status_code, headers, bytes(body), request.method.decode(), self._base)
+            return Answer(response.status_code, headers, bytes(body), request.method.decode(), self._origin + request.target.decode())
         finally:
             if not kept:
                 connection.close()

@@ -128,6 +128,7 @@ async def test_an_error_status_raises_as_httpx_does_with_its_headers():
     with pytest.raises(httpx.HTTPStatusError) as raised:
         answer.raise_for_status()
     assert raised.value.response.status_code == 503 and raised.value.response.headers["retry-after"] == "3"
+    assert raised.value.request.url.path == "/a"  # the CLI says what was refused by its path ("registration")
 
 
 @synchronously
