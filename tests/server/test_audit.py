@@ -29,12 +29,15 @@ def bearer(token: str | None) -> dict:
 def guarded(make_cluster, monkeypatch):
     monkeypatch.setenv("FLUX_API_TOKEN", ADMIN_TOKEN)  # the server's, from its environment (not its argv)
     cluster = make_cluster()
-    httpx.post(f"{cluster.server_url}/namespaces", json={"name": "other"}, headers=ADMIN)
+    made = httpx.post(f"{cluster.server_url}/namespaces", json={"name": "other"}, headers=ADMIN, timeout=30)
+    assert made.status_code == 201, made.text  # a failure here says why (it once surfaced as a KeyError below)
     tokens = {}
     for name, role, namespaces in (("dev", "developer", None), ("view", "viewer", None), ("ops-other", "operator", ["other"]),
                                    ("dev-other", "developer", ["other"])):
         body = {"name": name, "role": role, "namespaces": namespaces}
-        tokens[name] = httpx.post(f"{cluster.server_url}/tokens", json=body, headers=ADMIN).json()["token"]
+        response = httpx.post(f"{cluster.server_url}/tokens", json=body, headers=ADMIN, timeout=30)
+        assert response.status_code == 201, response.text
+        tokens[name] = response.json()["token"]
     return cluster, tokens
 
 

@@ -220,12 +220,18 @@ def test_a_killed_attempt_reports_nothing_more_but_keeps_what_it_printed():
         await runner.start()
         while not runner._pool:  # the warm child is up (imports done): the job starts at once
             await asyncio.sleep(0.01)
+        async def kill_once_it_runs() -> None:  # not after a fixed time: a loaded machine starts it late
+            while not collected.events or len(collected.seen("stdout")) < 3:
+                await asyncio.sleep(0.01)
+            stop.kill.set()
+
+        killer = asyncio.ensure_future(kill_once_it_runs())
         try:
-            asyncio.get_running_loop().call_later(0.5, stop.kill.set)
             await asyncio.wait_for(runner.run(job("chatty"), collected.emit, stop, log=collected.log), 10)
             while runner._refills:  # the killed child's replacement is up: close() stops it
                 await asyncio.sleep(0.01)
         finally:
+            killer.cancel()
             await runner.close()
         return collected
 
