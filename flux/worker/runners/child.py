@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import signal
+import stat
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -58,14 +59,13 @@ async def _job_lines() -> Callable[[], Awaitable[bytes]]:
     ``/dev/null`` as stdin (the job stream is not its to read, nor its subprocesses').
     Anything else (a file, ``/dev/null``) is read by a thread of its own."""
     loop = asyncio.get_running_loop()
-    own = os.dup(0)  # not inheritable: the processes tasks start never hold it
-    reader = asyncio.StreamReader(limit=MAX_EVENT_BYTES)
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(own, "rb", buffering=0))
-    except (OSError, ValueError):  # not a pipe: the loop cannot watch it
-        os.close(own)
+    if not stat.S_ISFIFO(os.fstat(0).st_mode):  # asyncio would take a character device such as
+        # /dev/null, then fail to watch it in a callback and wait forever: a thread reads it
         thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flux-stdin")
         return lambda: loop.run_in_executor(thread, sys.stdin.buffer.readline)
+    own = os.dup(0)  # not inheritable: the processes tasks start never hold it
+    reader = asyncio.StreamReader(limit=MAX_EVENT_BYTES)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(own, "rb", buffering=0))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
