@@ -121,7 +121,7 @@ def _server() -> None:
 def _worker() -> None:
     import httpx
 
-    from flux.worker import running
+    from flux.worker import running, wire
     from flux.worker.runners.subprocess import SubprocessRunner
 
     def sent(self: Any, request: httpx.Request, *args: Any, **kwargs: Any) -> str:
@@ -130,6 +130,13 @@ def _worker() -> None:
         return name
 
     _wrap_async(httpx.AsyncClient, "send", sent, lambda name: stamp(f"call< {name}"))
+
+    def sent_on_wire(self: Any, method: str, path: str, *args: Any, **kwargs: Any) -> str:
+        name = kind(path, method)  # the worker's own connections (flux.worker.wire), not httpx's
+        stamp(f"call> {name}")
+        return name
+
+    _wrap_async(wire.Wire, "request", sent_on_wire, lambda name: stamp(f"call< {name}"))
     _wrap_async(SubprocessRunner, "run", lambda *a, **k: stamp("handover"))
     start = running.Executions.start
     running.Executions.start = lambda self, job: (stamp("job"), start(self, job))[1]
