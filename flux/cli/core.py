@@ -65,13 +65,19 @@ QUANTITY = QuantityType()
 
 
 class DurationType(click.ParamType):
-    """Seconds from a number or a duration such as 90s, 5m, 30d (``flux.domain.durations``)."""
+    """Seconds from a number or a duration such as 90s, 5m, 30d (``flux.domain.durations``);
+    with ``zero``, also ``0`` (an option where 0 means "at once")."""
 
     name = "duration"
+
+    def __init__(self, zero: bool = False):
+        self.zero = zero
 
     def convert(self, value, param, ctx):  # noqa: ANN001
         if isinstance(value, float):
             return value
+        if self.zero and str(value).strip().lower() in ("0", "0s", "0.0"):
+            return 0.0
         try:
             return parse_duration(value, f"--{param.name.replace('_', '-')}")
         except InvalidDuration as exc:
@@ -79,6 +85,8 @@ class DurationType(click.ParamType):
 
 
 DURATION = DurationType()
+#: A duration where ``0`` is allowed and means "at once".
+DURATION_OR_ZERO = DurationType(zero=True)
 
 
 # --- failures ------------------------------------------------------------------------------

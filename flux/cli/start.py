@@ -8,7 +8,7 @@ import socket
 import click
 
 from flux.worker.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
-from flux.cli.core import AddressInUse, DURATION, QUANTITY, QuantityType, parse_labels, parse_resources, parse_worker_namespaces, token_from_file
+from flux.cli.core import AddressInUse, DURATION, DURATION_OR_ZERO, QUANTITY, QuantityType, parse_labels, parse_resources, parse_worker_namespaces, token_from_file
 from flux.cli.output import console
 from flux.client import DEFAULT_SERVER_URL
 from flux.domain.workers import AllocationMode
@@ -117,8 +117,8 @@ def start() -> None:
               help="Seconds before a webhook delivery's first retry, doubled per failure (at most 1 h), with jitter")
 @click.option("--hooks-timeout", envvar="FLUX_HOOKS_TIMEOUT", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               help="Seconds one webhook POST may take in all")
-@click.option("--hooks-unschedulable-after", envvar="FLUX_HOOKS_UNSCHEDULABLE_AFTER", type=DURATION, default="5m",
-              show_default=True, help="How long an execution stays unschedulable before execution.unschedulable is sent (once per wait)")
+@click.option("--hooks-unschedulable-after", envvar="FLUX_HOOKS_UNSCHEDULABLE_AFTER", type=DURATION_OR_ZERO, default="5m",
+              show_default=True, help="How long an execution stays unschedulable before execution.unschedulable is sent (once per wait); 0: at once")
 @click.option("--autoscale/--no-autoscale", envvar="FLUX_AUTOSCALE", default=True, show_default=True,
               help="Start and stop the workers of worker pools (docs/autoscaling.md); off: pools are kept but not acted on")
 @log_format_option
