@@ -4,6 +4,10 @@ the round did not read (a cancel) still reaches the worker's next claim."""
 
 from __future__ import annotations
 
+import json
+import socket
+
+import httpx
 import pytest
 
 from flux.server.registry import Member
@@ -55,3 +59,28 @@ def test_a_hand_over_clears_the_hint_only_when_the_round_woke_it_last():
         member.hand([], ["x"], {}, seen)
     assert (quiet.work_hint, busy.work_hint) == (False, True)
     assert quiet.take_handed() == ([], ["x"]) and quiet.take_handed() is None
+
+
+def _hung_up_claim(server_url: str, worker: ProtocolWorker, wait: float) -> None:
+    """A claim whose connection closes unread, as a SIGKILLed worker's does."""
+    url = httpx.URL(server_url)
+    body = json.dumps({"wait": wait}).encode()
+    with socket.create_connection((url.host, url.port), timeout=5) as conn:
+        conn.sendall(f"POST /workers/{worker.name}/claim HTTP/1.1\r\nHost: {url.host}\r\nAuthorization: Bearer {worker.token}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        eventually(lambda: metric(server_url, "flux_long_poll_waiters") >= 1, timeout=10)
+
+
+def test_a_claim_that_hung_up_stops_listening_and_what_was_placed_meanwhile_stays_undelivered(cluster, client, workflow_file):
+    client.register_file(workflow_file(SOURCE))
+    worker = ProtocolWorker(cluster.server_url, cluster.home, "gone", heartbeat_interval=5)
+    try:
+        worker.register()
+        assert worker.claim(wait=0.2)["executions"] == []
+        _hung_up_claim(cluster.server_url, worker, wait=30)
+        eventually(lambda: metric(cluster.server_url, "flux_long_poll_waiters") == 0, timeout=5)  # not after 30 s
+        execution = client.run("handed", 2)
+        eventually(lambda: client.execution(execution["id"])["state"] == "CLAIMED", timeout=10)
+        assert [job["input"] for job in worker.claim(wait=5)["executions"]] == [2]  # never handed to the dead poll
+    finally:
+        worker.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import JSON, bindparam, select, update
+from sqlalchemy import JSON, bindparam, select, true, update
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -53,6 +53,18 @@ _DELIVERED = (
     .where(_T.c.id == bindparam("b_id"), _T.c.row_version == bindparam("b_version"))
     .values(delivered=True, row_version=_T.c.row_version + 1)
 )
+
+
+def undeliver(session: Session, worker_name: str, ids: list[str]) -> None:
+    """What a round handed to a poll that hung up before reading it is undelivered
+    again: its worker's next claim gets it, and if the worker is gone, it is handed
+    back unrun (not counted as a crash)."""
+    if ids:
+        session.execute(
+            update(_T)
+            .where(_T.c.id.in_(ids), _T.c.worker_name == worker_name, _T.c.state == S.CLAIMED.value, _T.c.delivered == true())
+            .values(delivered=False, row_version=_T.c.row_version + 1)
+        )
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@ be work (or, as a safety net, once every ``CLAIM_RECHECK`` seconds)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 from flux.server import executions, fleet, topics
 from flux.server.registry import CLAIM_RECHECK, Member
@@ -12,17 +14,20 @@ from flux.server.schemas import ClaimedExecution, ClaimReply, ClaimRequest
 from flux.server.services import Services
 
 
-async def claim(svc: Services, member: Member, body: ClaimRequest, gone: Callable[[], Awaitable[bool]]) -> ClaimReply:
+async def claim(svc: Services, member: Member, body: ClaimRequest, gone: Callable[[], Awaitable[bool]],
+                hang_up: Callable[[], Awaitable[Any]]) -> ClaimReply:
     """What was placed on it, and what it must cancel; empty after ``body.wait``
-    seconds, or once the poll is moot (``gone``: nobody reads the answer any more)."""
+    seconds, or once the poll is moot (``gone``: nobody reads the answer any more;
+    ``hang_up`` returns when the connection closes, a SIGKILLed worker's at once)."""
     deadline = time.monotonic() + body.wait
     empty = ClaimReply(executions=[], cancel=[])
-    with svc.notifier.subscribe(topics.worker(member.name)) as woken:
+    with svc.notifier.subscribe(topics.worker(member.name)) as woken, _woken_by(hang_up, woken):
         while True:
             woken.clear()
             if not svc.registry.is_current(member) or member.leaving:
                 return empty  # re-registered, evicted or stopping meanwhile
             if await gone():  # hand nothing to a poll nobody reads any more
+                await _undeliver(svc, member)
                 return empty
             now = time.time()
             handed = member.take_handed()  # delivered by the round that placed it (flux.server.dispatch)
@@ -36,6 +41,27 @@ async def claim(svc: Services, member: Member, body: ClaimRequest, gone: Callabl
             if remaining <= 0 or svc.notifier.stopped:
                 return empty
             await svc.notifier.wait(woken, min(remaining, CLAIM_RECHECK))
+
+
+@contextlib.contextmanager
+def _woken_by(hang_up: Callable[[], Awaitable[Any]], woken: asyncio.Event) -> Iterator[None]:
+    """A poll whose worker hung up stops listening at once, so that no round hands
+    work to it (``dispatch._claims_waiting``) in the seconds before it is found silent."""
+    watch = asyncio.ensure_future(hang_up())
+    watch.add_done_callback(lambda _: woken.set())
+    try:
+        yield
+    finally:
+        watch.cancel()
+
+
+async def _undeliver(svc: Services, member: Member) -> None:
+    """A round may have handed work to this poll just before it hung up: not read, so
+    not delivered (its worker's next claim gets it; if the worker died, it goes back unrun)."""
+    handed = member.take_handed()
+    if handed is not None and handed[0]:
+        ids = [job.id for job in handed[0]]
+        await svc.db.run(lambda s: executions.undeliver(s, member.name, ids))
 
 
 async def _deliver(svc: Services, member: Member, now: float) -> ClaimReply:

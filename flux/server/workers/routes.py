@@ -37,7 +37,7 @@ async def worker_claim(name: str, body: ClaimRequest, request: Request, member: 
                        svc: Services = Depends(services)):
     """A long poll that reads the database only when told there may be work (or,
     as a safety net, once every ``CLAIM_RECHECK`` seconds)."""
-    return await claim.claim(svc, member, body, request.is_disconnected)
+    return await claim.claim(svc, member, body, request.is_disconnected, request.receive)
 
 
 @router.post("/workers/{name}/shutdown", response_model=list[str], responses=WORKER)
