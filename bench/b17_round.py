@@ -4,7 +4,7 @@
 signatures) on 1,000 synthetic workers (B5's fleet), whose running executions are
 holders spread over the namespaces and priorities; a fifth of the namespaces have a
 quota and some a weight of 2. A round is what the server's dispatch round runs after
-its reads: the queue in pages as ``flux.server.queue.page`` reads them (highest
+its reads (the holders grouped by worker as the snapshot reads them): the queue in pages as ``flux.server.queue.page`` reads them (highest
 priority first, then oldest; a full first page adds the 10 oldest of each waiting
 namespace it misses), the ledgers as ``Dispatcher._ledgers`` builds them (what each
 namespace holds summed once, the quota ledger, fair share), then
@@ -13,7 +13,9 @@ namespace holds summed once, the quota ledger, fair share), then
 most (the next round starts at once). The baseline is the same round without
 priorities or quotas: one priority, submission order, ``contention=None``, the same
 budget. The clock is ``time.process_time`` (CPU: the machine is shared) around the
-round, on a fresh copy of the fleet, the collector paused as ``timeit`` pauses it. ``--whole-queue`` lifts the budget (one round
+round, on a fresh copy of the fleet with the static verdicts the previous round left
+in the server's pool (``flux.scheduling.registered``; ``contended_first`` is the round
+after a registration, without them), the collector paused as ``timeit`` pauses it. ``--whole-queue`` lifts the budget (one round
 places everything it can, as before rounds had one).
 """
 
@@ -23,6 +25,7 @@ import copy
 import dataclasses
 import gc
 import random
+import statistics
 import time
 from typing import Callable
 
@@ -34,7 +37,7 @@ from flux.domain.resources import Resources
 from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
-from flux.scheduling.fairshare import FairShare, capacity_of
+from flux.scheduling.fairshare import FairShare
 from flux.scheduling.holders import Holdings, Holder
 from flux.scheduling.pool import FreePool
 from flux.scheduling.quotas import QuotaLedger
@@ -96,7 +99,11 @@ def contended_round(fleet, queue, holders, quotas, weights, rooms: bool = True, 
     # the server's snapshot keeps what each namespace holds across rounds and adds what a
     # round's reads found new: the last round's placements (``budget`` holders) are added here
     kept, new = holders[:-budget], holders[-budget:]
+    grouped: dict[str, list[Holder]] = {}
+    for holder in holders:  # as the snapshot groups them while it reads them
+        grouped.setdefault(holder.worker, []).append(holder)
     ready: list[Holdings] = []
+    lowest = min(d.priority for d in queue)  # the server reads it from its index (queue.lowest_waiting)
 
     def setup() -> None:
         ready.append(Holdings.of(kept))
@@ -104,11 +111,9 @@ def contended_round(fleet, queue, holders, quotas, weights, rooms: bool = True, 
     def run(pool: FreePool) -> int:
         held = ready.pop()
         held.update(new)
-        lowest = min(d.priority for d in queue)
         floor = min(lowest, held.lowest) if rooms else max(PRIORITIES)
-        contention = Contention(holders, QuotaLedger(quotas, held), floor)
-        online = list(pool.views.values())
-        fair = FairShare(capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online)), weights, held)
+        contention = Contention(holders, QuotaLedger(quotas, held), floor, grouped=grouped)
+        fair = FairShare(pool.capacity(), weights, held)  # the server's pool keeps the sum across rounds
         return len(rounds.run(split, pool, contention, fair, budget).placements)
 
     run.setup = setup  # type: ignore[attr-defined]
@@ -125,10 +130,39 @@ def plain_round(queue, budget: int = rounds.BUDGET) -> Callable[[FreePool], int]
     return run
 
 
-def timed(run: Callable[[FreePool], int], fleet, repeats: int) -> tuple[list[float], int]:
+def fair_round(queue, holders, weights, budget: int = rounds.BUDGET) -> Callable[[FreePool], int]:
+    """The plain round with fair share between the namespaces (one priority, no quota,
+    no room search): what priorities and quotas add is the difference to the contended one."""
+    flat = sorted((dataclasses.replace(d, priority=0) for d in queue), key=lambda d: d.scheduled_at)
+    split = [flat[i:i + PAGE_SIZE] for i in range(0, len(flat), PAGE_SIZE)]
+    held = Holdings.of(holders)  # kept by the server's snapshot across rounds
+
+    def run(pool: FreePool) -> int:
+        fair = FairShare(pool.capacity(), weights, held)
+        return len(rounds.run(split, pool, None, fair, budget).placements)
+
+    return run
+
+
+def warm_pool(run: Callable[[FreePool], int], fleet) -> FreePool:
+    """A pool after one round: what it keeps for the next round while no worker registers
+    (the static verdicts, ``flux.scheduling.registered``, and the fleet's capacity)."""
+    pool = FreePool(copy.deepcopy(fleet))
+    getattr(run, "setup", lambda: None)()
+    run(pool)
+    return pool
+
+
+def timed(run: Callable[[FreePool], int], fleet, repeats: int, kept: FreePool | None = None) -> tuple[list[float], int]:
+    """``kept``: the pool starts with what that one kept (a steady round); None: with
+    nothing (the first round after a worker registered)."""
     times, placed = [], 0
     for _ in range(repeats):
         pool = FreePool(copy.deepcopy(fleet))
+        if kept is not None:
+            pool.registered = copy.deepcopy(kept.registered)
+            pool._capacity = kept._capacity  # valid: the same fleet (the same totals version)
+            assert pool._totals_version == kept._totals_version
         getattr(run, "setup", lambda: None)()
         gc.collect()
         gc.disable()  # as timeit does: the bench's copies of fleets are not the server's heap
@@ -147,9 +181,15 @@ def figures(quick: bool, budget: int = rounds.BUDGET) -> list[Figure]:
 def _figures(demands: int, workers: int, repeats: int, full: bool, budget: int) -> list[Figure]:
     fleet, queue, holders, quotas, weights = scenario(demands, workers, namespaces=100, full=full)
     timed(plain_round(queue, budget), fleet, 1)  # warms the parse caches
-    contended, placed_c = timed(contended_round(fleet, queue, holders, quotas, weights, budget=budget), fleet, repeats)
-    no_rooms, _ = timed(contended_round(fleet, queue, holders, quotas, weights, rooms=False, budget=budget), fleet, repeats)
-    plain, placed_p = timed(plain_round(queue, budget), fleet, repeats)
+    contended_run = contended_round(fleet, queue, holders, quotas, weights, budget=budget)
+    kept = warm_pool(contended_run, fleet)
+    contended, placed_c = timed(contended_run, fleet, repeats, kept)
+    cold, _ = timed(contended_run, fleet, repeats)
+    no_rooms, _ = timed(contended_round(fleet, queue, holders, quotas, weights, rooms=False, budget=budget), fleet, repeats, kept)
+    plain_run = plain_round(queue, budget)
+    plain, placed_p = timed(plain_run, fleet, repeats, warm_pool(plain_run, fleet))
+    fair_run = fair_round(queue, holders, weights, budget)
+    fair, _ = timed(fair_run, fleet, repeats, warm_pool(fair_run, fleet))
     name = f"B17.round.{demands}x{workers}.{'full_fleet' if full else 'free_fleet'}"
     out = [
         Figure.of(f"{name}.contended_ms", contended, "ms cpu", with_p99=True, aim=f"p99 <= {AIM_MS:g} ms",
@@ -158,9 +198,15 @@ def _figures(demands: int, workers: int, repeats: int, full: bool, budget: int) 
         Figure.of(f"{name}.contended_without_rooms_ms", no_rooms, "ms cpu", with_p99=True,
                   note="the same, but nothing looks for room (no preemption search): what the rest costs"),
         Figure.of(f"{name}.plain_ms", plain, "ms cpu", with_p99=True, note=f"{placed_p} placed; one priority, no contention"),
+        Figure.of(f"{name}.contended_first_ms", cold, "ms cpu", with_p99=True,
+                  note="the contended round right after a worker registered: no static verdict kept"),
+        Figure.of(f"{name}.plain_fair_share_ms", fair, "ms cpu", with_p99=True,
+                  note="the plain round with fair share between the namespaces (one priority, no quota)"),
     ]
     ratio = out[0].p99 / out[2].p99 if out[2].p99 else float("nan")
     out.append(Figure(f"{name}.p99_ratio", ratio, None, "x", 1, f"<= {AIM_RATIO:g}x", ratio <= AIM_RATIO))
+    out.append(Figure(f"{name}.median_ratio", statistics.median(contended) / statistics.median(plain), None, "x", 1))
+    out.append(Figure(f"{name}.p99_ratio_to_fair_share", out[0].p99 / out[4].p99 if out[4].p99 else float("nan"), None, "x", 1))
     return out
 
 

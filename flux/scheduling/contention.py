@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from flux.domain.allotment import Allotment
 from flux.domain.workers import WorkerState
 from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.concurrency import KeyLedger
 from flux.scheduling.demand import Demand
-from flux.scheduling.filters import Check, Consumption, Filter, Reason, bound, first_bound_failure
+from flux.scheduling.filters import Check, Filter, Reason, bound
 from flux.scheduling.holders import Holder
 from flux.scheduling.pool import FreePool
 from flux.scheduling.preemption import Room, find_room
@@ -63,6 +63,9 @@ class Contention:
     touched: set[str] = field(default_factory=set)
     #: Where this round's searches start in the fleet (the dispatcher counts its rounds).
     offset: int = 0
+    #: ``holders`` by worker, when the caller has them so (the server's snapshot groups
+    #: them as it reads them): a round that looks for room does not group them again.
+    grouped: Mapping[str, list[Holder]] | None = None
 
     def __post_init__(self) -> None:
         self.holders = list(self.holders)
@@ -75,8 +78,6 @@ class Contention:
         self._examinations_left = ROOM_BUDGET
         #: The workers holding work, sorted (where searches for room start), once per round.
         self._holding: list[str] | None = None
-        #: Whether each worker passes a set of constraints' static checks (labels, packages).
-        self._static: dict[tuple, bool] = {}
         self._no_room: set[tuple] = set()
         #: Rooms found per set of constraints, priority and mode, best first, each with
         #: the version of its worker it was found at: a worker changed since is looked at again.
@@ -92,7 +93,9 @@ class Contention:
     @property
     def by_worker(self) -> dict[str, list[Holder]]:
         """The holders by worker (what a search for room examines)."""
-        if self._by_worker is None:
+        if self._by_worker is None and self.grouped is not None:
+            self._by_worker = dict(self.grouped)  # this round's own: ``_leave`` replaces a worker's list
+        elif self._by_worker is None:
             self._by_worker = {}
             for holder in self.holders:
                 self._by_worker.setdefault(holder.worker, []).append(holder)
@@ -116,10 +119,12 @@ class Contention:
 
     def make_room(self, demand: Demand, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool) -> None:
         """Hold room for ``demand``, which fits nowhere now, on the best worker (preempting there if it may)."""
+        if demand.priority <= self.floor or self._rooms_left <= 0 or self._examinations_left <= 0:
+            return
         # demands of one kind find the same rooms; namespaces matter only to restricted workers
         kind = (demand.constraint_key, demand.namespace if pool.restricted else None, demand.priority)
         memo = (*kind, demand.may_preempt)
-        if demand.priority <= self.floor or self._rooms_left <= 0 or self._examinations_left <= 0 or memo in self._no_room:
+        if memo in self._no_room:
             return
         self._rooms_left -= 1
         room = self._room(demand, kind, checks, filters, pool, preempt=True) if demand.may_preempt else None
@@ -151,7 +156,7 @@ class Contention:
         by waiting for what runs to end), from the rooms found for its kind this round."""
         kind = (*kind, preempt)
         evictable = (lambda h: self._evictable(demand, h)) if preempt else (lambda h: True)
-        static = bound((f for f in filters if f.consumed is Consumption.NEVER), demand.request, demand.affinity)
+        static = bound((f for f in filters if f.static), demand.request, demand.affinity)  # verdicts the pool keeps
 
         def search(name: str) -> tuple | None:
             if self._examinations_left <= 0:
@@ -160,11 +165,8 @@ class Contention:
             worker = pool.views.get(name)
             if worker is None or worker.state != WorkerState.ONLINE:
                 return None
-            passes = self._static.get((demand.constraint_key, name))
-            if passes is None:
-                passes = self._static[(demand.constraint_key, name)] = first_bound_failure(static, worker) is None
-            if not passes:
-                return None  # labels and packages no leaving can change
+            if not pool.registered.passes(("room", demand.constraint_key), static, worker):
+                return None  # labels and packages: no leaving can change them
             room = find_room(checks, worker, self.by_worker.get(name, ()), self._added.get(name, ()), evictable, filters)
             return None if room is None else (room.key(), self._version.get(name, 0), name, room)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Mapping
 
 from flux.domain.affinity import affinity_key
@@ -45,9 +45,10 @@ class Demand:
         """No request and no affinity: any worker with a free slot will do (the fast path)."""
         return self.request is None and not self.affinity
 
-    @property
+    @cached_property
     def constraint_key(self) -> tuple:
-        """Equal for demands with the same hard constraints (hashable even with operator dicts)."""
+        """Equal for demands with the same hard constraints (hashable even with operator
+        dicts); kept, as a round asks for it more than once per demand."""
         return (self.request, affinity_key(self.affinity))
 
 

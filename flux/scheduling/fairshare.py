@@ -25,10 +25,17 @@ def dominant_share(held: Mapping[str, float], capacity: Mapping[str, float], wei
     return max(fractions, default=0.0) / (weight if weight > 0 else 1.0)
 
 
-def demand_quantities(demand: Demand) -> dict[str, float]:
-    asked = dict(demand.request.quantities) if demand.request is not None else {}
-    asked[SLOTS] = 1
-    return asked
+def _grown(held: dict[str, float], demand: Demand, capacity: Mapping[str, float], dominant: float) -> float:
+    """Grow ``held`` by ``demand`` and return its unweighted dominant share, from the one
+    before (``dominant``): what is held only grows, so only the dimensions it asks can
+    raise it, and the other dimensions are not walked again."""
+    asked = demand.request.quantities.items() if demand.request is not None else ()
+    for name, amount in ((SLOTS, 1), *asked):
+        held[name] = total_held = held.get(name, 0) + amount
+        total = capacity.get(name, 0)
+        if total > 0 and total_held / total > dominant:
+            dominant = total_held / total
+    return dominant
 
 
 class FairShare:
@@ -62,15 +69,14 @@ def interleave(demands: list[Demand], fair: FairShare) -> Iterator[Demand]:
         yield from demands
         return
     shares = {namespace: dict(fair.held.get(namespace, {})) for namespace in queues}
-    heap = [(fair.share(namespace), queue[0].scheduled_at, namespace, 0) for namespace, queue in queues.items()]
+    dominant = {namespace: dominant_share(held, fair.capacity) for namespace, held in shares.items()}
+    weight = {namespace: w if (w := fair.weights.get(namespace, 1.0)) > 0 else 1.0 for namespace in queues}
+    heap = [(dominant[namespace] / weight[namespace], queue[0].scheduled_at, namespace, 0) for namespace, queue in queues.items()]
     heapq.heapify(heap)
     while heap:
         _, _, namespace, index = heapq.heappop(heap)
         demand = queues[namespace][index]
         yield demand
-        held = shares[namespace]
-        for name, amount in demand_quantities(demand).items():
-            held[name] = held.get(name, 0) + amount
+        dominant[namespace] = share = _grown(shares[namespace], demand, fair.capacity, dominant[namespace])
         if index + 1 < len(queues[namespace]):
-            share = dominant_share(held, fair.capacity, fair.weights.get(namespace, 1.0))
-            heapq.heappush(heap, (share, queues[namespace][index + 1].scheduled_at, namespace, index + 1))
+            heapq.heappush(heap, (share / weight[namespace], queues[namespace][index + 1].scheduled_at, namespace, index + 1))

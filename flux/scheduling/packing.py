@@ -59,7 +59,7 @@ class OpenCards:
         if gpu.index not in worker.gpu_shared:
             return
         fraction, memory = _room(worker, gpu)
-        if fraction <= _SLACK or memory <= 0:
+        if fraction <= _SLACK:  # a card whose memory is all reserved still holds a share that asks none
             return
         key = (fraction, memory, worker.name, gpu.index)
         self._at[(worker.name, gpu.index)] = key

@@ -54,9 +54,11 @@ class _Candidates:
     which keeps per-claim cost nearly flat as the fleet grows.
     """
 
-    def __init__(self, free: list[tuple], filters: tuple[Filter, ...], demand: Demand, checks: tuple = ()):
-        #: ``(candidate_key, i, view)`` of each eligible worker with a free slot, least loaded first.
-        self.heap = [entry for entry in free if first_bound_failure(checks, entry[2]) is None]
+    def __init__(self, free: list[tuple], filters: tuple[Filter, ...], demand: Demand, checks: tuple = (),
+                 changing: tuple = ()):
+        #: ``(candidate_key, i, view)`` of each eligible worker with a free slot, least loaded first:
+        #: of ``free`` (which passed the static checks), those that pass the ``changing`` ones.
+        self.heap = [entry for entry in free if first_bound_failure(changing, entry[2]) is None]
         self.workers = [w for _, _, w in self.heap]
         #: The filters active for these constraints: they allot and take for each placement.
         self.filters = filters
@@ -125,6 +127,22 @@ class _Unconstrained:
         return self.pool.best()
 
 
+def _candidates(unconstrained: _Unconstrained, key: tuple, demand: Demand, namespace: str | None) -> _Candidates:
+    """The eligible workers for one set of constraints: the static verdicts as the pool
+    keeps them across rounds (``flux.scheduling.registered``), then what changes between
+    rounds, checked on the workers that passed them."""
+    pool = unconstrained.pool
+    filters = active(demand.request, demand.affinity)
+    gated = (gate(namespace),) if namespace is not None else ()
+    static = gated + bound((f for f in filters if f.static), demand.request, demand.affinity)
+    changing = bound((f for f in filters if not f.static), demand.request, demand.affinity)
+    free = unconstrained.online()
+    if static:
+        free = pool.registered.free_passing(key, static, pool.views, free)
+    checks = gated + bound(filters, demand.request, demand.affinity)  # in pipeline order: the reason of a refusal
+    return _Candidates(free, filters, demand, checks, changing)
+
+
 def place(
     demands: Iterable[Demand], workers: list[WorkerView] | FreePool, contention: Contention | None = None,
     limit: int | None = None,
@@ -151,11 +169,7 @@ def place(
             key = (demand.constraint_key, namespace)
             candidates = constrained.get(key)
             if candidates is None:
-                filters = active(demand.request, demand.affinity)
-                checks = bound(filters, demand.request, demand.affinity)
-                if namespace is not None:
-                    checks = (gate(namespace), *checks)
-                candidates = constrained[key] = _Candidates(unconstrained.online(), filters, demand, checks)
+                candidates = constrained[key] = _candidates(unconstrained, key, demand, namespace)
         packed = None
         if candidates.share is not None and demand.routing is None:
             cards = cards or OpenCards(pool.views.values())

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import heapq
 
+from flux.scheduling.fairshare import capacity_of
 from flux.scheduling.ranking import candidate_key
+from flux.scheduling.registered import Registered, same_capacity, same_registration
 from flux.scheduling.snapshot import WorkerView
 from flux.domain.workers import WorkerState
 
@@ -31,6 +33,11 @@ class FreePool:
         self.online_count = 0
         #: How many are restricted to some namespaces: while none is, namespaces cost placement nothing.
         self.restricted = 0
+        #: Who passes each set of static filters, kept while no registration changes.
+        self.registered = Registered()
+        #: Bumped when an ONLINE worker's total or slots may have changed (``capacity``).
+        self._totals_version = 0
+        self._capacity: tuple[int, dict[str, float]] | None = None
         self._stamps: dict[str, int] = {}
         self._stamp = 0
         self._heap: list[tuple[tuple, int, WorkerView]] = []
@@ -42,6 +49,10 @@ class FreePool:
         old = self.views.get(view.name)
         self.online_count += (view.state == WorkerState.ONLINE) - (old is not None and old.state == WorkerState.ONLINE)
         self.restricted += (view.namespaces is not None) - (old is not None and old.namespaces is not None)
+        if old is None or not same_registration(old, view):
+            self.registered.changed()
+        if old is None or (old is not view and not same_capacity(old, view)):
+            self._totals_version += 1
         self.views[view.name] = view
         self._stamp += 1
         self._stamps[view.name] = self._stamp
@@ -57,10 +68,20 @@ class FreePool:
             self.online_count -= old.state == WorkerState.ONLINE
             self.restricted -= old.namespaces is not None
             del self._stamps[name]
+            self.registered.changed()
+            self._totals_version += 1
 
     def online(self) -> list[WorkerView]:
         """Every ONLINE worker (a walk of the fleet: constrained and routed work only)."""
         return [view for view in self.views.values() if view.state == WorkerState.ONLINE]
+
+    def capacity(self) -> dict[str, float]:
+        """The ONLINE workers' totals and slots by dimension (what fair share divides
+        by), summed again only when one of them may have changed."""
+        if self._capacity is None or self._capacity[0] != self._totals_version:
+            online = self.online()
+            self._capacity = (self._totals_version, capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online)))
+        return self._capacity[1]
 
     def best(self) -> WorkerView | None:
         """The least-loaded ONLINE worker with a free slot, or None."""

@@ -23,14 +23,12 @@ from typing import Iterator, NamedTuple
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from flux.domain.workers import WorkerState
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.priority import Preemption as ClassPolicy
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand, demand_from_row
 from flux.scheduling import rounds
-from flux.scheduling.fairshare import FairShare, capacity_of
-from flux.scheduling.holders import Holdings
+from flux.scheduling.fairshare import FairShare
 from flux.scheduling.quotas import QuotaLedger
 from flux.server import executions, fleet, queue, topics
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
@@ -191,7 +189,7 @@ class Dispatcher:
             return Round([], True)
         workers = self.snapshot.views(session)
         now = time.time()
-        contention, fair = self._ledgers(session, first, workers)
+        contention, fair = self._ledgers(session, first)
         outcome = rounds.run(self._pages(session, first, seen, now), self.snapshot.pool, contention, fair)
         placements = outcome.placements
         self.snapshot.placed_on({p.worker_name for p in placements} | contention.touched)
@@ -240,7 +238,7 @@ class Dispatcher:
             number += 1
             page = queue.page(session, number, seen)
 
-    def _ledgers(self, session: Session, first: queue.Page, workers: list) -> tuple[Contention, FairShare | None]:
+    def _ledgers(self, session: Session, first: queue.Page) -> tuple[Contention, FairShare | None]:
         """The round's ledgers: who holds what (the snapshot read it), quotas and weights,
         the lowest priority that holds or waits, and fair share when the first page holds
         several namespaces (one namespace's queue is FIFO). What each namespace holds the
@@ -251,15 +249,11 @@ class Dispatcher:
         lowest = first.rows[-1].priority if lowest is None else lowest
         floor = min(lowest, held.lowest if held.lowest is not None else lowest)
         self._rounds += 1  # where searches for room start in a large fleet moves each round
-        contention = Contention(holders, QuotaLedger(quotas, held) if quotas else None, floor, offset=self._rounds)
+        contention = Contention(holders, QuotaLedger(quotas, held) if quotas else None, floor, offset=self._rounds,
+                                grouped=self.snapshot.holders_by_worker)
         several = len({row.namespace for row in first.rows}) > 1
-        return contention, self._fair_share(workers, weights, held) if several else None
-
-    def _fair_share(self, workers: list, weights: dict[str, float], held: Holdings) -> FairShare:
-        """Shares of the fleet's ONLINE capacity, from what each namespace holds."""
-        online = [w for w in workers if w.state == WorkerState.ONLINE]
-        capacity = capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online))
-        return FairShare(capacity, weights, held)
+        # shares of the fleet's ONLINE capacity (the pool keeps its sum), from what each namespace holds
+        return contention, FairShare(self.snapshot.pool.capacity(), weights, held) if several else None
 
     def _keep_warm(self, session: Session) -> None:
         """With nothing to place, read what changed in the fleet so that the next

@@ -135,8 +135,10 @@ class FleetSnapshot:
         #: The current round views again, by name, with the ONLINE ones that have a free
         #: slot least loaded first: what rounds place from.
         self.pool = FreePool()
-        #: The executions holding a worker at the last read (``flux.scheduling.holders``).
+        #: The executions holding a worker at the last read (``flux.scheduling.holders``),
+        #: and the same by worker (what a search for room examines).
         self.holders: list[Holder] = []
+        self.holders_by_worker: dict[str, list[Holder]] = {}
         #: Each holder by id, with what it was built from: kept while its claim lasts, so a
         #: round parses only new claims' allotments (and their quantities stay summed).
         self._holder_of: dict[str, tuple[tuple, Holder]] = {}
@@ -181,7 +183,7 @@ class FleetSnapshot:
         """
         registry = self.registry
         held: dict[str, list[dict]] = {}
-        self.holders = []
+        self.holders, self.holders_by_worker = [], {}
         known, self._holder_of = self._holder_of, {}
         came: list[Holder] = []
         went: list[Holder] = []
@@ -195,6 +197,7 @@ class FleetSnapshot:
                 came.append(cached[1])
             self._holder_of[row.id] = cached
             self.holders.append(cached[1])
+            self.holders_by_worker.setdefault(row.worker_name, []).append(cached[1])
         self.held.update(came, went + [holder for _, holder in known.values()])
         resampled_here = registry.take_resampled()
         for name in resampled_here:  # samples heard here that moved: from memory, no read

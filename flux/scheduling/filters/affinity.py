@@ -12,6 +12,7 @@ from flux.scheduling.filters.base import Check, Filter, Reason
 class Affinity(Filter):
     name = "affinity"
     phrase = "didn't match affinity"
+    static = True
 
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         return bool(affinity)

@@ -64,6 +64,9 @@ class Filter:
     #: Whether what ``allot`` sets aside depends on the worker (GPU indexes do; a
     #: quantity is what the request asks, wherever it goes).
     allots_per_worker = False
+    #: Whether the verdict reads only what a worker registered (labels, packages), so
+    #: placement keeps it across rounds (``flux.scheduling.registered``).
+    static = False
 
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         """Whether the execution constrains this dimension at all (if not, ``check`` is never called)."""

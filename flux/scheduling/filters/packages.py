@@ -17,6 +17,7 @@ from flux.scheduling.snapshot import WorkerView
 class Packages(Filter):
     name = "packages"
     phrase = "missing or mismatched package"
+    static = True
 
     def applies(self, request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> bool:
         return request is not None and bool(request.packages)
