@@ -20,6 +20,7 @@ def test_the_client_refuses_a_malformed_namespace_before_any_call(monkeypatch):
         assert client.copy().namespace == "team-a"
 
 
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_every_client_command_acts_in_the_namespace_it_is_given(cluster, workflow_file, tmp_path, monkeypatch):
     url = cluster.server_url
     cluster.start_worker("w1")

@@ -161,6 +161,7 @@ def flux(*args: str, stdin: str | None = None, env: dict | None = None) -> subpr
                           timeout=60, env={**os.environ, **(env or {})})
 
 
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_cache_survives_a_kill_after_its_write_and_secrets_reach_only_the_task(make_cluster, workflow_file, tmp_path):
     key_file = tmp_path / "secrets.key"
     key_file.write_text(Fernet.generate_key().decode())

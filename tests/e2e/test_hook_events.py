@@ -88,6 +88,7 @@ def test_a_device_that_became_unhealthy_is_told_once_fake_nvml(make_cluster, mon
 
 
 @pytest.mark.timeout(180)  # ~12 s on an idle machine; minutes where the machine is shared
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_two_replicas_deliver_each_event_once_per_delivery_id(tmp_path: Path, pg_url, monkeypatch, receiver, workflow_file):
     """Both replicas run the delivery loop on one outbox (rows leased with SKIP LOCKED)
     and both take submissions; a worker on each. Every event arrives, each delivery id once."""

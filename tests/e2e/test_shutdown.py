@@ -47,6 +47,7 @@ def test_server_stops_cleanly_while_a_worker_and_a_client_long_poll(cluster, cli
     assert_quiet(cluster.log("server"))
 
 
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_several_server_processes_stop_cleanly_while_workers_long_poll(tmp_path, pg_url):
     """``--processes 2``: uvicorn's process manager builds the servers in each process;
     a stop still ends their long polls at once, with no traceback for each."""

@@ -129,6 +129,7 @@ def test_sleep_and_pause_survive_sigkilled_workers_and_resume_elsewhere(make_clu
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_a_cpu_parent_calls_a_gpu_child_that_survives_its_worker_and_cancel_and_timeout_reach_waiters(
     make_cluster, workflow_file, tmp_path
 ):

@@ -121,6 +121,7 @@ def api_schema(api: Api):
 
 
 @pytest.mark.timeout(120 * SCALE)
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_every_operation(api: Api, api_schema, subtests):
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) > 30, "the schema lost its operations"

@@ -24,6 +24,7 @@ def test_loopback_hosts(host, loopback):
     assert is_loopback(host) is loopback
 
 
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_a_server_beyond_loopback_generates_and_stores_an_api_token(make_cluster, monkeypatch, tmp_path):
     monkeypatch.delenv("FLUX_API_TOKEN", raising=False)
     monkeypatch.delenv("FLUX_API_TOKEN_FILE", raising=False)

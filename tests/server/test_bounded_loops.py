@@ -18,6 +18,7 @@ SOURCE = ("from flux import workflow\n\n"
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_a_thousand_deadlines_at_once_expire_in_batches_while_the_api_answers(cluster):
     count = 2 * BATCH + 100
     with httpx.Client(base_url=cluster.server_url, timeout=30) as http:

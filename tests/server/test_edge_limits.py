@@ -122,6 +122,7 @@ def test_a_streamed_body_is_cut_at_the_limit_and_the_server_holds_nothing(make_c
     assert grown < 100 * MiB, f"server RSS grew {grown / MiB:.0f} MiB"
 
 
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_the_body_limit_is_a_setting_and_zero_turns_it_off(make_cluster):
     small = make_cluster()
     small.stop_server()

@@ -46,6 +46,7 @@ def protocol_worker(cluster):
     worker.close()
 
 
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_an_idle_worker_causes_no_database_write_or_query_after_registration(cluster):
     """200 unchanged heartbeats (at the default 5 s interval, over a quarter of an hour)
     and claims waiting all along: no write, and no read but at most one idle dispatch round.

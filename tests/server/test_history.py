@@ -118,6 +118,7 @@ def test_each_payload_is_stored_once_and_the_limit_names_what_is_too_large(make_
 
 
 @pytest.mark.integration
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_prune_and_retention_delete_only_finished_executions_with_their_events(make_cluster, workflow_file):
     cluster = make_cluster()
     cluster.start_worker("w1")

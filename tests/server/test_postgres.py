@@ -92,6 +92,7 @@ def _wait_all_completed(url, n, timeout):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_two_replicas_500_executions_each_completes_exactly_once(replicas, workflow_file, pg_url):
     _start_workers(replicas)
     clients, ids = _submit(replicas, workflow_file, 500)

@@ -37,6 +37,7 @@ def runs(client: FluxClient, schedule: str) -> list[dict]:
     return sorted(client.list_executions(schedule=schedule, limit=1000), key=lambda e: e["scheduled_for"])
 
 
+@pytest.mark.slow  # over ~20 s: CI's second step
 def test_schedules_through_the_api_and_the_cli(cluster, client, workflow_file):
     client.register_file(workflow_file(NAP))
     url = f"{cluster.server_url}/schedules"
