@@ -110,9 +110,9 @@ def test_a_forced_delete_cancels_what_runs_and_the_namespace_goes_once_it_has_en
         names = [n["name"] for n in FluxClient(cluster.server_url).list_namespaces()]
 
     assert refused.status_code == 409 and "holds 2 unfinished execution(s)" in refused.json()["detail"]
-    # TERMINATING: the running one had not ended when the purge was tried; by the count that
-    # follows, its worker may have stopped it already (a loaded CI run saw 0)
-    assert deletion["state"] == "TERMINATING" and deletion["cancelled"] == 2 and deletion["unfinished"] in (0, 1), deletion
+    # TERMINATING: what ran (one, or both) had not ended when the purge was tried; by the count
+    # that follows, its worker may have stopped it already (a loaded run saw 0)
+    assert deletion["state"] == "TERMINATING" and deletion["cancelled"] == 2 and 0 <= deletion["unfinished"] <= 2, deletion
     assert refused_run.status_code == 409 and refused_run.json()["detail"] == "namespace 'doomed' is being deleted"
     assert gone.status_code == 404 and gone.json()["detail"] == "namespace 'doomed' not found"
     assert names == ["default"]
