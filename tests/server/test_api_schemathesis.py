@@ -28,6 +28,10 @@ from schemathesis.specs.openapi.checks import (
 from flux.worker import probe
 from flux.local import LocalCluster
 
+#: The whole module runs in CI's slow step (~95 s): its fixture checks, at teardown, that
+#: every operation got past authentication in one of its two tests.
+pytestmark = pytest.mark.slow
+
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance, content_type_conformance]
 #: Examples per operation and stateful sequences; FLUX_FUZZ_SCALE=10 for a long run.
 SCALE = int(os.environ.get("FLUX_FUZZ_SCALE", "1"))
@@ -121,7 +125,6 @@ def api_schema(api: Api):
 
 
 @pytest.mark.timeout(120 * SCALE)
-@pytest.mark.slow  # over ~20 s: CI's second step
 def test_every_operation(api: Api, api_schema, subtests):
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) > 30, "the schema lost its operations"

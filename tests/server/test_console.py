@@ -359,6 +359,9 @@ def test_a_running_executions_gantt_header_and_logs_move_without_a_reload(page, 
     assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", line.locator("time").inner_text())  # each line has its time
     page.screenshot(path=shots / "execution-running.png", full_page=True)
     client.wait(running["id"], 30)
+    # the stream's end makes the page read itself once more: wait for it, or the next test's
+    # navigation is interrupted by this reload (seen on CI)
+    page.wait_for_function("window.notReloaded === undefined")
     expect(page.locator(".gantt-row")).to_have_count(5)
 
 
