@@ -134,12 +134,12 @@ def _candidates(unconstrained: _Unconstrained, key: tuple, demand: Demand, names
     pool = unconstrained.pool
     filters = active(demand.request, demand.affinity)
     gated = (gate(namespace),) if namespace is not None else ()
-    static = gated + bound((f for f in filters if f.static), demand.request, demand.affinity)
-    changing = bound((f for f in filters if not f.static), demand.request, demand.affinity)
+    checks = gated + bound(filters, demand.request, demand.affinity)  # in pipeline order: the reason of a refusal
+    static = gated + tuple(c for f, c in zip(filters, checks[len(gated):]) if f.static)
+    changing = tuple(c for f, c in zip(filters, checks[len(gated):]) if not f.static)
     free = unconstrained.online()
     if static:
         free = pool.registered.free_passing(key, static, pool.views, free)
-    checks = gated + bound(filters, demand.request, demand.affinity)  # in pipeline order: the reason of a refusal
     return _Candidates(free, filters, demand, checks, changing)
 
 

@@ -20,9 +20,15 @@ import heapq
 
 from flux.scheduling.fairshare import capacity_of
 from flux.scheduling.ranking import candidate_key
-from flux.scheduling.registered import Registered, same_capacity, same_registration
+from flux.scheduling.registered import Registered, same_registration
 from flux.scheduling.snapshot import WorkerView
 from flux.domain.workers import WorkerState
+
+
+def _same_capacity(old: WorkerView, new: WorkerView) -> bool:
+    """Whether ``new`` adds to the fleet's capacity exactly what ``old`` did."""
+    return (old.state == new.state and old.max_concurrent_executions == new.max_concurrent_executions
+            and (old.total is new.total or old.total == new.total))
 
 
 class FreePool:
@@ -51,7 +57,7 @@ class FreePool:
         self.restricted += (view.namespaces is not None) - (old is not None and old.namespaces is not None)
         if old is None or not same_registration(old, view):
             self.registered.changed()
-        if old is None or (old is not view and not same_capacity(old, view)):
+        if old is None or (old is not view and not _same_capacity(old, view)):
             self._totals_version += 1
         self.views[view.name] = view
         self._stamp += 1

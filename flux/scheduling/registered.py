@@ -38,12 +38,6 @@ def same_registration(old: WorkerView, new: WorkerView) -> bool:
             and old.namespaces == new.namespaces)
 
 
-def same_capacity(old: WorkerView, new: WorkerView) -> bool:
-    """Whether ``new`` adds to the fleet's capacity exactly what ``old`` did."""
-    return (old.state == new.state and old.max_concurrent_executions == new.max_concurrent_executions
-            and (old.total is new.total or old.total == new.total))
-
-
 class _Verdicts:
     """One set of constraints' verdicts, by worker name."""
 

@@ -59,7 +59,10 @@ async def _undeliver(svc: Services, member: Member) -> None:
     """A round may have handed work to this poll just before it hung up: not read, so
     not delivered (its worker's next claim gets it; if the worker died, it goes back unrun)."""
     handed = member.take_handed()
-    if handed is not None and handed[0]:
+    if handed is None:
+        return
+    member.work_hint = True  # the next claim reads the database: the round had cleared the hint
+    if handed[0]:
         ids = [job.id for job in handed[0]]
         await svc.db.run(lambda s: executions.undeliver(s, member.name, ids))
 
