@@ -41,6 +41,7 @@ def receiver():
     made.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
 def test_an_execution_unschedulable_past_the_threshold_is_told_once(make_cluster, monkeypatch, receiver, workflow_file, database, request):
@@ -68,6 +69,7 @@ def test_an_execution_unschedulable_past_the_threshold_is_told_once(make_cluster
         client.cancel(execution["id"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_device_that_became_unhealthy_is_told_once_fake_nvml(make_cluster, monkeypatch, receiver, tmp_path):
     faults = tmp_path / "faults.json"

@@ -52,6 +52,7 @@ def _all_delivered(client: FluxClient, name: str) -> list[dict] | None:
     return found if all(d["state"] == "delivered" for d in found) else None
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_every_event_arrives_once_per_delivery_id_across_a_server_sigkill(hooked, receivers, workflow_file):
     receiver = receivers(hang=0.05)  # slow enough that deliveries are pending when the server dies
@@ -91,6 +92,7 @@ def test_every_event_arrives_once_per_delivery_id_across_a_server_sigkill(hooked
         assert record["headers"]["Flux-Delivery"] == record["body"]["id"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_an_endpoint_answering_500_three_times_is_retried_until_it_succeeds(hooked, receivers):
     receiver = receivers(answers=[500, 500, 500])

@@ -46,6 +46,7 @@ def workers_of(client: FluxClient, pool: str) -> list[dict]:
     return [w for w in client.list_workers() if w["labels"].get("flux.pool") == pool and w["state"] != "OFFLINE"]
 
 
+@pytest.mark.slow
 def test_scales_from_zero_and_back_and_starts_nothing_for_unfit_work(cluster, client, workflow_file):
     client.register_file(workflow_file(SOURCE))
     local_pool(client)
@@ -71,6 +72,7 @@ def test_scales_from_zero_and_back_and_starts_nothing_for_unfit_work(cluster, cl
     assert client.placement(unfit)["unschedulable"]
 
 
+@pytest.mark.slow
 def test_a_worker_chosen_for_scale_down_that_gets_work_is_not_stopped(cluster, client, workflow_file):
     client.register_file(workflow_file(SOURCE))
     local_pool(client, max=1, idle_timeout=1)
@@ -93,6 +95,7 @@ def test_a_worker_chosen_for_scale_down_that_gets_work_is_not_stopped(cluster, c
     assert (execution["state"], execution["worker_name"], execution["attempt"]) == ("COMPLETED", worker, 1)
 
 
+@pytest.mark.slow
 def test_a_failing_provider_is_retried_with_backoff_and_reported(cluster, client, tmp_path):
     script = tmp_path / "scale.sh"
     script.write_text("#!/bin/sh\necho \"no quota for $FLUX_POOL ($1)\" >&2\nexit 1\n")

@@ -85,6 +85,7 @@ def _gauge(cluster, state: str) -> float:
     raise AssertionError(f"no flux_executions gauge for {state}")
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_sleep_and_pause_survive_sigkilled_workers_and_resume_elsewhere(make_cluster, workflow_file, tmp_path):
     cluster = make_cluster(eviction_grace_period=1.5)  # a killed worker is soon skipped (and evicted)

@@ -181,6 +181,7 @@ def test_a_silent_worker_goes_stale_then_is_evicted_and_its_token_revoked(make_c
         worker.close()
 
 
+@pytest.mark.slow
 def test_a_server_stalled_past_the_grace_period_does_not_evict_live_workers(make_cluster, workflow_file):
     """Lateness the server caused itself (here: SIGSTOP, as a long GC pause or an
     overloaded host would) is not blamed on the workers."""
@@ -225,6 +226,7 @@ def test_a_lease_interval_past_a_third_of_the_grace_period_is_refused_on_postgre
     assert result.exit_code != 0 and "more than a third of the eviction grace period" in result.output
 
 
+@pytest.mark.slow
 def test_two_server_processes_on_postgresql_serve_one_fleet(tmp_path, pg_url, workflow_file):
     cluster = LocalCluster(tmp_path / "home", database_url=pg_url)
     try:
@@ -241,6 +243,7 @@ def test_two_server_processes_on_postgresql_serve_one_fleet(tmp_path, pg_url, wo
         cluster.close()
 
 
+@pytest.mark.slow
 def test_work_submitted_on_one_replica_wakes_a_claim_waiting_on_the_other_within_100ms(tmp_path, pg_url, workflow_file):
     home = tmp_path / "home"
     replicas = [LocalCluster(home, database_url=pg_url, log_dir=tmp_path / f"logs{i}") for i in range(2)]
@@ -272,6 +275,7 @@ def test_work_submitted_on_one_replica_wakes_a_claim_waiting_on_the_other_within
             replica.close()
 
 
+@pytest.mark.slow
 def test_a_healthy_worker_heard_by_one_replica_is_never_stale_on_the_other(tmp_path, pg_url):
     """Replica 1 knows of the worker only from the leases replica 0 flushes: its view
     can be two lease periods and a beat old (flush, then read, each on its own phase),

@@ -44,6 +44,7 @@ def _flux(cluster, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_pages_cover_the_history_once_without_payloads_unless_asked(make_cluster, workflow_file):
     cluster = make_cluster()

@@ -105,6 +105,7 @@ def test_two_replicas_500_executions_each_completes_exactly_once(replicas, workf
         client.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_replica_killed_mid_run_the_rest_finish_on_the_other(replicas, workflow_file, pg_url):
     _start_workers(replicas)

@@ -100,6 +100,7 @@ def _overlapping(executions: list[dict]) -> bool:
     return any(later["scheduled_at"] < earlier["finished_at"] for earlier, later in zip(executions, executions[1:]))
 
 
+@pytest.mark.slow
 def test_overlap_policies_with_runs_longer_than_the_interval(cluster, client, workflow_file):
     """Runs of 2.5 s every second, for about 6 s, one schedule per policy."""
     client.register_file(workflow_file(NAP))
@@ -131,6 +132,7 @@ def test_overlap_policies_with_runs_longer_than_the_interval(cluster, client, wo
     assert 'flux_schedule_skips_total{reason="overlap"}' in metrics
 
 
+@pytest.mark.slow
 def test_catch_up_after_the_server_was_down_for_five_due_times(cluster, client, workflow_file):
     client.register_file(workflow_file(NAP))
     for policy in ("latest", "all", "none"):

@@ -269,6 +269,7 @@ def test_a_second_signal_stops_the_worker_at_once_and_the_work_still_resumes(clu
     assert log.read_text().splitlines() == ["first 1", "last 2"]
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_reach_the_server_stops_at_once_and_its_work_resumes(make_cluster, workflow_file, tmp_path):
     cluster = make_cluster(eviction_grace_period=2.0)
     log = tmp_path / "marks.log"

@@ -71,6 +71,7 @@ def test_drain_finishes_running_work_takes_none_and_survives_restart(cluster, sl
         assert again.wait(queued["id"], 30)["state"] == "COMPLETED"
 
 
+@pytest.mark.slow
 def test_server_killed_and_restarted_loses_no_execution(cluster, sleepy):
     cluster.start_worker("w1", max_concurrent_executions=4, heartbeat_interval=0.2)
     ids = [sleepy.run("sleepy", 1.0)["id"] for _ in range(4)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from flux.client import FluxClient
 
 RESUMABLE = """
@@ -31,6 +33,7 @@ RESUMABLE = """
 """
 
 
+@pytest.mark.slow
 def test_sigkilled_worker_execution_completes_once_elsewhere_without_rerunning_tasks(make_cluster, workflow_file, tmp_path):
     cluster = make_cluster(eviction_grace_period=1.5)
     log, gate = tmp_path / "side-effects.log", tmp_path / "gate"
