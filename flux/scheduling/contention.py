@@ -156,7 +156,8 @@ class Contention:
         by waiting for what runs to end), from the rooms found for its kind this round."""
         kind = (*kind, preempt)
         evictable = (lambda h: self._evictable(demand, h)) if preempt else (lambda h: True)
-        static = bound((f for f in filters if f.static), demand.request, demand.affinity)  # verdicts the pool keeps
+        static = bound((f for f in filters if f.static), demand.request, demand.affinity)
+        passes = pool.registered.judge(("room", demand.constraint_key), static)  # verdicts the pool keeps
 
         def search(name: str) -> tuple | None:
             if self._examinations_left <= 0:
@@ -165,7 +166,7 @@ class Contention:
             worker = pool.views.get(name)
             if worker is None or worker.state != WorkerState.ONLINE:
                 return None
-            if not pool.registered.passes(("room", demand.constraint_key), static, worker):
+            if not passes(worker):
                 return None  # labels and packages: no leaving can change them
             room = find_room(checks, worker, self.by_worker.get(name, ()), self._added.get(name, ()), evictable, filters)
             return None if room is None else (room.key(), self._version.get(name, 0), name, room)

@@ -11,7 +11,6 @@ interleaves namespaces rather than serving one until it runs out.
 
 from __future__ import annotations
 
-import heapq
 from typing import Iterable, Iterator, Mapping
 
 from flux.domain.resources import Resources
@@ -23,19 +22,6 @@ def dominant_share(held: Mapping[str, float], capacity: Mapping[str, float], wei
     """The largest fraction of any dimension of ``capacity`` that ``held`` takes, over ``weight``."""
     fractions = [held.get(name, 0) / total for name, total in capacity.items() if total > 0]
     return max(fractions, default=0.0) / (weight if weight > 0 else 1.0)
-
-
-def _grown(held: dict[str, float], demand: Demand, capacity: Mapping[str, float], dominant: float) -> float:
-    """Grow ``held`` by ``demand`` and return its unweighted dominant share, from the one
-    before (``dominant``): what is held only grows, so only the dimensions it asks can
-    raise it, and the other dimensions are not walked again."""
-    asked = demand.request.quantities.items() if demand.request is not None else ()
-    for name, amount in ((SLOTS, 1), *asked):
-        held[name] = total_held = held.get(name, 0) + amount
-        total = capacity.get(name, 0)
-        if total > 0 and total_held / total > dominant:
-            dominant = total_held / total
-    return dominant
 
 
 class FairShare:
@@ -61,22 +47,47 @@ def capacity_of(totals: Iterable[Resources], slots: int) -> dict[str, float]:
 
 def interleave(demands: list[Demand], fair: FairShare) -> Iterator[Demand]:
     """One priority's demands, namespace by namespace in order of their shares (each
-    namespace's own in FIFO order), as if each were placed when its turn came."""
+    namespace's own in FIFO order), as if each were placed when its turn came.
+
+    Each demand's turn is keyed by its namespace's weighted share with every earlier
+    demand of that namespace placed (shares only grow, so each namespace's keys rise in
+    its FIFO order) and then by when it was submitted: one sort of those keys is the
+    merge of the namespaces' queues that taking the smallest share each turn makes."""
     queues: dict[str, list[Demand]] = {}
     for demand in demands:
         queues.setdefault(demand.namespace, []).append(demand)
     if len(queues) == 1:
         yield from demands
         return
-    shares = {namespace: dict(fair.held.get(namespace, {})) for namespace in queues}
-    dominant = {namespace: dominant_share(held, fair.capacity) for namespace, held in shares.items()}
-    weight = {namespace: w if (w := fair.weights.get(namespace, 1.0)) > 0 else 1.0 for namespace in queues}
-    heap = [(dominant[namespace] / weight[namespace], queue[0].scheduled_at, namespace, 0) for namespace, queue in queues.items()]
-    heapq.heapify(heap)
-    while heap:
-        _, _, namespace, index = heapq.heappop(heap)
-        demand = queues[namespace][index]
-        yield demand
-        dominant[namespace] = share = _grown(shares[namespace], demand, fair.capacity, dominant[namespace])
-        if index + 1 < len(queues[namespace]):
-            heapq.heappush(heap, (share / weight[namespace], queues[namespace][index + 1].scheduled_at, namespace, index + 1))
+    asked: dict[int, tuple] = {}  # what a request adds, by dimension of the fleet (requests are shared objects)
+    turns: list[tuple] = []
+    for namespace, queue in queues.items():
+        turns += _turns(namespace, queue, fair, asked)
+    turns.sort()
+    for turn in turns:
+        yield turn[-1]
+
+
+def _turns(namespace: str, queue: list[Demand], fair: FairShare, asked: dict[int, tuple]) -> list[tuple]:
+    """``(share before it, submitted, namespace, position, demand)`` for each of a namespace's demands."""
+    capacity = fair.capacity
+    taken = {name: amount / capacity[name] for name, amount in fair.held.get(namespace, {}).items() if capacity.get(name, 0) > 0}
+    dominant = max(taken.values(), default=0.0)  # the fractions of the fleet it holds, by dimension
+    weight = w if (w := fair.weights.get(namespace, 1.0)) > 0 else 1.0
+    turns = []
+    for position, demand in enumerate(queue):
+        turns.append((dominant / weight, demand.scheduled_at, namespace, position, demand))
+        steps = asked.get(id(demand.request))
+        if steps is None:
+            steps = asked[id(demand.request)] = _steps(demand, capacity)
+        for name, fraction in steps:
+            taken[name] = now = taken.get(name, 0.0) + fraction
+            if now > dominant:
+                dominant = now
+    return turns
+
+
+def _steps(demand: Demand, capacity: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
+    """The fraction of each dimension of the fleet that placing ``demand`` takes."""
+    quantities = demand.request.quantities.items() if demand.request is not None else ()
+    return tuple((name, amount / capacity[name]) for name, amount in ((SLOTS, 1), *quantities) if capacity.get(name, 0) > 0)

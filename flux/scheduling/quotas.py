@@ -35,6 +35,8 @@ class QuotaLedger:
         #: What each namespace with a quota holds (plain sums: a round adds to them per placement).
         self.held: dict[str, dict[str, float]] = {}
         self.count: dict[str, int] = {}
+        #: Why each namespace at its quota's count of executions waits (found once a round).
+        self._full: dict[str, Reason] = {}
         for namespace in self.quotas:
             sums = held.quantities.get(namespace)
             if sums is not None:
@@ -55,10 +57,14 @@ class QuotaLedger:
         quota = self.quotas.get(demand.namespace)
         if quota is None:
             return None
+        full = self._full.get(demand.namespace)
+        if full is not None:  # what a namespace holds only grows in a round: it stays at its count
+            return full
         count = self.count.get(demand.namespace, 0)
         if quota.executions is not None and count + 1 > quota.executions:
-            return Reason(NAME, PHRASE, f"namespace {demand.namespace} holds {count} executions, "
-                                        f"its quota's executions={quota.executions}")
+            self._full[demand.namespace] = full = Reason(
+                NAME, PHRASE, f"namespace {demand.namespace} holds {count} executions, its quota's executions={quota.executions}")
+            return full
         asked = demand.request.quantities if demand.request is not None else Resources()
         held = self.held.get(demand.namespace, {})
         for name, limit in quota.limits.items():

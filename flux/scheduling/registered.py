@@ -18,7 +18,7 @@ constraints costs the workers that pass it, not the fleet.
 
 from __future__ import annotations
 
-from typing import Hashable
+from typing import Callable, Hashable
 
 from flux.scheduling.filters import Check, first_bound_failure
 from flux.scheduling.ranking import candidate_key
@@ -82,9 +82,10 @@ class Registered:
             verdicts = self._verdicts[key] = _Verdicts(checks)
         return verdicts
 
-    def passes(self, key: Hashable, checks: tuple[Check, ...], worker: WorkerView) -> bool:
-        """Whether ``worker`` passes ``checks`` (static ones, bound to the constraints ``key`` names)."""
-        return self._of(key, checks).of(worker)
+    def judge(self, key: Hashable, checks: tuple[Check, ...]) -> Callable[[WorkerView], bool]:
+        """Whether a worker passes ``checks`` (static ones, bound to the constraints ``key``
+        names): asked of many workers in a row, the verdicts are found once."""
+        return self._of(key, checks).of
 
     def free_passing(self, key: Hashable, checks: tuple[Check, ...], views: dict[str, WorkerView],
                      free: list[Entry]) -> list[Entry]:
