@@ -51,6 +51,7 @@ from bench.b7_observed import ROUND_TRIP_AIM, observed
 from bench.common import REPO, Figure, Skipped, sigterm_as_interrupt, write_workflow
 from bench.fleet_synth import raise_nofile_limit
 from bench.workflows import SOURCE, TRIVIAL
+from flux.domain.workers import DEFAULT_MAX_HEARTBEATS_PER_SECOND, paced_interval
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 DATABASES = ("sqlite", "postgres")
@@ -503,6 +504,17 @@ def _errors_note(errors: Counter[str], top: int = 6) -> str | None:
         f" (+{len(errors) - top} kinds)" if len(errors) > top else "")
 
 
+def settle_time(opts: Options, n: int) -> float:
+    """Seconds from the fleet ONLINE to the idle window: the registration storm's tail,
+    and one heartbeat interval at the server's pace, so the window sees the pace a
+    steady fleet keeps (workers registered early beat once more at the pace they
+    registered with; docs/fleet.md#heartbeat-pacing)."""
+    storm = 1.0 if opts.quick else 2.0
+    rate = float(os.environ.get("FLUX_MAX_HEARTBEATS_PER_SECOND", DEFAULT_MAX_HEARTBEATS_PER_SECOND))
+    paced = paced_interval(opts.heartbeat_interval, n, rate)
+    return storm if paced <= opts.heartbeat_interval else max(storm, paced)
+
+
 def run_unit(opts: Options, db: str, n: int, work: Path) -> list[Figure]:
     """One database, one fleet size: a fresh server (and scratch database) from start to stop."""
     from bench import b6_postgres
@@ -537,11 +549,13 @@ def run_unit(opts: Options, db: str, n: int, work: Path) -> list[Figure]:
         phases = {"startup": time.time()}
         online_s, online = wait_online(server.url, n, go, online_timeout, watch)
         online_wall = phases["idle"] = time.time()
-        time.sleep(1.0 if opts.quick else 2.0)  # the registration storm's tail (first claims)
+        time.sleep(settle_time(opts, n))  # the registration storm's tail (first claims), and the fleet at its pace
 
         idle0, db0, t0 = meter.sample(), db_meter.sample() if db_meter else {}, time.monotonic()
+        phases["idle_window"] = time.time()
         time.sleep(opts.idle_s)
         idle_wall = time.monotonic() - t0
+        phases["idle_window_end"] = time.time()
         idle_cpu = CpuMeter.percent(idle0, meter.sample(), idle_wall)
         idle_db = CpuMeter.percent(db0, db_meter.sample(), idle_wall) if db_meter else None
         watch.poll(server.url)
@@ -603,6 +617,11 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
         out.append(one(f"{tag}.pg_idle_cpu_pct", idle_db, "% of a core",
                        note="PostgreSQL backends of the scratch database, same window"))
 
+    window = (phases["idle_window"], phases["idle_window_end"])
+    paced = sum(window[0] <= t <= window[1] for s in stats for t, _ in s.get("heartbeats", [])) / max(window[1] - window[0], 1e-9)
+    out.append(one(f"{tag}.heartbeats_per_s", paced, "beats/s",
+                   note=f"the fleet's heartbeats in the idle window, at the server's pace (--max-heartbeats-per-second; "
+                        f"each worker's own interval {opts.heartbeat_interval:g} s)"))
     beats = [ms for s in stats for t, ms in s.get("heartbeats", []) if online_wall <= t <= load_end_wall]
     quiet_aims = at1000 and opts.samples == "quiet"
     out.append(dist(f"{tag}.heartbeat_ms", beats, "ms", aim=f"p99 <= {ROUND_TRIP_AIM:g} ms" if quiet_aims else None,

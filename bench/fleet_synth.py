@@ -126,6 +126,7 @@ class SynthWorker:
         self.name = name
         self.fleet = fleet
         self.token: str | None = None
+        self.interval: float = fleet.args.heartbeat_interval  # the server may pace it (docs/fleet.md#heartbeat-pacing)
         self.running: set[str] = set()
         self.http: httpx.AsyncClient | None = None
         self._register_lock = asyncio.Lock()
@@ -190,17 +191,17 @@ class SynthWorker:
             self.fleet.stats.registration_ms.append((time.perf_counter() - t0) * 1000)
             self.fleet.stats.registrations += 1
             self.token = reply["session_token"]
+            self.interval = reply.get("heartbeat_interval") or self.fleet.args.heartbeat_interval
 
     # --- loops ---------------------------------------------------------------------------
 
     async def heartbeat_loop(self) -> None:
-        interval = self.fleet.args.heartbeat_interval
-        next_beat, beats = time.monotonic() + random.uniform(0, interval), 0
+        next_beat, beats = time.monotonic() + random.uniform(0, self.interval), 0
         while True:
             await self._sleep(max(0.0, next_beat - time.monotonic()))
-            next_beat += interval
+            next_beat += self.interval  # the server's pace, as a real worker keeps it
             if next_beat < time.monotonic():  # fell behind (a slow server): do not burst to catch up
-                next_beat = time.monotonic() + interval
+                next_beat = time.monotonic() + self.interval
             body: dict[str, Any] = {"running": sorted(self.running)}
             if self.fleet.args.samples == "busy":
                 beats += 1
@@ -210,6 +211,7 @@ class SynthWorker:
             if reply is not None:
                 self.fleet.stats.heartbeats.append((sent, (time.perf_counter() - t0) * 1000))
                 self.fleet.stats.states[reply.get("state", "?")] += 1
+                self.interval = reply.get("heartbeat_interval") or self.fleet.args.heartbeat_interval
 
     async def claim_loop(self) -> None:
         wait = self.fleet.args.claim_wait

@@ -11,7 +11,7 @@ from flux.worker.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
 from flux.cli.core import AddressInUse, DURATION, DURATION_OR_ZERO, QUANTITY, QuantityType, parse_labels, parse_resources, parse_worker_namespaces, token_from_file
 from flux.cli.output import console
 from flux.client import DEFAULT_SERVER_URL
-from flux.domain.workers import AllocationMode
+from flux.domain.workers import DEFAULT_MAX_HEARTBEATS_PER_SECOND, AllocationMode
 from flux.logformat import FORMATS, configure_logging
 from flux.worker.runners import RUNNER_NAMES
 from flux.server.settings import (
@@ -92,6 +92,10 @@ def start() -> None:
               help="Server processes on this host, each a replica (PostgreSQL only)")
 @click.option("--lease-interval", envvar="FLUX_LEASE_INTERVAL", type=click.FloatRange(min=0.1), default=None,
               help="Seconds between flushes of worker liveness to the database [5 on PostgreSQL (at most a sixth of the grace period; more than a third is refused), 300 on SQLite]")
+@click.option("--max-heartbeats-per-second", envvar="FLUX_MAX_HEARTBEATS_PER_SECOND", type=click.FloatRange(min=0),
+              default=DEFAULT_MAX_HEARTBEATS_PER_SECOND, show_default=True,
+              help="Heartbeats a second the whole fleet sends at most: past it workers are told to beat less often, "
+                   "and a silent one is found later in proportion (0: no limit; docs/fleet.md#heartbeat-pacing)")
 @click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=5.0, show_default=True,
               help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
 @click.option("--max-attempts", "default_max_attempts", envvar="FLUX_MAX_ATTEMPTS", type=click.IntRange(1, 1000), default=3,
@@ -126,7 +130,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
                  bootstrap_token: str | None, bootstrap_token_file: str | None, api_token: str | None,
                  api_token_file: str | None, max_body_size: int, max_header_size: int, header_timeout: float,
                  body_timeout: float, max_connections: int, max_payload_size: int | None, retention: float | None,
-                 max_json_depth: int, processes: int, lease_interval: float | None, shed_after: float,
+                 max_json_depth: int, processes: int, lease_interval: float | None, max_heartbeats_per_second: float,
+                 shed_after: float,
                  default_max_attempts: int, attempt_backoff: float, max_bundle_size: int, bundle_dir: str | None,
                  secrets_key_file: str | None, priority_classes: tuple[str, ...], preemption_grace: float,
                  hooks_allow_private: bool, hooks_max_age: float, hooks_backoff: float, hooks_timeout: float,
@@ -149,7 +154,8 @@ def start_server(home: str | None, host: str, port: int, database_url: str | Non
             max_header_size=max_header_size, header_timeout=header_timeout, body_timeout=body_timeout,
             max_connections=max_connections,
             max_payload_size=max_payload_size, retention=retention,
-            lease_interval=lease_interval, shed_after=shed_after, processes=processes,
+            lease_interval=lease_interval, max_heartbeats_per_second=max_heartbeats_per_second, shed_after=shed_after,
+            processes=processes,
             default_max_attempts=default_max_attempts, attempt_backoff=attempt_backoff,
             max_bundle_size=max_bundle_size, bundle_dir=bundle_dir, secrets_key_file=secrets_key_file,
             priority_classes=list(priority_classes), preemption_grace=preemption_grace,

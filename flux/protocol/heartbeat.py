@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 from flux.domain.workers import WorkerState
 from flux.protocol.base import Strict
 from flux.protocol.claims import PreemptionNotice
-from flux.protocol.registration import ResourcesInfo
+from flux.protocol.registration import PACED, ResourcesInfo
 
 
 class Heartbeat(Strict):
@@ -25,3 +25,4 @@ class HeartbeatReply(BaseModel):
     cancel: list[str]
     abandon: list[str] = Field(default=[], description="Executions it reports running that are no longer its own: kill them")
     preempt: list[PreemptionNotice] = Field(default=[], description="Running attempts to end after a grace period")
+    heartbeat_interval: float | None = Field(default=None, description=PACED)

@@ -14,6 +14,9 @@ from flux.domain.samples import probed_problem
 from flux.domain.workers import AllocationMode
 from flux.protocol.base import Number, Strict
 
+#: The interval a server gives a worker (its own, or longer in a large fleet: docs/fleet.md#heartbeat-pacing).
+PACED = "Seconds until the next heartbeat: the worker's own interval, or longer so that a large fleet stays within the server's heartbeats a second; omitted by older servers: keep your own"
+
 
 class GPUInfo(Strict):
     index: int = Field(ge=0)
@@ -98,3 +101,4 @@ class WorkerRegistration(Strict):
 class RegistrationReply(BaseModel):
     session_token: str
     abandon: list[str] = Field(description="Executions the worker must stop: they are no longer its own")
+    heartbeat_interval: float | None = Field(default=None, description=PACED)

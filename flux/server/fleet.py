@@ -227,16 +227,18 @@ def held_map(executions_held: list[ExecutionModel]) -> dict[str, Held]:
     return {e.id: Held(e.state, e.delivered, e.claimed_at, e.attempt, e.preempt_deadline, e.preempted_by) for e in executions_held}
 
 
-def reconcile(session: Session, member: Member, reported: set[str], policy: ExecutionPolicy) -> tuple[dict[str, Held], bool, bool]:
+def reconcile(session: Session, member: Member, reported: set[str], policy: ExecutionPolicy,
+              interval: float) -> tuple[dict[str, Held], bool, bool]:
     """Compare what the worker reports running with what it holds.
 
     An execution handed to this worker long enough ago that it must have arrived, but
     which the worker does not report running, was lost on the way (a claim response
     dropped by a proxy, say): it goes back to the queue instead of waiting forever.
-    Returns (what it holds now, whether it is draining, whether anything was requeued).
+    ``interval``: the one it beats at. Returns (what it holds now, whether it is
+    draining, whether anything was requeued).
     """
     now = time.time()
-    settled = now - settle_time(member.heartbeat_interval)
+    settled = now - settle_time(interval)
     kept = []
     requeued = False
     for execution in executions.held_by(session, member.name):

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 from flux.domain.events import ExecutionState
-from flux.domain.workers import Liveness, WorkerState
+from flux.domain.workers import Liveness, WorkerState, paced_interval
 from flux.protocol.claims import ClaimedExecution, PreemptionNotice
 from flux.server import topics
 from flux.server.misses import RecentMisses
@@ -180,6 +180,8 @@ class FleetRegistry:
     grace_from: float = field(default_factory=time.time)
     #: Seconds between lease flushes, which bounds how old another replica's view is.
     lease_interval: float = 10.0
+    #: The fleet's heartbeats a second at most (``flux.domain.workers.paced_interval``).
+    max_heartbeats_per_second: float = 0.0
     #: Bumped whenever what dispatch must know of the fleet changed: a member admitted
     #: or forgotten, a drain, a worker gone stale or back, a sample another replica stored.
     fleet_version: int = 0
@@ -243,6 +245,10 @@ class FleetRegistry:
             member.stale_since = None
             self.fleet_changed()  # back: dispatch may use it again
 
+    def interval(self, member: Member) -> float:
+        """The interval it is told to beat at, and its silence is counted in."""
+        return paced_interval(member.heartbeat_interval, len(self.members), self.max_heartbeats_per_second)
+
     def silence(self, member: Member, now: float) -> float:
         return now - max(member.last_seen, self.grace_from)
 
@@ -254,9 +260,10 @@ class FleetRegistry:
         ``lease_interval`` on its own phase (each on a fixed rate, late only by its
         own database work), and the beat itself comes every interval: two periods
         and a beat, plus a period and a beat of slack."""
-        own = STALE_AFTER_MISSED * member.heartbeat_interval
+        beat = self.interval(member)
+        own = STALE_AFTER_MISSED * beat
         if self.shared and member.via_lease:
-            return max(own, 3 * self.lease_interval + 2 * member.heartbeat_interval)
+            return max(own, 3 * self.lease_interval + 2 * beat)
         return own
 
     def liveness(self, member: Member | None, now: float) -> WorkerState:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from flux.domain.attempts import DEFAULT_MAX_ATTEMPTS
 from flux.domain.policy import DEFAULT_PREEMPTION_GRACE, ExecutionPolicy
 from flux.domain.priority import PriorityClasses, parse_class
+from flux.domain.workers import DEFAULT_MAX_HEARTBEATS_PER_SECOND
 
 DEFAULT_MAX_BODY_SIZE = 64 * 1024**2
 DEFAULT_MAX_JSON_DEPTH = 64
@@ -84,6 +85,9 @@ class ServerSettings:
     #: Seconds between flushes of worker leases (liveness) to the database. None: 10 s
     #: when replicas may share it (PostgreSQL), 300 s on SQLite (one server process).
     lease_interval: float | None = None
+    #: Heartbeats a second the fleet sends at most: a large fleet's workers are told to beat
+    #: less often (``flux.domain.workers.paced_interval``); 0: each beats at its own interval.
+    max_heartbeats_per_second: float = DEFAULT_MAX_HEARTBEATS_PER_SECOND
     #: Shed (503 + Retry-After) new work once database work has queued this long; 0 = never.
     shed_after: float = 5.0
     #: Server processes on this host (PostgreSQL only; each behaves as a replica).

@@ -90,7 +90,8 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
     svc.db = Database(settings.database_url)
     await svc.db.read(lambda s: secret_store.check_key(s, svc.secrets_keys))  # stored secrets need their key
     shared = not is_sqlite(svc.db.url)
-    svc.registry = FleetRegistry(shared=shared, lease_interval=settings.lease_interval_for(shared))
+    svc.registry = FleetRegistry(shared=shared, lease_interval=settings.lease_interval_for(shared),
+                                 max_heartbeats_per_second=settings.max_heartbeats_per_second)
     svc.registry.sync(await svc.db.read(fleet.leases))  # known workers; their silence counts from now
     svc.notifier = Notifier()
     svc.notifier.hooks.append(svc.registry.on_notify)

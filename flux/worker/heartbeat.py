@@ -43,6 +43,8 @@ class Publisher:
         #: The resources sample and metrics the server last accepted from us.
         self.published: tuple[dict | None, dict | None] = (None, None)
         self._state: WorkerState | None = None
+        #: Seconds between beats: its own, or what the server paces a large fleet to.
+        self.interval = config.heartbeat_interval
         self.sampler = probe.Sampler(config.disk_path, config.gpu_source, config.cgroup_root, gpu_retry=probe.GPU_RETRY)
 
     def metrics(self, resources: dict[str, Any]) -> dict[str, float]:
@@ -92,6 +94,7 @@ class Publisher:
     def registered(self, sent: WorkerRegistration, reply: RegistrationReply) -> None:
         self.published = (sent.resources.model_dump(), sent.metrics)
         self.executions.abandon(reply.abandon)
+        self._paced(reply.heartbeat_interval)
 
     async def beat(self, draining: bool = False, sample: bool = True) -> None:
         beat = Heartbeat(running=self.executions.ids(), draining=draining)
@@ -116,11 +119,19 @@ class Publisher:
         self.executions.cancel(reply.cancel)
         self.executions.abandon(reply.abandon)
         self.executions.preempt(reply.preempt)
+        self._paced(reply.heartbeat_interval)
         if reply.state != self._state:
             self._state = reply.state
             log.info("worker %s is %s", self.config.name, self._state)
 
+    def _paced(self, interval: float | None) -> None:
+        """Beat at the server's interval (an older server sends none: keep our own)."""
+        paced = interval or self.config.heartbeat_interval
+        if paced != self.interval:
+            log.info("worker %s heartbeats every %g s (the server paces its fleet)", self.config.name, paced)
+            self.interval = paced
+
     async def run(self, draining: asyncio.Event) -> None:
         while True:
-            await asyncio.sleep(self.config.heartbeat_interval)
+            await asyncio.sleep(self.interval)
             await self.beat(draining=draining.is_set())

@@ -27,7 +27,8 @@ async def heartbeat(svc: Services, member: Member, body: Heartbeat) -> Heartbeat
     running = len(member.held or ())
     shown = fleet.display_state(svc.registry.liveness(member, now), member.draining or member.leaving, running)
     return HeartbeatReply(
-        state=shown, cancel=member.cancelling(), abandon=member.foreign(body.running), preempt=member.preempting(now)
+        state=shown, cancel=member.cancelling(), abandon=member.foreign(body.running), preempt=member.preempting(now),
+        heartbeat_interval=svc.registry.interval(member),
     )
 
 
@@ -48,9 +49,10 @@ def _record_status(svc: Services, member: Member, body: Heartbeat) -> None:
 
 async def _reconcile(svc: Services, member: Member, reported: set[str], now: float) -> None:
     """What it reports running against what it holds, when memory cannot tell."""
-    if not svc.registry.needs_reconcile(member, reported, now, fleet.settle_time(member.heartbeat_interval)):
+    interval = svc.registry.interval(member)
+    if not svc.registry.needs_reconcile(member, reported, now, fleet.settle_time(interval)):
         return
-    held, draining, requeued = await svc.db.run(lambda s: fleet.reconcile(s, member, reported, svc.policy))
+    held, draining, requeued = await svc.db.run(lambda s: fleet.reconcile(s, member, reported, svc.policy, interval))
     member.reconciled(held, draining)
     if requeued:
         svc.dispatcher.kick()

@@ -1,0 +1,63 @@
+"""Heartbeat pacing (docs/fleet.md#heartbeat-pacing): a fleet sends at most
+``--max-heartbeats-per-second``; a larger one is told to beat less often, and its
+silence is counted in the interval it was told."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from flux.client import FluxClient
+from flux.domain.workers import paced_interval
+from flux.local import LocalCluster
+from protocol import ProtocolWorker, metric
+from waiting import eventually
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_paced_interval_is_the_workers_own_until_the_fleet_would_beat_too_often():
+    assert paced_interval(5.0, 100, 50.0) == 5.0  # 20 beats a second: under the limit
+    assert paced_interval(5.0, 1000, 50.0) == 20.0  # 200 would be: 50
+    assert paced_interval(0.5, 1000, 0.0) == 0.5  # 0: no limit
+    assert paced_interval(30.0, 1000, 50.0) == 30.0  # never shorter than its own
+
+
+def test_the_registration_and_heartbeat_replies_carry_the_paced_interval(tmp_path):
+    cluster = LocalCluster(tmp_path, server_args=("--max-heartbeats-per-second", "1"))
+    workers = []
+    try:
+        cluster.start_server()
+        workers = [ProtocolWorker(cluster.server_url, cluster.home, f"p{i}", heartbeat_interval=0.5) for i in range(3)]
+        replies = [worker.register() for worker in workers]
+        assert [reply["heartbeat_interval"] for reply in replies] == [1.0, 2.0, 3.0]  # the fleet as each joined
+        assert workers[0].heartbeat()["heartbeat_interval"] == 3.0  # three workers at one beat a second
+    finally:
+        for worker in workers:
+            worker.close()
+        cluster.close()
+
+
+def test_real_workers_beat_at_the_servers_pace_and_stay_online_past_three_of_their_own_intervals(tmp_path):
+    # 4 workers that would beat every 0.5 s are paced to 2 s (2 beats a second for all);
+    # their own interval would find them stale after 1.5 s of silence, the pace after 6 s.
+    cluster = LocalCluster(tmp_path, eviction_grace_period=3.0, server_args=("--max-heartbeats-per-second", "2"))
+    try:
+        cluster.start_server()
+        for i in range(4):
+            cluster.start_worker(f"w{i}", heartbeat_interval=0.5)
+        with FluxClient(cluster.server_url) as client:
+            eventually(lambda: len([w for w in client.list_workers() if w["state"] == "ONLINE"]) == 4, 30)
+            time.sleep(2.5)  # each has had a reply with the pace
+            before, started = metric(cluster.server_url, "flux_heartbeats_total"), time.monotonic()
+            states = set()
+            while time.monotonic() - started < 8:
+                states |= {w["state"] for w in client.list_workers()}
+                time.sleep(0.25)
+            beats = (metric(cluster.server_url, "flux_heartbeats_total") - before) / (time.monotonic() - started)
+        assert states == {"ONLINE"}  # never STALE, never evicted
+        assert 1.0 <= beats <= 3.0, beats  # 2 a second, not the 8 of their own intervals
+        assert "heartbeats every 2 s (the server paces its fleet)" in (cluster.log_dir / "worker-w0.log").read_text()
+    finally:
+        cluster.close()
