@@ -47,20 +47,20 @@ RESERVED_FDS = 256
 
 
 @dataclass(frozen=True)
-class EdgeLimits:
+class ConnectionLimits:
     max_header_size: int = DEFAULT_MAX_HEADER_SIZE
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     @classmethod
-    def of(cls, settings: ServerSettings) -> "EdgeLimits":
+    def of(cls, settings: ServerSettings) -> "ConnectionLimits":
         return cls(settings.max_header_size, settings.header_timeout, settings.body_timeout, settings.max_connections)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
-    def within_descriptors(self) -> "EdgeLimits":
+    def within_descriptors(self) -> "ConnectionLimits":
         """The connection cap, lowered to what this process's descriptors can hold
         once their soft limit is raised to the hard one."""
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -71,20 +71,20 @@ class EdgeLimits:
             return self
         log.warning("max connections lowered from %d to %d: this process may open %d files",
                     self.max_connections, soft - RESERVED_FDS, soft)
-        return EdgeLimits(**{**asdict(self), "max_connections": max(1, soft - RESERVED_FDS)})
+        return ConnectionLimits(**{**asdict(self), "max_connections": max(1, soft - RESERVED_FDS)})
 
 
 def install(settings: ServerSettings) -> str:
     """Hand the settings' limits to every server process; returns uvicorn's ``http`` setting."""
-    os.environ[EDGE_ENV] = EdgeLimits.of(settings).within_descriptors().to_json()
+    os.environ[EDGE_ENV] = ConnectionLimits.of(settings).within_descriptors().to_json()
     current_limits.cache_clear()
     return f"{__name__}:EdgeProtocol"
 
 
 @functools.cache
-def current_limits() -> EdgeLimits:
+def current_limits() -> ConnectionLimits:
     text = os.environ.get(EDGE_ENV)
-    return EdgeLimits(**json.loads(text)) if text else EdgeLimits()
+    return ConnectionLimits(**json.loads(text)) if text else ConnectionLimits()
 
 
 #: The error shape's machine code of each refusal (docs/security.md).
