@@ -97,6 +97,8 @@ class Member:
     handed: tuple[list[ClaimedExecution], list[str]] | None = None
     #: Wake-ups of its claim so far (``on_notify``): did news come that a round did not read?
     notices: int = 0
+    #: The heartbeat interval a reply here last told it (``FleetRegistry.pace``).
+    paced: float = 0.0
 
     def expected_running(self) -> set[str]:
         return {eid for eid, held in (self.held or {}).items() if held.delivered}
@@ -245,9 +247,15 @@ class FleetRegistry:
             member.stale_since = None
             self.fleet_changed()  # back: dispatch may use it again
 
+    def pace(self, member: Member) -> float:
+        """The interval a reply tells it to beat at now (``paced_interval``)."""
+        member.paced = paced_interval(member.heartbeat_interval, len(self.members), self.max_heartbeats_per_second)
+        return member.paced
+
     def interval(self, member: Member) -> float:
-        """The interval it is told to beat at, and its silence is counted in."""
-        return paced_interval(member.heartbeat_interval, len(self.members), self.max_heartbeats_per_second)
+        """The interval its silence is counted in: the pace now, or the one it was last
+        told if longer (a fleet that shrank must not find it stale before its next beat)."""
+        return max(paced_interval(member.heartbeat_interval, len(self.members), self.max_heartbeats_per_second), member.paced)
 
     def silence(self, member: Member, now: float) -> float:
         return now - max(member.last_seen, self.grace_from)

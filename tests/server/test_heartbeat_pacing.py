@@ -61,3 +61,24 @@ def test_real_workers_beat_at_the_servers_pace_and_stay_online_past_three_of_the
         assert "heartbeats every 2 s (the server paces its fleet)" in (cluster.log_dir / "worker-w0.log").read_text()
     finally:
         cluster.close()
+
+
+def test_a_fleet_that_shrank_does_not_find_a_worker_stale_before_the_beat_it_was_told(tmp_path):
+    cluster = LocalCluster(tmp_path, server_args=("--max-heartbeats-per-second", "1"))
+    workers = []
+    try:
+        cluster.start_server()
+        workers = [ProtocolWorker(cluster.server_url, cluster.home, f"s{i}", heartbeat_interval=0.5) for i in range(4)]
+        for worker in workers:
+            worker.register()
+        assert workers[0].heartbeat()["heartbeat_interval"] == 4.0
+        for worker in workers[1:]:
+            worker.post(f"/workers/{worker.name}/shutdown", {}).raise_for_status()
+        time.sleep(4)  # past three beats of the pace now (1 s), within three of the one it was told (4 s)
+        with FluxClient(cluster.server_url) as client:
+            assert {w["name"]: w["state"] for w in client.list_workers()}["s0"] == "ONLINE"
+        assert workers[0].heartbeat()["heartbeat_interval"] == 1.0  # told the pace of the smaller fleet
+    finally:
+        for worker in workers:
+            worker.close()
+        cluster.close()

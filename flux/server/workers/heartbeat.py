@@ -28,7 +28,7 @@ async def heartbeat(svc: Services, member: Member, body: Heartbeat) -> Heartbeat
     shown = fleet.display_state(svc.registry.liveness(member, now), member.draining or member.leaving, running)
     return HeartbeatReply(
         state=shown, cancel=member.cancelling(), abandon=member.foreign(body.running), preempt=member.preempting(now),
-        heartbeat_interval=svc.registry.interval(member),
+        heartbeat_interval=svc.registry.pace(member),
     )
 
 

@@ -20,4 +20,4 @@ async def register(svc: Services, body: WorkerRegistration, held_token: str | No
     svc.registry.admit(member)
     svc.notifier.notify(topics.auth(member.name, member.token_hash))
     svc.dispatcher.kick()
-    return RegistrationReply(session_token=token, abandon=abandon, heartbeat_interval=svc.registry.interval(member))
+    return RegistrationReply(session_token=token, abandon=abandon, heartbeat_interval=svc.registry.pace(member))
