@@ -191,7 +191,11 @@ class SynthWorker:
             self.fleet.stats.registration_ms.append((time.perf_counter() - t0) * 1000)
             self.fleet.stats.registrations += 1
             self.token = reply["session_token"]
-            self.interval = reply.get("heartbeat_interval") or self.fleet.args.heartbeat_interval
+            self._paced(reply)
+
+    def _paced(self, reply: dict) -> None:
+        """Beat at the interval the server's reply gives, as a real worker does (none: our own)."""
+        self.interval = reply.get("heartbeat_interval") or self.fleet.args.heartbeat_interval
 
     # --- loops ---------------------------------------------------------------------------
 
@@ -211,7 +215,7 @@ class SynthWorker:
             if reply is not None:
                 self.fleet.stats.heartbeats.append((sent, (time.perf_counter() - t0) * 1000))
                 self.fleet.stats.states[reply.get("state", "?")] += 1
-                self.interval = reply.get("heartbeat_interval") or self.fleet.args.heartbeat_interval
+                self._paced(reply)
 
     async def claim_loop(self) -> None:
         wait = self.fleet.args.claim_wait

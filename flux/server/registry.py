@@ -247,15 +247,18 @@ class FleetRegistry:
             member.stale_since = None
             self.fleet_changed()  # back: dispatch may use it again
 
+    def _pace_now(self, member: Member) -> float:
+        return paced_interval(member.heartbeat_interval, len(self.members), self.max_heartbeats_per_second)
+
     def pace(self, member: Member) -> float:
-        """The interval a reply tells it to beat at now (``paced_interval``)."""
-        member.paced = paced_interval(member.heartbeat_interval, len(self.members), self.max_heartbeats_per_second)
+        """The interval a reply tells it to beat at now, remembered as told."""
+        member.paced = self._pace_now(member)
         return member.paced
 
     def interval(self, member: Member) -> float:
         """The interval its silence is counted in: the pace now, or the one it was last
         told if longer (a fleet that shrank must not find it stale before its next beat)."""
-        return max(paced_interval(member.heartbeat_interval, len(self.members), self.max_heartbeats_per_second), member.paced)
+        return max(self._pace_now(member), member.paced)
 
     def silence(self, member: Member, now: float) -> float:
         return now - max(member.last_seen, self.grace_from)

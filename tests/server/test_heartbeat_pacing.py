@@ -24,19 +24,32 @@ def test_the_paced_interval_is_the_workers_own_until_the_fleet_would_beat_too_of
     assert paced_interval(30.0, 1000, 50.0) == 30.0  # never shorter than its own
 
 
-def test_the_registration_and_heartbeat_replies_carry_the_paced_interval(tmp_path):
+@pytest.fixture
+def one_beat_a_second(tmp_path):
+    """A server paced to one heartbeat a second, and a maker of protocol workers that
+    would beat every 0.5 s (closed with the server)."""
     cluster = LocalCluster(tmp_path, server_args=("--max-heartbeats-per-second", "1"))
-    workers = []
+    workers: list[ProtocolWorker] = []
+
+    def worker(name: str) -> ProtocolWorker:
+        workers.append(ProtocolWorker(cluster.server_url, cluster.home, name, heartbeat_interval=0.5))
+        return workers[-1]
+
     try:
         cluster.start_server()
-        workers = [ProtocolWorker(cluster.server_url, cluster.home, f"p{i}", heartbeat_interval=0.5) for i in range(3)]
-        replies = [worker.register() for worker in workers]
-        assert [reply["heartbeat_interval"] for reply in replies] == [1.0, 2.0, 3.0]  # the fleet as each joined
-        assert workers[0].heartbeat()["heartbeat_interval"] == 3.0  # three workers at one beat a second
+        yield cluster, worker
     finally:
-        for worker in workers:
-            worker.close()
+        for made in workers:
+            made.close()
         cluster.close()
+
+
+def test_the_registration_and_heartbeat_replies_carry_the_paced_interval(one_beat_a_second):
+    _, worker = one_beat_a_second
+    workers = [worker(f"p{i}") for i in range(3)]
+    replies = [w.register() for w in workers]
+    assert [reply["heartbeat_interval"] for reply in replies] == [1.0, 2.0, 3.0]  # the fleet as each joined
+    assert workers[0].heartbeat()["heartbeat_interval"] == 3.0  # three workers at one beat a second
 
 
 def test_real_workers_beat_at_the_servers_pace_and_stay_online_past_three_of_their_own_intervals(tmp_path):
@@ -63,22 +76,15 @@ def test_real_workers_beat_at_the_servers_pace_and_stay_online_past_three_of_the
         cluster.close()
 
 
-def test_a_fleet_that_shrank_does_not_find_a_worker_stale_before_the_beat_it_was_told(tmp_path):
-    cluster = LocalCluster(tmp_path, server_args=("--max-heartbeats-per-second", "1"))
-    workers = []
-    try:
-        cluster.start_server()
-        workers = [ProtocolWorker(cluster.server_url, cluster.home, f"s{i}", heartbeat_interval=0.5) for i in range(4)]
-        for worker in workers:
-            worker.register()
-        assert workers[0].heartbeat()["heartbeat_interval"] == 4.0
-        for worker in workers[1:]:
-            worker.post(f"/workers/{worker.name}/shutdown", {}).raise_for_status()
-        time.sleep(4)  # past three beats of the pace now (1 s), within three of the one it was told (4 s)
-        with FluxClient(cluster.server_url) as client:
-            assert {w["name"]: w["state"] for w in client.list_workers()}["s0"] == "ONLINE"
-        assert workers[0].heartbeat()["heartbeat_interval"] == 1.0  # told the pace of the smaller fleet
-    finally:
-        for worker in workers:
-            worker.close()
-        cluster.close()
+def test_a_fleet_that_shrank_does_not_find_a_worker_stale_before_the_beat_it_was_told(one_beat_a_second):
+    cluster, worker = one_beat_a_second
+    workers = [worker(f"s{i}") for i in range(4)]
+    for w in workers:
+        w.register()
+    assert workers[0].heartbeat()["heartbeat_interval"] == 4.0
+    for w in workers[1:]:
+        w.post(f"/workers/{w.name}/shutdown", {}).raise_for_status()
+    time.sleep(4)  # past three beats of the pace now (1 s), within three of the one it was told (4 s)
+    with FluxClient(cluster.server_url) as client:
+        assert {w["name"]: w["state"] for w in client.list_workers()}["s0"] == "ONLINE"
+    assert workers[0].heartbeat()["heartbeat_interval"] == 1.0  # told the pace of the smaller fleet
