@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -87,6 +88,17 @@ class DurationType(click.ParamType):
 DURATION = DurationType()
 #: A duration where ``0`` is allowed and means "at once".
 DURATION_OR_ZERO = DurationType(zero=True)
+
+
+class FiniteRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` and ``inf``: ``nan`` passes every
+    bound (each comparison is false) and would silently turn a limit off."""
+
+    def convert(self, value, param, ctx):  # noqa: ANN001
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 # --- failures ------------------------------------------------------------------------------

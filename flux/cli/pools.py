@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from flux.cli.core import UsageProblem, client_command, parse_labels, renders
+from flux.cli.core import UsageProblem, client_command, parse_labels, renders, FiniteRange
 from flux.cli.output import console, render_record, render_rows, when
 from flux.client import FluxClient
 
@@ -81,7 +81,7 @@ def _render_one(pool: dict) -> None:
 @click.option("--kubeconfig", default=None, help="kubernetes: a kubeconfig file [in-cluster, else ~/.kube/config]")
 @click.option("--kube-context", default=None, help="kubernetes: the kubeconfig's context [its current one]")
 @click.option("--command", default=None, help="command: the executable and its arguments; the desired count is appended")
-@click.option("--command-timeout", type=click.FloatRange(min=0, min_open=True), default=None, help="command: seconds it may take [60]")
+@click.option("--command-timeout", type=FiniteRange(min=0, min_open=True), default=None, help="command: seconds it may take [60]")
 @client_command(namespaced=False)
 @renders(_render_one)
 def pool_create(client: FluxClient, name: str, labels: str | None, resources: str | None, packages: str | None, slots: int,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import UsageProblem, client_command, renders
+from flux.cli.core import UsageProblem, client_command, renders, FiniteRange
 from flux.cli.output import console, render_record, render_rows
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
@@ -53,7 +53,7 @@ def _timing_options(fn):  # noqa: ANN001, ANN202
         click.option("--overlap", type=OVERLAP, default=None, help="While the previous run is active [skip]"),
         click.option("--catch-up", type=CATCH_UP, default=None, help="Due times missed while no server ran [latest]"),
         click.option("--catch-up-limit", type=click.IntRange(1, 1000), default=None, help="With --catch-up all: the most fired [100]"),
-        click.option("--jitter", type=click.FloatRange(0, 3600), default=None, help="Fire up to this many seconds after due [0]"),
+        click.option("--jitter", type=FiniteRange(0, 3600), default=None, help="Fire up to this many seconds after due [0]"),
         click.option("--priority", default=None, help="The runs' priority: a class name or an int [the workflow's]"),
     ]):
         fn = option(fn)

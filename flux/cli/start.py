@@ -8,7 +8,7 @@ import socket
 import click
 
 from flux.worker.cgroups import DEFAULT_ROOT as DEFAULT_CGROUP_ROOT
-from flux.cli.core import AddressInUse, DURATION, DURATION_OR_ZERO, QUANTITY, QuantityType, parse_labels, parse_resources, parse_worker_namespaces, token_from_file
+from flux.cli.core import AddressInUse, DURATION, DURATION_OR_ZERO, QUANTITY, QuantityType, parse_labels, parse_resources, parse_worker_namespaces, token_from_file, FiniteRange
 from flux.cli.output import console
 from flux.client import DEFAULT_SERVER_URL
 from flux.domain.workers import DEFAULT_MAX_HEARTBEATS_PER_SECOND, AllocationMode
@@ -60,7 +60,7 @@ def start() -> None:
               help="Interface to listen on (beyond loopback the API requires a token)")
 @click.option("--port", envvar="FLUX_PORT", type=int, default=8000, show_default=True, help="Port to listen on")
 @click.option("--database-url", envvar="FLUX_DATABASE_URL", default=None, help="SQLAlchemy URL [sqlite:///HOME/flux.db]")
-@click.option("--eviction-grace-period", envvar="FLUX_EVICTION_GRACE_PERIOD", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+@click.option("--eviction-grace-period", envvar="FLUX_EVICTION_GRACE_PERIOD", type=FiniteRange(min=0.1), default=30.0, show_default=True,
               help="Seconds without heartbeat before a worker is evicted and its work requeued")
 @click.option("--bootstrap-token", envvar="FLUX_BOOTSTRAP_TOKEN", default=None,
               help="Token workers register with; give every replica the same one [HOME/bootstrap-token]; "
@@ -75,9 +75,9 @@ def start() -> None:
               help="Largest request body in bytes or a quantity such as 64Mi (413 above it); 0 = no limit")
 @click.option("--max-header-size", envvar="FLUX_MAX_HEADER_SIZE", type=QuantityType(), default=DEFAULT_MAX_HEADER_SIZE,
               show_default=True, help="Largest request line and headers in bytes or a quantity such as 64Ki (431 above it)")
-@click.option("--header-timeout", envvar="FLUX_HEADER_TIMEOUT", type=click.FloatRange(min=0.1), default=DEFAULT_HEADER_TIMEOUT,
+@click.option("--header-timeout", envvar="FLUX_HEADER_TIMEOUT", type=FiniteRange(min=0.1), default=DEFAULT_HEADER_TIMEOUT,
               show_default=True, help="Seconds a connection has to send a request's headers (408 and closed after)")
-@click.option("--body-timeout", envvar="FLUX_BODY_TIMEOUT", type=click.FloatRange(min=0.1), default=DEFAULT_BODY_TIMEOUT,
+@click.option("--body-timeout", envvar="FLUX_BODY_TIMEOUT", type=FiniteRange(min=0.1), default=DEFAULT_BODY_TIMEOUT,
               show_default=True, help="Seconds a request has to send its body once its headers are in (408 and closed after)")
 @click.option("--max-connections", envvar="FLUX_MAX_CONNECTIONS", type=click.IntRange(1), default=DEFAULT_MAX_CONNECTIONS,
               show_default=True, help="Connections open at once per server process (503 past it; lowered to fit its file descriptors)")
@@ -90,17 +90,17 @@ def start() -> None:
               show_default=True, help="Deepest nesting of a JSON request body (422 deeper)")
 @click.option("--processes", envvar="FLUX_SERVER_PROCESSES", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Server processes on this host, each a replica (PostgreSQL only)")
-@click.option("--lease-interval", envvar="FLUX_LEASE_INTERVAL", type=click.FloatRange(min=0.1), default=None,
+@click.option("--lease-interval", envvar="FLUX_LEASE_INTERVAL", type=FiniteRange(min=0.1), default=None,
               help="Seconds between flushes of worker liveness to the database [5 on PostgreSQL (at most a sixth of the grace period; more than a third is refused), 300 on SQLite]")
-@click.option("--max-heartbeats-per-second", envvar="FLUX_MAX_HEARTBEATS_PER_SECOND", type=click.FloatRange(min=0),
+@click.option("--max-heartbeats-per-second", envvar="FLUX_MAX_HEARTBEATS_PER_SECOND", type=FiniteRange(min=0),
               default=DEFAULT_MAX_HEARTBEATS_PER_SECOND, show_default=True,
               help="Heartbeats a second the whole fleet sends at most: past it workers are told to beat less often, "
                    "and a silent one is found later in proportion (0: no limit; docs/fleet.md#heartbeat-pacing)")
-@click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=click.FloatRange(min=0), default=5.0, show_default=True,
+@click.option("--shed-after", envvar="FLUX_SHED_AFTER", type=FiniteRange(min=0), default=5.0, show_default=True,
               help="Answer new work 503 + Retry-After once database work has queued this many seconds (0: never)")
 @click.option("--max-attempts", "default_max_attempts", envvar="FLUX_MAX_ATTEMPTS", type=click.IntRange(1, 1000), default=3,
               show_default=True, help="Attempts an execution may crash in before it fails, for workflows that set none")
-@click.option("--attempt-backoff", envvar="FLUX_ATTEMPT_BACKOFF", type=click.FloatRange(min=0), default=1.0, show_default=True,
+@click.option("--attempt-backoff", envvar="FLUX_ATTEMPT_BACKOFF", type=FiniteRange(min=0), default=1.0, show_default=True,
               help="Seconds before the attempt after a crash, doubled after each further crash (at most 60)")
 @click.option("--max-bundle-size", envvar="FLUX_MAX_BUNDLE_SIZE", type=QuantityType(), default=DEFAULT_MAX_BUNDLE_SIZE,
               show_default=True, help="Largest workflow bundle, zipped, in bytes or a quantity such as 32Mi (413 above it)")
@@ -111,15 +111,15 @@ def start() -> None:
 @click.option("--priority-class", "priority_classes", envvar="FLUX_PRIORITY_CLASSES", multiple=True, metavar="NAME=VALUE[:never]",
               help="Add or redefine a priority class (repeatable; defaults critical=1000 high=100 default=0 low=-100 "
                    "batch=-1000); ':never' makes its work wait rather than preempt (docs/contention.md)")
-@click.option("--preemption-grace", envvar="FLUX_PREEMPTION_GRACE", type=click.FloatRange(min=0), default=30.0, show_default=True,
+@click.option("--preemption-grace", envvar="FLUX_PREEMPTION_GRACE", type=FiniteRange(min=0), default=30.0, show_default=True,
               help="Seconds a preempted attempt has before it ends (the task sees current_task().preempting)")
 @click.option("--hooks-allow-private/--no-hooks-allow-private", envvar="FLUX_HOOKS_ALLOW_PRIVATE", default=False, show_default=True,
               help="Let webhooks reach loopback, link-local and private addresses (the server's own network)")
 @click.option("--hooks-max-age", envvar="FLUX_HOOKS_MAX_AGE", type=DURATION, default="24h", show_default=True,
               help="How long a webhook delivery is retried before it is dead")
-@click.option("--hooks-backoff", envvar="FLUX_HOOKS_BACKOFF", type=click.FloatRange(min=0.01), default=10.0, show_default=True,
+@click.option("--hooks-backoff", envvar="FLUX_HOOKS_BACKOFF", type=FiniteRange(min=0.01), default=10.0, show_default=True,
               help="Seconds before a webhook delivery's first retry, doubled per failure (at most 1 h), with jitter")
-@click.option("--hooks-timeout", envvar="FLUX_HOOKS_TIMEOUT", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+@click.option("--hooks-timeout", envvar="FLUX_HOOKS_TIMEOUT", type=FiniteRange(min=0.1), default=10.0, show_default=True,
               help="Seconds one webhook POST may take in all")
 @click.option("--hooks-unschedulable-after", envvar="FLUX_HOOKS_UNSCHEDULABLE_AFTER", type=DURATION_OR_ZERO, default="5m",
               show_default=True, help="How long an execution stays unschedulable before execution.unschedulable is sent (once per wait); 0: at once")
@@ -236,7 +236,7 @@ def _check_secrets_key(settings: ServerSettings) -> None:
               help="KEY=VALUE, repeatable (FLUX_LABELS: space-separated); matched by workflow affinity")
 @click.option("--max-concurrent-executions", envvar="FLUX_MAX_CONCURRENT_EXECUTIONS", type=click.IntRange(1), default=4,
               show_default=True, help="Executions this worker runs at once (its slots)")
-@click.option("--heartbeat-interval", envvar="FLUX_HEARTBEAT_INTERVAL", type=click.FloatRange(min=0.01), default=5.0,
+@click.option("--heartbeat-interval", envvar="FLUX_HEARTBEAT_INTERVAL", type=FiniteRange(min=0.01), default=5.0,
               show_default=True, help="Seconds between heartbeats (liveness, resource samples, cancellations)")
 @click.option("--runner", envvar="FLUX_RUNNER", type=click.Choice(RUNNER_NAMES), default="subprocess", show_default=True,
               help="Where an execution runs: a child process, this process, or a docker container")
@@ -254,12 +254,12 @@ def _check_secrets_key(settings: ServerSettings) -> None:
               show_default=True, help="Executions a subprocess child serves in turn; 1 = a fresh process for each")
 @click.option("--warm-children", envvar="FLUX_WARM_CHILDREN", type=click.IntRange(0), default=1, show_default=True,
               help="Subprocess children kept started ahead of demand (a burst grows the pool up to the slots)")
-@click.option("--child-idle-timeout", envvar="FLUX_CHILD_IDLE_TIMEOUT", type=click.FloatRange(min=0), default=60.0,
+@click.option("--child-idle-timeout", envvar="FLUX_CHILD_IDLE_TIMEOUT", type=FiniteRange(min=0), default=60.0,
               show_default=True, help="Seconds an idle child beyond --warm-children lives before it exits")
 @click.option("--docker-image", envvar="FLUX_DOCKER_IMAGE", default="python:3.11-slim", show_default=True,
               help="Image the docker runner starts executions in")
 @click.option("--docker-memory", envvar="FLUX_DOCKER_MEMORY", type=QUANTITY, default=None, help="--memory for every container")
-@click.option("--docker-cpus", envvar="FLUX_DOCKER_CPUS", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--docker-cpus", envvar="FLUX_DOCKER_CPUS", type=FiniteRange(min=0, min_open=True), default=None,
               help="--cpus for every container")
 @click.option("--docker-arg", "docker_args", envvar="FLUX_DOCKER_ARGS", multiple=True, help="Extra 'docker run' argument, repeatable")
 @click.option("--docker-fallback", envvar="FLUX_DOCKER_FALLBACK", type=click.Choice(["none", "subprocess"]), default="none",
@@ -275,7 +275,7 @@ def _check_secrets_key(settings: ServerSettings) -> None:
 @click.option("--namespace", "namespaces", envvar="FLUX_WORKER_NAMESPACES", multiple=True,
               help="Take executions of this namespace only, repeatable (FLUX_WORKER_NAMESPACES: comma-separated); "
                    "none: every namespace")
-@click.option("--drain-timeout", envvar="FLUX_DRAIN_TIMEOUT", type=click.FloatRange(min=0), default=60.0, show_default=True,
+@click.option("--drain-timeout", envvar="FLUX_DRAIN_TIMEOUT", type=FiniteRange(min=0), default=60.0, show_default=True,
               help="On SIGTERM/SIGINT, seconds running executions may finish before they are handed back to resume elsewhere")
 @click.option("--max-log-bytes", envvar="FLUX_MAX_LOG_BYTES", type=QUANTITY, default="10Mi", show_default=True,
               help="Output an attempt may ship to the server (bytes or a quantity); the rest is dropped, with a note")

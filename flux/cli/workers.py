@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flux.cli.core import Output, client_command, renders
+from flux.cli.core import Output, client_command, renders, FiniteRange
 from flux.cli.output import ago, console, labels_text, render_rows
 from flux.client import FluxClient
 from flux.domain.numbers import human_size
@@ -162,7 +162,7 @@ def summary(client: FluxClient, worker: dict, packages: bool = False) -> Output:
 @worker_group.command("drain")
 @click.argument("name")
 @click.option("--wait", is_flag=True, help="Return once the worker runs nothing (DRAINED)")
-@click.option("--timeout", type=click.FloatRange(min=0), default=3600.0, show_default=True, help="Seconds to wait with --wait")
+@click.option("--timeout", type=FiniteRange(min=0), default=3600.0, show_default=True, help="Seconds to wait with --wait")
 @client_command
 def worker_drain(client: FluxClient, name: str, wait: bool, timeout: float) -> Output:
     """Stop giving NAME new work; it finishes what it runs, then shows DRAINED."""

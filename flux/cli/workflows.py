@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from flux.cli.core import Output, UsageProblem, client_command, renders
+from flux.cli.core import Output, UsageProblem, client_command, renders, FiniteRange
 from flux.cli.output import ago, render_rows
 from flux.cli.watch import exit_code, watch
 from flux.client import FluxClient
@@ -122,7 +122,7 @@ def _priority(text: str | None) -> int | str | None:
 @click.argument("input", default="null")
 @click.option("--wait/--no-wait", default=False,
               help="Follow the execution until it ends; exit 0 COMPLETED, 1 FAILED, 3 CANCELLED, 4 still running at --timeout")
-@click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
+@click.option("--timeout", type=FiniteRange(min=0), default=300.0, show_default=True,
               help="Seconds to wait with --wait")
 @click.option("--logs", is_flag=True, help="Print the execution's output and log lines while waiting, on stderr (implies --wait)")
 @click.option("--priority", default=None,

@@ -4,6 +4,8 @@ silence is counted in the interval it was told."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
@@ -88,3 +90,13 @@ def test_a_fleet_that_shrank_does_not_find_a_worker_stale_before_the_beat_it_was
     with FluxClient(cluster.server_url) as client:
         assert {w["name"]: w["state"] for w in client.list_workers()}["s0"] == "ONLINE"
     assert workers[0].heartbeat()["heartbeat_interval"] == 1.0  # told the pace of the smaller fleet
+
+
+@pytest.mark.parametrize("option, value", [("--max-heartbeats-per-second", "nan"), ("--max-heartbeats-per-second", "-1"),
+                                           ("--shed-after", "inf")])
+def test_a_limit_that_is_not_a_finite_number_in_range_stops_the_server_at_start(tmp_path, option, value):
+    # nan passes every bound (each comparison is false): it would have turned the limit off
+    started = subprocess.run([sys.executable, "-m", "flux", "start", "server", "--port", "0", "--home", str(tmp_path),
+                              option, value], capture_output=True, text=True, timeout=60)
+    assert started.returncode == 2 and f"Invalid value for '{option}'" in started.stderr, started.stderr
+    assert "Traceback" not in started.stderr
