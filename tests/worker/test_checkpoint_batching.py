@@ -1,6 +1,7 @@
 """The worker's checkpoints share a few request slots (``CHECKPOINTS_IN_FLIGHT``), against
 a fake server that records what it is sent: a burst's events leave in few, larger,
-numbered batches, in order and complete; one execution alone is not held back."""
+numbered batches, in order and complete; an attempt's first checkpoint lingers
+(``OPENING_LINGER``) for its closing event, and no longer."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import asyncio
 from flux.domain.events import EventType
 from flux.model.runtime import make_event
 from flux.worker.runners.base import Job, Runner, Stop
-from flux.worker.running import CHECKPOINTS_IN_FLIGHT, Executions
+from flux.worker.running import CHECKPOINTS_IN_FLIGHT, OPENING_LINGER, Executions
 
 TASKS = 20
 
@@ -28,6 +29,20 @@ class Chain(Runner):
         emit(make_event(EventType.WORKFLOW_COMPLETED, job.workflow_name, value=TASKS))
 
 
+class Slow(Runner):
+    """Starts, then works ``seconds`` before it completes."""
+
+    name = "slow"
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    async def run(self, job, emit, stop: Stop, log=None, ask=None) -> None:  # noqa: ANN001
+        emit(make_event(EventType.WORKFLOW_STARTED, job.workflow_name))
+        await asyncio.sleep(self.seconds)
+        emit(make_event(EventType.WORKFLOW_COMPLETED, job.workflow_name, value=1))
+
+
 class FakeServer:
     """``Worker.call``'s shape: answers each checkpoint after ``delay`` seconds, counting
     the requests in flight at once."""
@@ -36,6 +51,7 @@ class FakeServer:
         self.delay = delay
         self.bodies: dict[str, list[dict]] = {}
         self.in_flight = self.most_in_flight = 0
+        self.arrived: list[float] = []
 
     async def call(self, path: str, body: dict, timeout: float | None = None, reply: type | None = None):  # noqa: ANN201
         self.in_flight += 1
@@ -45,15 +61,17 @@ class FakeServer:
         finally:
             self.in_flight -= 1
         self.bodies.setdefault(path.split("/")[2], []).append(body)
+        self.arrived.append(asyncio.get_running_loop().time())
         answer = {"state": "RUNNING", "cancel": False}
         return answer if reply is None else reply.model_validate(answer)
 
 
-def run(executions: int, delay: float) -> FakeServer:
+def run(executions: int, delay: float, runner: Runner | None = None) -> FakeServer:
     server = FakeServer(delay)
 
     async def scenario() -> None:
-        running = Executions(Chain(), server.call, capture_output=False)
+        server.began = asyncio.get_running_loop().time()
+        running = Executions(runner or Chain(), server.call, capture_output=False)
         for n in range(executions):
             running.start(Job(id=f"e{n}", workflow_name="w", workflow_version=1, source="", filename="w.py", input=None,
                               attempt=1, completed_tasks={}))
@@ -77,7 +95,16 @@ def test_a_burst_shares_the_request_slots_and_each_execution_arrives_whole_in_or
     assert requests <= 30 * events / 4  # events piled up while the slots were busy: they left together
 
 
-def test_one_execution_alone_sends_its_first_event_at_once():
+def test_an_execution_that_ends_within_the_linger_sends_one_checkpoint():
     server = run(executions=1, delay=0.005)
     (bodies,) = server.bodies.values()
-    assert [event["type"] for event in bodies[0]["events"]] == ["WORKFLOW_STARTED"]
+    assert len(bodies) == 1 and bodies[0]["batch"] == 1
+    assert [event["type"] for event in bodies[0]["events"]][::41] == ["WORKFLOW_STARTED", "WORKFLOW_COMPLETED"]
+
+
+def test_a_longer_one_sends_its_opening_checkpoint_after_the_linger_not_at_its_end():
+    server = run(executions=1, delay=0.001, runner=Slow(1.0))
+    (bodies,) = server.bodies.values()
+    assert [[event["type"] for event in body["events"]] for body in bodies] == [["WORKFLOW_STARTED"], ["WORKFLOW_COMPLETED"]]
+    opening = server.arrived[0] - server.began
+    assert OPENING_LINGER <= opening < 0.5  # the linger, then at once: long before the end
