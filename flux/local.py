@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 from flux.domain.workers import WorkerState
 
@@ -118,9 +119,15 @@ class LocalCluster:
         raise TimeoutError(f"{what} not ready after {timeout}s; log:\n{self.log(what.replace(' ', '-'))[-3000:]}")
 
     def kill_worker(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal the worker's process group and wait for it; with SIGKILL, also until the
+        processes it forked are gone too (its template and children, each in a session of
+        its own, die with it by ``PR_SET_PDEATHSIG``, a moment later)."""
         process = self.workers.pop(name)
+        forked = _descendants(process.pid)
         _signal_group(process, sig)
         process.wait(timeout=15)
+        if sig == signal.SIGKILL:
+            psutil.wait_procs(forked, timeout=15)
 
     def stop_server(self, sig: int = signal.SIGTERM) -> None:
         if self.server is not None:
@@ -147,6 +154,13 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
 
 
 def _signal_group(process: subprocess.Popen, sig: int) -> None:
