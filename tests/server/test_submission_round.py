@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from flux.client import FluxClient
+from flux.local import LocalCluster
 from protocol import ProtocolWorker, metric
 from waiting import eventually
 
@@ -32,7 +34,21 @@ def rounds(server_url: str, outcome: str) -> float:
         return 0.0
 
 
-def test_a_submission_to_a_fleet_with_room_is_claimed_in_its_own_transaction(cluster, client, workflow_file):
+@pytest.fixture(params=["sqlite", "postgresql"])
+def either(request, make_cluster) -> LocalCluster:
+    """A server on SQLite, or on PostgreSQL (its savepoint, its placement lock)."""
+    if request.param == "sqlite":
+        return make_cluster()
+    return make_cluster(database_url=request.getfixturevalue("pg_url"))
+
+
+def test_a_submission_to_a_fleet_with_room_is_claimed_in_its_own_transaction(either, workflow_file):
+    cluster = either
+    with FluxClient(cluster.server_url) as client:
+        placed_in_own_round(cluster, client, workflow_file)
+
+
+def placed_in_own_round(cluster: LocalCluster, client: FluxClient, workflow_file) -> None:  # noqa: ANN001
     client.register_file(workflow_file(SOURCE))
     worker = ProtocolWorker.ready(cluster.server_url, cluster.home, "roomy")
     try:
