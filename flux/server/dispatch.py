@@ -96,9 +96,7 @@ class Dispatcher:
         self._backlog = True
         #: The fleet as placement sees it (``flux.server.snapshot``).
         self.snapshot = FleetSnapshot(registry)
-        #: A round runs: the loop's, or a submission's own (``place_with``).
-        self._placing = False
-        #: Set while no submission's own round runs: the loop's waits for it (one round at a time).
+        #: Set while no submission's own round runs (``place_with``): the loop's waits for it.
         self._quiet = asyncio.Event()
         self._quiet.set()
         #: Rounds that placed something or looked for room (``Contention.offset``).
@@ -135,11 +133,7 @@ class Dispatcher:
                         self.notifier.notify(topics.worker(worker_name))
                 await self._quiet.wait()
                 round_started = time.monotonic()
-                self._placing = True
-                try:
-                    done = await self.db.run(self._round)
-                finally:
-                    self._placing = False
+                done = await self.db.run(self._round)
                 self._backlog = done.backlog
                 self.metrics.rounds.labels(part="total").observe(time.monotonic() - round_started)
                 if time.monotonic() - started > SLOW_ROUND:
@@ -164,16 +158,18 @@ class Dispatcher:
             handed.member.hand(handed.claimed, handed.cancel, handed.held, handed.seen)
 
     async def place_with(self, submit: Callable[[Session], T]) -> T:
-        """Run a submission's unit; when nothing waited at the last round and no round
-        runs now, this replica's round places it in the same transaction: one commit,
-        and no hop to the dispatcher's loop, on the way to a worker (docs/latency.md).
-        Otherwise the dispatcher places it, as any other; so too if that round fails
-        (it runs in a savepoint: the submission stands)."""
-        if self._backlog or self._placing or self._wake.is_set():
+        """Run a submission's unit; when nothing waited at the last round, this replica's
+        round places it in the same transaction: one commit, and no hop to the
+        dispatcher's loop, on the way to a worker (docs/latency.md). Otherwise (or while
+        another submission's round runs, or a kick waits) the dispatcher places it, as
+        any other; so too if that round fails (it runs in a savepoint: the submission
+        stands). A loop's round in flight runs first (one writer on SQLite; on PostgreSQL
+        the placement lock lets one of the two place, and the other kicks the loop)."""
+        if self._backlog or self._wake.is_set() or not self._quiet.is_set():
             result = await self.db.run(submit)
             self.kick()
             return result
-        self._placing, ran, earlier = True, [], self._next_ready
+        ran, earlier = [], self._next_ready
         self._quiet.clear()
 
         def unit(session: Session) -> tuple[T, Round | None]:
@@ -188,7 +184,6 @@ class Dispatcher:
                 self.snapshot.invalidate()
             raise
         finally:
-            self._placing = False
             self._quiet.set()
         self.metrics.submission_rounds.labels(outcome="failed" if done is None else "placed" if done.assigned else "waiting").inc()
         if done is None or done.backlog or done.again or self._next_ready < earlier:

@@ -81,13 +81,14 @@ async def show_execution(
     deadline = time.monotonic() + wait
     notifier = svc.notifier
     with notifier.subscribe(topics.execution(execution_id)) as woken:
-        while True:  # a waiter reads the state alone on each change; the row once, at the end
+        changed = False
+        while True:  # a waiter reads the state alone, then the row once a change woke it
             woken.clear()
             final = deadline - time.monotonic() <= 0 or notifier.stopped
-            execution = await svc.db.read(lambda s: executions.finished(s, execution_id, ns, final))
+            execution = await svc.db.read(lambda s: executions.finished(s, execution_id, ns, final, changed))
             if execution is not None:
                 return execution
-            await notifier.wait(woken, max(0.0, min(deadline - time.monotonic(), WAIT_RECHECK)))
+            changed = await notifier.wait(woken, max(0.0, min(deadline - time.monotonic(), WAIT_RECHECK)))
 
 
 @router.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)

@@ -51,22 +51,31 @@ def state_of(session: Session, execution_id: str, namespace: str | None = None) 
     return state
 
 
-def finished(session: Session, execution_id: str, namespace: str | None, final: bool) -> ExecutionInfo | None:
+def finished(
+    session: Session, execution_id: str, namespace: str | None, final: bool, woken: bool = False
+) -> ExecutionInfo | None:
     """The execution once it is over (or, ``final``, in whatever state), else None: what a
-    waiting client reads on each change, the state alone until the row is wanted, in one
-    read (one trip to a thread, not two, between the last checkpoint and the answer)."""
-    if not final and not ExecutionState(state_of(session, execution_id, namespace)).is_terminal:
+    waiting client reads, in one trip to a thread. Its first read is the state alone; once
+    a change woke it (most often the end), the row at once: one statement fewer between
+    the last checkpoint and the answer."""
+    if not final and not woken and not ExecutionState(state_of(session, execution_id, namespace)).is_terminal:
         return None
-    return get(session, execution_id, namespace)
+    row = get_row(session, execution_id, namespace)
+    if not final and not ExecutionState(row.state).is_terminal:
+        return None  # a change that was not the end
+    return _with_children(session, row)
 
 
 def get(session: Session, execution_id: str, namespace: str | None = None) -> ExecutionInfo:
     """One execution, with the children its calls started (docs/waits.md)."""
-    row = get_row(session, execution_id, namespace)
+    return _with_children(session, get_row(session, execution_id, namespace))
+
+
+def _with_children(session: Session, row: ExecutionModel) -> ExecutionInfo:
     execution = info(row)
     execution.failure = Failure.parsed({"failure": row.failure})
     execution.children = list(session.scalars(
-        select(ExecutionModel.id).where(ExecutionModel.parent_id == execution_id).order_by(ExecutionModel.scheduled_at)
+        select(ExecutionModel.id).where(ExecutionModel.parent_id == row.id).order_by(ExecutionModel.scheduled_at)
     ))
     return execution
 
