@@ -31,19 +31,15 @@ class Step:
     name: str
     label: str  # a stamp's label, or "event:TYPE" (the event's own time, stamped where it happened)
     last: bool = False  # the last such stamp in the window, not the first
-    other: str | None = None  # a second label that marks the same step on the other path
-    until: str | None = None  # only before the first stamp with this label
 
 
-#: A submission that places itself (Dispatcher.place_with) commits its claim with its
-#: own unit: steps 04-06 are then absent (the dispatcher's round is the other path).
 STEPS = (
     Step("server has the POST /run", "http> run"),
-    Step("submit (and its round) on the writer thread", "db[ Dispatcher.place_with", other="db[ run_workflow"),
-    Step("submit committed, back on the loop", "db= Dispatcher.place_with", other="db= run_workflow"),
-    Step("dispatch kicked", "kick", until="notify worker"),
-    Step("round on the writer thread", "db[ Dispatcher._round", until="notify worker"),
-    Step("claim committed, back on the loop", "db= Dispatcher._round", until="notify worker"),
+    Step("submit on the writer thread", "db[ run_workflow"),
+    Step("submit committed, back on the loop", "db= run_workflow"),
+    Step("dispatch kicked", "kick"),
+    Step("round on the writer thread", "db[ Dispatcher._round"),
+    Step("claim committed, back on the loop", "db= Dispatcher._round"),
     Step("worker's long poll woken", "notify worker"),
     Step("delivery on the writer thread", "db[ _deliver"),
     Step("delivery committed", "db= _deliver"),
@@ -75,8 +71,7 @@ def _find(window: list[tuple[float, str]], step: Step, events: dict[str, float],
         return wake
     if step.label.startswith("event:"):
         return events.get(step.label[len("event:"):])
-    cutoff = next((at for at, label in window if label == step.until), None) if step.until else None
-    hits = [at for at, label in window if label in (step.label, step.other) and (cutoff is None or at < cutoff)]
+    hits = [at for at, label in window if label == step.label]
     return (hits[-1] if step.last else hits[0]) if hits else None
 
 

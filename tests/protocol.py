@@ -42,14 +42,6 @@ class ProtocolWorker:
         self.bootstrap = (Path(home) / "bootstrap-token").read_text().strip()
         self.token: str | None = None
 
-    @classmethod
-    def ready(cls, server_url: str, home: Path, name: str) -> "ProtocolWorker":
-        """Registered, beating every 5 s, its first claim done: it has read what it holds."""
-        worker = cls(server_url, home, name, heartbeat_interval=5)
-        worker.register()
-        assert worker.claim(wait=0.2)["executions"] == []
-        return worker
-
     def register(self, labels: dict | None = None, running: list[str] = (), **sample_overrides) -> dict:
         body = {
             "name": self.name, "labels": labels or {}, "max_concurrent_executions": 4,

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import math
 import time
-from typing import Callable, Iterator, NamedTuple, TypeVar
+from typing import Iterator, NamedTuple
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -42,8 +42,6 @@ from flux.server.schemas import ClaimedExecution
 from flux.server.snapshot import FleetSnapshot
 
 log = logging.getLogger("flux.server.dispatch")
-
-T = TypeVar("T")
 
 #: Seconds between rounds while executions wait, and with an empty queue.
 BACKLOG_ROUND, IDLE_ROUND = 1.0, 60.0
@@ -96,9 +94,6 @@ class Dispatcher:
         self._backlog = True
         #: The fleet as placement sees it (``flux.server.snapshot``).
         self.snapshot = FleetSnapshot(registry)
-        #: Set while no submission's own round runs (``place_with``): the loop's waits for it.
-        self._quiet = asyncio.Event()
-        self._quiet.set()
         #: Rounds that placed something or looked for room (``Contention.offset``).
         self._rounds = 0
         #: When the earliest execution backing off after a crash may be placed.
@@ -131,10 +126,9 @@ class Dispatcher:
                         self.notifier.notify(topics.execution(execution_id))
                     for worker_name in await self.db.run(lambda s: expire_preemptions(s, time.time(), self.policy)):
                         self.notifier.notify(topics.worker(worker_name))
-                await self._quiet.wait()
                 round_started = time.monotonic()
                 done = await self.db.run(self._round)
-                self._backlog = done.backlog
+                assigned, self._backlog = done.assigned, done.backlog
                 self.metrics.rounds.labels(part="total").observe(time.monotonic() - round_started)
                 if time.monotonic() - started > SLOW_ROUND:
                     log.warning("dispatch round took %.2fs (database queue: %d waiting)", time.monotonic() - started, self.db.backlog()[0])
@@ -146,61 +140,12 @@ class Dispatcher:
                 continue
             if done.again:
                 self._wake.set()
-            self._announce(done)
-
-    def _announce(self, done: Round) -> None:
-        """What a committed round placed: its workers woken, its deliveries handed to their claims."""
-        for claimed in done.assigned:
-            self.metrics.observe_dispatch(claimed)
-        for worker_name in {claimed.worker for claimed in done.assigned} | done.preempting:
-            self.notifier.notify(topics.worker(worker_name))
-        for handed in done.handed:  # after the wake-ups: what they would read, they have
-            handed.member.hand(handed.claimed, handed.cancel, handed.held, handed.seen)
-
-    async def place_with(self, submit: Callable[[Session], T]) -> T:
-        """Run a submission's unit; when nothing waited at the last round, this replica's
-        round places it in the same transaction: one commit, and no hop to the
-        dispatcher's loop, on the way to a worker (docs/latency.md). Otherwise (or while
-        another submission's round runs, or a kick waits) the dispatcher places it, as
-        any other; so too if that round fails (it runs in a savepoint: the submission
-        stands). A loop's round in flight runs first (one writer on SQLite; on PostgreSQL
-        the placement lock lets one of the two place, and the other kicks the loop)."""
-        if self._backlog or self._wake.is_set() or not self._quiet.is_set():
-            result = await self.db.run(submit)
-            self.kick()
-            return result
-        ran, earlier = [], self._next_ready
-        self._quiet.clear()
-
-        def unit(session: Session) -> tuple[T, Round | None]:
-            result = submit(session)
-            ran.append(True)
-            return result, self._nested_round(session)
-
-        try:
-            result, done = await self.db.run(unit)
-        except BaseException:
-            if ran:  # its round's changes to the views were not committed
-                self.snapshot.invalidate()
-            raise
-        finally:
-            self._quiet.set()
-        self.metrics.submission_rounds.labels(outcome="failed" if done is None else "placed" if done.assigned else "waiting").inc()
-        if done is None or done.backlog or done.again or self._next_ready < earlier:
-            self._backlog = self._backlog or done is None or done.backlog
-            self.kick()  # the loop's round takes over, and finds when to come back
-        if done is not None:
-            self._announce(done)
-        return result
-
-    def _nested_round(self, session: Session) -> Round | None:
-        try:
-            with session.begin_nested():
-                return self._round(session)
-        except Exception:  # noqa: BLE001 - the submission stands; the loop's round places it
-            log.warning("a submission's own placement round failed; the dispatcher places it", exc_info=True)
-            self.snapshot.invalidate()
-            return None
+            for claimed in assigned:
+                self.metrics.observe_dispatch(claimed)
+            for worker_name in {claimed.worker for claimed in assigned} | done.preempting:
+                self.notifier.notify(topics.worker(worker_name))
+            for handed in done.handed:  # after the wake-ups: what they would read, they have
+                handed.member.hand(handed.claimed, handed.cancel, handed.held, handed.seen)
 
     def _demand(self, row) -> Demand:  # noqa: ANN001 - a row of queue.page
         named = self.policy.priorities.by_name.get(row.priority_class) if row.priority_class else None

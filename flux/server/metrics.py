@@ -102,12 +102,6 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.dispatches = Counter("flux_dispatches", "Executions dispatched, by worker", ["worker"], registry=self.registry)
-        self.submission_rounds = Counter(
-            "flux_submission_rounds",
-            "Submissions whose own placement round ran in their transaction (docs/latency.md), by outcome: "
-            "placed, waiting (left to the dispatcher) or failed (rolled back to its savepoint; the submission stands)",
-            ["outcome"], registry=self.registry,
-        )
         # contention (docs/contention.md)
         self.pending = Gauge("flux_pending_executions", "SCHEDULED executions by namespace and priority",
                              ["namespace", "priority"], registry=self.registry)

@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux.domain.numbers import INT64_MAX
-from flux.server import executions, paging, payloads, topics, workflows
+from flux.server import executions, paging, payloads, workflows
 from flux.server.auth import CLIENT
 from flux.server.errors import CHANGE, PUBLIC, READ, READ_ONE, responses
 from flux.server.metrics import ServerMetrics
@@ -69,6 +69,6 @@ async def show_workflow(name: str, version: int | None = Query(default=None, ge=
 async def run_workflow(name: str, body: RunRequest, ns: str = NS, svc: Services = Depends(services)):
     """409 while the namespace is being deleted (checked with the workflow, in one read)."""
     payloads.check_input(body.input, svc.settings.max_payload_size)
-    execution = await svc.dispatcher.place_with(lambda s: executions.submit(s, ns, name, body, svc.policy))
-    svc.notifier.notify(topics.execution(execution.id))  # whoever waits on it (placed, or the dispatcher kicked)
+    execution = await svc.db.run(lambda s: executions.submit(s, ns, name, body, svc.policy))
+    svc.execution_changed(execution.id)  # whoever watches the list; dispatch
     return execution

@@ -27,8 +27,10 @@ SOURCE = """
 
 def test_a_waiting_claim_gets_the_job_the_round_delivered(cluster, client, workflow_file):
     client.register_file(workflow_file(SOURCE))
-    worker = ProtocolWorker.ready(cluster.server_url, cluster.home, "handed")
+    worker = ProtocolWorker(cluster.server_url, cluster.home, "handed", heartbeat_interval=5)
     try:
+        worker.register()
+        assert worker.claim(wait=0.2)["executions"] == []  # its first claim has read what it holds
         thread, result = worker.claim_in_background(wait=20)
         eventually(lambda: metric(cluster.server_url, "flux_long_poll_waiters") >= 1, timeout=10)  # the poll waits
         client.run("handed", 1)
@@ -71,8 +73,10 @@ def _hung_up_claim(server_url: str, worker: ProtocolWorker, wait: float) -> None
 
 def test_a_claim_that_hung_up_stops_listening_and_what_was_placed_meanwhile_stays_undelivered(cluster, client, workflow_file):
     client.register_file(workflow_file(SOURCE))
-    worker = ProtocolWorker.ready(cluster.server_url, cluster.home, "gone")
+    worker = ProtocolWorker(cluster.server_url, cluster.home, "gone", heartbeat_interval=5)
     try:
+        worker.register()
+        assert worker.claim(wait=0.2)["executions"] == []
         _hung_up_claim(cluster.server_url, worker, wait=30)
         eventually(lambda: metric(cluster.server_url, "flux_long_poll_waiters") == 0, timeout=5)  # not after 30 s
         execution = client.run("handed", 2)
