@@ -62,23 +62,27 @@ class Outbox:
     def __init__(self) -> None:
         self.events: list[dict] = []
         self.ready = asyncio.Event()
-        self.closed = False
-        #: Set once the attempt's closing event is in.
+        #: Set once the attempt's closing event is in: nothing after it counts.
         self.closing = asyncio.Event()
+
+    @property
+    def closed(self) -> bool:
+        return self.closing.is_set()
 
     def put(self, event: dict) -> None:
         if self.closed:
             return  # the attempt is closed: nothing after its last event counts
         self.events.append(event)
-        self.closed = event["type"] in ATTEMPT_CLOSING_EVENTS
-        self.ready.set()
-        if self.closed:
+        if event["type"] in ATTEMPT_CLOSING_EVENTS:
             self.closing.set()
+        self.ready.set()
 
     async def settled(self, linger: float) -> None:
-        """Until the attempt's closing event is in, or ``linger`` seconds pass."""
+        """Until the attempt's closing event is in, or ``linger`` seconds pass
+        (``asyncio.timeout``: no task of its own, as ``Notifier.wait``)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.closing.wait(), linger)
+            async with asyncio.timeout(linger):
+                await self.closing.wait()
 
     def take(self, limit: int = MAX_CHECKPOINT_EVENTS) -> list[dict]:
         """The oldest ``limit`` events; ``ready`` stays set while more wait."""
@@ -89,7 +93,8 @@ class Outbox:
 
     def replace(self, event: dict) -> None:
         """Drop what waits and close the attempt with ``event`` (a refusal's failure)."""
-        self.events, self.closed = [], False
+        self.events = []
+        self.closing.clear()
         self.put(event)
 
 
