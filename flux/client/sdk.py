@@ -28,6 +28,10 @@ from flux.domain.workers import WorkerState
 DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
 #: Executions an ambiguous id prefix lists at most.
 MAX_CANDIDATES = 10
+#: The most a run waits in its own request (``POST .../run?wait=``); a longer wait goes on
+#: with ``GET /executions/{id}?wait=``, which names the execution: a connection lost in
+#: a long wait loses a reply that says where to look, never more (docs/client.md).
+RUN_WAIT = 10.0
 _FULL_ID = re.compile(r"[0-9a-fA-F]{32}")
 _HEX = re.compile(r"[0-9a-fA-F]{1,32}")
 
@@ -145,14 +149,20 @@ class FluxClient(HookMethods, Following):
     ) -> dict:
         """Start workflow ``name`` (or ``name@3``); a version pins one (default: the newest
         when it first starts), and the execution keeps it through every attempt.
-        ``priority``: this run's (a class name or an int), else its workflow's."""
+        ``priority``: this run's (a class name or an int), else its workflow's. ``wait``:
+        seconds to wait for its end; the run's own request waits (``RUN_WAIT`` at most)."""
         name, pinned = split_version(name)
         version = version or pinned
         body = {"input": input, **given({"version": version, "priority": priority})}
-        execution = self._request("POST", self.scoped(f"/workflows/{segment(name)}/run"), json=body)
-        if wait:
-            execution = self.wait(execution["id"], wait)
-        return execution
+        path = self.scoped(f"/workflows/{segment(name)}/run")
+        if not wait:
+            return self._request("POST", path, json=body)
+        deadline, step = time.monotonic() + wait, min(wait, RUN_WAIT)
+        execution = self._request("POST", path, json=body, params={"wait": step}, timeout=step + 30)
+        remaining = deadline - time.monotonic()
+        if execution["state"] in TERMINAL_STATES or remaining <= 0:
+            return execution
+        return self.wait(execution["id"], remaining)
 
     # executions
     def execution(self, execution_id: str) -> dict:

@@ -92,6 +92,8 @@ class Dispatcher:
         self._wake.set()  # the first round runs at once: whatever waited while the server was down
         #: Executions were left waiting by the last round (or it failed): keep looking.
         self._backlog = True
+        #: A round is under way (from its wake-up to its end): a change now may come too late for it.
+        self._placing = False
         #: The fleet as placement sees it (``flux.server.snapshot``).
         self.snapshot = FleetSnapshot(registry)
         #: Rounds that placed something or looked for room (``Contention.offset``).
@@ -106,11 +108,22 @@ class Dispatcher:
         self._wake.set()
 
     def kick_if_waiting(self) -> None:
-        """A round only if the last one left work waiting: more room (a worker's sample
-        moved) places nothing from an empty queue, and a busy fleet's samples would
-        otherwise run rounds back to back."""
-        if self._backlog:
+        """A round only if work may wait: the last round left some, or one runs now (it
+        may have read the fleet before the change). More room (a worker's sample moved)
+        places nothing from an empty queue, and a busy fleet's samples would otherwise
+        run rounds back to back."""
+        if self._backlog or self._placing:
             self.kick()
+
+    def freed(self) -> None:
+        """A slot was freed and nothing queued (an execution finished): on one server, a
+        round only if work may wait (``kick_if_waiting``); the round after every
+        completion placed nothing from an empty queue (docs/latency.md). Replicas share
+        the queue: what another's round left waiting may fit now, so they look."""
+        if self.registry.shared:
+            self.kick()
+        else:
+            self.kick_if_waiting()
 
     async def run(self) -> None:
         while True:
@@ -119,6 +132,7 @@ class Dispatcher:
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             self._wake.clear()
             self._next_ready = math.inf
+            self._placing = True
             try:
                 started = time.monotonic()
                 if self._backlog:
@@ -134,10 +148,11 @@ class Dispatcher:
                     log.warning("dispatch round took %.2fs (database queue: %d waiting)", time.monotonic() - started, self.db.backlog()[0])
             except Exception:  # noqa: BLE001 - a failed round (e.g. a replica race) is retried next time
                 log.exception("dispatch round failed; retrying")
-                self._backlog = True
+                self._backlog, self._placing = True, False
                 self.snapshot.invalidate()
                 await asyncio.sleep(0.1)
                 continue
+            self._placing = False
             if done.again:
                 self._wake.set()
             for claimed in assigned:

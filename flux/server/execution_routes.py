@@ -4,13 +4,11 @@ one transaction in ``flux.server.executions``, wake whoever waits."""
 
 from __future__ import annotations
 
-import time
-
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from flux.domain.events import ExecutionState
-from flux.server import executions, explain, paging, payloads, retention, topics
+from flux.server import awaiting, executions, explain, paging, payloads, retention, topics
 from flux.server.auth import CLIENT, worker
 from flux.server.errors import CHANGE, READ, READ_ONE, WORKER
 from flux.server.registry import Member
@@ -26,8 +24,6 @@ from flux.server.schemas import (
 from flux.server.scope import namespace
 from flux.server.services import Services, services
 
-#: A client waiting for an execution re-reads it at least this often (safety net).
-WAIT_RECHECK = 30.0
 SVC = Depends(services)
 NS = Depends(namespace)
 
@@ -74,21 +70,11 @@ async def prune_executions(body: PruneRequest, ns: str = NS, svc: Services = SVC
 @router.get("/executions/{execution_id}", response_model=ExecutionInfo, dependencies=CLIENT, responses=READ_ONE)
 async def show_execution(
     execution_id: str,
-    wait: float = Query(default=0.0, ge=0, le=300, description="Seconds to wait for a terminal state"),
+    wait: float = Query(default=0.0, ge=0, le=awaiting.MAX_WAIT, description="Seconds to wait for a terminal state"),
     ns: str = NS,
     svc: Services = SVC,
 ):
-    deadline = time.monotonic() + wait
-    notifier = svc.notifier
-    with notifier.subscribe(topics.execution(execution_id)) as woken:
-        changed = False
-        while True:  # a waiter reads the state alone, then the row once a change woke it
-            woken.clear()
-            final = deadline - time.monotonic() <= 0 or notifier.stopped
-            execution = await svc.db.read(lambda s: executions.finished(s, execution_id, ns, final, changed))
-            if execution is not None:
-                return execution
-            changed = await notifier.wait(woken, max(0.0, min(deadline - time.monotonic(), WAIT_RECHECK)))
+    return await awaiting.show(svc, execution_id, ns, wait)
 
 
 @router.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
@@ -122,9 +108,9 @@ async def resume_execution(execution_id: str, body: ResumeRequest, ns: str = NS,
 async def checkpoint(execution_id: str, body: Checkpoint, member: Member = Depends(worker), svc: Services = SVC):
     reply, ended = await svc.db.run(lambda s: executions.checkpoint(s, member.name, execution_id, body, svc.policy))
     svc.metrics.count_task_events(body.events)
-    if ended:
-        svc.execution_changed(execution_id)
-    else:
+    if ended is executions.Ended.NOTHING:
         svc.notifier.notify(topics.events(execution_id))  # whoever follows its events (log_routes)
+    else:
+        svc.execution_changed(execution_id, queued=ended is executions.Ended.ATTEMPT)
     return reply
 

@@ -57,10 +57,14 @@ class Services:
         if name:
             self.notifier.notify(topics.worker(name))
 
-    def execution_changed(self, execution_id: str) -> None:
-        """Whoever waits on it learns of the change; dispatch looks for room."""
+    def execution_changed(self, execution_id: str, queued: bool = True) -> None:
+        """Whoever waits on it learns of the change; dispatch looks for room. ``queued``
+        False: the change queued nothing, it only freed a slot (``Dispatcher.freed``)."""
         self.notifier.notify(topics.execution(execution_id))
-        self.dispatcher.kick()
+        if queued:
+            self.dispatcher.kick()
+        else:
+            self.dispatcher.freed()
 
     def executions_changed(self, execution_ids: list[str]) -> None:
         for execution_id in execution_ids:

@@ -9,7 +9,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from flux.domain.numbers import INT64_MAX
-from flux.server import executions, paging, payloads, workflows
+from flux.server import awaiting, paging, payloads, workflows
 from flux.server.auth import CLIENT
 from flux.server.errors import CHANGE, PUBLIC, READ, READ_ONE, responses
 from flux.server.metrics import ServerMetrics
@@ -66,9 +66,13 @@ async def show_workflow(name: str, version: int | None = Query(default=None, ge=
 
 
 @router.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=CHANGE)
-async def run_workflow(name: str, body: RunRequest, ns: str = NS, svc: Services = Depends(services)):
-    """409 while the namespace is being deleted (checked with the workflow, in one read)."""
+async def run_workflow(
+    name: str, body: RunRequest,
+    wait: float = Query(default=0.0, ge=0, le=awaiting.MAX_WAIT,
+                        description="Seconds to wait for it to end before answering (docs/client.md#waiting-for-the-end)"),
+    ns: str = NS, svc: Services = Depends(services),
+):
+    """201 with the execution as it is once ``wait`` is over (at once without it). 409
+    while the namespace is being deleted (checked with the workflow, in one read)."""
     payloads.check_input(body.input, svc.settings.max_payload_size)
-    execution = await svc.db.run(lambda s: executions.submit(s, ns, name, body, svc.policy))
-    svc.execution_changed(execution.id)  # whoever watches the list; dispatch
-    return execution
+    return await awaiting.run(svc, ns, name, body, wait)

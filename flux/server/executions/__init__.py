@@ -3,6 +3,7 @@ machine, with its events and fencing), ``reads`` answers questions without chang
 anything. The names below are the package's API."""
 
 from flux.server.executions.lifecycle import (
+    Ended,
     cancel,
     checkpoint,
     end_attempt,
@@ -19,6 +20,6 @@ from flux.server.executions.history import ExecutionFilter, Page, page, parse_in
 from flux.server.executions.reads import WITHOUT_PAYLOADS, events, finished, get, get_row, held_by, info, job_for, state_of
 
 __all__ = [
-    "INSERT_EXECUTION", "WITHOUT_PAYLOADS", "Claim", "ExecutionFilter", "Page", "cancel", "checkpoint", "claim_all", "deliver", "end_attempt", "undeliver", "events", "expire_deadlines", "expire_pending", "fenced_row", "finished", "first_deadline", "first_wake",
+    "INSERT_EXECUTION", "WITHOUT_PAYLOADS", "Claim", "Ended", "ExecutionFilter", "Page", "cancel", "checkpoint", "claim_all", "deliver", "end_attempt", "undeliver", "events", "expire_deadlines", "expire_pending", "fenced_row", "finished", "first_deadline", "first_wake",
     "finish", "finished_event", "get", "get_row", "held_by", "info", "job_for", "page", "parse_include", "resume", "state_of", "submit", "wake_due",
 ]

@@ -18,6 +18,7 @@ attempt has ended, the worker that ran it can no longer write to the execution.
 
 from __future__ import annotations
 
+import enum
 import time
 from typing import Any
 
@@ -39,10 +40,23 @@ from flux.server.schemas import Checkpoint, CheckpointReply, ExecutionInfo, Fail
 
 S = ExecutionState
 
+
+class Ended(enum.Enum):
+    """What a checkpoint's batch ended: whom its route wakes."""
+
+    #: The attempt goes on (only those who follow its events).
+    NOTHING = enum.auto()
+    #: The execution is over and nothing was queued by it: its worker has a free slot.
+    EXECUTION = enum.auto()
+    #: The attempt ended otherwise (queued again, waiting, a child started) or a parent
+    #: waiting on it was queued again: dispatch looks.
+    ATTEMPT = enum.auto()
+
+
 def checkpoint(
     session: Session, worker_name: str, execution_id: str, body: Checkpoint, policy: ExecutionPolicy
-) -> tuple[CheckpointReply, bool]:
-    """Append a worker's batch of events. Returns the reply and whether the attempt ended.
+) -> tuple[CheckpointReply, Ended]:
+    """Append a worker's batch of events. Returns the reply and what it ended.
 
     Only the worker holding the current attempt may write (else 409: fenced). Batches
     are numbered per attempt; one re-sent because the response to it was lost (the
@@ -53,7 +67,7 @@ def checkpoint(
     """
     execution = fenced_row(session, worker_name, execution_id, body.attempt)
     if body.batch <= execution.checkpoint_batch:
-        return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), False
+        return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), Ended.NOTHING
     if S(execution.state).is_terminal:
         raise Conflict(f"execution {execution_id} is already {execution.state}")
     if body.batch != execution.checkpoint_batch + 1:
@@ -61,7 +75,7 @@ def checkpoint(
     types = [_worker_event_type(event) for event in body.events]
     task_cache.record(session, execution, body.events)  # cache=True results, in this transaction
     if not any(type_ in _ENDING or STATE_AFTER.get(type_) not in (None, S.RUNNING) for type_ in types):
-        return _plain_checkpoint(session, worker_name, execution, body, types), False
+        return _plain_checkpoint(session, worker_name, execution, body, types), Ended.NOTHING
     execution.checkpoint_batch = body.batch
     logged = []
     for event, type_ in zip(body.events, types):
@@ -69,7 +83,7 @@ def checkpoint(
             kind, cause = _reported_end(event.value)
             append_events(session, execution, logged)
             end_attempt(session, execution, kind, cause, policy)
-            return CheckpointReply(state=execution.state, cancel=False), True
+            return CheckpointReply(state=execution.state, cancel=False), Ended.ATTEMPT
         if type_ is EventType.WORKFLOW_SUSPENDED:
             append_events(session, execution, logged)
             if execution.state == S.CANCELLING.value:  # cancelled before it could wait
@@ -79,7 +93,7 @@ def checkpoint(
                 finish(session, execution, S.CANCELLED, value, event.time)
             else:
                 waits.suspend(session, execution, event, worker_name, policy)
-            return CheckpointReply(state=execution.state, cancel=False), True
+            return CheckpointReply(state=execution.state, cancel=False), Ended.ATTEMPT
         new_state = STATE_AFTER.get(type_)
         if new_state is not None and new_state is not S.RUNNING:
             logged.append(finished_event(execution, f"workflow {new_state.value.lower()}", event.time))
@@ -95,9 +109,9 @@ def checkpoint(
             # that the row's end and the log's go out as ONE UPDATE (the insert flushes it).
             finish(session, execution, new_state, event.value, event.time)
             append_events(session, execution, logged)
-            return CheckpointReply(state=execution.state, cancel=False), True
+            return CheckpointReply(state=execution.state, cancel=False), Ended.ATTEMPT if execution.parent_id else Ended.EXECUTION
     append_events(session, execution, logged)
-    return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), False
+    return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), Ended.NOTHING
 
 
 #: What ends the attempt in a batch (the rest of such a batch goes through the ORM).
