@@ -54,6 +54,10 @@ _ORDERED = (
 )
 
 
+#: The first page, built once (SQLAlchemy computes its cache key once, not per round).
+_FIRST = _ORDERED.limit(PAGE_SIZE)
+
+
 class Page(NamedTuple):
     #: Highest priority first, then oldest first; none that an earlier page of the round held.
     rows: list
@@ -63,7 +67,7 @@ class Page(NamedTuple):
 
 def page(session: Session, number: int, seen: set[str]) -> Page:
     """Page ``number`` of the queue; ``seen``: the ids earlier pages of this round held (kept up to date)."""
-    rows = session.execute(_ORDERED.limit(PAGE_SIZE).offset(number * PAGE_SIZE)).all()
+    rows = session.execute(_ORDERED.limit(PAGE_SIZE).offset(number * PAGE_SIZE) if number else _FIRST).all()
     more = len(rows) == PAGE_SIZE
     if number == 0 and more:
         rows += _missing_heads(session, rows)
