@@ -6,6 +6,7 @@ an idle worker costs no CPU. The loop ends at once when the worker starts draini
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable
 
 from flux.protocol.claims import ClaimReply, ClaimRequest
@@ -24,3 +25,5 @@ async def claim_loop(config: WorkerConfig, executions: Executions, call: Callabl
         executions.preempt(reply.preempt)
         for claimed in reply.executions:
             executions.start(Job.claimed(claimed))
+        if reply.executions:  # each attempt goes to its runner before the next claim is built and sent
+            await asyncio.sleep(0)
