@@ -35,7 +35,7 @@ S = ExecutionState
 _CLAIMING = select(
     _T.c.id, _T.c.namespace, _T.c.workflow_name, _T.c.attempt, _T.c.last_seq, _T.c.row_version,
     _T.c.traceparent, _T.c.pending_since,
-)
+).where(_T.c.id.in_(bindparam("ids", expanding=True)))  # built once: its cache key too
 #: The CLAIMED transition of many rows: executed with one parameter set per row.
 _CLAIM = (
     update(_T)
@@ -83,7 +83,7 @@ def claim_all(session: Session, claims: list[Claim], now: float) -> list[Row]:
     """The CLAIMED transition of every placement of a round: a new attempt on its
     worker, whose number is the fencing token, logged (WORKFLOW_CLAIMED, ATTEMPT_STARTED).
     Returns the rows as read before (namespace, workflow, how long they waited)."""
-    rows = {r.id: r for r in session.execute(_CLAIMING.where(_T.c.id.in_([c.execution_id for c in claims])))}
+    rows = {r.id: r for r in session.execute(_CLAIMING, {"ids": [c.execution_id for c in claims]})}
     params, events = [], []
     for c in claims:
         row = rows[c.execution_id]
