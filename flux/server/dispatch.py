@@ -108,22 +108,21 @@ class Dispatcher:
         self._wake.set()
 
     def kick_if_waiting(self) -> None:
-        """A round only if work may wait: the last round left some, or one runs now (it
-        may have read the fleet before the change). More room (a worker's sample moved)
-        places nothing from an empty queue, and a busy fleet's samples would otherwise
-        run rounds back to back."""
-        if self._backlog or self._placing:
+        """A round only if the last one left work waiting: more room (a worker's sample
+        moved) places nothing from an empty queue, and a busy fleet's samples would
+        otherwise run rounds back to back."""
+        if self._backlog:
             self.kick()
 
     def freed(self) -> None:
         """A slot was freed and nothing queued (an execution finished): on one server, a
-        round only if work may wait (``kick_if_waiting``); the round after every
-        completion placed nothing from an empty queue (docs/latency.md). Replicas share
-        the queue: what another's round left waiting may fit now, so they look."""
-        if self.registry.shared:
+        round only if work may wait: the last round left some, or one is under way (it
+        may have read the fleet before the slot was freed, and what it leaves waiting
+        would otherwise wait for the backlog tick). The round after every completion
+        placed nothing from an empty queue (docs/latency.md). Replicas share the queue:
+        what another's round left waiting may fit now, so they look."""
+        if self._backlog or self._placing or self.registry.shared:
             self.kick()
-        else:
-            self.kick_if_waiting()
 
     async def run(self) -> None:
         while True:
