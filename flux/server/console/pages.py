@@ -15,7 +15,7 @@ from fastapi.responses import FileResponse, RedirectResponse
 from starlette.responses import Response
 
 from flux.domain.access import Action
-from flux.domain.events import ExecutionState
+from flux.domain.events import TERMINAL_EVENTS, ExecutionState
 from flux.protocol.failures import Failure
 from flux.server.console import charts
 from flux.server.console.api import Api, Forward
@@ -114,11 +114,7 @@ def register(api: APIRouter, console: Console) -> None:
                     found = await client.get("/executions", id_prefix=execution_id.lower(), limit=2)
                     if len(found) == 1:
                         return RedirectResponse(f"/ui/executions/{found[0]['id']}", status_code=307)
-                execution, events, placement = await asyncio.gather(
-                    client.get(f"/executions/{execution_id}"),
-                    client.get(f"/executions/{execution_id}/events"),
-                    client.get(f"/executions/{execution_id}/placement"),
-                )
+                execution, events, placement = await _execution_and_events(client, execution_id)
                 logs = await client.get(f"/executions/{execution_id}/logs", limit=LOG_PAGE, **log_filters)
             now = time.time()
             return console.render(
@@ -186,3 +182,18 @@ def register_not_found(api: APIRouter, console: Console) -> None:
     async def not_found(path: str, request: Request) -> Response:
         """A page the console does not have: a page that says so, not the API's JSON."""
         return console.error(request, 404, f"the console has no page /ui/{path}")
+
+
+async def _execution_and_events(client: Api, execution_id: str) -> tuple[dict, list[dict], dict]:
+    """The log first, then the row: the page follows the log from its last event, so a
+    change committed between the two reads reaches it on the stream (read the other way
+    round, a WORKFLOW_STARTED that landed in between was in neither, and the header said
+    CLAIMED until the end). A row that ended after the log was read has its whole log
+    read again: a finished page follows nothing."""
+    events = await client.get(f"/executions/{execution_id}/events")
+    execution, placement = await asyncio.gather(
+        client.get(f"/executions/{execution_id}"), client.get(f"/executions/{execution_id}/placement"),
+    )
+    if ExecutionState(execution["state"]).is_terminal and not any(e["type"] in TERMINAL_EVENTS for e in events):
+        events = await client.get(f"/executions/{execution_id}/events")
+    return execution, events, placement
