@@ -147,11 +147,12 @@ class Dispatcher:
                     log.warning("dispatch round took %.2fs (database queue: %d waiting)", time.monotonic() - started, self.db.backlog()[0])
             except Exception:  # noqa: BLE001 - a failed round (e.g. a replica race) is retried next time
                 log.exception("dispatch round failed; retrying")
-                self._backlog, self._placing = True, False
+                self._backlog = True
                 self.snapshot.invalidate()
                 await asyncio.sleep(0.1)
                 continue
-            self._placing = False
+            finally:
+                self._placing = False
             if done.again:
                 self._wake.set()
             for claimed in assigned:

@@ -25,11 +25,8 @@ SOURCE = """
 """
 
 
-def _rounds(server_url: str) -> float:
-    for line in httpx.get(f"{server_url}/metrics").text.splitlines():
-        if line.startswith('flux_dispatch_round_seconds_count{part="total"}'):
-            return float(line.split()[-1])
-    return 0.0
+#: Placement rounds run so far (``metric`` reads a labelled series by its full name).
+ROUNDS = 'flux_dispatch_round_seconds_count{part="total"}'
 
 
 def test_a_run_that_waits_answers_with_its_end_in_one_request(cluster, client, workflow_file):
@@ -81,11 +78,11 @@ def test_a_finished_execution_kicks_no_round_when_nothing_waits(cluster, client,
     cluster.start_worker("w", heartbeat_interval=5, max_concurrent_executions=1)
     assert client.run("echo", 0, wait=30)["state"] == "COMPLETED"
     time.sleep(0.3)  # the first run's rounds are over
-    before = _rounds(cluster.server_url)
+    before = metric(cluster.server_url, ROUNDS)
     for i in range(3):
         assert client.run("echo", i, wait=30)["state"] == "COMPLETED"
     time.sleep(0.3)
-    assert _rounds(cluster.server_url) - before == 3
+    assert metric(cluster.server_url, ROUNDS) - before == 3
 
     queued = [client.run("echo", i) for i in range(4)]  # one slot: three wait for the ones before them
     for execution in queued:
