@@ -350,8 +350,12 @@ def test_a_running_executions_gantt_header_and_logs_move_without_a_reload(page, 
     expect(page.locator(".gantt-bar.outcome-running")).to_have_count(1)
     expect(page.locator("[data-live-state] .badge")).to_have_text("RUNNING")
     ran = seconds(page.locator("[data-live-ran]").inner_text())
-    page.wait_for_timeout(1500)
-    assert seconds(page.locator("[data-live-ran]").inner_text()) >= ran + 1  # "Ran" advances by itself
+    # "Ran" advances by itself. The page redraws each second and on each event, so a fixed sleep
+    # can land between two redraws that are under a second apart (2.1 s -> 3.0 s, seen on CI):
+    # poll the text instead, for at most 3 s (the workflow runs ~5 s)
+    page.wait_for_function("""(ran) => {
+        const [number, unit] = document.querySelector('[data-live-ran]').textContent.split(' ');
+        return parseFloat(number) / (unit === 'ms' ? 1000 : 1) >= ran + 1; }""", arg=ran, timeout=3000)
     # patched in place from the event stream, not read again: the same header and Gantt nodes
     assert page.evaluate("window.notReloaded === true && window.facts === document.querySelector('dl.facts')"
                          " && window.tasks === document.querySelector('[data-live-tasks]')")
