@@ -4,9 +4,11 @@ The server runs on a scratch database (``b6_postgres.scratch_database``); the wo
 ``bench.fleet_synth`` processes (10 workers with 50 slots each, as B7's burst), so the
 figure is the server's and the database's, not a runner's. Each repeat submits COUNT
 runs (16 in flight, as B7) and waits until the queue is empty; the rate is completed
-runs / (last ``finished_at`` - first ``scheduled_at``). Beside it: the server's and
-PostgreSQL's CPU per run (load on the machine does not move a CPU figure much) and the
-statements the server sent per run (``flux_db_statements_total``).
+runs / (last ``finished_at`` - first ``scheduled_at``). Beside it, from submission to
+drain: the CPU per run of the server, PostgreSQL, the synthetic fleet, the submitting
+client and the whole machine (load on the machine does not move a CPU figure much), the
+rate the machine's cores would allow at that cost (its ceiling here), and the statements
+the server sent per run (``flux_db_statements_total``).
 
     python -m bench.b6_burst [--quick] [--pg-url URL] [--count 1000] [--repeats 3]
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import time
 from pathlib import Path
@@ -32,11 +35,32 @@ def _statements(url: str) -> float:
     return sum(float(line.split()[-1]) for line in text.splitlines() if re.match(r"flux_db_statements_total\{", line))
 
 
+class Meters:
+    """CPU seconds over a burst, by whom: the server, PostgreSQL's backends of the scratch
+    database, the synthetic fleet, this process (the submitting client) and the whole
+    machine (``psutil.cpu_times``: everything but idle and I/O wait)."""
+
+    def __init__(self, server_pid: int, database: str | None, fleet_pids: list[int]):
+        from bench import b7_fleet
+
+        self.meters = {"server": [b7_fleet.CpuMeter(server_pid)], "postgres": [b7_fleet.CpuMeter(postgres_database=database)],
+                       "fleet": [b7_fleet.CpuMeter(pid) for pid in fleet_pids],
+                       "client": [b7_fleet.CpuMeter(os.getpid(), children=False)]}
+
+    def sample(self) -> dict[str, float]:
+        import psutil
+
+        seconds = {name: sum(sum(meter.sample().values()) for meter in meters) for name, meters in self.meters.items()}
+        times = psutil.cpu_times()
+        seconds["machine"] = sum(times) - times.idle - getattr(times, "iowait", 0.0)
+        return seconds
+
+
 def run(pg_url: str, work: Path, count: int, repeats: int) -> list[Figure]:
     from bench import b6_postgres, b7_fleet
     from flux.client import FluxClient
 
-    rates, server_cpu, db_cpu, statements = [], [], [], []
+    rates, statements, cpu = [], [], {name: [] for name in (*PARTS, "machine")}
     with b6_postgres.scratch_database(pg_url) as (url, note):
         print(f"B6.burst: {note}", flush=True)
         needle = url.rsplit("/", 1)[-1] if "scratch database" in note else None
@@ -51,37 +75,49 @@ def run(pg_url: str, work: Path, count: int, repeats: int) -> list[Figure]:
             go = fleet.start()
             b7_fleet.wait_online(server.url, WORKERS, go, 60.0, b7_fleet.WorkerWatch())
             time.sleep(1.0)
-            meter, db_meter = b7_fleet.CpuMeter(server.process.pid), b7_fleet.CpuMeter(postgres_database=needle)
+            meters = Meters(server.process.pid, needle, [process.pid for process, _ in fleet.processes])
             for _ in range(repeats):
-                cpu0, db0, st0 = meter.sample(), db_meter.sample(), _statements(server.url)
-                burst = asyncio.run(b7_fleet.burst_phase(server.url, count, 120.0))
+                before, st0, after = meters.sample(), _statements(server.url), {}
+                # metered up to the drain: reading the runs back is not the burst's cost
+                drained = lambda: after.update(meters.sample(), statements=_statements(server.url))  # noqa: E731
+                burst = asyncio.run(b7_fleet.burst_phase(server.url, count, 120.0, drained))
                 finished = [e for e in burst["executions"] if e["state"] == "COMPLETED"]
                 if len(finished) > 1:
                     window = max(e["finished_at"] for e in finished) - min(e["scheduled_at"] for e in finished)
                     rates.append(len(finished) / window)
-                server_cpu.append(_cpu_ms(cpu0, meter.sample()) / count)
-                db_cpu.append(_cpu_ms(db0, db_meter.sample()) / count)
-                statements.append((_statements(server.url) - st0) / count)
+                if after:
+                    for name, values in cpu.items():
+                        values.append(1000 * (after[name] - before[name]) / count)
+                    statements.append((after["statements"] - st0) / count)
         finally:
             if fleet is not None:
                 fleet.stop()
             server.stop()
+    cores = os.cpu_count() or 1
     return [
         Figure.of("B6.pg.burst_runs_per_s", rates, "runs/s", aim=">= 500 runs/s", check=lambda m, _p: m >= 500,
                   note=f"{count} one-task runs at once on {WORKERS} synthetic workers x {SLOTS} slots, {repeats} repeats"),
-        Figure.of("B6.pg.burst_server_cpu_per_run", server_cpu, "ms CPU", note="the server process"),
-        Figure.of("B6.pg.burst_postgres_cpu_per_run", db_cpu, "ms CPU", note="the PostgreSQL backends of the scratch database"),
+        *(Figure.of(f"B6.pg.burst_{name}_cpu_per_run", cpu[name], "ms CPU", note=PARTS[name]) for name in PARTS),
+        Figure.of("B6.pg.burst_machine_cpu_per_run", cpu["machine"], "ms CPU",
+                  note="all processes of the machine, submission to drain (all the above and whatever else ran)"),
+        Figure.of("B6.pg.burst_cpu_ceiling_runs_per_s", [cores * 1000 / ms for ms in cpu["machine"] if ms > 0], "runs/s",
+                  note=f"{cores} cores / the machine's CPU per run: the rate were every core busy with the burst alone"),
         Figure.of("B6.pg.burst_statements_per_run", statements, "statements", note="flux_db_statements_total (reads + writes)"),
     ]
+
+
+#: Whose CPU a burst's figures show, submission to drain.
+PARTS = {
+    "server": "the server process",
+    "postgres": "the PostgreSQL backends of the scratch database",
+    "fleet": f"the {WORKERS} synthetic workers (bench.fleet_synth)",
+    "client": "this process: the submitting client",
+}
 
 
 def counts(quick: bool) -> tuple[int, int]:
     """(runs a burst, repeats)."""
     return (200, 2) if quick else (1000, 3)
-
-
-def _cpu_ms(before: dict[int, float], after: dict[int, float]) -> float:
-    return 1000 * sum(max(0.0, t - before.get(pid, 0.0)) for pid, t in after.items())
 
 
 def main() -> None:

@@ -211,8 +211,8 @@ class CpuMeter:
     backends serving one database (their titles name it; the server's own command
     line names it too, and is not counted)."""
 
-    def __init__(self, pid: int | None = None, postgres_database: str | None = None):
-        self.pid, self.needle = pid, postgres_database
+    def __init__(self, pid: int | None = None, postgres_database: str | None = None, children: bool = True):
+        self.pid, self.needle, self.children = pid, postgres_database, children
 
     def sample(self) -> dict[int, float]:
         import psutil
@@ -221,7 +221,7 @@ class CpuMeter:
         if self.pid is not None:
             with contextlib.suppress(psutil.Error):
                 root = psutil.Process(self.pid)
-                procs = [root, *root.children(recursive=True)]
+                procs = [root, *(root.children(recursive=True) if self.children else ())]
         if self.needle:
             for proc in psutil.process_iter(["cmdline", "name"]):
                 if (proc.info["name"] or "").startswith("postgres") and self.needle in " ".join(proc.info["cmdline"] or []):
@@ -458,7 +458,9 @@ async def load_phase(url: str, rate: float, duration: float, drain: float, watch
             "submit_s": submit_s}
 
 
-async def burst_phase(url: str, count: int, drain: float) -> dict:
+async def burst_phase(url: str, count: int, drain: float, on_drained: Callable[[], None] | None = None) -> dict:
+    """Submit ``count`` trivial runs at once and wait for the queue to drain;
+    ``on_drained`` runs then, before the executions are read back (B6 meters CPU there)."""
     ids: list[str] = []
     errors: Counter[str] = Counter()
     connections = 16
@@ -474,6 +476,8 @@ async def burst_phase(url: str, count: int, drain: float) -> dict:
 
         await asyncio.gather(*(submit(i) for i in range(count)))
         drained = await _wait_done(client, drain)
+        if on_drained is not None:
+            on_drained()
         executions = await _fetch(client, ids)
     return {"count": count, "ids": ids, "errors": errors, "executions": executions, "drained": drained}
 
