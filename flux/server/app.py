@@ -29,6 +29,10 @@ from flux.server.workers import routes as worker_routes
 #: namespaces (docs/namespaces.md), tokens and the audit log (docs/security.md#roles), webhooks
 #: (docs/hooks.md), worker pools (docs/autoscaling.md). Routes that take a namespace are mounted under /namespaces/{namespace} and at their old path for
 #: 'default' (``scope``).
+#: FastAPI's own OpenTelemetry (0.142+) stays off: Flux's spans are those docs/tracing.md
+#: lists (a span for every heartbeat and long poll would bury them), and its check of the
+#: global providers cost every request ~5 % of the event loop's time (docs/latency.md).
+NO_FASTAPI_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
 ROUTERS = (workflow_routes.router, worker_routes.router, execution_routes.router, log_routes.router, watch.router)
 LATER_ROUTERS = (
     bundle_routes.router, schedules.router, cache_routes.router, secret_routes.router, namespace_routes.router,
@@ -46,7 +50,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         api_token=settings.api_token.encode() if settings.api_token else None,
     )
     shedding = LoadShedding(settings.shed_after)
-    app = FastAPI(title="Flux", version="0.1.0", lifespan=lifespan(svc, shedding))
+    app = FastAPI(title="Flux", version="0.1.0", lifespan=lifespan(svc, shedding), telemetry=NO_FASTAPI_TELEMETRY)
     install(app, svc)
     app.add_middleware(shedding.middleware)
     errors.install(app)
