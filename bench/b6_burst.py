@@ -10,7 +10,7 @@ client and the whole machine (load on the machine does not move a CPU figure muc
 rate the machine's cores would allow at that cost (its ceiling here), and the statements
 the server sent per run (``flux_db_statements_total``).
 
-    python -m bench.b6_burst [--quick] [--pg-url URL] [--count 1000] [--repeats 3]
+    python -m bench.b6_burst [--quick] [--pg-url URL] [--count 1000] [--repeats 3] [--processes 1]
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Meters:
         return seconds
 
 
-def run(pg_url: str, work: Path, count: int, repeats: int) -> list[Figure]:
+def run(pg_url: str, work: Path, count: int, repeats: int, processes: int = 1) -> list[Figure]:
     from bench import b6_postgres, b7_fleet
     from flux.client import FluxClient
 
@@ -64,7 +64,7 @@ def run(pg_url: str, work: Path, count: int, repeats: int) -> list[Figure]:
     with b6_postgres.scratch_database(pg_url) as (url, note):
         print(f"B6.burst: {note}", flush=True)
         needle = url.rsplit("/", 1)[-1] if "scratch database" in note else None
-        server = b7_fleet.Server(work, url, 1)
+        server = b7_fleet.Server(work, url, processes)
         opts = b7_fleet.Options(workers=[WORKERS], burst=count, burst_slots=SLOTS)
         fleet = None
         try:
@@ -128,11 +128,12 @@ def main() -> None:
     parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--count", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--processes", type=int, default=1, help="server processes on the one queue (flux start server --processes)")
     args = parser.parse_args()
     count, repeats = counts(args.quick)
     count, repeats = args.count or count, args.repeats or repeats
     with tempfile.TemporaryDirectory(prefix="flux-b6-burst-") as work:
-        print_figures(run(args.pg_url, Path(work), count, repeats))
+        print_figures(run(args.pg_url, Path(work), count, repeats, args.processes))
 
 
 if __name__ == "__main__":
