@@ -36,9 +36,9 @@ def _statements(url: str) -> float:
 
 
 class Meters:
-    """CPU seconds over a burst, by whom: the server, PostgreSQL's backends of the scratch
-    database, the synthetic fleet, this process (the submitting client) and the whole
-    machine (``psutil.cpu_times``: everything but idle and I/O wait)."""
+    """CPU over a burst, by whom: the server, PostgreSQL's backends of the scratch database,
+    the synthetic fleet, this process (the submitting client) and the whole machine
+    (``psutil.cpu_times``: everything but idle and I/O wait)."""
 
     def __init__(self, server_pid: int, database: str | None, fleet_pids: list[int]):
         from bench import b7_fleet
@@ -47,12 +47,13 @@ class Meters:
                        "fleet": [b7_fleet.CpuMeter(pid) for pid in fleet_pids],
                        "client": [b7_fleet.CpuMeter(os.getpid(), children=False)]}
 
-    def sample(self) -> dict[str, float]:
+    def sample(self) -> dict[str, dict[int, float]]:
+        """CPU seconds by process (pid), of each side; the machine's under pid 0."""
         import psutil
 
-        seconds = {name: sum(sum(meter.sample().values()) for meter in meters) for name, meters in self.meters.items()}
+        seconds = {name: {pid: t for meter in meters for pid, t in meter.sample().items()} for name, meters in self.meters.items()}
         times = psutil.cpu_times()
-        seconds["machine"] = sum(times) - times.idle - getattr(times, "iowait", 0.0)
+        seconds["machine"] = {0: sum(times) - times.idle - getattr(times, "iowait", 0.0)}
         return seconds
 
 
@@ -78,8 +79,10 @@ def run(pg_url: str, work: Path, count: int, repeats: int, processes: int = 1) -
             meters = Meters(server.process.pid, needle, [process.pid for process, _ in fleet.processes])
             for _ in range(repeats):
                 before, st0, after = meters.sample(), _statements(server.url), {}
-                # metered up to the drain: reading the runs back is not the burst's cost
-                drained = lambda: after.update(meters.sample(), statements=_statements(server.url))  # noqa: E731
+
+                def drained() -> None:  # metered up to the drain: reading the runs back is not the burst's cost
+                    after.update(cpu=meters.sample(), statements=_statements(server.url))
+
                 burst = asyncio.run(b7_fleet.burst_phase(server.url, count, 120.0, drained))
                 finished = [e for e in burst["executions"] if e["state"] == "COMPLETED"]
                 if len(finished) > 1:
@@ -87,7 +90,7 @@ def run(pg_url: str, work: Path, count: int, repeats: int, processes: int = 1) -
                     rates.append(len(finished) / window)
                 if after:
                     for name, values in cpu.items():
-                        values.append(1000 * (after[name] - before[name]) / count)
+                        values.append(1000 * b7_fleet.CpuMeter.used(before[name], after["cpu"][name]) / count)
                     statements.append((after["statements"] - st0) / count)
         finally:
             if fleet is not None:

@@ -234,9 +234,14 @@ class CpuMeter:
         return out
 
     @staticmethod
+    def used(before: dict[int, float], after: dict[int, float]) -> float:
+        """CPU seconds between two samples, process by process: one that started meanwhile
+        counts from zero, one that exited meanwhile is not subtracted."""
+        return sum(max(0.0, t - before.get(pid, 0.0)) for pid, t in after.items())
+
+    @staticmethod
     def percent(before: dict[int, float], after: dict[int, float], wall: float) -> float:
-        used = sum(max(0.0, t - before.get(pid, 0.0)) for pid, t in after.items())
-        return 100.0 * used / max(wall, 1e-9)
+        return 100.0 * CpuMeter.used(before, after) / max(wall, 1e-9)
 
 
 class SynthFleet:
