@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import traceback
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Callable
 
@@ -41,21 +41,40 @@ RUNNERS = ("subprocess", "inprocess")
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description="Flux benchmark suite (issue 7)")
     parser.add_argument("--quick", action="store_true", help="smaller counts: the whole run stays under 2 minutes")
-    parser.add_argument("--only", default=",".join(DEFAULT_SCENARIOS),
-                        help=f"comma-separated subset of {','.join(SCENARIOS)} [{','.join(DEFAULT_SCENARIOS)}]")
-    parser.add_argument("--database-url", default=None,
-                        help="database for B1/B2 (default: a SQLite file in a temporary folder)")
-    parser.add_argument("--pg-url", default=os.environ.get("FLUX_BENCH_PG_URL", DEFAULT_PG_URL),
-                        help=f"PostgreSQL server for B6 [{DEFAULT_PG_URL}]")
+    parser.add_argument(
+        "--only",
+        default=",".join(DEFAULT_SCENARIOS),
+        help=f"comma-separated subset of {','.join(SCENARIOS)} [{','.join(DEFAULT_SCENARIOS)}]",
+    )
+    parser.add_argument(
+        "--database-url", default=None, help="database for B1/B2 (default: a SQLite file in a temporary folder)"
+    )
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("FLUX_BENCH_PG_URL", DEFAULT_PG_URL),
+        help=f"PostgreSQL server for B6 [{DEFAULT_PG_URL}]",
+    )
     parser.add_argument("--runners", default=",".join(RUNNERS), help="runners for B1/B2/B6 [subprocess,inprocess]")
-    parser.add_argument("--full-counts", action="store_true",
-                        help="with --quick: keep the full B1/B2 counts (e.g. to profile one scenario at full size)")
-    parser.add_argument("--results-dir", type=Path, default=Path(__file__).resolve().parent / "results",
-                        help="where the JSON record goes [bench/results]")
+    parser.add_argument(
+        "--full-counts",
+        action="store_true",
+        help="with --quick: keep the full B1/B2 counts (e.g. to profile one scenario at full size)",
+    )
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=Path(__file__).resolve().parent / "results",
+        help="where the JSON record goes [bench/results]",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (server and worker logs)")
-    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
-                        help="sample the server and worker processes (bench.sampler) into DIR/<backend>-<process>.txt; "
-                             "figures taken this way carry the sampler's overhead")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="sample the server and worker processes (bench.sampler) into DIR/<backend>-<process>.txt; "
+        "figures taken this way carry the sampler's overhead",
+    )
     parser.add_argument("--note", action="append", default=[], help="free text stored in the record (repeatable)")
     b7 = parser.add_argument_group("B7 fleet scale (python -m bench --only B7; see also python -m bench.b7_fleet)")
     b7_fleet.add_arguments(b7, prefix="b7-")
@@ -91,8 +110,11 @@ class Run:
             status = {"status": "skipped", "reason": str(exc)}
         except Exception as exc:  # noqa: BLE001 - a failed scenario is recorded, the others still run
             print(f"{key}: ERROR: {type(exc).__name__}: {exc}", flush=True)
-            status = {"status": "error", "reason": f"{type(exc).__name__}: {exc}",
-                      "traceback": traceback.format_exc(limit=8)}
+            status = {
+                "status": "error",
+                "reason": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(limit=8),
+            }
         status["duration_s"] = round(time.monotonic() - t0, 2)
         self.scenarios.setdefault(key, {}).update(status)
 
@@ -103,8 +125,9 @@ def counts(quick: bool) -> dict:
     return {"b1": 200, "b2_repeats": 3, "b2_settle_s": 2.0}
 
 
-def cluster_scenarios(run: Run, home: Path, database_url: str | None, backend: str, wanted: set[str],
-                      prefix: dict[str, str]) -> None:
+def cluster_scenarios(
+    run: Run, home: Path, database_url: str | None, backend: str, wanted: set[str], prefix: dict[str, str]
+) -> None:
     """Start one server on ``database_url``, run the wanted B1/B2 variants with a fresh worker each."""
     args, n = run.args, counts(run.args.quick and not run.args.full_counts)
     cluster = BenchCluster(home, database_url=database_url, profile_dir=args.profile, tag=f"{backend}-")
@@ -120,12 +143,18 @@ def cluster_scenarios(run: Run, home: Path, database_url: str | None, backend: s
             client.register_file(write_workflow(home, SOURCE, "bench_workflows"))
             if "B1" in wanted:
                 for runner in args.runners:
-                    run.scenario(f"{prefix['B1']}.{runner}",
-                                 lambda: b1_dispatch.run(cluster, client, runner, n["b1"], prefix=prefix["B1"]))
+                    run.scenario(
+                        f"{prefix['B1']}.{runner}",
+                        lambda: b1_dispatch.run(cluster, client, runner, n["b1"], prefix=prefix["B1"]),
+                    )
             if "B2" in wanted:
                 for runner in args.runners:
-                    run.scenario(f"{prefix['B2']}.{runner}", lambda: b2_throughput.run(
-                        cluster, client, runner, n["b2_repeats"], prefix=prefix["B2"], settle=n["b2_settle_s"]))
+                    run.scenario(
+                        f"{prefix['B2']}.{runner}",
+                        lambda: b2_throughput.run(
+                            cluster, client, runner, n["b2_repeats"], prefix=prefix["B2"], settle=n["b2_settle_s"]
+                        ),
+                    )
     finally:
         cluster.close()
 
@@ -146,20 +175,35 @@ def backend_of(url: str | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     t0 = time.monotonic()
     wanted = set(args.only)
     run = Run(args)
     machine = machine_facts()
     tmp = Path(tempfile.mkdtemp(prefix="flux-bench-"))
     backend = backend_of(args.database_url)
-    print(f"Flux benchmarks ({'quick' if args.quick else 'full'}): {', '.join(args.only)}; "
-          f"B1/B2 on {backend}; work folder {tmp}", flush=True)
+    print(
+        f"Flux benchmarks ({'quick' if args.quick else 'full'}): {', '.join(args.only)}; "
+        f"B1/B2 on {backend}; work folder {tmp}",
+        flush=True,
+    )
     print(f"{'name':<48} {'median':>10} {'p95':>10}  unit", flush=True)
     try:
         if wanted & {"B1", "B2"}:
-            run.scenario("B1/B2 cluster", lambda: cluster_scenarios(
-                run, tmp / "cluster", args.database_url, backend, wanted & {"B1", "B2"}, {"B1": "B1", "B2": "B2"}) or [])
+            run.scenario(
+                "B1/B2 cluster",
+                lambda: (
+                    cluster_scenarios(
+                        run,
+                        tmp / "cluster",
+                        args.database_url,
+                        backend,
+                        wanted & {"B1", "B2"},
+                        {"B1": "B1", "B2": "B2"},
+                    )
+                    or []
+                ),
+            )
         if "B1" in wanted:
             run.scenario("B1.diag", lambda: b1_dispatch.handover(args.quick))
             if "subprocess" in args.runners:
@@ -169,12 +213,14 @@ def main(argv: list[str] | None = None) -> int:
         if "B5" in wanted:
             run.scenario("B5", lambda: b5_matching.run(args.quick))
         if "B6" in wanted:
+
             def b6() -> list[Figure]:
                 with b6_postgres.scratch_database(args.pg_url) as (url, note):
                     print(f"B6: {note}", flush=True)
                     run.scenarios.setdefault("B6", {})["database"] = note
-                    cluster_scenarios(run, tmp / "postgres", url, "postgresql", {"B1", "B2"},
-                                      {"B1": "B6.pg.B1", "B2": "B6.pg.B2"})
+                    cluster_scenarios(
+                        run, tmp / "postgres", url, "postgresql", {"B1", "B2"}, {"B1": "B6.pg.B1", "B2": "B6.pg.B2"}
+                    )
                 return []
 
             run.scenario("B6", b6)

@@ -88,12 +88,25 @@ def run(count: int, period: float, timing: dict, rounds: int) -> list[Figure]:
         by_round[due] = max(by_round.get(due, 0.0), at - due)
     expected = count * rounds
     return [
-        Figure.of("B10.create_schedules_per_s", [count / created_s], "/s", note=f"{count} POST /schedules from 8 threads"),
-        Figure.of("B10.fires", [len(rows)], "executions", aim=f"{expected} ({count} x {rounds} rounds), none doubled",
-                  check=lambda m, p: m == expected and doubled == 0, note=f"doubled: {doubled}; first due {first_due}"),
+        Figure.of(
+            "B10.create_schedules_per_s", [count / created_s], "/s", note=f"{count} POST /schedules from 8 threads"
+        ),
+        Figure.of(
+            "B10.fires",
+            [len(rows)],
+            "executions",
+            aim=f"{expected} ({count} x {rounds} rounds), none doubled",
+            check=lambda m, p: m == expected and doubled == 0,
+            note=f"doubled: {doubled}; first due {first_due}",
+        ),
         Figure.of("B10.fire_lateness_ms", lateness, "ms", with_p99=True, note="due -> execution created"),
         Figure.of("B10.round_s", list(by_round.values()), "s", note="due -> the round's last execution created"),
-        Figure.of("B10.server_cpu_pct", [cpu_s / window_s * 100], "% of a core", note=f"over {window_s:.0f} s, {rounds} rounds"),
+        Figure.of(
+            "B10.server_cpu_pct",
+            [cpu_s / window_s * 100],
+            "% of a core",
+            note=f"over {window_s:.0f} s, {rounds} rounds",
+        ),
         Figure.of("B10.server_cpu_s_per_round", [cpu_s / rounds], "s"),
     ]
 

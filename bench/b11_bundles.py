@@ -46,7 +46,7 @@ class Model{n}:
         return helper_{n}(x) * 2
 '''
 
-FLOWS = '''from flux import ResourceRequest, task, workflow
+FLOWS = """from flux import ResourceRequest, task, workflow
 {imports}
 
 REVISION = {revision}
@@ -60,7 +60,7 @@ async def combine(x):
 @workflow.with_options(requests=ResourceRequest(cpu=0.1))
 async def b11_flow(ctx):
     return {{"revision": REVISION, "value": await combine(1)}}
-'''
+"""
 
 
 def write_package(root: Path, modules: int, revision: int) -> None:
@@ -72,11 +72,13 @@ def write_package(root: Path, modules: int, revision: int) -> None:
         if not path.exists():
             path.write_text(HELPER.format(n=n))
     used = range(min(20, modules))
-    (package / "flows.py").write_text(FLOWS.format(
-        imports="\n".join(f"from bigpkg.helper_{n:03d} import helper_{n}" for n in used),
-        calls=", ".join(f"helper_{n}" for n in used) + ",",
-        revision=revision,
-    ))
+    (package / "flows.py").write_text(
+        FLOWS.format(
+            imports="\n".join(f"from bigpkg.helper_{n:03d} import helper_{n}" for n in used),
+            calls=", ".join(f"helper_{n}" for n in used) + ",",
+            revision=revision,
+        )
+    )
 
 
 def run_seconds(client: FluxClient, version: int) -> float:
@@ -113,7 +115,9 @@ def run(modules: int, repeats: int) -> list[Figure]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="50 modules, 2 runs each")
-    parser.add_argument("--modules", type=int, default=None, help="helper modules in the package [200; 50 with --quick]")
+    parser.add_argument(
+        "--modules", type=int, default=None, help="helper modules in the package [200; 50 with --quick]"
+    )
     parser.add_argument("--repeats", type=int, default=None, help="registrations and run pairs [5; 2 with --quick]")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()

@@ -59,17 +59,39 @@ def seed(url: str, count: int) -> tuple[float, str]:
     start = time.time() - count - 3600
     middle = (start, "")
     with engine.begin() as connection:
-        connection.execute(insert(WorkflowModel), [dict(id=1, name="seeded", version=1, source="", source_digest="",
-                                                        filename="seeded.py", created_at=start)])
+        connection.execute(
+            insert(WorkflowModel),
+            [dict(id=1, name="seeded", version=1, source="", source_digest="", filename="seeded.py", created_at=start)],
+        )
     for first in range(0, count, CHUNK):
         rows = []
         for i in range(first, min(first + CHUNK, count)):
             at = start + i
-            rows.append(dict(id=uuid.uuid4().hex, workflow_id=1, workflow_name="seeded", workflow_version=1,
-                             state="COMPLETED", input={"i": i}, output=i, row_version=1, scheduled_at=at,
-                             started_at=at, finished_at=at + 0.5, attempt=1, crashes=0, max_attempts=3,
-                             version_pinned=False, delivered=True, last_seq=6, checkpoint_batch=2,
-                             last_log_seq=0, log_batch=0, log_truncated=False))
+            rows.append(
+                dict(
+                    id=uuid.uuid4().hex,
+                    workflow_id=1,
+                    workflow_name="seeded",
+                    workflow_version=1,
+                    state="COMPLETED",
+                    input={"i": i},
+                    output=i,
+                    row_version=1,
+                    scheduled_at=at,
+                    started_at=at,
+                    finished_at=at + 0.5,
+                    attempt=1,
+                    crashes=0,
+                    max_attempts=3,
+                    version_pinned=False,
+                    delivered=True,
+                    last_seq=6,
+                    checkpoint_batch=2,
+                    last_log_seq=0,
+                    log_batch=0,
+                    log_truncated=False,
+                )
+            )
             if i == count // 2:
                 middle = (at, rows[-1]["id"])
         with engine.begin() as connection:
@@ -117,8 +139,12 @@ def measure(url: str, size: int, repeats: int, run_count: int) -> dict[str, list
             deep = encode_cursor(*middle)
             figures = {
                 "list_ms": timed(lambda: http.get("/executions").raise_for_status(), repeats),
-                "list_workflow_ms": timed(lambda: http.get("/executions", params={"workflow": "seeded"}).raise_for_status(), repeats),
-                "list_deep_ms": timed(lambda: http.get("/executions", params={"after": deep}).raise_for_status(), repeats),
+                "list_workflow_ms": timed(
+                    lambda: http.get("/executions", params={"workflow": "seeded"}).raise_for_status(), repeats
+                ),
+                "list_deep_ms": timed(
+                    lambda: http.get("/executions", params={"after": deep}).raise_for_status(), repeats
+                ),
                 "status_ms": timed(lambda: http.get(f"/executions/{some}").raise_for_status(), repeats),
                 "metrics_ms": timed(lambda: http.get("/metrics").raise_for_status(), repeats),
                 "submit_completed_ms": runs(client, run_count),
@@ -173,7 +199,9 @@ def run(databases: list[str], sizes: list[int], repeats: int, run_count: int) ->
                 finally:
                     drop()
                 for name, samples in measured.items():
-                    figures.append(Figure.of(f"B12.{kind}.{size}.{name}", samples, "ms", with_p99=name.startswith("submit")))
+                    figures.append(
+                        Figure.of(f"B12.{kind}.{size}.{name}", samples, "ms", with_p99=name.startswith("submit"))
+                    )
     return figures
 
 
@@ -181,11 +209,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes 0 and 2,000 on SQLite, fewer samples")
     parser.add_argument("--sizes", default=None, help="stored executions, comma-separated [0,10000,100000,1000000]")
-    parser.add_argument("--database", default=None, help="sqlite, postgres or both [sqlite,postgres; sqlite with --quick]")
+    parser.add_argument(
+        "--database", default=None, help="sqlite, postgres or both [sqlite,postgres; sqlite with --quick]"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     sizes = [int(s) for s in (args.sizes or ("0,2000" if args.quick else "0,10000,100000,1000000")).split(",")]
-    databases = [d.strip().replace("postgresql", "postgres") for d in (args.database or ("sqlite" if args.quick else "sqlite,postgres")).split(",")]
+    databases = [
+        d.strip().replace("postgresql", "postgres")
+        for d in (args.database or ("sqlite" if args.quick else "sqlite,postgres")).split(",")
+    ]
     figures = run(databases, sizes, repeats=10 if args.quick else 30, run_count=10 if args.quick else 60)
     print_figures(figures, args.json, 52)
     for kind in databases:  # the aim: at 1M within 1.5x of 10k

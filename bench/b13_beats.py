@@ -58,8 +58,14 @@ asyncio.run(main(*sys.argv[1:3], int(sys.argv[3]), *sys.argv[4:6]))
 def measure(cluster: BenchCluster, tree: Path, beats: int, gpu_source: str, name: str) -> dict[str, list[float]]:
     token = (cluster.home / "bootstrap-token").read_text().strip()
     env = {**os.environ, "PYTHONPATH": str(tree.resolve())}
-    out = subprocess.run([sys.executable, "-c", PROBE, cluster.server_url, token, str(beats), gpu_source, name],
-                         env=env, cwd=tree, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, cluster.server_url, token, str(beats), gpu_source, name],
+        env=env,
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -79,8 +85,11 @@ def main() -> None:
                 for key, values in measure(cluster, tree, args.beats, args.gpu_source, f"beats{round_}x{n}").items():
                     seen[tree][key] += values
     figures = [
-        Figure.of(f"B13.{kind}_cpu_ms[{tree.name or tree.resolve().name}]", values, "ms", note=f"gpu source {args.gpu_source}")
-        for tree in trees for kind, values in (("beat", seen[tree]["beat_ms"]), ("claim", seen[tree]["claim_ms"]))
+        Figure.of(
+            f"B13.{kind}_cpu_ms[{tree.name or tree.resolve().name}]", values, "ms", note=f"gpu source {args.gpu_source}"
+        )
+        for tree in trees
+        for kind, values in (("beat", seen[tree]["beat_ms"]), ("claim", seen[tree]["claim_ms"]))
     ]
     print_figures(figures, width=48)
 

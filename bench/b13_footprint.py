@@ -71,8 +71,12 @@ def memory(pid: int) -> tuple[float, float, int]:
 def footprint(slots: int, idle_timeout: float) -> dict[str, tuple[float, float, int]]:
     with tempfile.TemporaryDirectory(prefix="flux-b13-") as home, BenchCluster(Path(home)) as cluster:
         cluster.start_server()
-        worker = cluster.start_worker("w1", max_concurrent_executions=slots, heartbeat_interval=5.0,
-                                      extra_args=("--child-idle-timeout", str(idle_timeout)))
+        worker = cluster.start_worker(
+            "w1",
+            max_concurrent_executions=slots,
+            heartbeat_interval=5.0,
+            extra_args=("--child-idle-timeout", str(idle_timeout)),
+        )
         time.sleep(3)
         seen = {"idle": memory(worker.pid)}
         with FluxClient(cluster.server_url) as client:
@@ -159,8 +163,10 @@ def idle_cpu(window: float, worker_tree: Path | None = None) -> list[float]:
         cluster.start_server()
         # ``python -m`` puts its working directory first on the path: theirs, not ours
         with contextlib.chdir(worker_tree or Path.cwd()):
-            workers = [cluster.start_worker(f"idle{n}", max_concurrent_executions=20, heartbeat_interval=5.0, env=env)
-                       for n in range(IDLE_WORKERS)]
+            workers = [
+                cluster.start_worker(f"idle{n}", max_concurrent_executions=20, heartbeat_interval=5.0, env=env)
+                for n in range(IDLE_WORKERS)
+            ]
         time.sleep(10)  # registered, pools warm, the first beats sent
         shares = []
         for _ in range(IDLE_WINDOWS):
@@ -178,37 +184,65 @@ def main() -> None:
     parser.add_argument("--idle-timeout", type=float, default=None, help="--child-idle-timeout [60; 2 with --quick]")
     parser.add_argument("--workers", type=int, default=None, help="workers started at once [50; 10 with --quick]")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    parser.add_argument("--idle-window", type=float, default=None, help="seconds of each idle CPU window [120; 30 with --quick]")
+    parser.add_argument(
+        "--idle-window", type=float, default=None, help="seconds of each idle CPU window [120; 30 with --quick]"
+    )
     parser.add_argument("--idle-only", action="store_true", help="measure idle CPU only")
-    parser.add_argument("--worker-tree", type=Path, default=None,
-                        help="with --idle-only: run the idle workers from this checkout (before/after in one sitting)")
+    parser.add_argument(
+        "--worker-tree",
+        type=Path,
+        default=None,
+        help="with --idle-only: run the idle workers from this checkout (before/after in one sitting)",
+    )
     args = parser.parse_args()
     idle_timeout = args.idle_timeout if args.idle_timeout is not None else (2.0 if args.quick else 60.0)
     count = args.workers or (10 if args.quick else 50)
     window = args.idle_window or (30.0 if args.quick else 120.0)
     precompile()
-    idle = Figure.of("B13.idle.cpu_percent_per_worker", idle_cpu(window, args.worker_tree), "% core", aim="<= 0.05",
-                     check=lambda m, p: m <= 0.05,
-                     note=f"{IDLE_WORKERS} idle workers, {IDLE_WINDOWS} windows of {window:g} s: CPU s (psutil) / window / worker"
-                          + (f"; workers from {args.worker_tree}" if args.worker_tree else ""))
+    idle = Figure.of(
+        "B13.idle.cpu_percent_per_worker",
+        idle_cpu(window, args.worker_tree),
+        "% core",
+        aim="<= 0.05",
+        check=lambda m, p: m <= 0.05,
+        note=f"{IDLE_WORKERS} idle workers, {IDLE_WINDOWS} windows of {window:g} s: CPU s (psutil) / window / worker"
+        + (f"; workers from {args.worker_tree}" if args.worker_tree else ""),
+    )
     if args.idle_only:
         print_figures([idle], args.json)
         return
     figures = [idle]
     for phase, (pss, rss, children) in footprint(args.slots, idle_timeout).items():
         aimed = phase != "after_burst"  # the aim: idle, and again after the idle timeout
-        figures.append(Figure.of(f"B13.{phase}.pss_mib", [pss], "MiB", note=f"worker + {children} children",
-                                 aim="<= 50" if aimed else None, check=(lambda m, p: m <= 50) if aimed else None))
+        figures.append(
+            Figure.of(
+                f"B13.{phase}.pss_mib",
+                [pss],
+                "MiB",
+                note=f"worker + {children} children",
+                aim="<= 50" if aimed else None,
+                check=(lambda m, p: m <= 50) if aimed else None,
+            )
+        )
         figures.append(Figure.of(f"B13.{phase}.rss_mib", [rss], "MiB", note="summed RSS"))
     figures.append(Figure.of("B13.start_up.cpu_s", start_cpu(), "s", note="worker + warm child, start to ONLINE"))
     online, total = start_up(count)
     if len(online) < count:
         raise SystemExit(f"only {len(online)} of {count} workers came online in 120 s")
     figures.append(Figure.of(f"B13.start_up.{count}_workers.online_s", online, "s", with_p99=True))
-    figures.append(Figure.of(f"B13.start_up.{count}_workers.all_online_s", [online[-1]], "s", aim="<= 5",
-                             check=lambda m, p: m <= 5))
-    figures.append(Figure.of(f"B13.start_up.{count}_import_floor_s", [import_floor(count) for _ in range(3)], "s",
-                             note="processes that only import the libraries a worker needs"))
+    figures.append(
+        Figure.of(
+            f"B13.start_up.{count}_workers.all_online_s", [online[-1]], "s", aim="<= 5", check=lambda m, p: m <= 5
+        )
+    )
+    figures.append(
+        Figure.of(
+            f"B13.start_up.{count}_import_floor_s",
+            [import_floor(count) for _ in range(3)],
+            "s",
+            note="processes that only import the libraries a worker needs",
+        )
+    )
     print_figures(figures, args.json)
 
 

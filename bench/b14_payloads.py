@@ -42,8 +42,12 @@ LIMIT = 32 * 1024**2
 def stored_bytes(home: Path, execution_id: str) -> int:
     """Bytes of JSON the database holds for one execution: its row's payloads and its log."""
     with sqlite3.connect(home / "flux.db") as db:
-        row = db.execute("SELECT length(input) + coalesce(length(output), 0) FROM executions WHERE id = ?", (execution_id,))
-        log = db.execute("SELECT coalesce(sum(length(value)), 0) FROM execution_events WHERE execution_id = ?", (execution_id,))
+        row = db.execute(
+            "SELECT length(input) + coalesce(length(output), 0) FROM executions WHERE id = ?", (execution_id,)
+        )
+        log = db.execute(
+            "SELECT coalesce(sum(length(value)), 0) FROM execution_events WHERE execution_id = ?", (execution_id,)
+        )
         return row.fetchone()[0] + log.fetchone()[0]
 
 
@@ -67,10 +71,22 @@ def run(sizes: list[int], repeats: int) -> list[Figure]:
                     grown.append(stored_bytes(Path(home), done["id"]) / size)
                 label = f"{size // 1024}KiB" if size < 1024**2 else f"{size // 1024**2}MiB"
                 figures.append(Figure.of(f"B14.{label}.submit_completed_ms", samples, "ms"))
-                figures.append(Figure.of(f"B14.{label}.stored_copies", grown, "x",
-                                         note="JSON bytes stored for a run / payload size: the input and the task's result, once each"))
-            figures.append(Figure.of("B14.server_rss_mib", [psutil.Process(cluster.server.pid).memory_info().rss / 2**20],
-                                     "MiB", note="after the runs"))
+                figures.append(
+                    Figure.of(
+                        f"B14.{label}.stored_copies",
+                        grown,
+                        "x",
+                        note="JSON bytes stored for a run / payload size: the input and the task's result, once each",
+                    )
+                )
+            figures.append(
+                Figure.of(
+                    "B14.server_rss_mib",
+                    [psutil.Process(cluster.server.pid).memory_info().rss / 2**20],
+                    "MiB",
+                    note="after the runs",
+                )
+            )
             over = "y" * (LIMIT - 1)  # 1 byte over once JSON-quoted
             refusals = []
             for _ in range(3):
@@ -83,7 +99,9 @@ def run(sizes: list[int], repeats: int) -> list[Figure]:
                 refusals.append((time.perf_counter() - began) * 1000)
             figures.append(Figure.of("B14.over_limit.refused_ms", refusals, "ms", note="413, names the limit"))
             listed = httpx.get(f"{cluster.server_url}/executions", params={"limit": 50}, timeout=60)
-            figures.append(Figure.of("B14.list_bytes", [len(listed.content)], "bytes", note="a default page after the runs"))
+            figures.append(
+                Figure.of("B14.list_bytes", [len(listed.content)], "bytes", note="a default page after the runs")
+            )
     return figures
 
 

@@ -70,7 +70,9 @@ def run(repeats: int) -> list[Figure]:
                     samples[kind].append((time.perf_counter() - began) * 1000)
                     if done["state"] != "COMPLETED":
                         raise RuntimeError(f"{kind}: {done['state']} {done.get('error')}")
-    figures = [Figure.of(f"B16.{kind}.submit_completed_ms", samples[kind], "ms", note=f"{CALLS} calls") for kind in KINDS]
+    figures = [
+        Figure.of(f"B16.{kind}.submit_completed_ms", samples[kind], "ms", note=f"{CALLS} calls") for kind in KINDS
+    ]
     plain = statistics.median(samples["plain"])
     for kind in KINDS[1:]:
         per_call = [(t - plain) / CALLS for t in samples[kind]]

@@ -129,7 +129,9 @@ def _submit(client: FluxClient, workflow: str, inputs: list[dict]) -> list[str]:
 
 def preemption(client: FluxClient, marks: Path, counts: Counts) -> list[Figure]:
     lows = _submit(client, "low", [{"label": f"low{i}", "seconds": counts.low_seconds} for i in range(counts.lows)])
-    _until(lambda: len(client.list_executions(state="RUNNING", limit=100)) >= WORKERS * ACCEL, 60, "the fleet never filled")
+    _until(
+        lambda: len(client.list_executions(state="RUNNING", limit=100)) >= WORKERS * ACCEL, 60, "the fleet never filled"
+    )
     highs = _submit(client, "high", [{"label": f"high{i}"} for i in range(counts.highs)])
     done = _ended(client, highs, 120)
     waits = [e["started_at"] - e["scheduled_at"] for e in done if e["started_at"] is not None]
@@ -143,21 +145,52 @@ def preemption(client: FluxClient, marks: Path, counts: Counts) -> list[Figure]:
     reruns = sum(1 for path in marks.iterdir() if len(path.read_text()) > 1)
     aim = GRACE + 2
     return [
-        Figure.of("B17.preemption.high_submit_to_started_s", waits, "s", with_p99=True, aim=f"p99 <= {aim:g} s",
-                  check=lambda m, h: p99(waits) <= aim, note=f"{len(done)} high, {counts.lows} low of {counts.low_seconds:g} s"),
+        Figure.of(
+            "B17.preemption.high_submit_to_started_s",
+            waits,
+            "s",
+            with_p99=True,
+            aim=f"p99 <= {aim:g} s",
+            check=lambda m, h: p99(waits) <= aim,
+            note=f"{len(done)} high, {counts.lows} low of {counts.low_seconds:g} s",
+        ),
         Figure("B17.preemption.preempted", len(preempted), None, "executions", 1),
-        Figure("B17.preemption.preempted_completed_later", later, None, "executions", 1, f"= {len(preempted)} (every one)",
-               later == len(preempted)),
-        Figure("B17.preemption.low_completed", sum(e["state"] == "COMPLETED" for e in ended), None, "executions", 1,
-               f"= {counts.lows}", all(e["state"] == "COMPLETED" for e in ended)),
-        Figure("B17.preemption.completed_tasks_rerun", reruns, None, "tasks", 1, "0", reruns == 0,
-               note=f"{sum(1 for _ in marks.iterdir())} task side-effect files"),
+        Figure(
+            "B17.preemption.preempted_completed_later",
+            later,
+            None,
+            "executions",
+            1,
+            f"= {len(preempted)} (every one)",
+            later == len(preempted),
+        ),
+        Figure(
+            "B17.preemption.low_completed",
+            sum(e["state"] == "COMPLETED" for e in ended),
+            None,
+            "executions",
+            1,
+            f"= {counts.lows}",
+            all(e["state"] == "COMPLETED" for e in ended),
+        ),
+        Figure(
+            "B17.preemption.completed_tasks_rerun",
+            reruns,
+            None,
+            "tasks",
+            1,
+            "0",
+            reruns == 0,
+            note=f"{sum(1 for _ in marks.iterdir())} task side-effect files",
+        ),
     ]
 
 
 def _held(executions: list[dict], start: float, end: float) -> float:
     """Accel-seconds the executions held within [start, end] (each holds 1 from claim to finish)."""
-    return sum(max(0.0, min(e["finished_at"], end) - max(e["claimed_at"], start)) for e in executions if e["claimed_at"])
+    return sum(
+        max(0.0, min(e["finished_at"], end) - max(e["claimed_at"], start)) for e in executions if e["claimed_at"]
+    )
 
 
 def fair_share(clients: dict[str, FluxClient], counts: Counts) -> list[Figure]:
@@ -173,8 +206,16 @@ def fair_share(clients: dict[str, FluxClient], counts: Counts) -> list[Figure]:
     held = {ns: _held(ended[ns], start, end) for ns in sizes}
     total = sum(held.values()) or float("nan")
     return [
-        Figure(f"B17.fair_share.{ns}_{sizes[ns]}_share_pct", 100 * held[ns] / total, None, "%", 1, "50 +- 10",
-               abs(100 * held[ns] / total - 50) <= 10, note=f"{held[ns]:.1f} accel-s of {total:.1f} over {end - start:.1f} s")
+        Figure(
+            f"B17.fair_share.{ns}_{sizes[ns]}_share_pct",
+            100 * held[ns] / total,
+            None,
+            "%",
+            1,
+            "50 +- 10",
+            abs(100 * held[ns] / total - 50) <= 10,
+            note=f"{held[ns]:.1f} accel-s of {total:.1f} over {end - start:.1f} s",
+        )
         for ns in sizes
     ]
 
@@ -201,22 +242,36 @@ def quota(client: FluxClient, counts: Counts, limit: int = 2) -> list[Figure]:
         sampler.close()
     over = sum(1 for s in samples if s > limit)
     return [
-        Figure("B17.quota.samples_over_quota", over, None, "samples", len(samples), "0", over == 0,
-               note=f"quota accel={limit}; most held {max(samples, default=0)}; a sample every 100 ms"),
+        Figure(
+            "B17.quota.samples_over_quota",
+            over,
+            None,
+            "samples",
+            len(samples),
+            "0",
+            over == 0,
+            note=f"quota accel={limit}; most held {max(samples, default=0)}; a sample every 100 ms",
+        ),
     ]
 
 
 def run(quick: bool, runner: str) -> list[Figure]:
     counts = QUICK if quick else Counts()
-    with tempfile.TemporaryDirectory(prefix="b17c-") as tmp, LocalCluster(
-        Path(tmp), server_args=("--preemption-grace", str(GRACE))
-    ) as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="b17c-") as tmp,
+        LocalCluster(Path(tmp), server_args=("--preemption-grace", str(GRACE))) as cluster,
+    ):
         marks = Path(tmp) / "marks"
         marks.mkdir()
         cluster.start_server(60)
         for i in range(WORKERS):
-            cluster.start_worker(f"w{i}", max_concurrent_executions=4, runner=runner, timeout=60,
-                                 extra_args=("--resource", f"accel={ACCEL}", "--allocation", "reserve"))
+            cluster.start_worker(
+                f"w{i}",
+                max_concurrent_executions=4,
+                runner=runner,
+                timeout=60,
+                extra_args=("--resource", f"accel={ACCEL}", "--allocation", "reserve"),
+            )
         source = write_workflow(Path(tmp), SOURCE.format(marks=str(marks)), "b17")
         clients = {ns: FluxClient(cluster.server_url, namespace=ns) for ns in ("default", "big", "small", "capped")}
         for ns, client in clients.items():

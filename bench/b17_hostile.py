@@ -27,8 +27,10 @@ from flux.local import LocalCluster
 from flux.worker import probe
 
 PROBE = "from flux import workflow\n\n@workflow\nasync def probe(ctx):\n    return ctx.input\n"
-DEEP = ("from flux import workflow\n\n@workflow\nasync def deep(ctx):\n"
-        "    value = 1\n    for _ in range(62):\n        value = [value]\n    return value\n")
+DEEP = (
+    "from flux import workflow\n\n@workflow\nasync def deep(ctx):\n"
+    "    value = 1\n    for _ in range(62):\n        value = [value]\n    return value\n"
+)
 
 
 def health(http: httpx.Client, count: int = 50) -> list[float]:
@@ -48,23 +50,55 @@ def items(cluster: LocalCluster, http: httpx.Client) -> dict[str, bool]:
     """Each item: True when it reproduced."""
     run = lambda name: http.post(f"/workflows/{name}/run", json={"input": None}).json()["id"]  # noqa: E731
     out = {
-        "1 schedule every 1e-9": not refused(http.post("/schedules", json={"name": "s", "workflow": "probe", "every": 1e-9})),
-        "5 schedule times out of range": not all(refused(http.post("/schedules", json={"name": f"r{i}", "workflow": "probe", **body}))
-                                                 for i, body in enumerate([{"every": 1e20}, {"at": 1e300}, {"at": -1e18},
-                                                                           {"every": 60, "anchor": 1e300}])),
-        "6 10,000 affinity labels": not refused(http.post("/workflows", json={
-            "source": PROBE, "workflows": [{"name": "probe", "affinity": {f"k{i}": "v" for i in range(10_000)}}]})),
-        "9 memory 999...Ei": not refused(http.post("/workflows", json={
-            "source": PROBE, "workflows": [{"name": "probe", "requests": {"memory": "99999999999999999999999999Ei"}}]})),
+        "1 schedule every 1e-9": not refused(
+            http.post("/schedules", json={"name": "s", "workflow": "probe", "every": 1e-9})
+        ),
+        "5 schedule times out of range": not all(
+            refused(http.post("/schedules", json={"name": f"r{i}", "workflow": "probe", **body}))
+            for i, body in enumerate([{"every": 1e20}, {"at": 1e300}, {"at": -1e18}, {"every": 60, "anchor": 1e300}])
+        ),
+        "6 10,000 affinity labels": not refused(
+            http.post(
+                "/workflows",
+                json={
+                    "source": PROBE,
+                    "workflows": [{"name": "probe", "affinity": {f"k{i}": "v" for i in range(10_000)}}],
+                },
+            )
+        ),
+        "9 memory 999...Ei": not refused(
+            http.post(
+                "/workflows",
+                json={
+                    "source": PROBE,
+                    "workflows": [{"name": "probe", "requests": {"memory": "99999999999999999999999999Ei"}}],
+                },
+            )
+        ),
     }
     allow = httpx.request("OPTIONS", f"{cluster.server_url}/schedules").headers.get("allow", "")
     out["7 405 lists every method"] = not {"GET", "POST"} <= set(allow.split(", "))
-    out["3 128 MB header"] = not raw(cluster.server_url, b"GET /health HTTP/1.1\r\nX: " + b"a" * 1024**2).startswith("HTTP/1.1 431")
+    out["3 128 MB header"] = not raw(cluster.server_url, b"GET /health HTTP/1.1\r\nX: " + b"a" * 1024**2).startswith(
+        "HTTP/1.1 431"
+    )
     out["4 silent connection left open"] = not raw(cluster.server_url, b"", read_timeout=30).startswith("HTTP/1.1 408")
-    long_id = {"attempt": 1, "batch": 1, "events": [{"type": "TASK_STARTED", "name": "x", "task_id": "x" * 100_000, "time": 0}]}
-    out["8 100,000-character task_id"] = http.post(f"/executions/{run('probe')}/checkpoint", json=long_id,
-                                                   headers={"Authorization": f"Bearer {worker_session(cluster, http)}"}).status_code != 422
-    assert http.post("/workflows", json={"source": DEEP, "workflows": [{"name": "deep", "max_attempts": 3}]}).status_code == 201
+    long_id = {
+        "attempt": 1,
+        "batch": 1,
+        "events": [{"type": "TASK_STARTED", "name": "x", "task_id": "x" * 100_000, "time": 0}],
+    }
+    out["8 100,000-character task_id"] = (
+        http.post(
+            f"/executions/{run('probe')}/checkpoint",
+            json=long_id,
+            headers={"Authorization": f"Bearer {worker_session(cluster, http)}"},
+        ).status_code
+        != 422
+    )
+    assert (
+        http.post("/workflows", json={"source": DEEP, "workflows": [{"name": "deep", "max_attempts": 3}]}).status_code
+        == 201
+    )
     execution = http.get(f"/executions/{run('deep')}", params={"wait": 60}).json()
     out["2 output nested 62 levels re-dispatched"] = execution["state"] != "FAILED" or execution["attempt"] > 3
     return out
@@ -90,7 +124,7 @@ def raw(url: str, data: bytes, read_timeout: float = 10) -> str:
         try:
             while chunk := sock.recv(65536):
                 chunks.append(chunk)
-        except (ConnectionResetError, socket.timeout):
+        except (TimeoutError, ConnectionResetError):
             pass
     return b"".join(chunks).decode(errors="replace")
 
@@ -101,7 +135,10 @@ def slow_connections(url: str, count: int, http: httpx.Client) -> tuple[float, f
     parts = urlsplit(url)
     with ExitStack() as stack:
         opened = time.monotonic()
-        socks = [stack.enter_context(socket.create_connection((parts.hostname, parts.port), timeout=60)) for _ in range(count)]
+        socks = [
+            stack.enter_context(socket.create_connection((parts.hostname, parts.port), timeout=60))
+            for _ in range(count)
+        ]
         for sock in socks:
             sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
         times = health(http, 200)
@@ -123,11 +160,15 @@ def main() -> None:
             results = items(cluster, http)
             for name, reproduced in sorted(results.items()):
                 after = statistics.median(health(http, 20))
-                print(f"B17.item {name}: reproduced={'yes' if reproduced else 'no'}  /health median after {after:.1f} ms")
+                print(
+                    f"B17.item {name}: reproduced={'yes' if reproduced else 'no'}  /health median after {after:.1f} ms"
+                )
             print(f"B17.items_reproduced {sum(results.values())} of {len(results)}")
             count = 200 if args.quick else 2000
             median, tail, closed = slow_connections(cluster.server_url, count, http)
-            print(f"B17.slow_headers.{count}: /health median {median:.1f} ms, p99 {tail:.1f} ms; all closed after {closed:.1f} s")
+            print(
+                f"B17.slow_headers.{count}: /health median {median:.1f} ms, p99 {tail:.1f} ms; all closed after {closed:.1f} s"
+            )
         assert "Traceback" not in cluster.log("server"), "the server logged a traceback"
 
 

@@ -38,7 +38,7 @@ from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
 from flux.scheduling.fairshare import FairShare
-from flux.scheduling.holders import Holdings, Holder
+from flux.scheduling.holders import Holder, Holdings
 from flux.scheduling.pool import FreePool
 from flux.scheduling.quotas import QuotaLedger
 from flux.server.queue import HEADS, MAX_MISSING, PAGE_SIZE
@@ -62,9 +62,16 @@ def scenario(demands: int, workers: int, namespaces: int, full: bool, seed: int 
         for i, d in enumerate(b5_matching.make_demands(demands, rng))
     ]
     holders = [
-        Holder(f"h{w.name}-{n}", w.name, rng.choice(names), rng.choice(PRIORITIES),
-               allotment=Allotment(Resources(cpu=1.0)), claimed_at=float(n))
-        for w in fleet for n in range(w.running)
+        Holder(
+            f"h{w.name}-{n}",
+            w.name,
+            rng.choice(names),
+            rng.choice(PRIORITIES),
+            allotment=Allotment(Resources(cpu=1.0)),
+            claimed_at=float(n),
+        )
+        for w in fleet
+        for n in range(w.running)
     ]
     quotas = {name: Quota(Resources(cpu=64.0, memory=256 * b5_matching.GI), executions=60) for name in names[::5]}
     weights = {name: 2.0 for name in names[::7]}
@@ -74,7 +81,7 @@ def scenario(demands: int, workers: int, namespaces: int, full: bool, seed: int 
 def pages(queue: list[Demand]) -> list[list[Demand]]:
     """The queue as ``flux.server.queue.page`` reads it, page after page."""
     ranked = sorted(queue, key=lambda d: (-d.priority, d.scheduled_at, d.execution_id))
-    split = [ranked[i:i + PAGE_SIZE] for i in range(0, len(ranked), PAGE_SIZE)]
+    split = [ranked[i : i + PAGE_SIZE] for i in range(0, len(ranked), PAGE_SIZE)]
     if len(split[0]) == PAGE_SIZE:  # a full first page: the heads of the groups it misses
         lowest, present = split[0][-1].priority, {(d.priority, d.namespace) for d in split[0]}
         groups: dict[tuple[int, str], list[Demand]] = {}
@@ -92,7 +99,9 @@ def pages(queue: list[Demand]) -> list[list[Demand]]:
     return out
 
 
-def contended_round(fleet, queue, holders, quotas, weights, rooms: bool = True, budget: int = rounds.BUDGET) -> Callable[[FreePool], int]:
+def contended_round(
+    fleet, queue, holders, quotas, weights, rooms: bool = True, budget: int = rounds.BUDGET
+) -> Callable[[FreePool], int]:
     """``rooms=False``: the floor is the top priority, so nothing looks for room (to show what that search costs)."""
     split = pages(queue)
 
@@ -122,7 +131,7 @@ def contended_round(fleet, queue, holders, quotas, weights, rooms: bool = True, 
 
 def plain_round(queue, budget: int = rounds.BUDGET) -> Callable[[FreePool], int]:
     flat = sorted((dataclasses.replace(d, priority=0) for d in queue), key=lambda d: d.scheduled_at)
-    split = [flat[i:i + PAGE_SIZE] for i in range(0, len(flat), PAGE_SIZE)]
+    split = [flat[i : i + PAGE_SIZE] for i in range(0, len(flat), PAGE_SIZE)]
 
     def run(pool: FreePool) -> int:
         return len(rounds.run(split, pool, budget=budget).placements)
@@ -134,7 +143,7 @@ def fair_round(queue, holders, weights, budget: int = rounds.BUDGET) -> Callable
     """The plain round with fair share between the namespaces (one priority, no quota,
     no room search): what priorities and quotas add is the difference to the contended one."""
     flat = sorted((dataclasses.replace(d, priority=0) for d in queue), key=lambda d: d.scheduled_at)
-    split = [flat[i:i + PAGE_SIZE] for i in range(0, len(flat), PAGE_SIZE)]
+    split = [flat[i : i + PAGE_SIZE] for i in range(0, len(flat), PAGE_SIZE)]
     held = Holdings.of(holders)  # kept by the server's snapshot across rounds
 
     def run(pool: FreePool) -> int:
@@ -185,28 +194,55 @@ def _figures(demands: int, workers: int, repeats: int, full: bool, budget: int) 
     kept = warm_pool(contended_run, fleet)
     contended, placed_c = timed(contended_run, fleet, repeats, kept)
     cold, _ = timed(contended_run, fleet, repeats)
-    no_rooms, _ = timed(contended_round(fleet, queue, holders, quotas, weights, rooms=False, budget=budget), fleet, repeats, kept)
+    no_rooms, _ = timed(
+        contended_round(fleet, queue, holders, quotas, weights, rooms=False, budget=budget), fleet, repeats, kept
+    )
     plain_run = plain_round(queue, budget)
     plain, placed_p = timed(plain_run, fleet, repeats, warm_pool(plain_run, fleet))
     fair_run = fair_round(queue, holders, weights, budget)
     fair, _ = timed(fair_run, fleet, repeats, warm_pool(fair_run, fleet))
     name = f"B17.round.{demands}x{workers}.{'full_fleet' if full else 'free_fleet'}"
     out = [
-        Figure.of(f"{name}.contended_ms", contended, "ms cpu", with_p99=True, aim=f"p99 <= {AIM_MS:g} ms",
-                  check=lambda m, h: p99(contended) <= AIM_MS,
-                  note=f"{placed_c} placed; 100 namespaces, 5 priorities, {len(quotas)} quotas, {len(holders)} holders"),
-        Figure.of(f"{name}.contended_without_rooms_ms", no_rooms, "ms cpu", with_p99=True,
-                  note="the same, but nothing looks for room (no preemption search): what the rest costs"),
-        Figure.of(f"{name}.plain_ms", plain, "ms cpu", with_p99=True, note=f"{placed_p} placed; one priority, no contention"),
-        Figure.of(f"{name}.contended_first_ms", cold, "ms cpu", with_p99=True,
-                  note="the contended round right after a worker registered: no static verdict kept"),
-        Figure.of(f"{name}.plain_fair_share_ms", fair, "ms cpu", with_p99=True,
-                  note="the plain round with fair share between the namespaces (one priority, no quota)"),
+        Figure.of(
+            f"{name}.contended_ms",
+            contended,
+            "ms cpu",
+            with_p99=True,
+            aim=f"p99 <= {AIM_MS:g} ms",
+            check=lambda m, h: p99(contended) <= AIM_MS,
+            note=f"{placed_c} placed; 100 namespaces, 5 priorities, {len(quotas)} quotas, {len(holders)} holders",
+        ),
+        Figure.of(
+            f"{name}.contended_without_rooms_ms",
+            no_rooms,
+            "ms cpu",
+            with_p99=True,
+            note="the same, but nothing looks for room (no preemption search): what the rest costs",
+        ),
+        Figure.of(
+            f"{name}.plain_ms", plain, "ms cpu", with_p99=True, note=f"{placed_p} placed; one priority, no contention"
+        ),
+        Figure.of(
+            f"{name}.contended_first_ms",
+            cold,
+            "ms cpu",
+            with_p99=True,
+            note="the contended round right after a worker registered: no static verdict kept",
+        ),
+        Figure.of(
+            f"{name}.plain_fair_share_ms",
+            fair,
+            "ms cpu",
+            with_p99=True,
+            note="the plain round with fair share between the namespaces (one priority, no quota)",
+        ),
     ]
     ratio = out[0].p99 / out[2].p99 if out[2].p99 else float("nan")
     out.append(Figure(f"{name}.p99_ratio", ratio, None, "x", 1, f"<= {AIM_RATIO:g}x", ratio <= AIM_RATIO))
     out.append(Figure(f"{name}.median_ratio", statistics.median(contended) / statistics.median(plain), None, "x", 1))
-    out.append(Figure(f"{name}.p99_ratio_to_fair_share", out[0].p99 / out[4].p99 if out[4].p99 else float("nan"), None, "x", 1))
+    out.append(
+        Figure(f"{name}.p99_ratio_to_fair_share", out[0].p99 / out[4].p99 if out[4].p99 else float("nan"), None, "x", 1)
+    )
     return out
 
 

@@ -86,8 +86,17 @@ def autoscaled(home: Path, count: int, seconds: float, idle_timeout: float) -> t
         with FluxClient(cluster.server_url, timeout=60) as client:
             client.register_file(write_workflow(home, SOURCE, "b18"))
             for name, (labels, resources) in POOLS.items():
-                client.create_pool(name, "local", labels=labels, resources=resources, slots=SLOTS, min=0, max=MAX,
-                                   idle_timeout=idle_timeout, options={"worker_args": WORKER_ARGS})
+                client.create_pool(
+                    name,
+                    "local",
+                    labels=labels,
+                    resources=resources,
+                    slots=SLOTS,
+                    min=0,
+                    max=MAX,
+                    idle_timeout=idle_timeout,
+                    options={"worker_args": WORKER_ARGS},
+                )
             # work no pool fits, alone: nothing may start
             unfit = [client.run("unfit_shape", 0.1)["id"] for _ in range(3)]
             started = set()
@@ -110,7 +119,9 @@ def autoscaled(home: Path, count: int, seconds: float, idle_timeout: float) -> t
             deadline = time.monotonic() + idle_timeout + 60
             while time.monotonic() < deadline:
                 pools = client.list_pools()
-                if all(p["starting"] + p["running"] + p["stopping"] == p["min"] for p in pools) and not pool_workers(client):
+                if all(p["starting"] + p["running"] + p["stopping"] == p["min"] for p in pools) and not pool_workers(
+                    client
+                ):
                     back = time.time() - emptied
                     break
                 time.sleep(0.25)
@@ -122,8 +133,13 @@ def autoscaled(home: Path, count: int, seconds: float, idle_timeout: float) -> t
         Figure.of("B18.unfit_workers_started", [len(started)], "workers", aim="0", check=lambda m, _: m == 0),
         Figure.of("B18.first_start_s", [first], "s", aim="<= 3 s", check=lambda m, _: m <= 3.0),
         Figure.of("B18.makespan_s", [makespan], "s", note=f"{count} executions of {seconds:g} s, three shapes"),
-        Figure.of("B18.back_to_min_s", [back if back is not None else float("inf")], "s",
-                  aim=f"<= idle timeout + 10 s ({idle_timeout + 10:g} s)", check=lambda m, _: m <= idle_timeout + 10),
+        Figure.of(
+            "B18.back_to_min_s",
+            [back if back is not None else float("inf")],
+            "s",
+            aim=f"<= idle timeout + 10 s ({idle_timeout + 10:g} s)",
+            check=lambda m, _: m <= idle_timeout + 10,
+        ),
         Figure.of("B18.lost", [lost], "executions", aim="0", check=lambda m, _: m == 0),
         Figure.of("B18.run_twice", [twice], "executions", aim="0", check=lambda m, _: m == 0),
     ]
@@ -137,8 +153,12 @@ def static(home: Path, count: int, seconds: float, sizes: dict[str, int]) -> flo
         for name, (labels, resources) in POOLS.items():
             custom = [f"--resource=accel={resources['accel']}"] if "accel" in resources else []
             for n in range(max(sizes.get(name, 0), 1)):
-                cluster.start_worker(f"{name}-static-{n}", labels=labels, max_concurrent_executions=SLOTS,
-                                     extra_args=(*custom, *WORKER_ARGS))
+                cluster.start_worker(
+                    f"{name}-static-{n}",
+                    labels=labels,
+                    max_concurrent_executions=SLOTS,
+                    extra_args=(*custom, *WORKER_ARGS),
+                )
         with FluxClient(cluster.server_url, timeout=60) as client:
             client.register_file(write_workflow(home, SOURCE, "b18"))
             ids, submitted = submit(client, count, seconds)
@@ -156,13 +176,24 @@ def main() -> None:
         figures, sizes = autoscaled(Path(tmp) / "auto", count, seconds, idle)
         static_makespan = static(Path(tmp) / "static", count, seconds, sizes)
     makespan = next(f for f in figures if f.name == "B18.makespan_s").median
-    ratio_note = ("quick: 1-2 s of work against a worker's start, so the ratio is mostly that start; "
-                  "the aim is the full form's, added_s is the start's cost") if args.quick else None
+    ratio_note = (
+        (
+            "quick: 1-2 s of work against a worker's start, so the ratio is mostly that start; "
+            "the aim is the full form's, added_s is the start's cost"
+        )
+        if args.quick
+        else None
+    )
     figures += [
         Figure.of("B18.static_makespan_s", [static_makespan], "s", note=f"static fleet {sizes}"),
         Figure.of("B18.added_s", [makespan - static_makespan], "s", note="what starting the fleet on demand added"),
-        Figure.of("B18.makespan_ratio", [makespan / static_makespan], "x", note=ratio_note,
-                  **({} if args.quick else {"aim": "<= 1.3", "check": lambda m, _: m <= 1.3})),
+        Figure.of(
+            "B18.makespan_ratio",
+            [makespan / static_makespan],
+            "x",
+            note=ratio_note,
+            **({} if args.quick else {"aim": "<= 1.3", "check": lambda m, _: m <= 1.3}),
+        ),
     ]
     print_figures(figures, args.json)
 

@@ -48,9 +48,13 @@ MIX: list[tuple[int, dict]] = [
 def make_fleet(workers: int, slots: int) -> list[WorkerView]:
     return [
         WorkerView(
-            name=f"w{i:04d}", labels={}, total=Resources(cpu=64.0, memory=512 * GI, disk=GI),
+            name=f"w{i:04d}",
+            labels={},
+            total=Resources(cpu=64.0, memory=512 * GI, disk=GI),
             gpus=tuple(GPU(g, f"GPU-{i}-{g}", "NVIDIA H100", CARD, CARD) for g in range(CARDS)),
-            max_concurrent_executions=slots, allocation="reserve", registered_seq=i,
+            max_concurrent_executions=slots,
+            allocation="reserve",
+            registered_seq=i,
         )
         for i in range(workers)
     ]
@@ -87,8 +91,11 @@ def best_fit_decreasing(demands: list[Demand], workers: int) -> int:
             chosen = min(fits, key=lambda w: free_per_worker[w])
             free_per_worker[chosen] -= count
     free = sum(free_per_worker)
-    shares = sorted(((d.request.gpu or 0.0, d.request.gpu_memory or 0) for d in demands if d.request.shares_gpu),
-                    key=lambda s: max(s[0], s[1] / CARD), reverse=True)
+    shares = sorted(
+        ((d.request.gpu or 0.0, d.request.gpu_memory or 0) for d in demands if d.request.shares_gpu),
+        key=lambda s: max(s[0], s[1] / CARD),
+        reverse=True,
+    )
     open_cards: list[list[float]] = []  # [fraction used, memory used]
     for fraction, memory in shares:
         fitting = [c for c in open_cards if c[0] + fraction <= 1 + 1e-9 and c[1] + memory <= CARD]
@@ -121,8 +128,13 @@ def run(count: int, workers: int, repeats: int) -> list[Figure]:
         Figure.of("B19.cost_ratio_mix_vs_gpu_n", [ratio], "x", aim="within 2x", check=lambda m, p: m <= 2.0),
         Figure.of("B19.free_cards.flux", [flux_free], "cards", note="no allotment at all after the mix"),
         Figure.of("B19.free_cards.best_fit_decreasing", [offline_free], "cards", note="offline, same mix, same cards"),
-        Figure.of("B19.packing_efficiency", [flux_free / offline_free if offline_free else 1.0], "of offline",
-                  aim="within 5 % (>= 0.95)", check=lambda m, p: m >= 0.95),
+        Figure.of(
+            "B19.packing_efficiency",
+            [flux_free / offline_free if offline_free else 1.0],
+            "of offline",
+            aim="within 5 % (>= 0.95)",
+            check=lambda m, p: m >= 0.95,
+        ),
     ]
 
 

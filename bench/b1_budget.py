@@ -70,7 +70,7 @@ def _find(window: list[tuple[float, str]], step: Step, events: dict[str, float],
     if step.label == "client:wake":
         return wake
     if step.label.startswith("event:"):
-        return events.get(step.label[len("event:"):])
+        return events.get(step.label[len("event:") :])
     hits = [at for at, label in window if label == step.label]
     return (hits[-1] if step.last else hits[0]) if hits else None
 
@@ -84,7 +84,9 @@ def budget(home: Path, database_url: str | None, count: int) -> list[Figure]:
     runs: list[tuple[float, float, str]] = []
     try:
         cluster.start_server(timeout=60)
-        cluster.start_worker("b1-budget", runner="subprocess", max_concurrent_executions=4, heartbeat_interval=5.0, timeout=60)
+        cluster.start_worker(
+            "b1-budget", runner="subprocess", max_concurrent_executions=4, heartbeat_interval=5.0, timeout=60
+        )
         meters = {"server": cluster.server.pid, "worker": cluster.workers["b1-budget"].pid}
         with FluxClient(cluster.server_url) as client:
             client.register_file(write_workflow(home, SOURCE, "bench_workflows"))
@@ -117,17 +119,47 @@ def budget(home: Path, database_url: str | None, count: int) -> list[Figure]:
     figures = []
     for number, step in enumerate(STEPS, 1):
         gap = statistics.median(gaps[step.name]) if gaps[step.name] else float("nan")
-        figures.append(Figure.of(f"B1.budget.{number:02d} {step.name}", offsets[step.name], "ms",
-                                 note=f"median gap from the step before: {gap:.2f} ms"))
+        figures.append(
+            Figure.of(
+                f"B1.budget.{number:02d} {step.name}",
+                offsets[step.name],
+                "ms",
+                note=f"median gap from the step before: {gap:.2f} ms",
+            )
+        )
     for name, ms in cpu.items():
-        figures.append(Figure.of(f"B1.budget.{name}_cpu", [ms], "ms CPU/exec",
-                                 note=f"the {name} process{' and its children' if name == 'worker' else ''}, per execution"))
-    figures.append(Figure.of("B1.budget.transactions", transactions, "per execution",
-                             note="server units of work (Database.run) between POST and the client's wake"))
-    figures.append(Figure.of("B1.budget.statements", statements, "per execution",
-                             note="SQL statements the server sent between POST and the client's wake"))
-    figures.append(Figure.of("B1.budget.requests", requests, "per execution",
-                             note="HTTP requests the server answered between POST and the client's wake (no heartbeats)"))
+        figures.append(
+            Figure.of(
+                f"B1.budget.{name}_cpu",
+                [ms],
+                "ms CPU/exec",
+                note=f"the {name} process{' and its children' if name == 'worker' else ''}, per execution",
+            )
+        )
+    figures.append(
+        Figure.of(
+            "B1.budget.transactions",
+            transactions,
+            "per execution",
+            note="server units of work (Database.run) between POST and the client's wake",
+        )
+    )
+    figures.append(
+        Figure.of(
+            "B1.budget.statements",
+            statements,
+            "per execution",
+            note="SQL statements the server sent between POST and the client's wake",
+        )
+    )
+    figures.append(
+        Figure.of(
+            "B1.budget.requests",
+            requests,
+            "per execution",
+            note="HTTP requests the server answered between POST and the client's wake (no heartbeats)",
+        )
+    )
     return figures
 
 
@@ -137,5 +169,5 @@ def table(figures: list[Figure]) -> str:
     for figure in figures:
         if figure.note and figure.note.startswith("median gap"):
             gap = figure.note.rsplit(": ", 1)[1].split()[0]
-            lines.append(f"  {figure.name[len('B1.budget.'):]:<46} {figure.median:>10.2f} {gap:>8}")
+            lines.append(f"  {figure.name[len('B1.budget.') :]:<46} {figure.median:>10.2f} {gap:>8}")
     return "\n".join(lines)

@@ -42,15 +42,23 @@ def run(home: Path, count: int, repeats: int) -> list[Figure]:
         server = psutil.Process(cluster.server.pid)
         bootstrap = (cluster.home / "bootstrap-token").read_text().strip()
         with httpx.Client(base_url=cluster.server_url, timeout=30) as http:
-            worker = {"name": "bench", "heartbeat_interval": 3600.0, **probe.get_resources_info({}, count, gpu_source="none")}
-            token = http.post("/workers/register", json=worker, headers={"Authorization": f"Bearer {bootstrap}"}).json()["session_token"]
+            worker = {
+                "name": "bench",
+                "heartbeat_interval": 3600.0,
+                **probe.get_resources_info({}, count, gpu_source="none"),
+            }
+            token = http.post(
+                "/workers/register", json=worker, headers={"Authorization": f"Bearer {bootstrap}"}
+            ).json()["session_token"]
             auth = {"Authorization": f"Bearer {token}"}
             http.post("/workflows", json={"source": WORKFLOW, "workflows": [{"name": "hello"}]}).raise_for_status()
             for _ in range(repeats):
                 ids = [http.post("/workflows/hello/run", json={"input": i}).json()["id"] for i in range(count)]
                 claimed = 0
                 while claimed < count:
-                    claimed += len(http.post("/workers/bench/claim", json={"wait": 5}, headers=auth).json()["executions"])
+                    claimed += len(
+                        http.post("/workers/bench/claim", json={"wait": 5}, headers=auth).json()["executions"]
+                    )
                 time.sleep(0.2)
                 before = sum(server.cpu_times()[:2])
                 for _ in ids:
@@ -63,9 +71,18 @@ def run(home: Path, count: int, repeats: int) -> list[Figure]:
                         body = {"attempt": 1, "batch": batch, "events": [dict(event, time=time.time())]}
                         http.post(f"/executions/{execution_id}/checkpoint", json=body, headers=auth).raise_for_status()
                     cpu[kind].append((sum(server.cpu_times()[:2]) - before) * 1000 / count)
-    return [Figure.of("B1.checkpoint.health_server_cpu", floor, "ms CPU", note="GET /health: the HTTP stack's floor"),
-            *(Figure.of(f"B1.checkpoint.{kind}_server_cpu", values, "ms CPU",
-                        note=f"{KINDS[kind][1]['type']}, one batch of one event, {count} runs") for kind, values in cpu.items())]
+    return [
+        Figure.of("B1.checkpoint.health_server_cpu", floor, "ms CPU", note="GET /health: the HTTP stack's floor"),
+        *(
+            Figure.of(
+                f"B1.checkpoint.{kind}_server_cpu",
+                values,
+                "ms CPU",
+                note=f"{KINDS[kind][1]['type']}, one batch of one event, {count} runs",
+            )
+            for kind, values in cpu.items()
+        ),
+    ]
 
 
 def main() -> None:

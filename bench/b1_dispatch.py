@@ -41,12 +41,27 @@ def run(cluster: BenchCluster, client: FluxClient, runner: str, count: int, pref
     note = f"{failed} of {WARMUP + count} executions did not complete on {worker}" if failed else None
     name = f"{prefix}.{runner}"
     return [
-        Figure.of(f"{name}.scheduled_to_started", total, "ms", aim="p50 < 20 ms, p95 < 50 ms",
-                  check=lambda m, p: m < 20 and p < 50, note=note),
+        Figure.of(
+            f"{name}.scheduled_to_started",
+            total,
+            "ms",
+            aim="p50 < 20 ms, p95 < 50 ms",
+            check=lambda m, p: m < 20 and p < 50,
+            note=note,
+        ),
         Figure.of(f"{name}.claim_half", claim, "ms", note="scheduled_at -> claimed_at (server dispatch round)"),
-        Figure.of(f"{name}.start_half", start, "ms", note="claimed_at -> started_at (delivery, runner hand-over, workflow load)"),
-        Figure.of(f"{name}.submit_to_completed_client", e2e, "ms",
-                  note="client wall time: POST /run + long-poll GET until COMPLETED (context, no aim)"),
+        Figure.of(
+            f"{name}.start_half",
+            start,
+            "ms",
+            note="claimed_at -> started_at (delivery, runner hand-over, workflow load)",
+        ),
+        Figure.of(
+            f"{name}.submit_to_completed_client",
+            e2e,
+            "ms",
+            note="client wall time: POST /run + long-poll GET until COMPLETED (context, no aim)",
+        ),
     ]
 
 
@@ -72,8 +87,16 @@ async def _handover(count: int, gap: float) -> list[float]:
                 if not first:
                     first.append(time.perf_counter())
 
-            job = Job(id=f"h{i}", workflow_name=TRIVIAL, workflow_version=1, source=source,
-                      filename="bench_workflows.py", input=i, attempt=1, completed_tasks={})
+            job = Job(
+                id=f"h{i}",
+                workflow_name=TRIVIAL,
+                workflow_version=1,
+                source=source,
+                filename="bench_workflows.py",
+                input=i,
+                attempt=1,
+                completed_tasks={},
+            )
             t0 = time.perf_counter()
             await runner.run(job, emit, Stop())
             if i >= 2 and first:
@@ -95,8 +118,12 @@ def _child_boot(count: int) -> tuple[list[float], list[float]]:
     for _ in range(count):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "flux.worker.runners.child"], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "flux.worker.runners.child"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            check=True,
+        )
         wall.append((time.perf_counter() - t0) * 1000)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000)
@@ -112,11 +139,23 @@ def handover(quick: bool) -> list[Figure]:
     tight = asyncio.run(_handover(count, 0.0))
     idle = asyncio.run(_handover(count // 2 if quick else count, 0.5))
     return [
-        Figure.of("B1.diag.subprocess_handover.back_to_back", tight, "ms",
-                  note="SubprocessRunner.run -> first event, jobs back to back (pool refills still booting)"),
-        Figure.of("B1.diag.subprocess_handover.idle_pool", idle, "ms",
-                  note="same, 0.5 s between jobs (pool children fully started)"),
-        Figure.of("B1.diag.child_boot_cpu", boot_cpu, "ms CPU",
-                  note="one subprocess-runner child starting (interpreter + engine imports), paid per execution"),
+        Figure.of(
+            "B1.diag.subprocess_handover.back_to_back",
+            tight,
+            "ms",
+            note="SubprocessRunner.run -> first event, jobs back to back (pool refills still booting)",
+        ),
+        Figure.of(
+            "B1.diag.subprocess_handover.idle_pool",
+            idle,
+            "ms",
+            note="same, 0.5 s between jobs (pool children fully started)",
+        ),
+        Figure.of(
+            "B1.diag.child_boot_cpu",
+            boot_cpu,
+            "ms CPU",
+            note="one subprocess-runner child starting (interpreter + engine imports), paid per execution",
+        ),
         Figure.of("B1.diag.child_boot_wall", boot_wall, "ms"),
     ]

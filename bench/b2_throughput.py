@@ -43,6 +43,7 @@ AIM = 3000
 
 async def _submit(server_url: str, executions: int, tasks: int) -> list[str]:
     async with httpx.AsyncClient(base_url=server_url, timeout=60) as http:
+
         async def one() -> str:
             response = await http.post(f"/workflows/{CHAIN}/run", json={"input": {"tasks": tasks}})
             response.raise_for_status()
@@ -106,18 +107,38 @@ def run(
     name = f"{prefix}.{runner}"
     return [
         *_figures(f"{name}.cold_20x20", cold, note + ", the first burst of each"),
-        *_figures(f"{name}.c50x20", concurrent, note + f", {BURSTS} bursts each after the cold one, {settle:g} s idle before each"),
+        *_figures(
+            f"{name}.c50x20",
+            concurrent,
+            note + f", {BURSTS} bursts each after the cold one, {settle:g} s idle before each",
+        ),
     ]
 
 
 def _figures(name: str, shape: Shape, note: str) -> list[Figure]:
     return [
-        Figure.of(f"{name}.tasks_per_s", shape.stamped, "tasks/s", aim=f">= {AIM} tasks/s",
-                  check=lambda m, p: m >= AIM, note=note + "; stamped window"),
-        Figure.of(f"{name}.tasks_per_s_durable", shape.durable, "tasks/s",
-                  note="first submission -> last completion read back by the client"),
+        Figure.of(
+            f"{name}.tasks_per_s",
+            shape.stamped,
+            "tasks/s",
+            aim=f">= {AIM} tasks/s",
+            check=lambda m, p: m >= AIM,
+            note=note + "; stamped window",
+        ),
+        Figure.of(
+            f"{name}.tasks_per_s_durable",
+            shape.durable,
+            "tasks/s",
+            note="first submission -> last completion read back by the client",
+        ),
         Figure.of(f"{name}.window", shape.windows, "s", note="first scheduled_at -> last finished_at"),
-        Figure.of(f"{name}.claim_under_load", shape.claim_ms, "ms", note="scheduled_at -> claimed_at of each execution"),
-        Figure.of(f"{name}.start_under_load", shape.start_ms, "ms",
-                  note="claimed_at -> started_at of each execution (delivery + runner hand-over)"),
+        Figure.of(
+            f"{name}.claim_under_load", shape.claim_ms, "ms", note="scheduled_at -> claimed_at of each execution"
+        ),
+        Figure.of(
+            f"{name}.start_under_load",
+            shape.start_ms,
+            "ms",
+            note="claimed_at -> started_at of each execution (delivery + runner hand-over)",
+        ),
     ]

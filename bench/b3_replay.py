@@ -50,7 +50,11 @@ def _history(n: int) -> dict[str, int]:
 async def _time_once(n: int, completed: dict[str, int]) -> float:
     events: list[dict] = []
     ctx = ExecutionContext(
-        execution_id="bench", workflow_name=replay_chain.name, input=n, completed_tasks=dict(completed), emit=events.append
+        execution_id="bench",
+        workflow_name=replay_chain.name,
+        input=n,
+        completed_tasks=dict(completed),
+        emit=events.append,
     )
     t0 = time.perf_counter()
     outcome, _ = await run_workflow(replay_chain, ctx)
@@ -78,8 +82,16 @@ def _job_roundtrip(rounds: int) -> list[float]:
     """Worker side: the job encoded (SubprocessRunner.run), then decoded in the child (``Job``)."""
     from flux.worker.runners.base import Job
 
-    job = Job(id="x" * 32, workflow_name="replay_chain", workflow_version=1, source="x" * 400,
-              filename="wf.py", input=1000, attempt=2, completed_tasks=_history(1000))
+    job = Job(
+        id="x" * 32,
+        workflow_name="replay_chain",
+        workflow_version=1,
+        source="x" * 400,
+        filename="wf.py",
+        input=1000,
+        attempt=2,
+        completed_tasks=_history(1000),
+    )
     samples = []
     for _ in range(rounds):
         t0 = time.perf_counter()
@@ -93,9 +105,9 @@ def _server_delivery(rounds: int, n: int) -> list[float]:
     from sqlalchemy.orm import Session
 
     from flux.domain.events import EventType
-    from flux.server.models import ExecutionEventModel, ExecutionModel, WorkflowModel
     from flux.server import executions
     from flux.server.database import make_engine, migrate
+    from flux.server.models import ExecutionEventModel, ExecutionModel, WorkflowModel
 
     with tempfile.TemporaryDirectory(prefix="flux-bench-b3-") as home:
         url = f"sqlite:///{Path(home) / 'b3.db'}"
@@ -103,18 +115,45 @@ def _server_delivery(rounds: int, n: int) -> list[float]:
         engine = make_engine(url)
         now = time.time()
         with Session(engine) as session, session.begin():
-            wf = WorkflowModel(name="replay_chain", version=1, source="pass\n", source_digest="0" * 64,
-                               filename="wf.py", requests=None, affinity=None, created_at=now)
+            wf = WorkflowModel(
+                name="replay_chain",
+                version=1,
+                source="pass\n",
+                source_digest="0" * 64,
+                filename="wf.py",
+                requests=None,
+                affinity=None,
+                created_at=now,
+            )
             session.add(wf)
             session.flush()
-            ex = ExecutionModel(id="e" * 32, workflow_id=wf.id, workflow_name=wf.name, workflow_version=1,
-                                state="CLAIMED", input=n, worker_name="w", attempt=1, delivered=False,
-                                last_seq=n, scheduled_at=now, claimed_at=now)
+            ex = ExecutionModel(
+                id="e" * 32,
+                workflow_id=wf.id,
+                workflow_name=wf.name,
+                workflow_version=1,
+                state="CLAIMED",
+                input=n,
+                worker_name="w",
+                attempt=1,
+                delivered=False,
+                last_seq=n,
+                scheduled_at=now,
+                claimed_at=now,
+            )
             session.add(ex)
             session.flush()
             session.add_all(
-                ExecutionEventModel(execution_id=ex.id, seq=i + 1, type=EventType.TASK_COMPLETED.value, name="step",
-                                    task_id=f"step:{i + 1}", value=i, time=now, worker_name="w")
+                ExecutionEventModel(
+                    execution_id=ex.id,
+                    seq=i + 1,
+                    type=EventType.TASK_COMPLETED.value,
+                    name="step",
+                    task_id=f"step:{i + 1}",
+                    value=i,
+                    time=now,
+                    worker_name="w",
+                )
                 for i in range(n)
             )
         worker = SimpleNamespace(name="w")
@@ -140,19 +179,37 @@ def run(quick: bool) -> list[Figure]:
         Figure.of("B3.replay.fixed_N0", ms(replay[0]), "ms", note="run_workflow with no tasks: the per-resume floor"),
         Figure.of("B3.replay.N100", ms(replay[100]), "ms"),
         Figure.of("B3.replay.N1000", ms(replay[1000]), "ms"),
-        Figure.of("B3.replay.marginal", ms(marginal), "ms/task", aim="< 0.05 ms/task",
-                  check=lambda m, p: m < 0.05, note="(t1000 - t100) / 900, per interleaved round"),
-        Figure.of("B3.fresh.N100_per_task", [t * 1000 / 100 for t in fresh], "ms/task",
-                  note="the same 100 tasks run for real (no history), for comparison"),
-        Figure.of("B3.resume.job_json_N1000", ms(_job_roundtrip(rounds)), "ms",
-                  note="worker->child job JSON round trip carrying 1000 completed tasks (subprocess runner)"),
+        Figure.of(
+            "B3.replay.marginal",
+            ms(marginal),
+            "ms/task",
+            aim="< 0.05 ms/task",
+            check=lambda m, p: m < 0.05,
+            note="(t1000 - t100) / 900, per interleaved round",
+        ),
+        Figure.of(
+            "B3.fresh.N100_per_task",
+            [t * 1000 / 100 for t in fresh],
+            "ms/task",
+            note="the same 100 tasks run for real (no history), for comparison",
+        ),
+        Figure.of(
+            "B3.resume.job_json_N1000",
+            ms(_job_roundtrip(rounds)),
+            "ms",
+            note="worker->child job JSON round trip carrying 1000 completed tasks (subprocess runner)",
+        ),
     ]
     server_rounds = 20 if quick else 60
     d100, d1000 = _server_delivery(server_rounds, 100), _server_delivery(server_rounds, 1000)
     figures += [
         Figure.of("B3.server.deliver_N100", ms(d100), "ms", note="executions.deliver() on SQLite, rolled back"),
         Figure.of("B3.server.deliver_N1000", ms(d1000), "ms", note="executions.deliver() on SQLite, rolled back"),
-        Figure.of("B3.server.deliver_marginal", [(b - a) * 1000 / 900 for a, b in zip(d100, d1000)], "ms/task",
-                  note="server-side history load per completed task (paired rounds)"),
+        Figure.of(
+            "B3.server.deliver_marginal",
+            [(b - a) * 1000 / 900 for a, b in zip(d100, d1000)],
+            "ms/task",
+            note="server-side history load per completed task (paired rounds)",
+        ),
     ]
     return figures

@@ -43,15 +43,21 @@ class Meters:
     def __init__(self, server_pid: int, database: str | None, fleet_pids: list[int]):
         from bench import b7_fleet
 
-        self.meters = {"server": [b7_fleet.CpuMeter(server_pid)], "postgres": [b7_fleet.CpuMeter(postgres_database=database)],
-                       "fleet": [b7_fleet.CpuMeter(pid) for pid in fleet_pids],
-                       "client": [b7_fleet.CpuMeter(os.getpid(), children=False)]}
+        self.meters = {
+            "server": [b7_fleet.CpuMeter(server_pid)],
+            "postgres": [b7_fleet.CpuMeter(postgres_database=database)],
+            "fleet": [b7_fleet.CpuMeter(pid) for pid in fleet_pids],
+            "client": [b7_fleet.CpuMeter(os.getpid(), children=False)],
+        }
 
     def sample(self) -> dict[str, dict[int, float]]:
         """CPU seconds by process (pid), of each side; the machine's under pid 0."""
         import psutil
 
-        seconds = {name: {pid: t for meter in meters for pid, t in meter.sample().items()} for name, meters in self.meters.items()}
+        seconds = {
+            name: {pid: t for meter in meters for pid, t in meter.sample().items()}
+            for name, meters in self.meters.items()
+        }
         times = psutil.cpu_times()
         seconds["machine"] = {0: sum(times) - times.idle - getattr(times, "iowait", 0.0)}
         return seconds
@@ -98,14 +104,30 @@ def run(pg_url: str, work: Path, count: int, repeats: int, processes: int = 1) -
             server.stop()
     cores = os.cpu_count() or 1
     return [
-        Figure.of("B6.pg.burst_runs_per_s", rates, "runs/s", aim=">= 500 runs/s", check=lambda m, _p: m >= 500,
-                  note=f"{count} one-task runs at once on {WORKERS} synthetic workers x {SLOTS} slots, {repeats} repeats"),
+        Figure.of(
+            "B6.pg.burst_runs_per_s",
+            rates,
+            "runs/s",
+            aim=">= 500 runs/s",
+            check=lambda m, _p: m >= 500,
+            note=f"{count} one-task runs at once on {WORKERS} synthetic workers x {SLOTS} slots, {repeats} repeats",
+        ),
         *(Figure.of(f"B6.pg.burst_{name}_cpu_per_run", cpu[name], "ms CPU", note=PARTS[name]) for name in PARTS),
-        Figure.of("B6.pg.burst_machine_cpu_per_run", cpu["machine"], "ms CPU",
-                  note="all processes of the machine, submission to drain (all the above and whatever else ran)"),
-        Figure.of("B6.pg.burst_cpu_ceiling_runs_per_s", [cores * 1000 / ms for ms in cpu["machine"] if ms > 0], "runs/s",
-                  note=f"{cores} cores / the machine's CPU per run: the rate were every core busy with the burst alone"),
-        Figure.of("B6.pg.burst_statements_per_run", statements, "statements", note="flux_db_statements_total (reads + writes)"),
+        Figure.of(
+            "B6.pg.burst_machine_cpu_per_run",
+            cpu["machine"],
+            "ms CPU",
+            note="all processes of the machine, submission to drain (all the above and whatever else ran)",
+        ),
+        Figure.of(
+            "B6.pg.burst_cpu_ceiling_runs_per_s",
+            [cores * 1000 / ms for ms in cpu["machine"] if ms > 0],
+            "runs/s",
+            note=f"{cores} cores / the machine's CPU per run: the rate were every core busy with the burst alone",
+        ),
+        Figure.of(
+            "B6.pg.burst_statements_per_run", statements, "statements", note="flux_db_statements_total (reads + writes)"
+        ),
     ]
 
 
@@ -131,7 +153,9 @@ def main() -> None:
     parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--count", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--processes", type=int, default=1, help="server processes on the one queue (flux start server --processes)")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="server processes on the one queue (flux start server --processes)"
+    )
     args = parser.parse_args()
     count, repeats = counts(args.quick)
     count, repeats = args.count or count, args.repeats or repeats

@@ -40,7 +40,10 @@ def scratch_database(url: str) -> Iterator[tuple[str, str]]:
         admin.execute(f'CREATE DATABASE "{name}"')
     except Exception as exc:  # noqa: BLE001
         admin.close()
-        yield url, f"could not create a scratch database ({str(exc).strip().splitlines()[0]}); used {redact_url(url)} as given"
+        yield (
+            url,
+            f"could not create a scratch database ({str(exc).strip().splitlines()[0]}); used {redact_url(url)} as given",
+        )
         return
     try:
         yield _with_database(plain, name), f"scratch database {name} on {redact_url(url)}, dropped afterwards"

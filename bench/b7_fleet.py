@@ -83,8 +83,17 @@ class Options:
     profile: Path | None = None
 
     @classmethod
-    def make(cls, *, quick: bool = False, workers: str | None = None, database: str | None = None,
-             duration: float | None = None, idle: float | None = None, burst: int | None = None, **kw: Any) -> "Options":
+    def make(
+        cls,
+        *,
+        quick: bool = False,
+        workers: str | None = None,
+        database: str | None = None,
+        duration: float | None = None,
+        idle: float | None = None,
+        burst: int | None = None,
+        **kw: Any,
+    ) -> "Options":
         opts = cls(quick=quick, **{k: v for k, v in kw.items() if v is not None})
         if quick:
             opts.workers, opts.databases = [10, 100], ["sqlite"]
@@ -114,10 +123,21 @@ _STARTED: dict[int, subprocess.Popen] = {}  # every process this module started,
 def _popen(args: list[str], log: Path, **kw: Any) -> subprocess.Popen:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])), **kw.pop("env", {})}
-        process = subprocess.Popen(args, stderr=out, stdout=kw.pop("stdout", out), env=env, cwd=kw.pop("cwd", REPO),
-                                   start_new_session=True, **kw)
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            **kw.pop("env", {}),
+        }
+        process = subprocess.Popen(
+            args,
+            stderr=out,
+            stdout=kw.pop("stdout", out),
+            env=env,
+            cwd=kw.pop("cwd", REPO),
+            start_new_session=True,
+            **kw,
+        )
     _STARTED[process.pid] = process
     return process
 
@@ -158,8 +178,14 @@ def _error_line(log: str) -> str | None:
 
 
 class Server:
-    def __init__(self, home: Path, database_url: str | None, processes: int, repo: Path | None = None,
-                 profile: Path | None = None):
+    def __init__(
+        self,
+        home: Path,
+        database_url: str | None,
+        processes: int,
+        repo: Path | None = None,
+        profile: Path | None = None,
+    ):
         self.home, self.database_url, self.processes = home, database_url, processes
         self.repo, self.profile = repo, profile
         self.port = _free_port()
@@ -224,7 +250,9 @@ class CpuMeter:
                 procs = [root, *(root.children(recursive=True) if self.children else ())]
         if self.needle:
             for proc in psutil.process_iter(["cmdline", "name"]):
-                if (proc.info["name"] or "").startswith("postgres") and self.needle in " ".join(proc.info["cmdline"] or []):
+                if (proc.info["name"] or "").startswith("postgres") and self.needle in " ".join(
+                    proc.info["cmdline"] or []
+                ):
                     procs.append(proc)
         out = {}
         for proc in procs:
@@ -259,12 +287,32 @@ class SynthFleet:
         per = math.ceil(self.n / count)
         for i, first in enumerate(range(0, self.n, per)):
             stats_file = self.work / f"fleet-{i}.json"
-            args = [sys.executable, "-m", "bench.fleet_synth", "--server-url", self.server.url,
-                    "--token-file", str(self.server.token_file), "--names-from", str(first),
-                    "--count", str(min(per, self.n - first)), "--prefix", "synth-",
-                    "--max-concurrent-executions", str(self.slots),
-                    "--heartbeat-interval", str(self.opts.heartbeat_interval), "--samples", self.opts.samples,
-                    "--duration", str(self.duration_cap), "--stats-file", str(stats_file), "--wait-go"]
+            args = [
+                sys.executable,
+                "-m",
+                "bench.fleet_synth",
+                "--server-url",
+                self.server.url,
+                "--token-file",
+                str(self.server.token_file),
+                "--names-from",
+                str(first),
+                "--count",
+                str(min(per, self.n - first)),
+                "--prefix",
+                "synth-",
+                "--max-concurrent-executions",
+                str(self.slots),
+                "--heartbeat-interval",
+                str(self.opts.heartbeat_interval),
+                "--samples",
+                self.opts.samples,
+                "--duration",
+                str(self.duration_cap),
+                "--stats-file",
+                str(stats_file),
+                "--wait-go",
+            ]
             process = _popen(args, self.work / "logs" / f"fleet-{i}.log", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             self.processes.append((process, stats_file))
         selector = selectors.DefaultSelector()
@@ -276,8 +324,9 @@ class SynthFleet:
                 process = key.data
                 line = process.stdout.readline()
                 if not line:
-                    raise RuntimeError(f"fleet process {process.pid} exited before 'ready': "
-                                       f"{_error_line(self._log(process))}")
+                    raise RuntimeError(
+                        f"fleet process {process.pid} exited before 'ready': {_error_line(self._log(process))}"
+                    )
                 if line.strip() == b"ready":
                     waiting.discard(process.pid)
                     selector.unregister(process.stdout)
@@ -312,8 +361,12 @@ class SynthFleet:
             if stats_file.exists():
                 self.stats.append(json.loads(stats_file.read_text()))
             else:
-                self.stats.append({"missing": f"no stats from pid {process.pid} (exit {process.returncode}): "
-                                              f"{_error_line(self._log(process))}"})
+                self.stats.append(
+                    {
+                        "missing": f"no stats from pid {process.pid} (exit {process.returncode}): "
+                        f"{_error_line(self._log(process))}"
+                    }
+                )
         self.processes = []
         return self.stats
 
@@ -425,9 +478,11 @@ async def _fetch(client: httpx.AsyncClient, ids: list[str]) -> list[dict]:
 
 
 def _client(url: str, connections: int) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, limits=httpx.Limits(max_connections=connections,
-                                                               max_keepalive_connections=connections),
-                             timeout=httpx.Timeout(30.0, pool=300.0))
+    return httpx.AsyncClient(
+        base_url=url,
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+        timeout=httpx.Timeout(30.0, pool=300.0),
+    )
 
 
 async def load_phase(url: str, rate: float, duration: float, drain: float, watch: WorkerWatch) -> dict:
@@ -459,8 +514,14 @@ async def load_phase(url: str, rate: float, duration: float, drain: float, watch
         stop_watch.set()
         await watching
         executions = await _fetch(client, ids)
-    return {"count": count, "ids": ids, "errors": errors, "executions": executions, "drained": drained,
-            "submit_s": submit_s}
+    return {
+        "count": count,
+        "ids": ids,
+        "errors": errors,
+        "executions": executions,
+        "drained": drained,
+        "submit_s": submit_s,
+    }
 
 
 async def burst_phase(url: str, count: int, drain: float, on_drained: Callable[[], None] | None = None) -> dict:
@@ -490,14 +551,28 @@ async def burst_phase(url: str, count: int, drain: float, on_drained: Callable[[
 # --- figures ------------------------------------------------------------------------------
 
 
-def one(name: str, value: float, unit: str, *, aim: str | None = None, ok: Callable[[float], bool] | None = None,
-        note: str | None = None) -> Figure:
+def one(
+    name: str,
+    value: float,
+    unit: str,
+    *,
+    aim: str | None = None,
+    ok: Callable[[float], bool] | None = None,
+    note: str | None = None,
+) -> Figure:
     met = ok(value) if ok is not None and value == value else (False if ok is not None else None)
     return Figure(name, value, value, unit, 1, aim, met, note)
 
 
-def dist(name: str, values: list[float], unit: str, *, aim: str | None = None,
-         ok: Callable[[float, float], bool] | None = None, note: str | None = None) -> Figure:
+def dist(
+    name: str,
+    values: list[float],
+    unit: str,
+    *,
+    aim: str | None = None,
+    ok: Callable[[float, float], bool] | None = None,
+    note: str | None = None,
+) -> Figure:
     """p50/p95/p99; ``ok(p50, p99)`` decides ``met``."""
     figure = Figure.of(name, values, unit, note=note, with_p99=True)
     figure.aim = aim
@@ -510,7 +585,8 @@ def _errors_note(errors: Counter[str], top: int = 6) -> str | None:
     if not errors:
         return None
     return ", ".join(f"{kind} x{count}" for kind, count in errors.most_common(top)) + (
-        f" (+{len(errors) - top} kinds)" if len(errors) > top else "")
+        f" (+{len(errors) - top} kinds)" if len(errors) > top else ""
+    )
 
 
 def settle_time(opts: Options, n: int) -> float:
@@ -589,14 +665,48 @@ def run_unit(opts: Options, db: str, n: int, work: Path) -> list[Figure]:
         with contextlib.suppress(httpx.HTTPError):
             metrics_text = httpx.get(f"{server.url}/metrics", timeout=30).text
         fleet_stats = fleet.stop()
-    return figures(opts, tag, n, db, online_s, online, online_wall, idle_cpu, idle_db, load, load_cpu, load_db,
-                   load_end_wall, burst, watch, metrics_text, fleet_stats, phases)
+    return figures(
+        opts,
+        tag,
+        n,
+        db,
+        online_s,
+        online,
+        online_wall,
+        idle_cpu,
+        idle_db,
+        load,
+        load_cpu,
+        load_db,
+        load_end_wall,
+        burst,
+        watch,
+        metrics_text,
+        fleet_stats,
+        phases,
+    )
 
 
-def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: int, online_wall: float,
-            idle_cpu: float, idle_db: float | None, load: dict, load_cpu: float, load_db: float | None,
-            load_end_wall: float, burst: dict | None, watch: WorkerWatch, metrics_text: str,
-            fleet_stats: list[dict], phases: dict[str, float]) -> list[Figure]:
+def figures(
+    opts: Options,
+    tag: str,
+    n: int,
+    db: str,
+    online_s: float,
+    online: int,
+    online_wall: float,
+    idle_cpu: float,
+    idle_db: float | None,
+    load: dict,
+    load_cpu: float,
+    load_db: float | None,
+    load_end_wall: float,
+    burst: dict | None,
+    watch: WorkerWatch,
+    metrics_text: str,
+    fleet_stats: list[dict],
+    phases: dict[str, float],
+) -> list[Figure]:
     at1000 = n == 1000
     out: list[Figure] = []
 
@@ -614,36 +724,73 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
     fleet_wall = max((s["stopped_at"] - s["started_at"] for s in stats), default=0.0)
 
     note = None if online >= n else f"only {online} of {n} ONLINE after the timeout"
-    out.append(one(f"{tag}.online_s", online_s, "s", aim="< 10 s" if at1000 else None,
-                   ok=(lambda v: v < 10) if at1000 else None,
-                   note=note or f"registration round trip p50 {_pct(registration_ms, 50)} ms, "
-                                f"p99 {_pct(registration_ms, 99)} ms; {len(fleet_stats)} fleet processes"))
+    out.append(
+        one(
+            f"{tag}.online_s",
+            online_s,
+            "s",
+            aim="< 10 s" if at1000 else None,
+            ok=(lambda v: v < 10) if at1000 else None,
+            note=note
+            or f"registration round trip p50 {_pct(registration_ms, 50)} ms, "
+            f"p99 {_pct(registration_ms, 99)} ms; {len(fleet_stats)} fleet processes",
+        )
+    )
     idle_aim = 12 if opts.samples == "busy" else 25  # issue 40: a busy fleet as cheap as a quiet one
-    out.append(one(f"{tag}.idle_cpu_pct", idle_cpu, "% of a core", aim=f"< {idle_aim} %" if at1000 else None,
-                   ok=(lambda v: v < idle_aim) if at1000 else None,
-                   note=f"server process and children, {opts.idle_s:.0f} s idle window"))
+    out.append(
+        one(
+            f"{tag}.idle_cpu_pct",
+            idle_cpu,
+            "% of a core",
+            aim=f"< {idle_aim} %" if at1000 else None,
+            ok=(lambda v: v < idle_aim) if at1000 else None,
+            note=f"server process and children, {opts.idle_s:.0f} s idle window",
+        )
+    )
     if idle_db is not None:
-        out.append(one(f"{tag}.pg_idle_cpu_pct", idle_db, "% of a core",
-                       note="PostgreSQL backends of the scratch database, same window"))
+        out.append(
+            one(
+                f"{tag}.pg_idle_cpu_pct",
+                idle_db,
+                "% of a core",
+                note="PostgreSQL backends of the scratch database, same window",
+            )
+        )
 
     window = (phases["idle_window"], phases["idle_window_end"])
-    paced = sum(window[0] <= t <= window[1] for s in stats for t, _ in s.get("heartbeats", [])) / max(window[1] - window[0], 1e-9)
-    out.append(one(f"{tag}.heartbeats_per_s", paced, "beats/s",
-                   note=f"the fleet's heartbeats in the idle window, at the server's pace (--max-heartbeats-per-second; "
-                        f"each worker's own interval {opts.heartbeat_interval:g} s)"))
+    paced = sum(window[0] <= t <= window[1] for s in stats for t, _ in s.get("heartbeats", [])) / max(
+        window[1] - window[0], 1e-9
+    )
+    out.append(
+        one(
+            f"{tag}.heartbeats_per_s",
+            paced,
+            "beats/s",
+            note=f"the fleet's heartbeats in the idle window, at the server's pace (--max-heartbeats-per-second; "
+            f"each worker's own interval {opts.heartbeat_interval:g} s)",
+        )
+    )
     beats = [ms for s in stats for t, ms in s.get("heartbeats", []) if online_wall <= t <= load_end_wall]
     quiet_aims = at1000 and opts.samples == "quiet"
-    out.append(dist(f"{tag}.heartbeat_ms", beats, "ms", aim=f"p99 <= {ROUND_TRIP_AIM:g} ms" if quiet_aims else None,
-                    ok=(lambda p50, p99: p99 <= ROUND_TRIP_AIM) if quiet_aims else None,
-                    note="round trip of each heartbeat, idle and load phases (client side, incl. pool wait)"))
+    out.append(
+        dist(
+            f"{tag}.heartbeat_ms",
+            beats,
+            "ms",
+            aim=f"p99 <= {ROUND_TRIP_AIM:g} ms" if quiet_aims else None,
+            ok=(lambda p50, p99: p99 <= ROUND_TRIP_AIM) if quiet_aims else None,
+            note="round trip of each heartbeat, idle and load phases (client side, incl. pool wait)",
+        )
+    )
 
     executions = load["executions"]
     completed = [e for e in executions if e["state"] == "COMPLETED"]
     claim = [(e["claimed_at"] - e["scheduled_at"]) * 1000 for e in executions if e.get("claimed_at")]
     done = [(e["finished_at"] - e["scheduled_at"]) * 1000 for e in completed if e.get("finished_at")]
     retried = sum(1 for e in executions if e.get("attempt", 1) > 1)
-    load_note = (f"{len(completed)}/{load['count']} completed; {retried} needed more than one attempt"
-                 + ("" if load["drained"] else "; queue not empty at the deadline"))
+    load_note = f"{len(completed)}/{load['count']} completed; {retried} needed more than one attempt" + (
+        "" if load["drained"] else "; queue not empty at the deadline"
+    )
     claim_aim, claim_ok = None, None
     if at1000 and opts.samples == "busy":  # issue 40: a busy fleet places as fast as a quiet one
         claim_aim, claim_ok = "p99 <= 200 ms", (lambda p50, p99: p99 <= 200)
@@ -651,48 +798,93 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
         claim_aim, claim_ok = "p99 < 500 ms", (lambda p50, p99: p99 < 500)
     elif n == 3000 and db == "postgres" and opts.processes >= 2:
         claim_aim, claim_ok = "p99 < 1 s", (lambda p50, p99: p99 < 1000)
-    out.append(dist(f"{tag}.submit_to_claimed_ms", claim, "ms", aim=claim_aim, ok=claim_ok,
-                    note=f"claimed_at - scheduled_at at {opts.rate:g} runs/s for {opts.duration:g} s; {load_note}"))
+    out.append(
+        dist(
+            f"{tag}.submit_to_claimed_ms",
+            claim,
+            "ms",
+            aim=claim_aim,
+            ok=claim_ok,
+            note=f"claimed_at - scheduled_at at {opts.rate:g} runs/s for {opts.duration:g} s; {load_note}",
+        )
+    )
     out.append(dist(f"{tag}.submit_to_completed_ms", done, "ms", note="finished_at - scheduled_at"))
     rounds = load.get("rounds")
     if rounds:
-        out.append(one(f"{tag}.dispatch_round_ms", rounds["work"], "ms",
-                       note=f"server side, load phase: a placement round's mean work in the database thread; "
-                            f"{rounds['total']:.2f} ms from its start to its commit (writer queue included), "
-                            f"{rounds['count']:.0f} rounds (flux_dispatch_round_seconds)"))
+        out.append(
+            one(
+                f"{tag}.dispatch_round_ms",
+                rounds["work"],
+                "ms",
+                note=f"server side, load phase: a placement round's mean work in the database thread; "
+                f"{rounds['total']:.2f} ms from its start to its commit (writer queue included), "
+                f"{rounds['count']:.0f} rounds (flux_dispatch_round_seconds)",
+            )
+        )
         if "cpu" in rounds:
-            out.append(one(f"{tag}.dispatch_round_cpu_ms", rounds["cpu"], "ms",
-                           note="the same rounds' CPU time in that thread (no wait for the GIL or the database)"))
+            out.append(
+                one(
+                    f"{tag}.dispatch_round_cpu_ms",
+                    rounds["cpu"],
+                    "ms",
+                    note="the same rounds' CPU time in that thread (no wait for the GIL or the database)",
+                )
+            )
     if completed:
         window = max(e["finished_at"] for e in completed) - min(e["scheduled_at"] for e in completed)
         achieved = len(completed) / window if window > 0 else float("nan")
     else:
         achieved = float("nan")
-    out.append(one(f"{tag}.runs_per_s", achieved, "runs/s",
-                   note=f"completed / (last finished_at - first scheduled_at); offered {opts.rate:g}/s, "
-                        f"submissions took {load['submit_s']:.1f} s"))
+    out.append(
+        one(
+            f"{tag}.runs_per_s",
+            achieved,
+            "runs/s",
+            note=f"completed / (last finished_at - first scheduled_at); offered {opts.rate:g}/s, "
+            f"submissions took {load['submit_s']:.1f} s",
+        )
+    )
     out.append(one(f"{tag}.server_cpu_pct", load_cpu, "% of a core", note="load phase, submit to drained"))
     if load_db is not None:
         out.append(one(f"{tag}.pg_cpu_pct", load_db, "% of a core", note="PostgreSQL backends, load phase"))
     lost = load["count"] - len(completed)
-    out.append(one(f"{tag}.lost", lost, "runs", aim="0" if at1000 else None, ok=(lambda v: v == 0) if at1000 else None,
-                   note="not COMPLETED by the drain deadline (includes failed submissions)"))
+    out.append(
+        one(
+            f"{tag}.lost",
+            lost,
+            "runs",
+            aim="0" if at1000 else None,
+            ok=(lambda v: v == 0) if at1000 else None,
+            note="not COMPLETED by the drain deadline (includes failed submissions)",
+        )
+    )
     out.append(one(f"{tag}.submit_errors", sum(load["errors"].values()), "errors", note=_errors_note(load["errors"])))
 
     metric_evictions = 0.0
     # Counter samples only: prometheus_client also writes <name>_created (a timestamp) next to <name>_total.
-    metric_lines = [line for line in metrics_text.splitlines()
-                    if "evict" in line.lower() and not line.startswith("#")
-                    and not line.split("{")[0].split()[0].endswith(("_created", "_timestamp", "_seconds"))]
+    metric_lines = [
+        line
+        for line in metrics_text.splitlines()
+        if "evict" in line.lower()
+        and not line.startswith("#")
+        and not line.split("{")[0].split()[0].endswith(("_created", "_timestamp", "_seconds"))
+    ]
     for line in metric_lines:
         with contextlib.suppress(ValueError, IndexError):
             metric_evictions += float(line.split()[-1])
     evictions = max(watch.worst, reregistrations, metric_evictions)
-    out.append(one(f"{tag}.evictions", evictions, "workers", aim="0" if at1000 else None,
-                   ok=(lambda v: v == 0) if at1000 else None,
-                   note=f"most STALE/OFFLINE at once in {watch.polls} polls of /metrics: {watch.worst}; "
-                        f"re-registrations after 401: {reregistrations}; "
-                        + (f"/metrics: {'; '.join(metric_lines[:3])}" if metric_lines else "/metrics has no eviction counter")))
+    out.append(
+        one(
+            f"{tag}.evictions",
+            evictions,
+            "workers",
+            aim="0" if at1000 else None,
+            ok=(lambda v: v == 0) if at1000 else None,
+            note=f"most STALE/OFFLINE at once in {watch.polls} polls of /metrics: {watch.worst}; "
+            f"re-registrations after 401: {reregistrations}; "
+            + (f"/metrics: {'; '.join(metric_lines[:3])}" if metric_lines else "/metrics has no eviction counter"),
+        )
+    )
 
     all_errors = worker_errors + Counter({f"submit:{k}": v for k, v in load["errors"].items()})
     if burst:
@@ -705,12 +897,25 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
     if when:
         problems.append("worker errors by phase: " + ", ".join(f"{p} {when[p]}" for p in phases if when[p]))
     problems += missing
-    out.append(one(f"{tag}.errors", sum(all_errors.values()) + sum(crashed.values()) + len(missing), "errors",
-                   aim="0" if at1000 else None, ok=(lambda v: v == 0) if at1000 else None,
-                   note="; ".join(filter(None, [_errors_note(all_errors), *problems])) or "none"))
+    out.append(
+        one(
+            f"{tag}.errors",
+            sum(all_errors.values()) + sum(crashed.values()) + len(missing),
+            "errors",
+            aim="0" if at1000 else None,
+            ok=(lambda v: v == 0) if at1000 else None,
+            note="; ".join(filter(None, [_errors_note(all_errors), *problems])) or "none",
+        )
+    )
     out += observed(tag, stats, load["executions"], (online_wall, load_end_wall), quiet_aims)
-    out.append(one(f"{tag}.fleet_cpu_pct", 100.0 * fleet_cpu / fleet_wall if fleet_wall else float("nan"), "% of a core",
-                   note=f"all synthetic worker processes together (client side), {len(stats)} processes"))
+    out.append(
+        one(
+            f"{tag}.fleet_cpu_pct",
+            100.0 * fleet_cpu / fleet_wall if fleet_wall else float("nan"),
+            "% of a core",
+            note=f"all synthetic worker processes together (client side), {len(stats)} processes",
+        )
+    )
 
     if burst is not None:
         finished = [e for e in burst["executions"] if e["state"] == "COMPLETED"]
@@ -719,10 +924,18 @@ def figures(opts: Options, tag: str, n: int, db: str, online_s: float, online: i
             rate = len(finished) / window if window > 0 else float("nan")
         else:
             rate = float("nan")
-        out.append(one(f"{tag}.burst_runs_per_s", rate, "runs/s", aim=">= 200 runs/s", ok=lambda v: v >= 200,
-                       note=f"{burst['count']} runs at once, {len(finished)} completed, {opts.burst_slots} slots/worker; "
-                            "runs / (last finished_at - first scheduled_at)"
-                            + ("" if burst["drained"] else "; queue not empty at the deadline")))
+        out.append(
+            one(
+                f"{tag}.burst_runs_per_s",
+                rate,
+                "runs/s",
+                aim=">= 200 runs/s",
+                ok=lambda v: v >= 200,
+                note=f"{burst['count']} runs at once, {len(finished)} completed, {opts.burst_slots} slots/worker; "
+                "runs / (last finished_at - first scheduled_at)"
+                + ("" if burst["drained"] else "; queue not empty at the deadline"),
+            )
+        )
     return out
 
 
@@ -737,8 +950,11 @@ def _round_means(metrics_text: str, before: str = "") -> dict[str, float]:
                 found[(match[2], match[1])] += sign * float(match[3])
     if not found.get(("work", "count")) or not found.get(("total", "count")):
         return {}
-    means = {part: 1000 * found[(part, "sum")] / found[(part, "count")]
-             for part in ("work", "total", "cpu") if found.get((part, "count"))}
+    means = {
+        part: 1000 * found[(part, "sum")] / found[(part, "count")]
+        for part in ("work", "total", "cpu")
+        if found.get((part, "count"))
+    }
     return {**means, "count": found[("total", "count")]}
 
 
@@ -759,8 +975,11 @@ def _pct(values: list[float], q: int) -> str:
 
 def units(opts: Options, work: Path) -> list[tuple[str, Callable[[], list[Figure]]]]:
     """(key, callable) per database and fleet size, in order; each is independent."""
-    return [(opts.tag(db, n), (lambda db=db, n=n: run_unit(opts, db, n, work)))
-            for db in opts.databases for n in opts.workers]
+    return [
+        (opts.tag(db, n), (lambda db=db, n=n: run_unit(opts, db, n, work)))
+        for db in opts.databases
+        for n in opts.workers
+    ]
 
 
 def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -768,26 +987,50 @@ def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     p = f"--{prefix}"
     parser.add_argument(f"{p}workers", default=None, help="fleet sizes, comma-separated [10,100,1000,3000]")
     parser.add_argument(f"{p}database", choices=("sqlite", "postgres", "both"), default=None, help="[both]")
-    parser.add_argument(f"{p}processes", type=int, default=None,
-                        help="server processes (passed as 'flux start server --processes N' when N > 1) [1]")
+    parser.add_argument(
+        f"{p}processes",
+        type=int,
+        default=None,
+        help="server processes (passed as 'flux start server --processes N' when N > 1) [1]",
+    )
     parser.add_argument(f"{p}rate", type=float, default=None, help="runs/s in the load phase [20]")
     parser.add_argument(f"{p}duration", type=float, default=None, help="seconds of the load phase [30; quick 8]")
     parser.add_argument(f"{p}idle", type=float, default=None, help="seconds of the idle CPU window [15; quick 5]")
     parser.add_argument(f"{p}burst", type=int, default=None, help="runs in the N=10 burst (0: none) [1000; quick 200]")
     parser.add_argument(f"{p}per-process", type=int, default=None, help="synthetic workers per OS process [250]")
-    parser.add_argument(f"{p}samples", choices=("quiet", "busy"), default=None,
-                        help="quiet: heartbeats carry no sample; busy: a material change on every beat [quiet]")
-    parser.add_argument(f"{p}server-repo", type=Path, default=None, metavar="PATH",
-                        help="run the server from this checkout (a baseline), the fleet from this one")
+    parser.add_argument(
+        f"{p}samples",
+        choices=("quiet", "busy"),
+        default=None,
+        help="quiet: heartbeats carry no sample; busy: a material change on every beat [quiet]",
+    )
+    parser.add_argument(
+        f"{p}server-repo",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="run the server from this checkout (a baseline), the fleet from this one",
+    )
 
 
 def options_from(args: argparse.Namespace, prefix: str = "") -> Options:
     a = prefix.replace("-", "_")
     get = lambda name: getattr(args, f"{a}{name}")  # noqa: E731
-    return Options.make(quick=args.quick, workers=get("workers"), database=get("database"), processes=get("processes"),
-                        rate=get("rate"), duration=get("duration"), idle=get("idle"), burst=get("burst"),
-                        per_process=get("per_process"), pg_url=args.pg_url, samples=get("samples"),
-                        server_repo=get("server_repo"), profile=getattr(args, "profile", None))
+    return Options.make(
+        quick=args.quick,
+        workers=get("workers"),
+        database=get("database"),
+        processes=get("processes"),
+        rate=get("rate"),
+        duration=get("duration"),
+        idle=get("idle"),
+        burst=get("burst"),
+        per_process=get("per_process"),
+        pg_url=args.pg_url,
+        samples=get("samples"),
+        server_repo=get("server_repo"),
+        profile=getattr(args, "profile", None),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -795,15 +1038,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="N=10,100 on SQLite, short phases (< 90 s)")
     parser.add_argument("--pg-url", default=os.environ.get("FLUX_BENCH_PG_URL", DEFAULT_PG_URL))
     parser.add_argument("--keep", action="store_true", help="keep the work folder (server and fleet logs)")
-    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
-                        help="run the server under bench.sampler, one report per unit in DIR")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run the server under bench.sampler, one report per unit in DIR",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     add_arguments(parser)
     args = parser.parse_args(argv)
     opts = options_from(args)
     work = Path(tempfile.mkdtemp(prefix="flux-b7-"))
-    print(f"B7 fleet scale: workers {opts.workers} on {', '.join(opts.databases)}, server processes {opts.processes}, "
-          f"{opts.rate:g} runs/s for {opts.duration:g} s; work folder {work}", flush=True)
+    print(
+        f"B7 fleet scale: workers {opts.workers} on {', '.join(opts.databases)}, server processes {opts.processes}, "
+        f"{opts.rate:g} runs/s for {opts.duration:g} s; work folder {work}",
+        flush=True,
+    )
     print(f"{'name':<48} {'median':>10} {'p95':>10}  unit", flush=True)
     results: list[Figure] = []
     statuses: dict[str, dict] = {}
@@ -834,8 +1085,14 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     print(f"done in {time.monotonic() - t_start:.1f}s", flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"options": opts.__dict__, "scenarios": statuses,
-                                         "figures": [f.record() for f in results]}, indent=2, default=str) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {"options": opts.__dict__, "scenarios": statuses, "figures": [f.record() for f in results]},
+                indent=2,
+                default=str,
+            )
+            + "\n"
+        )
     return 1 if any(s["status"] == "error" for s in statuses.values()) else 0
 
 

@@ -23,8 +23,9 @@ def _dist(name: str, values: list[float], note: str, aim_ms: float | None) -> Fi
     return figure
 
 
-def observed(tag: str, stats: list[dict], executions: list[dict], window: tuple[float, float],
-             aims: bool) -> list[Figure]:
+def observed(
+    tag: str, stats: list[dict], executions: list[dict], window: tuple[float, float], aims: bool
+) -> list[Figure]:
     """submit->received, claimed->received (the claim reply), empty polls' overrun and
     the fleet's own lag, over ``window`` (wall times: the fleet online to the load's end)."""
     start, end = window
@@ -44,13 +45,26 @@ def observed(tag: str, stats: list[dict], executions: list[dict], window: tuple[
     lags = [[ms for t, ms in s.get("loop_lag", []) if start <= t <= end] for s in stats]
     worst = max((p99(values) for values in lags if values), default=float("nan"))
     return [
-        _dist(f"{tag}.submit_to_received_ms", received, "worker's arrival of the claim reply - scheduled_at "
-              f"(the submission's commit), {len(received)} of {len(executions)} runs", RECEIVED_AIM if aims else None),
-        _dist(f"{tag}.claim_reply_ms", reply, "worker's arrival of the claim reply - claimed_at "
-              "(the placement's stamp): wake, delivery, the reply on the wire", ROUND_TRIP_AIM if aims else None),
+        _dist(
+            f"{tag}.submit_to_received_ms",
+            received,
+            "worker's arrival of the claim reply - scheduled_at "
+            f"(the submission's commit), {len(received)} of {len(executions)} runs",
+            RECEIVED_AIM if aims else None,
+        ),
+        _dist(
+            f"{tag}.claim_reply_ms",
+            reply,
+            "worker's arrival of the claim reply - claimed_at "
+            "(the placement's stamp): wake, delivery, the reply on the wire",
+            ROUND_TRIP_AIM if aims else None,
+        ),
         _dist(f"{tag}.empty_poll_overrun_ms", overrun, "empty long polls: return - their wait (20 s)", None),
-        _dist(f"{tag}.fleet_lag_ms", [ms for values in lags for ms in values],
-              f"the synthetic processes' own event-loop lag (100 ms probe), idle and load phases; "
-              f"worst process p99 {worst:.1f} ms, {len(stats)} processes", None),
+        _dist(
+            f"{tag}.fleet_lag_ms",
+            [ms for values in lags for ms in values],
+            f"the synthetic processes' own event-loop lag (100 ms probe), idle and load phases; "
+            f"worst process p99 {worst:.1f} ms, {len(stats)} processes",
+            None,
+        ),
     ]
-

@@ -210,7 +210,7 @@ def _process_groups() -> dict[int, list[int]]:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()  # state ppid pgrp ...
+        fields = stat[stat.rfind(")") + 2 :].split()  # state ppid pgrp ...
         if len(fields) >= 3 and fields[0] != "Z":
             groups[int(fields[2])].append(int(entry))
     return groups
@@ -307,9 +307,19 @@ def _few(items: list, limit: int = 5) -> str:
     return ", ".join(str(i) for i in items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
 
 
-def figures(opts: Options, ids: list[str], rows: dict[str, dict], submit_errors: Counter, submit_s: float,
-            killer: Killer, found_orphans: list[int], analysis: Analysis, bad_lines: int, wall_s: float,
-            drained: bool) -> list[Figure]:
+def figures(
+    opts: Options,
+    ids: list[str],
+    rows: dict[str, dict],
+    submit_errors: Counter,
+    submit_s: float,
+    killer: Killer,
+    found_orphans: list[int],
+    analysis: Analysis,
+    bad_lines: int,
+    wall_s: float,
+    drained: bool,
+) -> list[Figure]:
     runs = outcomes(opts.runs, ids, rows)
     completed, failed, never_accepted, lost = runs.completed, runs.failed, runs.never_accepted, runs.lost
     attempts = sum(int(r.get("attempt") or 0) for r in rows.values() if r["id"] in set(ids))
@@ -327,18 +337,27 @@ def figures(opts: Options, ids: list[str], rows: dict[str, dict], submit_errors:
     lost_note = None
     if lost:
         states = Counter(rows.get(i, {}).get("state", "missing") for i in runs.not_terminal)
-        lost_note = (f"not terminal: {dict(states)} e.g. {_few(runs.not_terminal, 3)}"
-                     + (f"; {never_accepted} never accepted" if never_accepted else ""))
+        lost_note = f"not terminal: {dict(states)} e.g. {_few(runs.not_terminal, 3)}" + (
+            f"; {never_accepted} never accepted" if never_accepted else ""
+        )
     failed_note = "; ".join(f"{r['id']}: {(r.get('error') or '')[:120]}" for r in failed[:3]) or None
-    fenced_note = ("none" if not analysis.fenced else
-                   "e.g. " + _few([f"{r} {t} attempt {a} +{late:.2f}s" for r, t, a, late in analysis.fenced], 3))
-    reexec_note = ("none" if not analysis.reexecuted else
-                   "e.g. " + _few([f"{r} {t} recorded by attempt {a}, ran again in {b}"
-                                   for r, t, a, b in analysis.reexecuted], 3))
+    fenced_note = (
+        "none"
+        if not analysis.fenced
+        else "e.g. " + _few([f"{r} {t} attempt {a} +{late:.2f}s" for r, t, a, late in analysis.fenced], 3)
+    )
+    reexec_note = (
+        "none"
+        if not analysis.reexecuted
+        else "e.g. "
+        + _few([f"{r} {t} recorded by attempt {a}, ran again in {b}" for r, t, a, b in analysis.reexecuted], 3)
+    )
     anomalies = []
     if analysis.duplicate_completions:
-        anomalies.append(f"{len(analysis.duplicate_completions)} duplicate TASK_COMPLETED "
-                         f"({_few(analysis.duplicate_completions, 3)})")
+        anomalies.append(
+            f"{len(analysis.duplicate_completions)} duplicate TASK_COMPLETED "
+            f"({_few(analysis.duplicate_completions, 3)})"
+        )
     if analysis.completions_outside_attempt:
         anomalies.append(f"{len(analysis.completions_outside_attempt)} TASK_COMPLETED outside an open attempt")
     if analysis.events_unreadable:
@@ -349,45 +368,99 @@ def figures(opts: Options, ids: list[str], rows: dict[str, dict], submit_errors:
         anomalies.append(f"{analysis.lines_of_open_attempts} lines from attempts that never ended (not judged)")
 
     return [
-        count("B8.runs_completed", len(completed), "runs",
-            note=f"of {opts.runs} submitted at {opts.rate:g}/s ({submit_s:.1f} s); {multi} needed more than one attempt"),
+        count(
+            "B8.runs_completed",
+            len(completed),
+            "runs",
+            note=f"of {opts.runs} submitted at {opts.rate:g}/s ({submit_s:.1f} s); {multi} needed more than one attempt",
+        ),
         count("B8.runs_failed", len(failed), "runs", note=failed_note),
-        count("B8.runs_lost", lost, "runs", zero_aim=True,
-            note=lost_note or ("not terminal at the deadline, or never accepted"
-                               + ("" if drained else "; the drain deadline passed"))),
+        count(
+            "B8.runs_lost",
+            lost,
+            "runs",
+            zero_aim=True,
+            note=lost_note
+            or ("not terminal at the deadline, or never accepted" + ("" if drained else "; the drain deadline passed")),
+        ),
         count("B8.completed_tasks_reexecuted", len(analysis.reexecuted), "task runs", zero_aim=True, note=reexec_note),
-        count("B8.fenced_writes", len(analysis.fenced), "lines", zero_aim=True,
-            note=f"lines > {TOLERANCE_S:g} s after their attempt's ATTEMPT_ENDED: {fenced_note}"),
-        one("B8.fenced_max_lateness_s", analysis.max_lateness if analysis.max_lateness > float("-inf") else float("nan"),
-            "s", note="max(line time - ATTEMPT_ENDED time) over attempts that ended unfinished (killed); "
-                      "< 0: every line came before its attempt ended; finished attempts: "
-                      + (f"{analysis.max_lateness_finished:+.3f} s" if analysis.max_lateness_finished > float("-inf")
-                         else "none")),
-        Figure.of("B8.kill_to_attempt_ended_s", analysis.kill_to_ended, "s",
-                  note="a worker's SIGKILL to the worker_lost ATTEMPT_ENDED of each attempt it held (restart or eviction)"),
-        count("B8.stray_lines", len(analysis.stray_lines), "task runs",
-            note="side-effect lines of an attempt the log never started" + (
-                f": {_few(analysis.stray_lines, 3)}" if analysis.stray_lines else "")),
-        count("B8.done_but_unrecorded_reruns", analysis.done_unrecorded_reruns, "task runs",
-            note="body wrote DONE, its TASK_COMPLETED never reached the server, ran again (allowed: at least once)"),
-        count("B8.interrupted_reruns", analysis.interrupted_reruns, "task runs",
-            note="body cut short by a kill, ran again in a later attempt"),
-        count("B8.orphans", len(found_orphans), "processes",
-            note="processes left in a killed worker's group after the kills" + (
-                f": pids {_few(found_orphans)}" if found_orphans else "")),
-        count("B8.kills", len(killer.kills), "kills",
+        count(
+            "B8.fenced_writes",
+            len(analysis.fenced),
+            "lines",
+            zero_aim=True,
+            note=f"lines > {TOLERANCE_S:g} s after their attempt's ATTEMPT_ENDED: {fenced_note}",
+        ),
+        one(
+            "B8.fenced_max_lateness_s",
+            analysis.max_lateness if analysis.max_lateness > float("-inf") else float("nan"),
+            "s",
+            note="max(line time - ATTEMPT_ENDED time) over attempts that ended unfinished (killed); "
+            "< 0: every line came before its attempt ended; finished attempts: "
+            + (
+                f"{analysis.max_lateness_finished:+.3f} s" if analysis.max_lateness_finished > float("-inf") else "none"
+            ),
+        ),
+        Figure.of(
+            "B8.kill_to_attempt_ended_s",
+            analysis.kill_to_ended,
+            "s",
+            note="a worker's SIGKILL to the worker_lost ATTEMPT_ENDED of each attempt it held (restart or eviction)",
+        ),
+        count(
+            "B8.stray_lines",
+            len(analysis.stray_lines),
+            "task runs",
+            note="side-effect lines of an attempt the log never started"
+            + (f": {_few(analysis.stray_lines, 3)}" if analysis.stray_lines else ""),
+        ),
+        count(
+            "B8.done_but_unrecorded_reruns",
+            analysis.done_unrecorded_reruns,
+            "task runs",
+            note="body wrote DONE, its TASK_COMPLETED never reached the server, ran again (allowed: at least once)",
+        ),
+        count(
+            "B8.interrupted_reruns",
+            analysis.interrupted_reruns,
+            "task runs",
+            note="body cut short by a kill, ran again in a later attempt",
+        ),
+        count(
+            "B8.orphans",
+            len(found_orphans),
+            "processes",
+            note="processes left in a killed worker's group after the kills"
+            + (f": pids {_few(found_orphans)}" if found_orphans else ""),
+        ),
+        count(
+            "B8.kills",
+            len(killer.kills),
+            "kills",
             note=f"every {opts.kill_every:g} s, by worker {dict(sorted(by_worker.items()))}"
-                 + (f"; median gap {sorted(kill_gaps)[len(kill_gaps) // 2]:.2f} s" if kill_gaps else "")
-                 + (f"; restarts that exited by themselves: {_few(killer.unexpected_exits, 3)}"
-                    if killer.unexpected_exits else "")),
-        count("B8.attempts_total", attempts, "attempts",
+            + (f"; median gap {sorted(kill_gaps)[len(kill_gaps) // 2]:.2f} s" if kill_gaps else "")
+            + (
+                f"; restarts that exited by themselves: {_few(killer.unexpected_exits, 3)}"
+                if killer.unexpected_exits
+                else ""
+            ),
+        ),
+        count(
+            "B8.attempts_total",
+            attempts,
+            "attempts",
             note=f"sum of every run's attempt; crashes {crashes}; ATTEMPT_ENDED by end: "
-                 f"{dict(sorted(analysis.ends.items()))}"),
+            f"{dict(sorted(analysis.ends.items()))}",
+        ),
         one("B8.runs_per_s", runs_per_s, "runs/s", note="completed / (last finished_at - first scheduled_at)"),
         Figure.of("B8.submit_to_completed_s", e2e, "s", note="finished_at - scheduled_at of completed runs"),
-        one("B8.wall_s", wall_s, "s",
+        one(
+            "B8.wall_s",
+            wall_s,
+            "s",
             note=("; ".join(anomalies) if anomalies else "cluster start to analysis end")
-                 + (f"; submit errors {dict(submit_errors)}" if submit_errors else "")),
+            + (f"; submit errors {dict(submit_errors)}" if submit_errors else ""),
+        ),
     ]
 
 
@@ -398,15 +471,17 @@ def run(opts: Options, work: Path) -> tuple[list[Figure], dict[str, Any]]:
     t_start = time.monotonic()
     rng = random.Random(opts.seed)
     cluster = LocalCluster(
-        work / "home", eviction_grace_period=opts.eviction_grace,
+        work / "home",
+        eviction_grace_period=opts.eviction_grace,
         server_args=("--attempt-backoff", str(opts.backoff), "--max-attempts", str(opts.max_attempts)),
     )
     names = [f"w{i}" for i in range(opts.workers)]
     log = work / "side-effects.log"
 
     def start(name: str) -> subprocess.Popen:
-        return cluster.start_worker(name, heartbeat_interval=opts.heartbeat, max_concurrent_executions=opts.slots,
-                                    wait=False)
+        return cluster.start_worker(
+            name, heartbeat_interval=opts.heartbeat, max_concurrent_executions=opts.slots, wait=False
+        )
 
     killer = Killer(cluster, names, start, opts.kill_every, opts.restart_after, rng)
     ids: list[str] = []
@@ -435,8 +510,11 @@ def run(opts: Options, work: Path) -> tuple[list[Figure], dict[str, Any]]:
                 time.sleep(0.5)
             killer.stop()
             killing_stopped = time.monotonic()
-            print(f"  kills stopped after {len(killer.kills)} kills; {unfinished} runs unfinished",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  kills stopped after {len(killer.kills)} kills; {unfinished} runs unfinished",
+                file=sys.stderr,
+                flush=True,
+            )
             time.sleep(1.0)  # PDEATHSIG is immediate; give a straggler a moment before looking
             found_orphans = orphans(killer.kills)
 
@@ -455,8 +533,9 @@ def run(opts: Options, work: Path) -> tuple[list[Figure], dict[str, Any]]:
             side, bad_lines = read_side_effects(log)
             analysis = audit(events_of(client, ids), side, [(k.worker, k.at) for k in killer.kills])
         wall_s = time.monotonic() - t_start
-        result = figures(opts, ids, rows, submit_errors, submit_s, killer, found_orphans, analysis, bad_lines,
-                         wall_s, drained)
+        result = figures(
+            opts, ids, rows, submit_errors, submit_s, killer, found_orphans, analysis, bad_lines, wall_s, drained
+        )
         details = {
             "kills": [k.__dict__ for k in killer.kills],
             "unexpected_worker_exits": killer.unexpected_exits,
@@ -490,11 +569,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-every", type=float, default=None, help="seconds between kills [2]")
     parser.add_argument("--restart-after", type=float, default=None, help="seconds from a kill to the restart [0.3]")
     parser.add_argument("--task-seconds", type=float, default=None, help="how long each of the 3 tasks appends [0.25]")
-    parser.add_argument("--drain-timeout", type=float, default=None,
-                        help="seconds every run gets to end once the kills stop [180]")
+    parser.add_argument(
+        "--drain-timeout", type=float, default=None, help="seconds every run gets to end once the kills stop [180]"
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed for the choice of worker to kill")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, side-effect file)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures (and details) to this JSON file")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write the figures (and details) to this JSON file"
+    )
     args = parser.parse_args(argv)
     opts = Options(quick=args.quick)
     if args.quick:
@@ -504,8 +586,11 @@ def main(argv: list[str] | None = None) -> int:
             setattr(opts, key, getattr(args, key))
 
     work = Path(tempfile.mkdtemp(prefix="flux-b8-"))
-    print(f"B8 chaos: {opts.runs} runs at {opts.rate:g}/s on {opts.workers} workers x {opts.slots} slots, "
-          f"a random worker SIGKILLed every {opts.kill_every:g} s; work folder {work}", flush=True)
+    print(
+        f"B8 chaos: {opts.runs} runs at {opts.rate:g}/s on {opts.workers} workers x {opts.slots} slots, "
+        f"a random worker SIGKILLed every {opts.kill_every:g} s; work folder {work}",
+        flush=True,
+    )
     print(f"{'name':<48} {'median':>10} {'p95':>10}  unit", flush=True)
     status, results, details = "ok", [], {}
     t0 = time.monotonic()
@@ -529,9 +614,19 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     print(f"done in {time.monotonic() - t0:.1f}s ({status})", flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"options": opts.__dict__, "status": status,
-                                         "figures": [f.record() for f in results], "details": details},
-                                        indent=2, default=str) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "options": opts.__dict__,
+                    "status": status,
+                    "figures": [f.record() for f in results],
+                    "details": details,
+                },
+                indent=2,
+                default=str,
+            )
+            + "\n"
+        )
     return 0 if status == "ok" else 1
 
 

@@ -75,7 +75,9 @@ class PeakRSS:
 def captured_stdout(client: FluxClient, execution_id: str) -> int:
     count, after = 0, 0
     while True:
-        page = client._request("GET", f"/executions/{execution_id}/logs", params={"after": after, "limit": 5000, "stream": "stdout"})
+        page = client._request(
+            "GET", f"/executions/{execution_id}/logs", params={"after": after, "limit": 5000, "stream": "stdout"}
+        )
         count += len(page["lines"])
         if not page["lines"]:
             return count
@@ -110,12 +112,20 @@ def run(lines: int, repeats: int) -> list[Figure]:
     on, off = results["capture"], results["plain"]
     ratio = statistics.median(r["run_s"] for r in on) / max(statistics.median(r["run_s"] for r in off), 1e-9)
     return [
-        Figure.of("B9.lines_captured", [r["captured"] for r in on], "lines", aim=f"all {lines}",
-                  check=lambda m, p: m == lines),
+        Figure.of(
+            "B9.lines_captured", [r["captured"] for r in on], "lines", aim=f"all {lines}", check=lambda m, p: m == lines
+        ),
         Figure.of("B9.capture_on.run_s", [r["run_s"] for r in on], "s"),
-        Figure.of("B9.capture_off.run_s", [r["run_s"] for r in off], "s", note="--no-capture-output: output to the worker's stderr"),
+        Figure.of(
+            "B9.capture_off.run_s",
+            [r["run_s"] for r in off],
+            "s",
+            note="--no-capture-output: output to the worker's stderr",
+        ),
         Figure.of("B9.capture_overhead", [ratio], "x", note="median run_s, capture on / off"),
-        Figure.of("B9.capture_on.worker_peak_rss_mib", [r["worker_rss"] for r in on], "MiB", note="worker + its children"),
+        Figure.of(
+            "B9.capture_on.worker_peak_rss_mib", [r["worker_rss"] for r in on], "MiB", note="worker + its children"
+        ),
         Figure.of("B9.capture_off.worker_peak_rss_mib", [r["worker_rss"] for r in off], "MiB"),
         Figure.of("B9.capture_on.server_peak_rss_mib", [r["server_rss"] for r in on], "MiB"),
         Figure.of("B9.capture_off.server_peak_rss_mib", [r["server_rss"] for r in off], "MiB"),

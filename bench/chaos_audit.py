@@ -118,8 +118,11 @@ class _Attempts:
     recorded: dict[str, int] = field(default_factory=dict)  # task id -> attempt of its (first) TASK_COMPLETED
 
 
-def audit(events_of: Mapping[str, list[dict] | None], side: Mapping[str, Mapping[str, list[Line]]],
-          kills: Iterable[tuple[str, float]]) -> Analysis:
+def audit(
+    events_of: Mapping[str, list[dict] | None],
+    side: Mapping[str, Mapping[str, list[Line]]],
+    kills: Iterable[tuple[str, float]],
+) -> Analysis:
     """Judge every run in ``events_of`` (execution id -> its events; None: they could not be read).
 
     ``side``: :func:`parse_side_effects`; ``kills``: (worker name, wall-clock time of its
@@ -139,8 +142,7 @@ def audit(events_of: Mapping[str, list[dict] | None], side: Mapping[str, Mapping
     return out
 
 
-def _read_log(execution_id: str, events: list[dict], kills_of: Mapping[str, list[float]],
-              out: Analysis) -> _Attempts:
+def _read_log(execution_id: str, events: list[dict], kills_of: Mapping[str, list[float]], out: Analysis) -> _Attempts:
     """Replay one run's events in ``seq`` order: the attempt of each TASK_COMPLETED is the open one."""
     log = _Attempts()
     current: int | None = None

@@ -72,8 +72,18 @@ class Figure:
             return cls(name, float("nan"), None, unit, 0, aim, None, (note + "; " if note else "") + "no samples")
         median, high = statistics.median(values), p95(values)
         met = check(median, high) if check else None
-        return cls(name, median, high, unit, len(values), aim, met, note, values if keep_samples else None,
-                   p99(values) if with_p99 else None)
+        return cls(
+            name,
+            median,
+            high,
+            unit,
+            len(values),
+            aim,
+            met,
+            note,
+            values if keep_samples else None,
+            p99(values) if with_p99 else None,
+        )
 
     def line(self) -> str:
         high = "-" if self.p95 is None else _num(self.p95)
@@ -141,7 +151,9 @@ def _cpu_model() -> str | None:
 
 def git(*args: str) -> str | None:
     try:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True).stdout.rstrip()
+        return subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
+        ).stdout.rstrip()
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -176,8 +188,14 @@ def commit_facts() -> dict[str, Any]:
 class BenchCluster(LocalCluster):
     """LocalCluster, optionally with every process under ``bench.sampler`` (``--profile DIR``)."""
 
-    def __init__(self, home: Path, database_url: str | None = None, profile_dir: Path | None = None, tag: str = "",
-                 stamps: Path | None = None):
+    def __init__(
+        self,
+        home: Path,
+        database_url: str | None = None,
+        profile_dir: Path | None = None,
+        tag: str = "",
+        stamps: Path | None = None,
+    ):
         super().__init__(home, database_url=database_url)
         self.profile_dir = profile_dir
         self.tag = tag
@@ -242,6 +260,7 @@ def now() -> float:
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM runs our finally blocks (stopping every process a benchmark started), like Ctrl-C."""
+
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 

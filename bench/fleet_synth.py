@@ -69,12 +69,32 @@ def raise_nofile_limit() -> tuple[int, int]:
 
 def fake_packages(count: int = 120) -> list[dict[str, str]]:
     """What a real worker's package scan sends: ~120 {name, version} pairs."""
-    base = ["httpx", "pydantic", "sqlalchemy", "fastapi", "uvicorn", "numpy", "pandas", "click", "rich", "psutil",
-            "anyio", "sniffio", "idna", "certifi", "h11", "starlette", "typing-extensions", "annotated-types"]
+    base = [
+        "httpx",
+        "pydantic",
+        "sqlalchemy",
+        "fastapi",
+        "uvicorn",
+        "numpy",
+        "pandas",
+        "click",
+        "rich",
+        "psutil",
+        "anyio",
+        "sniffio",
+        "idna",
+        "certifi",
+        "h11",
+        "starlette",
+        "typing-extensions",
+        "annotated-types",
+    ]
     names = base + [f"synthpkg-{i:03d}" for i in range(count - len(base))]
     rng = random.Random(7)
-    return [{"name": name, "version": f"{rng.randint(0, 9)}.{rng.randint(0, 40)}.{rng.randint(0, 20)}"}
-            for name in names[:count]]
+    return [
+        {"name": name, "version": f"{rng.randint(0, 9)}.{rng.randint(0, 40)}.{rng.randint(0, 20)}"}
+        for name in names[:count]
+    ]
 
 
 class Stats:
@@ -141,8 +161,9 @@ class SynthWorker:
                 raise Stop
             token = self.fleet.bootstrap_token if bootstrap else self.token
             try:
-                response = await self.http.post(path, json=body, headers={"Authorization": f"Bearer {token}"},
-                                                 timeout=timeout)
+                response = await self.http.post(
+                    path, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=timeout
+                )
             except httpx.HTTPError as exc:  # transport: connect refused/reset, timeouts, pool exhausted
                 if self.fleet.stopping.is_set():
                     raise Stop from None  # our own stop closed the connection: not the server's error
@@ -182,8 +203,12 @@ class SynthWorker:
                 return  # another call registered again meanwhile
             if stale is not None:
                 self.fleet.stats.reregistrations += 1
-            body = {**self.fleet.payload, "name": self.name, "running": sorted(self.running),
-                    "runtime": {**self.fleet.payload["runtime"], "hostname": self.name}}
+            body = {
+                **self.fleet.payload,
+                "name": self.name,
+                "running": sorted(self.running),
+                "runtime": {**self.fleet.payload["runtime"], "hostname": self.name},
+            }
             t0 = time.perf_counter()
             reply = await self._post("register", "/workers/register", body, timeout=30.0, bootstrap=True)
             if reply is None:
@@ -242,14 +267,24 @@ class SynthWorker:
             now, workflow = time.time(), job["workflow_name"]
             value = job.get("input")
             events = [
-                {"type": "WORKFLOW_STARTED", "name": workflow, "task_id": None, "value": {"attempt": job["attempt"]}, "time": now},
+                {
+                    "type": "WORKFLOW_STARTED",
+                    "name": workflow,
+                    "task_id": None,
+                    "value": {"attempt": job["attempt"]},
+                    "time": now,
+                },
                 {"type": "TASK_STARTED", "name": "noop", "task_id": "noop:1", "value": {"attempt": 1}, "time": now},
                 {"type": "TASK_COMPLETED", "name": "noop", "task_id": "noop:1", "value": value, "time": now},
                 {"type": "WORKFLOW_COMPLETED", "name": workflow, "task_id": None, "value": value, "time": now},
             ]
             t0 = time.perf_counter()
-            reply = await self._post("checkpoint", f"/executions/{job['id']}/checkpoint",
-                                     {"attempt": job["attempt"], "batch": 1, "events": events}, timeout=30.0)
+            reply = await self._post(
+                "checkpoint",
+                f"/executions/{job['id']}/checkpoint",
+                {"attempt": job["attempt"], "batch": 1, "events": events},
+                timeout=30.0,
+            )
             if reply is not None:
                 self.fleet.stats.checkpoint_ms.append((time.perf_counter() - t0) * 1000)
                 self.fleet.stats.executions += 1
@@ -258,12 +293,17 @@ class SynthWorker:
 
     async def run(self) -> None:
         # keepalive_expiry below the server's keep-alive timeout (75 s), like a real worker (30 s).
-        limits = httpx.Limits(max_connections=2, max_keepalive_connections=2,
-                              keepalive_expiry=self.fleet.args.keepalive_expiry)
+        limits = httpx.Limits(
+            max_connections=2, max_keepalive_connections=2, keepalive_expiry=self.fleet.args.keepalive_expiry
+        )
         # One TLS context for the process: building one per client (httpx's default) costs
         # ~20 ms of CPU each, which alone delayed a 1,000-worker fleet's start by many seconds.
-        async with httpx.AsyncClient(base_url=self.fleet.args.server_url, limits=limits, verify=self.fleet.tls,
-                                     timeout=httpx.Timeout(30.0, pool=60.0)) as self.http:
+        async with httpx.AsyncClient(
+            base_url=self.fleet.args.server_url,
+            limits=limits,
+            verify=self.fleet.tls,
+            timeout=httpx.Timeout(30.0, pool=60.0),
+        ) as self.http:
             try:
                 await self.register()
                 await asyncio.gather(self.heartbeat_loop(), self.claim_loop())
@@ -284,12 +324,24 @@ class Fleet:
             "heartbeat_interval": args.heartbeat_interval,
             "allocation": "sample",
             "custom_resources": {},
-            "resources": {"cpu_total": 8, "cpu_available": 8, "cpu_percent": 3.0,
-                          "memory_total": 32 * 2**30, "memory_available": 24 * 2**30,
-                          "disk_total": 500 * 2**30, "disk_free": 300 * 2**30, "gpus": []},
+            "resources": {
+                "cpu_total": 8,
+                "cpu_available": 8,
+                "cpu_percent": 3.0,
+                "memory_total": 32 * 2**30,
+                "memory_available": 24 * 2**30,
+                "disk_total": 500 * 2**30,
+                "disk_free": 300 * 2**30,
+                "gpus": [],
+            },
             "packages": fake_packages(args.packages),
-            "runtime": {"python_version": platform.python_version(), "os_name": platform.system(),
-                        "os_version": platform.release(), "hostname": "synthetic", "cpu_arch": platform.machine()},
+            "runtime": {
+                "python_version": platform.python_version(),
+                "os_name": platform.system(),
+                "os_version": platform.release(),
+                "hostname": "synthetic",
+                "cpu_arch": platform.machine(),
+            },
             "metrics": {},
         }
         self.tls = ssl.create_default_context()
@@ -332,8 +384,11 @@ class Fleet:
         for task in tasks:
             task.cancel()
         results = await asyncio.gather(*tasks, return_exceptions=True)
-        crashed = Counter(type(r).__name__ for r in results
-                          if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError))
+        crashed = Counter(
+            type(r).__name__
+            for r in results
+            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError)
+        )
         return {
             "names_from": self.args.names_from,
             "count": self.args.count,
@@ -357,10 +412,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-concurrent-executions", type=int, default=4)
     parser.add_argument("--heartbeat-interval", type=float, default=5.0)
     parser.add_argument("--claim-wait", type=float, default=20.0, help="long-poll wait sent with each claim [20]")
-    parser.add_argument("--keepalive-expiry", type=float, default=30.0,
-                        help="seconds an idle connection is kept: 30 like a real worker, under the server's 75 s keep-alive [30]")
-    parser.add_argument("--samples", choices=("quiet", "busy"), default="quiet",
-                        help="quiet: heartbeats carry no sample; busy: a materially changed one on every beat [quiet]")
+    parser.add_argument(
+        "--keepalive-expiry",
+        type=float,
+        default=30.0,
+        help="seconds an idle connection is kept: 30 like a real worker, under the server's 75 s keep-alive [30]",
+    )
+    parser.add_argument(
+        "--samples",
+        choices=("quiet", "busy"),
+        default="quiet",
+        help="quiet: heartbeats carry no sample; busy: a materially changed one on every beat [quiet]",
+    )
     parser.add_argument("--packages", type=int, default=120, help="fake packages in the registration [120]")
     parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: until a signal)")
     parser.add_argument("--stats-file", type=Path, required=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import sessionmaker
 
+from bench import b5_matching
 from flux.domain.allotment import Allotment
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.resource_request import ResourceRequest
@@ -34,25 +35,41 @@ from flux.server.database import make_engine, migrate
 from flux.server.registry import FleetRegistry
 from flux.server.schemas import WorkerRegistration
 from flux.server.snapshot import FleetSnapshot
-from bench import b5_matching
 
 GI = 1024**3
 N = 1000
 
 
 def body(i):
-    gpus = [dict(index=g, uuid=f"GPU-{i}-{g}", name="H100", memory_total=80 * GI, memory_available=40 * GI) for g in range(i % 3)]
-    return WorkerRegistration.model_validate(dict(
-        name=f"w{i:04d}", labels={"zone": "abc"[i % 3]}, max_concurrent_executions=8,
-        allocation="reserve" if i % 2 else "sample", custom_resources={"fpga": 2} if i % 5 == 0 else {},
-        resources=dict(cpu_total=16.0, cpu_available=float(i % 17), memory_total=64 * GI, memory_available=(i % 64) * GI,
-                       disk_total=500 * GI, disk_free=(i % 500) * GI, gpus=gpus),
-        runtime=dict(python_version="3.12", os_name="Linux", os_version="6", hostname=f"h{i}"),
-    ))
+    gpus = [
+        dict(index=g, uuid=f"GPU-{i}-{g}", name="H100", memory_total=80 * GI, memory_available=40 * GI)
+        for g in range(i % 3)
+    ]
+    return WorkerRegistration.model_validate(
+        dict(
+            name=f"w{i:04d}",
+            labels={"zone": "abc"[i % 3]},
+            max_concurrent_executions=8,
+            allocation="reserve" if i % 2 else "sample",
+            custom_resources={"fpga": 2} if i % 5 == 0 else {},
+            resources=dict(
+                cpu_total=16.0,
+                cpu_available=float(i % 17),
+                memory_total=64 * GI,
+                memory_available=(i % 64) * GI,
+                disk_total=500 * GI,
+                disk_free=(i % 500) * GI,
+                gpus=gpus,
+            ),
+            runtime=dict(python_version="3.12", os_name="Linux", os_version="6", hostname=f"h{i}"),
+        )
+    )
 
 
 def cpu(fn):
-    t0 = time.process_time(); fn(); return (time.process_time() - t0) * 1000
+    t0 = time.process_time()
+    fn()
+    return (time.process_time() - t0) * 1000
 
 
 def main():
@@ -74,8 +91,14 @@ def main():
     allots = [{"cpu": 1.0, "memory": GI, "gpus": [0]}, {"cpu": 2.0, "disk": GI, "resources": {"fpga": 1.0}}]
     held = [Allotment.from_json(a) for a in allots]
     applies = [cpu(lambda: [with_allotments(v.evolve(running=2), held) for v in views]) for _ in range(7)]
-    reqs = [None, ResourceRequest(cpu=2), ResourceRequest(cpu=1, memory="4Gi"), ResourceRequest(gpu=1),
-            ResourceRequest(disk="10Gi", resources={"fpga": 1}), ResourceRequest(memory="32Gi")]
+    reqs = [
+        None,
+        ResourceRequest(cpu=2),
+        ResourceRequest(cpu=1, memory="4Gi"),
+        ResourceRequest(gpu=1),
+        ResourceRequest(disk="10Gi", resources={"fpga": 1}),
+        ResourceRequest(memory="32Gi"),
+    ]
     demands = [Demand(f"e{i}", reqs[i % len(reqs)], {"zone": "a"} if i % 7 == 0 else None) for i in range(2000)]
     places = []
     for _ in range(7):
@@ -89,8 +112,13 @@ def main():
     for _ in range(5):
         w = copy.deepcopy(b5f)
         b5.append(cpu(lambda: place(b5d, w)))
-    for name, xs in [("scan_cold_1000", scans), ("views_warm_1000", warms), ("with_allotments_1000", applies),
-                     ("place_2000_on_1000", places), ("b5_place_10000_on_1000", b5)]:
+    for name, xs in [
+        ("scan_cold_1000", scans),
+        ("views_warm_1000", warms),
+        ("with_allotments_1000", applies),
+        ("place_2000_on_1000", places),
+        ("b5_place_10000_on_1000", b5),
+    ]:
         print(f"{name:28s} median {statistics.median(xs):8.2f} ms  (min {min(xs):.2f}, n={len(xs)})")
     engine.dispose()
     shutil.rmtree(tmp, ignore_errors=True)

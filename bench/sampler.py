@@ -19,8 +19,8 @@ probe was overdue are counted apart.
 
 from __future__ import annotations
 
-import atexit
 import asyncio
+import atexit
 import collections
 import gc
 import os
@@ -89,7 +89,12 @@ class Sampler:
             self._collecting, self._collecting_cpu = time.perf_counter(), time.thread_time()
         elif self._collecting is not None:
             self.collections[info["generation"]].append(
-                (time.monotonic() - self.started, time.perf_counter() - self._collecting, time.thread_time() - self._collecting_cpu))
+                (
+                    time.monotonic() - self.started,
+                    time.perf_counter() - self._collecting,
+                    time.thread_time() - self._collecting_cpu,
+                )
+            )
             self._collecting = None
 
     def _find_loop(self) -> asyncio.AbstractEventLoop | None:
@@ -170,9 +175,12 @@ class Sampler:
 
     def write(self) -> None:
         self._stop.set()
-        lines = [f"sampled {time.monotonic() - self.started:.1f}s every ~{INTERVAL * 1000:.0f} ms; pid {os.getpid()}",
-                 "per thread: share of samples where it was busy (leaf not a wait), then where the busy",
-                 "samples were: self = leaf frame, inclusive = anywhere on the stack (percent of busy samples)", ""]
+        lines = [
+            f"sampled {time.monotonic() - self.started:.1f}s every ~{INTERVAL * 1000:.0f} ms; pid {os.getpid()}",
+            "per thread: share of samples where it was busy (leaf not a wait), then where the busy",
+            "samples were: self = leaf frame, inclusive = anywhere on the stack (percent of busy samples)",
+            "",
+        ]
         by_busy = sorted(self.samples, key=lambda t: -self.busy[t])
         for thread in by_busy:
             total, busy = self.samples[thread], self.busy[thread]
@@ -190,28 +198,38 @@ class Sampler:
         lines += self._loop_report()
         for generation, runs in sorted(self.collections.items()):
             spent = sorted(d for _, d, _ in runs)
-            lines.append(f"== gc generation {generation}: {len(runs)} collections, {1000 * sum(spent):.0f} ms in all "
-                         f"({1000 * sum(c for _, _, c in runs):.0f} ms CPU), longest {1000 * spent[-1]:.1f} ms"
-                         + (f"; at (s: ms) {', '.join(f'{t:.1f}: {1000 * d:.0f}' for t, d, _ in runs[-40:])}" if generation == 2 else ""))
+            lines.append(
+                f"== gc generation {generation}: {len(runs)} collections, {1000 * sum(spent):.0f} ms in all "
+                f"({1000 * sum(c for _, _, c in runs):.0f} ms CPU), longest {1000 * spent[-1]:.1f} ms"
+                + (
+                    f"; at (s: ms) {', '.join(f'{t:.1f}: {1000 * d:.0f}' for t, d, _ in runs[-40:])}"
+                    if generation == 2
+                    else ""
+                )
+            )
         if self.old_types:
-            lines.append(f"== gc generation 2 held {sum(self.old_types.values())} objects at {self.old_counted_at - self.started:.0f} s "
-                         f"(frozen ones not counted); by type: " + ", ".join(f"{t} {n}" for t, n in self.old_types.most_common(25)))
+            lines.append(
+                f"== gc generation 2 held {sum(self.old_types.values())} objects at {self.old_counted_at - self.started:.0f} s "
+                f"(frozen ones not counted); by type: "
+                + ", ".join(f"{t} {n}" for t, n in self.old_types.most_common(25))
+            )
         with open(self.out, "w") as handle:
             handle.write("\n".join(lines) + "\n")
-
 
     def _loop_report(self) -> list[str]:
         if not self.delays:
             return ["== event loop: not found (no probe ran)"]
         delays = sorted(self.delays)
         at = lambda q: 1000 * delays[min(len(delays) - 1, int(q * len(delays)))]  # noqa: E731
-        lines = [f"== event loop: {len(delays)} probes, delay until a callback ran p50 {at(0.5):.1f} ms, "
-                 f"p99 {at(0.99):.1f} ms, max {1000 * delays[-1]:.1f} ms; {len(self.stalls)} stalls over "
-                 f"{STALL * 1000:.0f} ms, {sum(d for _, d in self.stalls):.1f} s in all",
-                 "   longest stalls (start s after the sampler began: duration ms):",
-                 "   " + ", ".join(f"{t:.1f}: {d * 1000:.0f}" for t, d in sorted(self.stalls, key=lambda s: -s[1])[:30]),
-                 f"   every stall's start, in order: {' '.join(f'{t:.1f}' for t, _ in self.stalls[:200])}",
-                 f"   during stalls ({self.stall_samples} sampling passes), busy frames by thread:"]
+        lines = [
+            f"== event loop: {len(delays)} probes, delay until a callback ran p50 {at(0.5):.1f} ms, "
+            f"p99 {at(0.99):.1f} ms, max {1000 * delays[-1]:.1f} ms; {len(self.stalls)} stalls over "
+            f"{STALL * 1000:.0f} ms, {sum(d for _, d in self.stalls):.1f} s in all",
+            "   longest stalls (start s after the sampler began: duration ms):",
+            "   " + ", ".join(f"{t:.1f}: {d * 1000:.0f}" for t, d in sorted(self.stalls, key=lambda s: -s[1])[:30]),
+            f"   every stall's start, in order: {' '.join(f'{t:.1f}' for t, _ in self.stalls[:200])}",
+            f"   during stalls ({self.stall_samples} sampling passes), busy frames by thread:",
+        ]
         for thread, counts in sorted(self.stall_incl.items(), key=lambda kv: -sum(self.stall_self[kv[0]].values())):
             busy = sum(self.stall_self[thread].values())
             lines.append(f"   -- {thread}: busy in {busy} passes; self:")

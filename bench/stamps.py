@@ -64,10 +64,9 @@ def _wrap_async(owner: Any, attr: str, before: Callable, after: Callable | None 
 
 def _server() -> None:
     from fastapi import FastAPI
-
-    from flux.server import dispatch, notify
     from sqlalchemy import event
 
+    from flux.server import dispatch, notify
     from flux.server.database import Database, StatementCounter
 
     def traced(fn: Callable, name: str) -> Callable:
@@ -76,9 +75,11 @@ def _server() -> None:
             result = fn(session)
             stamp(f"{name[0]}] {name[1]}")
             return result
+
         return body
 
     for attr, prefix in (("run", "db"), ("read", "rd")):
+
         def make(original: Callable, prefix: str) -> Callable:
             async def wrapper(self: Database, fn: Callable, *args: Any, **kwargs: Any) -> Any:
                 name = (prefix, unit_name(fn))
@@ -86,6 +87,7 @@ def _server() -> None:
                 result = await original(self, traced(fn, name), *args, **kwargs)
                 stamp(f"{prefix}= {name[1]}")
                 return result
+
             return wrapper
 
         setattr(Database, attr, make(getattr(Database, attr), prefix))

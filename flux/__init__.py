@@ -12,16 +12,23 @@ import types
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_imports.py keeps it equal to _EXPORTS
-    from flux.client.typed import AsyncClient, Client, ExecutionCancelled, ExecutionError, ExecutionFailed, ExecutionTimedOut
+    from flux.client.typed import (
+        AsyncClient,
+        Client,
+        ExecutionCancelled,
+        ExecutionError,
+        ExecutionFailed,
+        ExecutionTimedOut,
+    )
     from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
     from flux.domain.concurrency import Concurrency
+    from flux.domain.declared_schedules import cron, interval, once
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
-    from flux.model.composition import map, pipeline  # noqa: A004 - flux.map, not the builtin, when imported by name
-    from flux.model.determinism import choice, now, randint, random, uuid4
-    from flux.domain.declared_schedules import cron, interval, once
     from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
     from flux.domain.secrets import SecretsUnavailable
+    from flux.model.composition import map, pipeline  # noqa: F401, A004 - flux.map, not the builtin, when imported by name
+    from flux.model.determinism import choice, now, randint, random, uuid4
     from flux.model.fluxcore import MigrationWarning
     from flux.model.runtime import ExecutionContext, TaskCall, current_task, progress, progress_nowait
     from flux.model.task import TaskFailedError, parallel, task

@@ -30,7 +30,8 @@ ELSEWHERE = {
     "security": "secrets are FLUX_SECRETS_KEY and 'flux secret set'; tokens are 'flux token'",
     "serializer": "results are JSON; output_storage=LocalFileStorage() keeps other values",
     "log_level": "flux --debug / --log-format of each command",
-    "ai": "the AI agent layer is not part of this engine", "mcp": "the AI agent layer is not part of this engine",
+    "ai": "the AI agent layer is not part of this engine",
+    "mcp": "the AI agent layer is not part of this engine",
     "bootstrap_token": "read by 'flux start worker' (FLUX_BOOTSTRAP_TOKEN), never by workflow code",
 }
 
@@ -87,15 +88,23 @@ class FluxSettings(_Missing):
             home=home,
             server_host=str(_read("FLUX_HOST", "server", "host", "127.0.0.1")),
             server_port=int(_read("FLUX_PORT", "server", "port", 8000)),
-            database_url=str(_read("FLUX_DATABASE_URL", "server", "database_url", None) or f"sqlite:///{Path(home) / 'flux.db'}"),
+            database_url=str(
+                _read("FLUX_DATABASE_URL", "server", "database_url", None) or f"sqlite:///{Path(home) / 'flux.db'}"
+            ),
             debug=os.environ.get("FLUX_DEBUG", "").lower() in ("1", "true", "yes", "on"),
             local_storage_path=str(default_storage_dir()),
             workers=WorkersSettings(
-                server_url=str(_read("FLUX_SERVER_URL", "worker", "server_url", None)
-                               or _toml("client").get("server_url") or DEFAULT_SERVER_URL),
-                labels=dict(pair.split("=", 1) for pair in labels.split() if "=" in pair) if labels
+                server_url=str(
+                    _read("FLUX_SERVER_URL", "worker", "server_url", None)
+                    or _toml("client").get("server_url")
+                    or DEFAULT_SERVER_URL
+                ),
+                labels=dict(pair.split("=", 1) for pair in labels.split() if "=" in pair)
+                if labels
                 else {str(k): str(v) for k, v in _toml("worker").get("labels", {}).items()},
-                max_concurrent_executions=int(_read("FLUX_MAX_CONCURRENT_EXECUTIONS", "worker", "max_concurrent_executions", 4)),
+                max_concurrent_executions=int(
+                    _read("FLUX_MAX_CONCURRENT_EXECUTIONS", "worker", "max_concurrent_executions", 4)
+                ),
             ),
         )
 
@@ -129,5 +138,7 @@ class Configuration:
         type(self)._settings = None
 
     def override(self, **kwargs: Any) -> None:
-        raise AttributeError(f"flux.config: Configuration.override({', '.join(kwargs)}) is refused: settings are read "
-                             f"when a process starts here; set the FLUX_* variable or flux.toml (see {GUIDE})")
+        raise AttributeError(
+            f"flux.config: Configuration.override({', '.join(kwargs)}) is refused: settings are read "
+            f"when a process starts here; set the FLUX_* variable or flux.toml (see {GUIDE})"
+        )

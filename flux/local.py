@@ -61,13 +61,21 @@ class LocalCluster:
 
     def start_server(self, timeout: float = 30.0, extra_args: tuple[str, ...] = ()) -> None:
         args = [
-            "start", "server", "--port", str(self.port), "--eviction-grace-period", str(self.eviction_grace_period),
-            *self.server_args, *extra_args,
+            "start",
+            "server",
+            "--port",
+            str(self.port),
+            "--eviction-grace-period",
+            str(self.eviction_grace_period),
+            *self.server_args,
+            *extra_args,
         ]
         if self.database_url:
             args += ["--database-url", self.database_url]
         self.server = self._popen(_flux(*args), "server")
-        self._wait_until(lambda: httpx.get(f"{self.server_url}/health", timeout=1).status_code == 200, timeout, "server")
+        self._wait_until(
+            lambda: httpx.get(f"{self.server_url}/health", timeout=1).status_code == 200, timeout, "server"
+        )
 
     def start_worker(
         self,
@@ -85,9 +93,19 @@ class LocalCluster:
         """``env``: variables added to this worker's environment (e.g. a PYTHONPATH
         with packages only it has)."""
         args = [
-            "start", "worker", name, "--server-url", self.server_url,
-            "--max-concurrent-executions", str(max_concurrent_executions),
-            "--heartbeat-interval", str(heartbeat_interval), "--runner", runner, "--gpu-source", "none",
+            "start",
+            "worker",
+            name,
+            "--server-url",
+            self.server_url,
+            "--max-concurrent-executions",
+            str(max_concurrent_executions),
+            "--heartbeat-interval",
+            str(heartbeat_interval),
+            "--runner",
+            runner,
+            "--gpu-source",
+            "none",
         ]
         for key, value in (labels or {}).items():
             args += ["--label", f"{key}={value}"]

@@ -24,7 +24,7 @@ FORMATS = ("text", "json")
 LOG_FORMAT_ENV = "FLUX_LOG_FORMAT"
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-_context: ContextVar[dict[str, str]] = ContextVar("flux_log_context", default={})
+_context: ContextVar[dict[str, str]] = ContextVar("flux_log_context", default={})  # noqa: B039 - never mutated: bind() sets a new dict
 
 
 @contextlib.contextmanager
@@ -111,5 +111,7 @@ class RequestContext:
                 message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", request_id.encode())]}
             await send(message)
 
-        with bind(request_id=request_id, execution_id=execution and execution.group(1), worker=worker and worker.group(1)):
+        with bind(
+            request_id=request_id, execution_id=execution and execution.group(1), worker=worker and worker.group(1)
+        ):
             await self.app(scope, receive, send_with_id)

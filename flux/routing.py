@@ -25,8 +25,25 @@ from flux.domain.affinity import NotIn
 from flux.domain.routing import RoutingPolicy, Term
 
 __all__ = [
-    "input", "label", "label_for", "least", "load", "meta", "meta_for", "metric", "most", "optional", "prefer", "require",
-    "resource", "routing_input", "score", "service", "sticky", "utilization", "when",
+    "input",
+    "label",
+    "label_for",
+    "least",
+    "load",
+    "meta",
+    "meta_for",
+    "metric",
+    "most",
+    "optional",
+    "prefer",
+    "require",
+    "resource",
+    "routing_input",
+    "score",
+    "service",
+    "sticky",
+    "utilization",
+    "when",
 ]
 
 GUIDE = "docs/migrating-from-flux-core.md#routing"
@@ -53,7 +70,9 @@ class Selector:
             return ours.metric(self.key or "")
         if self.kind == "load":
             return ours.load()
-        raise ValueError(f"flux.routing: least/most of label({self.key!r}) has no counterpart; rank by metric() or load() ({GUIDE})")
+        raise ValueError(
+            f"flux.routing: least/most of label({self.key!r}) has no counterpart; rank by metric() or load() ({GUIDE})"
+        )
 
 
 @dataclass(frozen=True)
@@ -66,9 +85,13 @@ class Condition:
 
     def label_equals(self) -> Term:
         if self.selector.kind != "label":
-            raise ValueError(f"flux.routing: a condition on {self.selector.kind}() has no counterpart; only label(key) == value maps ({GUIDE})")
+            raise ValueError(
+                f"flux.routing: a condition on {self.selector.kind}() has no counterpart; only label(key) == value maps ({GUIDE})"
+            )
         if not isinstance(self.value, (str, int, float, bool)):
-            raise ValueError(f"flux.routing: label({self.selector.key!r}) compared with {self.value!r}; only a fixed value maps ({GUIDE})")
+            raise ValueError(
+                f"flux.routing: label({self.selector.key!r}) compared with {self.value!r}; only a fixed value maps ({GUIDE})"
+            )
         return ours.label(self.selector.key or "") == str(self.value)
 
 
@@ -112,7 +135,9 @@ def require(*conditions: Condition) -> dict[str, Any] | "Unmapped":
         term = _condition(condition, "require").label_equals()
         key = condition.selector.key or ""
         if key in affinity:
-            raise ValueError(f"flux.routing.require: two conditions on label {key!r}; an affinity has one per key ({GUIDE})")
+            raise ValueError(
+                f"flux.routing.require: two conditions on label {key!r}; an affinity has one per key ({GUIDE})"
+            )
         affinity[key] = term.value if condition.op == "==" else NotIn(term.value)
     return affinity
 

@@ -70,7 +70,7 @@ def setup(service_name: str) -> bool:
 
         provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
         if setting.startswith("file:"):  # written at end(): several processes append to one file
-            provider.add_span_processor(SimpleSpanProcessor(_file_exporter(setting[len("file:"):])))
+            provider.add_span_processor(SimpleSpanProcessor(_file_exporter(setting[len("file:") :])))
         elif setting == "console":
             provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
         else:
@@ -96,7 +96,9 @@ def _span(name: str, attributes: dict[str, Any] | None, parent: str | None) -> I
     from opentelemetry import trace
 
     attributes = {key: value for key, value in (attributes or {}).items() if value is not None}
-    with trace.get_tracer("flux").start_as_current_span(name, context=_context(parent), attributes=attributes) as current:
+    with trace.get_tracer("flux").start_as_current_span(
+        name, context=_context(parent), attributes=attributes
+    ) as current:
         yield current
 
 

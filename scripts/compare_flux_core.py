@@ -37,7 +37,7 @@ NEEDS_SERVICE = ("ai/", "agents/", "agent_architecture/", "mcp/", "github_stars"
 NEEDS_NONE = ("ai/deploy_pipeline.py",)
 MARK = "@@FLUX-COMPARE@@"
 
-PROBE = r'''
+PROBE = r"""
 import json, re, runpy, sys
 results = []
 IDS = []
@@ -94,7 +94,7 @@ text = json.dumps(results, default=str)
 for execution_id in IDS:
     text = text.replace(execution_id, "<id>")
 print("MARK" + text)
-'''.replace("MARK", MARK)
+""".replace("MARK", MARK)
 
 
 def run(python: str, kind: str, program: Path, cwd: Path, env: dict[str, str], timeout: float) -> list:
@@ -103,13 +103,20 @@ def run(python: str, kind: str, program: Path, cwd: Path, env: dict[str, str], t
         for where in (Path(home), cwd):  # flux-core keeps its inline runs' database in .flux/
             (where / ".flux").mkdir(exist_ok=True)
         try:
-            done = subprocess.run([python, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                                  env={**env, "HOME": home}, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                [python, "-c", code],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**env, "HOME": home},
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
             return [["ERROR", f"timed out after {timeout:.0f} s"]]
     for line in reversed(done.stdout.splitlines()):
         if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
+            return json.loads(line[len(MARK) :])
     return [["ERROR", (done.stderr.strip().splitlines() or ["no output"])[-1][:300]]]
 
 
@@ -129,25 +136,43 @@ def agrees(first: object, second: object, ours: object) -> bool:
     if isinstance(first, list) and isinstance(second, list) and isinstance(ours, list):
         return len(first) == len(second) == len(ours) and all(map(agrees, first, second, ours))
     number = (int, float)
-    return type(first) is type(ours) or (isinstance(first, number) and isinstance(ours, number) and not isinstance(ours, bool))
+    return type(first) is type(ours) or (
+        isinstance(first, number) and isinstance(ours, number) and not isinstance(ours, bool)
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("examples", type=Path)
-    parser.add_argument("--flux-core-python", required=True,
-                        help="a Python 3.12 interpreter with flux-core==0.87.5 installed (its own venv)")
-    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs this engine (with what the examples import)")
+    parser.add_argument(
+        "--flux-core-python",
+        required=True,
+        help="a Python 3.12 interpreter with flux-core==0.87.5 installed (its own venv)",
+    )
+    parser.add_argument(
+        "--python", default=sys.executable, help="the interpreter that runs this engine (with what the examples import)"
+    )
     parser.add_argument("--timeout", type=float, default=120)
-    parser.add_argument("--only", nargs="*", default=None, metavar="GLOB",
-                        help="compare only the programs whose path under EXAMPLES_DIR matches one of these")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        metavar="GLOB",
+        help="compare only the programs whose path under EXAMPLES_DIR matches one of these",
+    )
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     examples = args.examples.resolve()
-    programs = sorted(p for p in examples.rglob("*.py") if p.name != "__init__.py"
-                      and (str(p.relative_to(examples)) in NEEDS_NONE
-                           or not any(str(p.relative_to(examples)).startswith(s) for s in NEEDS_SERVICE))
-                      and (args.only is None or any(fnmatch(str(p.relative_to(examples)), g) for g in args.only)))
+    programs = sorted(
+        p
+        for p in examples.rglob("*.py")
+        if p.name != "__init__.py"
+        and (
+            str(p.relative_to(examples)) in NEEDS_NONE
+            or not any(str(p.relative_to(examples)).startswith(s) for s in NEEDS_SERVICE)
+        )
+        and (args.only is None or any(fnmatch(str(p.relative_to(examples)), g) for g in args.only))
+    )
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     same, compared = 0, 0
     for program in programs:

@@ -51,8 +51,11 @@ def write() -> int:
 def diff() -> int:
     """Print each difference; exit 1 when there is one (CI prints it and goes on)."""
     now, pins = installed(), pinned()
-    changes = [f"  {name}: {pins.get(name, '-')} -> {now.get(name, '-')}"
-               for name in sorted(now.keys() | pins.keys()) if now.get(name) != pins.get(name)]
+    changes = [
+        f"  {name}: {pins.get(name, '-')} -> {now.get(name, '-')}"
+        for name in sorted(now.keys() | pins.keys())
+        if now.get(name) != pins.get(name)
+    ]
     print(f"constraints.txt: {len(changes) or 'no'} difference(s) from this environment" + (":" if changes else ""))
     if changes:
         print("\n".join(changes))

@@ -79,8 +79,23 @@ def item(ok: bool | None, **facts: object) -> dict:
 def worker_shown(cluster: LocalCluster, name: str) -> dict:
     """``flux worker show NAME --format json``: what the CLI itself reads back."""
     out = subprocess.run(
-        [sys.executable, "-m", "flux.cli", "worker", "show", name, "--format", "json", "--server-url", cluster.server_url],
-        capture_output=True, text=True, timeout=30, env={**os.environ, "FLUX_HOME": str(cluster.home)}, check=True,
+        [
+            sys.executable,
+            "-m",
+            "flux.cli",
+            "worker",
+            "show",
+            name,
+            "--format",
+            "json",
+            "--server-url",
+            cluster.server_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "FLUX_HOME": str(cluster.home)},
+        check=True,
     )
     return json.loads(out.stdout)
 
@@ -90,11 +105,20 @@ def check_devices(shown: dict) -> dict[str, dict]:
     labels = shown.get("labels") or {}
     missing = [name for name in LABELS if name not in labels]
     return {
-        "probe": item(bool(gpus), devices=[{k: g.get(k) for k in ("index", "uuid", "name", "memory_total",
-                                                                 "compute_capability", "mig_profile")} for g in gpus]),
-        "labels": item(not missing, labels={k: v for k, v in labels.items() if k.startswith("flux.gpu/")}, missing=missing),
-        "health": item(all(not g.get("unhealthy") for g in gpus),
-                       unhealthy={g["uuid"]: g["unhealthy"] for g in gpus if g.get("unhealthy")}),
+        "probe": item(
+            bool(gpus),
+            devices=[
+                {k: g.get(k) for k in ("index", "uuid", "name", "memory_total", "compute_capability", "mig_profile")}
+                for g in gpus
+            ],
+        ),
+        "labels": item(
+            not missing, labels={k: v for k, v in labels.items() if k.startswith("flux.gpu/")}, missing=missing
+        ),
+        "health": item(
+            all(not g.get("unhealthy") for g in gpus),
+            unhealthy={g["uuid"]: g["unhealthy"] for g in gpus if g.get("unhealthy")},
+        ),
     }
 
 
@@ -105,16 +129,25 @@ def check_executions(client: FluxClient, uuids: set[str], timeout: float) -> dic
     whole = done[ids["check_whole_gpu"]]
     seen = [done[i].get("output") or {} for i in halves]
     results = {
-        "whole_gpu": item(whole["state"] == "COMPLETED" and (whole.get("output") or {}).get("visible") in uuids,
-                          state=whole["state"], output=whole.get("output")),
-        "half_gpus": item(all(done[i]["state"] == "COMPLETED" for i in halves)
-                          and all(s.get("visible") in uuids and s.get("fraction") == "0.5" for s in seen),
-                          shared_one_card=len({s.get("visible") for s in seen}) == 1, outputs=seen),
+        "whole_gpu": item(
+            whole["state"] == "COMPLETED" and (whole.get("output") or {}).get("visible") in uuids,
+            state=whole["state"],
+            output=whole.get("output"),
+        ),
+        "half_gpus": item(
+            all(done[i]["state"] == "COMPLETED" for i in halves)
+            and all(s.get("visible") in uuids and s.get("fraction") == "0.5" for s in seen),
+            shared_one_card=len({s.get("visible") for s in seen}) == 1,
+            outputs=seen,
+        ),
     }
     allocated = [o.get("allocated") for o in [whole.get("output") or {}, *seen]]
     tried = [a for a in allocated if a is not None]
-    results["allocate_1gib"] = item(None if not tried else len(tried) == 3, allocated=allocated,
-                                    note=None if tried else "neither torch nor cupy installed: not tried")
+    results["allocate_1gib"] = item(
+        None if not tried else len(tried) == 3,
+        allocated=allocated,
+        note=None if tried else "neither torch nor cupy installed: not tried",
+    )
     return results
 
 
@@ -128,8 +161,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="flux-gpu-check-") as home, LocalCluster(Path(home)) as cluster:
         try:
             cluster.start_server()
-            cluster.start_worker("gpu-check", max_concurrent_executions=3,
-                                 extra_args=("--gpu-source", args.gpu_source, "--allocation", "reserve"))
+            cluster.start_worker(
+                "gpu-check",
+                max_concurrent_executions=3,
+                extra_args=("--gpu-source", args.gpu_source, "--allocation", "reserve"),
+            )
             shown = worker_shown(cluster, "gpu-check")
             items.update(check_devices(shown))
             uuids = {g["uuid"] for g in (shown.get("resources") or {}).get("gpus") or []}

@@ -14,9 +14,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # lets tests import fakes.py
 
+from waiting import eventually  # noqa: E402
+
 from flux.client import FluxClient  # noqa: E402
 from flux.local import LocalCluster  # noqa: E402
-from waiting import eventually  # noqa: E402
 
 POSTGRES_URL = os.environ.get("FLUX_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -92,7 +93,10 @@ def pg_url():
 def replicas(tmp_path: Path, pg_url):
     """Two server replicas on one PostgreSQL database, sharing the bootstrap token (same home)."""
     home = tmp_path / "home"
-    servers = [LocalCluster(home, database_url=pg_url, eviction_grace_period=5, log_dir=tmp_path / f"logs{i}") for i in range(2)]
+    servers = [
+        LocalCluster(home, database_url=pg_url, eviction_grace_period=5, log_dir=tmp_path / f"logs{i}")
+        for i in range(2)
+    ]
     try:
         for server in servers:
             server.start_server()

@@ -41,42 +41,73 @@ def workers(draw, max_workers: int = 4, reserve_only: bool = False) -> list[Work
     for i in range(draw(st.integers(1, max_workers))):
         accel = draw(st.sampled_from((0, 1, 2, 4)))
         gpus = draw(st.integers(0, 2))
-        fleet.append(WorkerView(
-            name=f"w{i}", labels={}, registered_seq=i,
-            total=Resources(cpu=float(draw(st.sampled_from((2, 4, 8)))), memory=draw(st.sampled_from((4, 16))) * GiB,
-                            **({"accel": accel} if accel else {})),
-            gpus=tuple(GPU(g, f"GPU-{i}-{g}", "Fake", 80 * GiB, 80 * GiB) for g in range(gpus)),
-            max_concurrent_executions=draw(st.integers(1, 4)),
-            allocation="reserve" if reserve_only else draw(st.sampled_from(("sample", "reserve"))),
-        ))
+        fleet.append(
+            WorkerView(
+                name=f"w{i}",
+                labels={},
+                registered_seq=i,
+                total=Resources(
+                    cpu=float(draw(st.sampled_from((2, 4, 8)))),
+                    memory=draw(st.sampled_from((4, 16))) * GiB,
+                    **({"accel": accel} if accel else {}),
+                ),
+                gpus=tuple(GPU(g, f"GPU-{i}-{g}", "Fake", 80 * GiB, 80 * GiB) for g in range(gpus)),
+                max_concurrent_executions=draw(st.integers(1, 4)),
+                allocation="reserve" if reserve_only else draw(st.sampled_from(("sample", "reserve"))),
+            )
+        )
     return fleet
 
 
 @st.composite
-def demands(draw, prefix: str, count: int, namespaces=NAMESPACES, priorities=PRIORITIES, requests=REQUESTS,
-            keys: dict[str, int] | None = None) -> list[Demand]:
+def demands(
+    draw,
+    prefix: str,
+    count: int,
+    namespaces=NAMESPACES,
+    priorities=PRIORITIES,
+    requests=REQUESTS,
+    keys: dict[str, int] | None = None,
+) -> list[Demand]:
     """``count`` demands in submission order (``scheduled_at`` grows with the index)."""
     queue = []
     for i in range(count):
         chosen = draw(st.lists(st.sampled_from(sorted(keys)), max_size=2, unique=True)) if keys else []
-        queue.append(Demand(
-            f"{prefix}{i}", draw(st.sampled_from(requests)), None, namespace=draw(st.sampled_from(namespaces)),
-            priority=draw(st.sampled_from(priorities)), keys=tuple((key, keys[key]) for key in chosen),
-            scheduled_at=float(i),
-        ))
+        queue.append(
+            Demand(
+                f"{prefix}{i}",
+                draw(st.sampled_from(requests)),
+                None,
+                namespace=draw(st.sampled_from(namespaces)),
+                priority=draw(st.sampled_from(priorities)),
+                keys=tuple((key, keys[key]) for key in chosen),
+                scheduled_at=float(i),
+            )
+        )
     return queue
 
 
-def seeded(fleet: list[WorkerView], seeds: list[Demand], contention: Contention | None = None,
-           preemptible=lambda d: True) -> list[Holder]:
+def seeded(
+    fleet: list[WorkerView], seeds: list[Demand], contention: Contention | None = None, preemptible=lambda d: True
+) -> list[Holder]:
     """Place ``seeds`` on ``fleet`` (its views then hold them) and return them as holders
     (claimed in placement order: later ones are younger)."""
     by_id = {d.execution_id: d for d in seeds}
     holders = []
     for n, p in enumerate(place(seeds, fleet, contention)):
         d = by_id[p.execution_id]
-        holders.append(Holder(d.execution_id, p.worker_name, d.namespace, d.priority, preemptible(d), p.allotment,
-                              claimed_at=float(n), keys=tuple(key for key, _ in d.keys)))
+        holders.append(
+            Holder(
+                d.execution_id,
+                p.worker_name,
+                d.namespace,
+                d.priority,
+                preemptible(d),
+                p.allotment,
+                claimed_at=float(n),
+                keys=tuple(key for key, _ in d.keys),
+            )
+        )
     return holders
 
 

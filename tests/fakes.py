@@ -166,7 +166,9 @@ TWO_FREE_GPUS = FakeNVML(
 )
 
 #: A one-GPU worker (``--gpu-source nvml:fakes:ONE_FREE_GPU``).
-ONE_FREE_GPU = FakeNVML([{"uuid": "GPU-fake-solo", "name": "Fake A100", "total": 40 * GiB, "free": 40 * GiB, "util": 0}])
+ONE_FREE_GPU = FakeNVML(
+    [{"uuid": "GPU-fake-solo", "name": "Fake A100", "total": 40 * GiB, "free": 40 * GiB, "util": 0}]
+)
 
 
 def _card(uuid, *, name="NVIDIA H200", gib=141, cc=(9, 0), **more):
@@ -178,10 +180,24 @@ def _card(uuid, *, name="NVIDIA H200", gib=141, cc=(9, 0), **more):
 TWO_FAKE_H200 = FakeNVMLDevices([_card("GPU-fake-h200-0"), _card("GPU-fake-h200-1")])
 
 #: An A100 split into three MIG slices, and a whole A100 beside it.
-FAKE_MIG_A100 = FakeNVMLDevices([
-    _card("GPU-fake-a100-mig", name="NVIDIA A100-SXM4-80GB", gib=80, cc=(8, 0), mig=[
-        {"uuid": f"MIG-fake-{i}", "name": "NVIDIA A100-SXM4-80GB MIG 1g.10gb", "total": 10 * GiB,
-         "free": 10 * GiB, "util": 0} for i in range(3)
-    ]),
-    _card("GPU-fake-a100-whole", name="NVIDIA A100-SXM4-80GB", gib=80, cc=(8, 0)),
-])
+FAKE_MIG_A100 = FakeNVMLDevices(
+    [
+        _card(
+            "GPU-fake-a100-mig",
+            name="NVIDIA A100-SXM4-80GB",
+            gib=80,
+            cc=(8, 0),
+            mig=[
+                {
+                    "uuid": f"MIG-fake-{i}",
+                    "name": "NVIDIA A100-SXM4-80GB MIG 1g.10gb",
+                    "total": 10 * GiB,
+                    "free": 10 * GiB,
+                    "util": 0,
+                }
+                for i in range(3)
+            ],
+        ),
+        _card("GPU-fake-a100-whole", name="NVIDIA A100-SXM4-80GB", gib=80, cc=(8, 0)),
+    ]
+)

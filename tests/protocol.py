@@ -28,9 +28,15 @@ ONE_TASK = """
 
 def sample(memory_available: int = 8 * GiB, **overrides) -> dict:
     return {
-        "cpu_total": 4.0, "cpu_available": 4.0, "cpu_percent": 5.0,
-        "memory_total": 16 * GiB, "memory_available": memory_available,
-        "disk_total": 100 * GiB, "disk_free": 50 * GiB, "gpus": [], **overrides,
+        "cpu_total": 4.0,
+        "cpu_available": 4.0,
+        "cpu_percent": 5.0,
+        "memory_total": 16 * GiB,
+        "memory_available": memory_available,
+        "disk_total": 100 * GiB,
+        "disk_free": 50 * GiB,
+        "gpus": [],
+        **overrides,
     }
 
 
@@ -44,11 +50,21 @@ class ProtocolWorker:
 
     def register(self, labels: dict | None = None, running: list[str] = (), **sample_overrides) -> dict:
         body = {
-            "name": self.name, "labels": labels or {}, "max_concurrent_executions": 4,
-            "heartbeat_interval": self.heartbeat_interval, "resources": sample(**sample_overrides),
+            "name": self.name,
+            "labels": labels or {},
+            "max_concurrent_executions": 4,
+            "heartbeat_interval": self.heartbeat_interval,
+            "resources": sample(**sample_overrides),
             "packages": [{"name": f"pkg-{i}", "version": "1.0"} for i in range(100)],
-            "runtime": {"python_version": "3.11.7", "os_name": "Linux", "os_version": "6", "hostname": "h", "cpu_arch": "x86_64"},
-            "running": list(running), "metrics": {},
+            "runtime": {
+                "python_version": "3.11.7",
+                "os_name": "Linux",
+                "os_version": "6",
+                "hostname": "h",
+                "cpu_arch": "x86_64",
+            },
+            "running": list(running),
+            "metrics": {},
         }
         headers = {"Authorization": f"Bearer {self.bootstrap}"}
         if self.token:  # what a restarted worker presents: the token its name is bound to
@@ -89,7 +105,9 @@ class ProtocolWorker:
             {"type": "WORKFLOW_STARTED", "name": job["workflow_name"], "time": now},
             {"type": "WORKFLOW_COMPLETED", "name": job["workflow_name"], "value": output, "time": now},
         ]
-        self.post(f"/executions/{job['id']}/checkpoint", {"attempt": job["attempt"], "batch": 1, "events": events}).raise_for_status()
+        self.post(
+            f"/executions/{job['id']}/checkpoint", {"attempt": job["attempt"], "batch": 1, "events": events}
+        ).raise_for_status()
 
     def close(self) -> None:
         self.http.close()

@@ -22,13 +22,17 @@ HELLO = """
 """
 
 
-def flux(*args: str, server_url: str | None = None, home=None, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+def flux(
+    *args: str, server_url: str | None = None, home=None, check: bool = True, env: dict | None = None
+) -> subprocess.CompletedProcess:
     env = {**os.environ, **(env or {})}
     if server_url:
         env["FLUX_SERVER_URL"] = server_url
     if home:
         env["FLUX_HOME"] = str(home)
-    result = subprocess.run([sys.executable, "-m", "flux.cli", *args], capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "flux.cli", *args], capture_output=True, text=True, env=env, timeout=120
+    )
     if check:
         assert result.returncode == 0, result.stderr
     return result

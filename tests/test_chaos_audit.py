@@ -35,16 +35,31 @@ def log(*events):
 
 EVENTS = {
     # t1 recorded by attempt 1, then its body ran again in attempt 2: a result executed twice
-    "rerun": log(started(1, "w0", 0.0), completed("t1", 1.0), ended(1, "worker_lost", 3.0),
-                 started(2, "w1", 3.5), ended(2, "finished", 6.0)),
+    "rerun": log(
+        started(1, "w0", 0.0),
+        completed("t1", 1.0),
+        ended(1, "worker_lost", 3.0),
+        started(2, "w1", 3.5),
+        ended(2, "finished", 6.0),
+    ),
     # attempt 1 was fenced off at 12.0, yet its body still wrote at 12.0 + TOLERANCE_S + 0.5
     "late": log(started(1, "w1", 10.0), ended(1, "worker_lost", 12.0)),
     # a kill cut t1 short in attempt 1; attempt 2 ran it again and recorded it: allowed
-    "interrupted": log(started(1, "w2", 20.0), ended(1, "worker_lost", 22.0),
-                       started(2, "w3", 22.5), completed("t1", 23.5), ended(2, "finished", 24.0)),
+    "interrupted": log(
+        started(1, "w2", 20.0),
+        ended(1, "worker_lost", 22.0),
+        started(2, "w3", 22.5),
+        completed("t1", 23.5),
+        ended(2, "finished", 24.0),
+    ),
     # t1 wrote DONE in attempt 1 but its TASK_COMPLETED never reached the server: allowed
-    "done_unrecorded": log(started(1, "w2", 30.0), ended(1, "worker_lost", 32.0),
-                           started(2, "w3", 32.5), completed("t1", 33.5), ended(2, "finished", 34.0)),
+    "done_unrecorded": log(
+        started(1, "w2", 30.0),
+        ended(1, "worker_lost", 32.0),
+        started(2, "w3", 32.5),
+        completed("t1", 33.5),
+        ended(2, "finished", 34.0),
+    ),
     "unreadable": None,
 }
 SIDE_EFFECTS = f"""
@@ -100,8 +115,11 @@ def test_the_log_itself_is_consistent(analysis):
 
 
 def test_a_run_not_terminal_or_never_accepted_is_lost():
-    rows = {"a": {"id": "a", "state": "COMPLETED"}, "b": {"id": "b", "state": "FAILED"},
-            "c": {"id": "c", "state": "RUNNING"}}
+    rows = {
+        "a": {"id": "a", "state": "COMPLETED"},
+        "b": {"id": "b", "state": "FAILED"},
+        "c": {"id": "c", "state": "RUNNING"},
+    }
     runs = outcomes(5, ["a", "b", "c", "d"], rows)
     assert [r["id"] for r in runs.completed] == ["a"]
     assert [r["id"] for r in runs.failed] == ["b"]

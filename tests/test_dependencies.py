@@ -32,7 +32,8 @@ def test_constraints_pin_what_pyproject_admits():
         name = canonicalize_name(requirement.name)
         assert name in pinned, f"constraints.txt does not pin {requirement.name} (run scripts/constraints.py write)"
         assert requirement.specifier.contains(pinned[name], prereleases=True), (
-            f"constraints.txt pins {requirement.name}=={pinned[name]}, outside pyproject.toml's {requirement}")
+            f"constraints.txt pins {requirement.name}=={pinned[name]}, outside pyproject.toml's {requirement}"
+        )
 
 
 def test_upper_bounds_say_why():

@@ -22,9 +22,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from cgroup_trees import v2_tree
 
 from flux.local import free_port
-from cgroup_trees import v2_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBERNETES = ROOT / "deploy" / "kubernetes"
@@ -68,8 +68,11 @@ def option(args: list[str], flag: str) -> list[str]:
 CUSTOM_API = "keda.sh/"
 
 
-@pytest.mark.parametrize("where,doc", [(w, d) for w, d in manifests() if not d["apiVersion"].startswith(CUSTOM_API)],
-                         ids=lambda v: v if isinstance(v, str) else v.get("kind", ""))
+@pytest.mark.parametrize(
+    "where,doc",
+    [(w, d) for w, d in manifests() if not d["apiVersion"].startswith(CUSTOM_API)],
+    ids=lambda v: v if isinstance(v, str) else v.get("kind", ""),
+)
 def test_every_kubernetes_manifest_is_valid_for_1_31_strictly(where, doc):
     kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
 
@@ -80,8 +83,17 @@ def test_the_keda_example_scales_a_worker_deployment_from_the_pools_desired_coun
     (auth,) = kind("TriggerAuthentication")
     (scaled,) = kind("ScaledObject")
     assert {auth["apiVersion"], scaled["apiVersion"]} == {"keda.sh/v1alpha1"}
-    assert set(scaled["spec"]) <= {"scaleTargetRef", "minReplicaCount", "maxReplicaCount", "pollingInterval", "cooldownPeriod",
-                                   "idleReplicaCount", "fallback", "advanced", "triggers"}
+    assert set(scaled["spec"]) <= {
+        "scaleTargetRef",
+        "minReplicaCount",
+        "maxReplicaCount",
+        "pollingInterval",
+        "cooldownPeriod",
+        "idleReplicaCount",
+        "fallback",
+        "advanced",
+        "triggers",
+    }
     target = scaled["spec"]["scaleTargetRef"]
     assert target["kind"] == "Deployment" and target["name"] in {d["metadata"]["name"] for d in kind("Deployment")}
     assert scaled["spec"]["minReplicaCount"] == 0 < scaled["spec"]["maxReplicaCount"]
@@ -109,8 +121,12 @@ def test_the_kustomization_lists_every_manifest_beside_it():
     beside = {p.name for p in KUBERNETES.glob("*.yaml")} - {"kustomization.yaml"}
     assert set(kustomization["resources"]) == beside
     images = {image["name"] for image in kustomization["images"]}
-    used = {c["image"].split(":")[0] for doc in kind("Deployment") + kind("Job") for c in containers(doc)
-            if c["image"].startswith("flux-engine")}
+    used = {
+        c["image"].split(":")[0]
+        for doc in kind("Deployment") + kind("Job")
+        for c in containers(doc)
+        if c["image"].startswith("flux-engine")
+    }
     assert used <= images
 
 
@@ -129,7 +145,11 @@ def test_the_server_runs_two_replicas_probed_on_health_with_secrets_from_secrets
 
 
 def test_workers_drain_within_their_grace_and_label_themselves_from_the_downward_api():
-    workers = [doc for doc in kind("Deployment") if doc["metadata"]["labels"].get("app.kubernetes.io/component") == "flux-worker"]
+    workers = [
+        doc
+        for doc in kind("Deployment")
+        if doc["metadata"]["labels"].get("app.kubernetes.io/component") == "flux-worker"
+    ]
     assert {w["metadata"]["name"] for w in workers} >= {"flux-worker-cpu-zone-a", "flux-worker-gpu"}
     for worker in workers:
         pod = worker["spec"]["template"]["spec"]
@@ -147,7 +167,10 @@ def test_workers_drain_within_their_grace_and_label_themselves_from_the_downward
     assert "zone=$(ZONE)" in option(containers(by_name("flux-worker-cpu-zone-a"))[0]["args"], "--label")
     zone_field = env_of(cpu["spec"]["containers"][0])["ZONE"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert zone_field == "metadata.labels['topology.kubernetes.io/zone']"
-    assert cpu["metadata"]["labels"]["topology.kubernetes.io/zone"] == cpu["spec"]["nodeSelector"]["topology.kubernetes.io/zone"]
+    assert (
+        cpu["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        == cpu["spec"]["nodeSelector"]["topology.kubernetes.io/zone"]
+    )
     gpu = by_name("flux-worker-gpu")["spec"]["template"]["spec"]
     assert gpu["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert gpu["nodeSelector"] and gpu["tolerations"][0]["key"] == "nvidia.com/gpu"
@@ -156,8 +179,11 @@ def test_workers_drain_within_their_grace_and_label_themselves_from_the_downward
     assert pdbs["flux-server"]["minAvailable"] == 1
 
 
-@pytest.mark.parametrize("where,doc", [(w, d) for w, d in manifests() if d["kind"] in ("Deployment", "Job", "StatefulSet")],
-                         ids=lambda v: v if isinstance(v, str) else v["metadata"]["name"])
+@pytest.mark.parametrize(
+    "where,doc",
+    [(w, d) for w, d in manifests() if d["kind"] in ("Deployment", "Job", "StatefulSet")],
+    ids=lambda v: v if isinstance(v, str) else v["metadata"]["name"],
+)
 def test_every_container_has_requests_and_limits(where, doc):
     for container in containers(doc):
         resources = container["resources"]
@@ -274,8 +300,12 @@ def see_these_packages(venv: Path) -> None:
     """The new venv resolves its dependencies from the packages this test runs with: a
     ``.pth`` naming their folders (``--system-site-packages`` would name the base
     interpreter's instead, which a CI run inside its own venv does not install into)."""
-    purelib = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(purelib, "parent-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
 
 
@@ -291,18 +321,42 @@ def test_the_images_build_steps_and_entrypoint_in_a_fresh_venv(tmp_path):
     for source in build_context_copies():
         subprocess.run(["cp", "-r", str(ROOT / source), str(context / source)], check=True)
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-                    "--wheel-dir", str(wheels), str(context)], check=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "--wheel-dir",
+            str(wheels),
+            str(context),
+        ],
+        check=True,
+        timeout=120,
+    )
     (wheel,) = wheels.glob("flux_engine-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=60)
     see_these_packages(venv)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLUX_API_TOKEN")}
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
-                    f"{wheel}[postgres]"], check=True, timeout=120, env=env)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index", f"{wheel}[postgres]"],
+        check=True,
+        timeout=120,
+        env=env,
+    )
     flux = str(venv / "bin" / "flux")
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import flux; print(flux.__file__)"],
-                           capture_output=True, text=True, check=True, env=env, cwd=tmp_path).stdout
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import flux; print(flux.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=tmp_path,
+    ).stdout
     assert where.startswith(str(venv))  # the wheel's flux, not the checkout's
     assert "start" in subprocess.run([flux, "--help"], capture_output=True, text=True, check=True, env=env).stdout
 
@@ -348,16 +402,27 @@ def test_a_worker_started_as_the_manifest_starts_it_advertises_its_cgroup_and_dr
     it and waits for it to exit 0."""
     manifest = by_name("flux-worker-cpu-zone-a")
     container = containers(manifest)[0]
-    values = {"POD_NAME": "flux-worker-cpu-zone-a-7d9f-x2kq", "NODE_NAME": "node-1",
-              "ZONE": manifest["spec"]["template"]["metadata"]["labels"]["topology.kubernetes.io/zone"]}
+    values = {
+        "POD_NAME": "flux-worker-cpu-zone-a-7d9f-x2kq",
+        "NODE_NAME": "node-1",
+        "ZONE": manifest["spec"]["template"]["metadata"]["labels"]["topology.kubernetes.io/zone"],
+    }
     args = [expand(arg, values) for arg in container["args"]]
-    monkeypatch.setenv("FLUX_CGROUP_ROOT", str(v2_tree(tmp_path / "cgroup", cpu_max="150000 100000",
-                                                       memory_max=str(3 * GiB), current=GiB, inactive_file=0)))
+    monkeypatch.setenv(
+        "FLUX_CGROUP_ROOT",
+        str(
+            v2_tree(tmp_path / "cgroup", cpu_max="150000 100000", memory_max=str(3 * GiB), current=GiB, inactive_file=0)
+        ),
+    )
     worker = cluster.start_worker(args[2], extra_args=tuple(args[3:]))
 
     (shown,) = httpx.get(f"{cluster.server_url}/workers", timeout=5).json()
     assert shown["name"] == values["POD_NAME"]
-    assert {k: shown["labels"][k] for k in ("pool", "node", "zone")} == {"pool": "cpu", "node": "node-1", "zone": "zone-a"}
+    assert {k: shown["labels"][k] for k in ("pool", "node", "zone")} == {
+        "pool": "cpu",
+        "node": "node-1",
+        "zone": "zone-a",
+    }
     resources = shown["resources"]
     assert resources["cpu_total"] == 1.5 and resources["cpu_available"] <= 1.5
     assert resources["memory_total"] == 3 * GiB and 0 < resources["memory_available"] <= 2 * GiB
@@ -388,8 +453,9 @@ def test_the_grafana_dashboard_is_json_and_queries_only_metrics_flux_exports():
     assert len(ids) == len(set(ids))
     exported = generate_latest(ServerMetrics().registry).decode()
     families = set(re.findall(r"^# TYPE (\w+) (\w+)", exported, re.M))
-    names = {name for name, kind in families} | {f"{name}_{suffix}" for name, kind in families
-                                                for suffix in ("bucket", "count", "sum", "total")}
+    names = {name for name, kind in families} | {
+        f"{name}_{suffix}" for name, kind in families for suffix in ("bucket", "count", "sum", "total")
+    }
     queries = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     queries += [variable["definition"] for variable in dashboard["templating"]["list"]]
     used = {name for query in queries for name in re.findall(r"\bflux_\w+", query)}

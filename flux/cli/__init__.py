@@ -64,17 +64,35 @@ COMMANDS = {
 
 @click.group(cls=FluxGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="flux-engine", help="Print the version and exit")
-@click.option("--config", envvar="FLUX_CONFIG", type=click.Path(dir_okay=False), default=None,
-              help="TOML settings: [server], [worker] for 'start', [client] for the rest [./flux.toml if present]")
-@click.option("--debug", envvar="FLUX_DEBUG", is_flag=True,
-              help="On failure, show the Python traceback instead of one line")
-@click.option("--server-url", default=None, help="For every client command below: the Flux server's URL (its own flag wins)")
+@click.option(
+    "--config",
+    envvar="FLUX_CONFIG",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="TOML settings: [server], [worker] for 'start', [client] for the rest [./flux.toml if present]",
+)
+@click.option(
+    "--debug", envvar="FLUX_DEBUG", is_flag=True, help="On failure, show the Python traceback instead of one line"
+)
+@click.option(
+    "--server-url", default=None, help="For every client command below: the Flux server's URL (its own flag wins)"
+)
 @click.option("--namespace", "-n", default=None, help="For every client command below: the namespace it acts in")
-@click.option("--api-token-file", type=click.Path(dir_okay=False), default=None,
-              help="For every client command below: the file holding the API token")
+@click.option(
+    "--api-token-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="For every client command below: the file holding the API token",
+)
 @click.pass_context
-def main(ctx: click.Context, config: str | None, debug: bool, server_url: str | None, namespace: str | None,
-         api_token_file: str | None) -> None:
+def main(
+    ctx: click.Context,
+    config: str | None,
+    debug: bool,
+    server_url: str | None,
+    namespace: str | None,
+    api_token_file: str | None,
+) -> None:
     """Flux: durable Python workflows on a fleet of resource-aware workers.
 
     Exit codes: 0 success, 1 failure (with --wait: the execution FAILED), 2 usage

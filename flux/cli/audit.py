@@ -28,11 +28,20 @@ def audit_group() -> None:
 @click.option("--since", type=DURATION, default=None, help="Only calls in the last ... (1h, 7d)")
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True, help="Rows to show at most")
 @client_command(namespaced=False)
-@renders(lambda rows: render_rows(COLUMNS, [{**row, "time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["time"]))}
-                                            for row in rows]))
-def audit_list(client: FluxClient, namespace: str | None, token: str | None, action: str | None,
-               since: float | None, limit: int) -> list[dict]:
+@renders(
+    lambda rows: render_rows(
+        COLUMNS, [{**row, "time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["time"]))} for row in rows]
+    )
+)
+def audit_list(
+    client: FluxClient, namespace: str | None, token: str | None, action: str | None, since: float | None, limit: int
+) -> list[dict]:
     """Newest first."""
-    rows = client.iter_audit(namespace=namespace, token=token, action=action,
-                             since=time.time() - since if since else None, page_size=min(limit, 1000))
+    rows = client.iter_audit(
+        namespace=namespace,
+        token=token,
+        action=action,
+        since=time.time() - since if since else None,
+        page_size=min(limit, 1000),
+    )
     return list(itertools.islice(rows, limit))

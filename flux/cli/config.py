@@ -35,7 +35,12 @@ import click
 
 DEFAULT_PATH = Path("flux.toml")
 #: [client] keys and the parameter of every client command each one sets.
-CLIENT_KEYS = {"server_url": "server_url", "namespace": "namespace", "api_token_file": "api_token_file", "format": "fmt"}
+CLIENT_KEYS = {
+    "server_url": "server_url",
+    "namespace": "namespace",
+    "api_token_file": "api_token_file",
+    "format": "fmt",
+}
 
 
 def _worker_section(section: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +56,9 @@ def _worker_section(section: dict[str, Any]) -> dict[str, Any]:
 def _unknown(file: Path, name: str, section: dict[str, Any], known: set[str]) -> None:
     unknown = sorted(set(section) - known)
     if unknown:
-        raise click.ClickException(f"{file} [{name}]: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        raise click.ClickException(
+            f"{file} [{name}]: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        )
 
 
 def _client_defaults(section: dict[str, Any], commands: dict[tuple[str, ...], click.Command]) -> dict[str, Any]:

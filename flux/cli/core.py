@@ -19,17 +19,18 @@ from typing import Any, Callable, Iterator
 import click
 from click.core import ParameterSource
 
+from flux.cli.output import render_record
 from flux.client import DEFAULT_SERVER_URL, FluxClient, FluxClientError, FluxConnectionError
 from flux.domain.durations import InvalidDuration, parse_duration
 from flux.domain.namespaces import DEFAULT, NAMESPACE_ENV, worker_namespaces
 from flux.domain.resource_request import InvalidResourceRequest, parse_custom_resources, parse_quantity
-from flux.cli.output import render_record
 from flux.objects import import_object
 from flux.server.settings import read_token_file
 
 EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED, EXIT_RUNNING = 1, 2, 3, 4
 #: ``flux start server``: its address is taken (another server?), told before anything else is done.
 EXIT_ADDRESS_IN_USE = 5
+
 
 class UsageProblem(click.ClickException):
     """A bad argument told in one line (click's own usage errors print the usage too)."""
@@ -115,8 +116,8 @@ def describe(exc: Exception) -> tuple[str, int]:
     """One line and an exit code for a failure no command turned into a message."""
     import httpx
 
-    from flux.worker.runners.docker import EngineUnreachable
     from flux.worker.identity import NameTaken
+    from flux.worker.runners.docker import EngineUnreachable
 
     if isinstance(exc, FluxConnectionError):
         return str(exc), EXIT_USAGE
@@ -126,7 +127,10 @@ def describe(exc: Exception) -> tuple[str, int]:
         response, request = exc.response, exc.request
         if request.url.path.endswith("/workers/register"):
             return f"the server refused registration: {_detail(response)}", EXIT_FAILED
-        return f"the server refused {request.method} {request.url.path}: HTTP {response.status_code}: {_detail(response)}", EXIT_FAILED
+        return (
+            f"the server refused {request.method} {request.url.path}: HTTP {response.status_code}: {_detail(response)}",
+            EXIT_FAILED,
+        )
     if isinstance(exc, httpx.TransportError):
         try:
             where = f" at {exc.request.url.scheme}://{exc.request.url.netloc.decode()}"
@@ -242,7 +246,11 @@ def top_option(ctx: click.Context, name: str, own: Any) -> Any:
     """The command's own value of a client option, unless the same option was given
     before the command and the command's own was not on its command line."""
     given = ctx.find_root().obj
-    if not isinstance(given, TopOptions) or name not in given or ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+    if (
+        not isinstance(given, TopOptions)
+        or name not in given
+        or ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+    ):
         return own
     return given[name]
 
@@ -272,21 +280,44 @@ def client_command(fn: Callable | None = None, *, namespaced: bool = True) -> Ca
         return functools.partial(client_command, namespaced=namespaced)
     wants_format = "fmt" in inspect.signature(fn).parameters
 
-    @click.option("--server-url", envvar="FLUX_SERVER_URL", default=DEFAULT_SERVER_URL, show_default=True,
-                  help="The Flux server's URL")
-    @click.option("--api-token", envvar="FLUX_API_TOKEN", default=None,
-                  help="Bearer token the server requires of clients; prefer the environment or "
-                       "--api-token-file: the command line is visible to every user")
-    @click.option("--api-token-file", envvar="FLUX_API_TOKEN_FILE", type=click.Path(dir_okay=False), default=None,
-                  help="File holding the API token (a mounted secret, HOME/api-token)")
-    @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-                  help="table: for people; json: the full record, for scripts")
+    @click.option(
+        "--server-url",
+        envvar="FLUX_SERVER_URL",
+        default=DEFAULT_SERVER_URL,
+        show_default=True,
+        help="The Flux server's URL",
+    )
+    @click.option(
+        "--api-token",
+        envvar="FLUX_API_TOKEN",
+        default=None,
+        help="Bearer token the server requires of clients; prefer the environment or "
+        "--api-token-file: the command line is visible to every user",
+    )
+    @click.option(
+        "--api-token-file",
+        envvar="FLUX_API_TOKEN_FILE",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="File holding the API token (a mounted secret, HOME/api-token)",
+    )
+    @click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["table", "json"]),
+        default="table",
+        show_default=True,
+        help="table: for people; json: the full record, for scripts",
+    )
     @functools.wraps(fn)
     def wrapper(server_url: str, api_token: str | None, api_token_file: str | None, fmt: str, **kwargs: Any) -> None:
         if wants_format:
             kwargs["fmt"] = fmt
         ctx = click.get_current_context()
-        server_url, api_token_file = top_option(ctx, "server_url", server_url), top_option(ctx, "api_token_file", api_token_file)
+        server_url, api_token_file = (
+            top_option(ctx, "server_url", server_url),
+            top_option(ctx, "api_token_file", api_token_file),
+        )
         namespace = top_option(ctx, "namespace", kwargs.pop("namespace")) if namespaced else DEFAULT
         with FluxClient(server_url, api_token=_api_token(api_token, api_token_file), namespace=namespace) as client:
             result = fn(client, **kwargs)
@@ -300,8 +331,14 @@ def client_command(fn: Callable | None = None, *, namespaced: bool = True) -> Ca
             click.get_current_context().exit(output.exit_code)
 
     if namespaced:
-        wrapper = click.option("--namespace", "-n", envvar=NAMESPACE_ENV, default=DEFAULT, show_default=True,
-                               help="The namespace the command acts in (docs/namespaces.md)")(wrapper)
+        wrapper = click.option(
+            "--namespace",
+            "-n",
+            envvar=NAMESPACE_ENV,
+            default=DEFAULT,
+            show_default=True,
+            help="The namespace the command acts in (docs/namespaces.md)",
+        )(wrapper)
     wrapper.flux_client = True
     wrapper.flux_namespaced = namespaced
     return wrapper

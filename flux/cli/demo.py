@@ -30,7 +30,7 @@ def run_demo(console: Console, keep_home: bool = False) -> None:
                 for path in sorted(EXAMPLES.glob("*.py")):
                     names = ", ".join(w["name"] for w in client.register_file(path))
                     console.print(f"   {path.name}: {names}")
-                console.print("[bold]4.[/] Running [cyan]hello_world[/] with input \"Flux\"")
+                console.print('[bold]4.[/] Running [cyan]hello_world[/] with input "Flux"')
                 execution = client.run("hello_world", "Flux", wait=60)
                 console.print(f"   state: [green]{execution['state']}[/]  worker: {execution['worker_name']}")
                 console.print(f"   output: [bold]{execution['output']!r}[/]")

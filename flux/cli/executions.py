@@ -40,8 +40,14 @@ def shown(execution: dict) -> dict:
 
 #: The list's table for people: header -> field. Short headers, so that its six columns
 #: fit 80 (``worker_name`` and ``scheduled_at`` as headers did not); JSON keeps the API's names.
-TABLE = {"id": "id", "workflow": "workflow_name", "state": "state", "worker": "worker_name", "scheduled": "scheduled_at",
-         "schedule": "schedule"}
+TABLE = {
+    "id": "id",
+    "workflow": "workflow_name",
+    "state": "state",
+    "worker": "worker_name",
+    "scheduled": "scheduled_at",
+    "schedule": "schedule",
+}
 
 
 def table_row(execution: dict) -> dict:
@@ -56,22 +62,49 @@ def execution_line(execution: dict) -> str:
 
 
 @execution_group.command("list")
-@click.option("--state", type=click.Choice(STATES, case_sensitive=False), default=None, help="Only executions in this state")
+@click.option(
+    "--state", type=click.Choice(STATES, case_sensitive=False), default=None, help="Only executions in this state"
+)
 @click.option("--workflow", default=None, help="Only executions of this workflow")
 @click.option("--worker", default=None, help="Only executions placed on this worker")
 @click.option("--schedule", default=None, help="Only the runs this schedule started")
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Newest executions to list (one page)")
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Newest executions to list (one page)"
+)
 @click.option("--after", default=None, metavar="CURSOR", help="The page after this cursor (printed under a full page)")
-@click.option("--all", "all_", is_flag=True, help="Every matching execution, page after page, one line each (JSON lines with --format json)")
-@click.option("--include", type=click.Choice(["input", "output"]), multiple=True, help="Carry this payload too (repeatable)")
+@click.option(
+    "--all",
+    "all_",
+    is_flag=True,
+    help="Every matching execution, page after page, one line each (JSON lines with --format json)",
+)
+@click.option(
+    "--include", type=click.Choice(["input", "output"]), multiple=True, help="Carry this payload too (repeatable)"
+)
 @client_command
-def execution_list(client: FluxClient, state: str | None, workflow: str | None, worker: str | None, schedule: str | None, limit: int,
-                   after: str | None, all_: bool, include: tuple[str, ...], fmt: str) -> Output | None:
+def execution_list(
+    client: FluxClient,
+    state: str | None,
+    workflow: str | None,
+    worker: str | None,
+    schedule: str | None,
+    limit: int,
+    after: str | None,
+    all_: bool,
+    include: tuple[str, ...],
+    fmt: str,
+) -> Output | None:
     """List executions, newest first, a page at a time."""
     if all_:
-        follow(client.iter_executions(state, workflow, worker=worker, schedule=schedule, include=include, after=after), execution_line, fmt)
+        follow(
+            client.iter_executions(state, workflow, worker=worker, schedule=schedule, include=include, after=after),
+            execution_line,
+            fmt,
+        )
         return None
-    rows, cursor = client.list_executions_page(state, workflow, limit, worker=worker, schedule=schedule, after=after, include=include)
+    rows, cursor = client.list_executions_page(
+        state, workflow, limit, worker=worker, schedule=schedule, after=after, include=include
+    )
 
     def render(rows: list[dict]) -> None:
         render_rows(list(TABLE), [table_row(row) for row in rows])
@@ -82,7 +115,9 @@ def execution_list(client: FluxClient, state: str | None, workflow: str | None, 
 
 
 @execution_group.command("prune")
-@click.option("--older-than", required=True, type=DURATION, help="Delete executions that finished longer ago than this (e.g. 30d)")
+@click.option(
+    "--older-than", required=True, type=DURATION, help="Delete executions that finished longer ago than this (e.g. 30d)"
+)
 @client_command
 def execution_prune(client: FluxClient, older_than: float) -> dict:
     """Delete finished executions older than a cut-off, with their events and logs."""
@@ -110,7 +145,9 @@ def event_row(event: dict) -> dict:
     """An event as a row for people: its time of day (to the millisecond) and its value
     without the traceback (``flux execution show ID`` prints it)."""
     value = brief(event.get("value"))
-    text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), default=str)  # spaces: it wraps
+    text = (
+        value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), default=str)
+    )  # spaces: it wraps
     return {**event, "time": stamp(event.get("time"))[11:], "value": text if value is not None else "-"}
 
 
@@ -118,7 +155,11 @@ def event_row(event: dict) -> dict:
 @execution_id_argument
 @click.option("--follow", "-f", "follow_", is_flag=True, help=FOLLOW_HELP)
 @client_command
-@renders(lambda rows: render_rows(["seq", "time", "type", "task_id", "value"], [event_row(row) for row in rows], whole=("seq", "time", "type")))
+@renders(
+    lambda rows: render_rows(
+        ["seq", "time", "type", "task_id", "value"], [event_row(row) for row in rows], whole=("seq", "time", "type")
+    )
+)
 def execution_events(client: FluxClient, execution_id: str, follow_: bool, fmt: str) -> list[dict] | None:
     """Show an execution's event log (with --follow: one line per event, JSON lines with --format json)."""
     execution_id = client.resolve_execution(execution_id)
@@ -133,12 +174,26 @@ def execution_events(client: FluxClient, execution_id: str, follow_: bool, fmt: 
 @click.option("--follow", "-f", "follow_", is_flag=True, help=FOLLOW_HELP)
 @click.option("--task", default=None, help="Only lines written inside this task: a name (fetch) or a call id (fetch:2)")
 @click.option("--attempt", type=click.IntRange(1), default=None, help="Only lines of this attempt")
-@click.option("--stream", type=click.Choice(STREAMS), default=None, help="Only this stream (log: Python logging records)")
-@click.option("--level", type=click.Choice(LEVELS, case_sensitive=False), default=None,
-              help="Only logging records at this level or above")
+@click.option(
+    "--stream", type=click.Choice(STREAMS), default=None, help="Only this stream (log: Python logging records)"
+)
+@click.option(
+    "--level",
+    type=click.Choice(LEVELS, case_sensitive=False),
+    default=None,
+    help="Only logging records at this level or above",
+)
 @client_command
-def execution_logs(client: FluxClient, execution_id: str, follow_: bool, task: str | None, attempt: int | None,
-                   stream: str | None, level: str | None, fmt: str) -> None:
+def execution_logs(
+    client: FluxClient,
+    execution_id: str,
+    follow_: bool,
+    task: str | None,
+    attempt: int | None,
+    stream: str | None,
+    level: str | None,
+    fmt: str,
+) -> None:
     """Print what an execution printed and logged: 'time [stream] task: message' lines
     (JSON lines with --format json), like 'kubectl logs [-f]'."""
     execution_id = client.resolve_execution(execution_id)
@@ -166,7 +221,9 @@ def _render_queue(queue: dict | None) -> None:
     for victim, deadline in (queue.get("preempting") or {}).items():
         console.print(f"[yellow]preempting {victim}:[/] its attempt ends at {_clock(deadline)}")
     if queue.get("preempted_by"):
-        console.print(f"[yellow]preempted by {queue['preempted_by']}:[/] its attempt ends at {_clock(queue['preempt_deadline'])}")
+        console.print(
+            f"[yellow]preempted by {queue['preempted_by']}:[/] its attempt ends at {_clock(queue['preempt_deadline'])}"
+        )
 
 
 def _render_placement(info: dict) -> None:
@@ -182,7 +239,9 @@ def _render_placement(info: dict) -> None:
         )
         for a in attempts:
             how = f"{a['end']}: {a['cause']}" if a.get("end") else "running"
-            console.print(f"  attempt {a['attempt']} on {a['worker']}: {how}" + (" \\[counted]" if a.get("counted") else ""))
+            console.print(
+                f"  attempt {a['attempt']} on {a['worker']}: {how}" + (" \\[counted]" if a.get("counted") else "")
+            )
 
 
 @execution_group.command("explain")
@@ -204,8 +263,13 @@ def execution_cancel(client: FluxClient, execution_id: str) -> dict:
 
 @execution_group.command("resume")
 @execution_id_argument
-@click.option("--input", "input_", default="null", metavar="JSON",
-              help="What the workflow's pause() returns: JSON, @FILE holding JSON, or - for stdin [null]")
+@click.option(
+    "--input",
+    "input_",
+    default="null",
+    metavar="JSON",
+    help="What the workflow's pause() returns: JSON, @FILE holding JSON, or - for stdin [null]",
+)
 @client_command
 def execution_resume(client: FluxClient, execution_id: str, input_: str) -> dict:
     """Continue a PAUSED execution (docs/waits.md)."""

@@ -33,11 +33,18 @@ def _render_deliveries(deliveries: list[dict]) -> None:
     rows = []
     for delivery in deliveries:
         last = delivery["attempts"][-1] if delivery["attempts"] else None
-        rows.append({
-            "id": delivery["id"], "type": delivery["type"], "state": delivery["state"], "created": when(delivery["created_at"]),
-            "attempts": len(delivery["attempts"]),
-            "last": "-" if last is None else f"{last['status_code'] or last['error']} in {last['latency'] * 1000:.0f} ms",
-        })
+        rows.append(
+            {
+                "id": delivery["id"],
+                "type": delivery["type"],
+                "state": delivery["state"],
+                "created": when(delivery["created_at"]),
+                "attempts": len(delivery["attempts"]),
+                "last": "-"
+                if last is None
+                else f"{last['status_code'] or last['error']} in {last['latency'] * 1000:.0f} ms",
+            }
+        )
     render_rows(["id", "type", "state", "created", "attempts", "last"], rows, title="deliveries")
 
 
@@ -51,13 +58,18 @@ def _render_hook(shown: dict) -> None:
 @hook_group.command("create")
 @click.argument("name")
 @click.option("--url", required=True, help="http(s) URL the events are POSTed to")
-@click.option("--event", "events", multiple=True, required=True,
-              help=f"An event to send, repeatable: {', '.join(SUBSCRIBABLE)}")
+@click.option(
+    "--event", "events", multiple=True, required=True, help=f"An event to send, repeatable: {', '.join(SUBSCRIBABLE)}"
+)
 @click.option("--workflow", default=None, help="Only this workflow's executions and schedules")
-@click.option("--secret-from-stdin", is_flag=True, help="Read the signing secret from standard input (else the server makes one)")
+@click.option(
+    "--secret-from-stdin", is_flag=True, help="Read the signing secret from standard input (else the server makes one)"
+)
 @client_command
 @renders(lambda hook: _render_hook({"hook": hook, "deliveries": []}))
-def hook_create(client: FluxClient, name: str, url: str, events: tuple[str, ...], workflow: str | None, secret_from_stdin: bool) -> dict:
+def hook_create(
+    client: FluxClient, name: str, url: str, events: tuple[str, ...], workflow: str | None, secret_from_stdin: bool
+) -> dict:
     """Subscribe URL to events of the namespace (worker.* and device.*: of the fleet)."""
     try:
         parse_event_types(events)

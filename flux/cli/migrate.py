@@ -19,7 +19,9 @@ def migrate_group() -> None:
 
 @migrate_group.command("check")
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--all", "show_all", is_flag=True, help="List what runs unchanged too (by default only changes and refusals)")
+@click.option(
+    "--all", "show_all", is_flag=True, help="List what runs unchanged too (by default only changes and refusals)"
+)
 def migrate_check(path: Path, show_all: bool) -> None:
     """List each flux-core construct under PATH with its file and line. Exit 1 when
     something is refused."""
@@ -29,7 +31,10 @@ def migrate_check(path: Path, show_all: bool) -> None:
         if shown and (verdict is not Verdict.RUNS or show_all):
             click.echo(f"{verdict.value}:")
             for finding in shown:
-                click.echo(f"  {finding.filename}:{finding.line}: {finding.construct}" + (f": {finding.note}" if finding.note else ""))
+                click.echo(
+                    f"  {finding.filename}:{finding.line}: {finding.construct}"
+                    + (f": {finding.note}" if finding.note else "")
+                )
     counts = ", ".join(f"{sum(f.verdict is v for f in findings)} {v.value}" for v in Verdict)
     click.echo(f"{len(findings)} constructs: {counts}")
     if any(f.verdict is Verdict.REFUSED for f in findings):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import Output, UsageProblem, client_command, renders, FiniteRange
+from flux.cli.core import FiniteRange, Output, UsageProblem, client_command, renders
 from flux.cli.output import render_record, render_rows
 from flux.client import FluxClient
 
@@ -68,8 +68,12 @@ def namespace_quota(client: FluxClient, name: str, limits: tuple[str, ...], clea
 
 @namespace_group.command("set")
 @click.argument("name")
-@click.option("--weight", type=FiniteRange(min=0, min_open=True, max=1e6), required=True,
-              help="Its fair-share weight against other namespaces of the same priority (default 1)")
+@click.option(
+    "--weight",
+    type=FiniteRange(min=0, min_open=True, max=1e6),
+    required=True,
+    help="Its fair-share weight against other namespaces of the same priority (default 1)",
+)
 @client_command
 @renders(render_record)
 def namespace_set(client: FluxClient, name: str, weight: float) -> dict:

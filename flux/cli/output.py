@@ -89,5 +89,7 @@ def render_record(record: dict) -> None:
     for key, value in record.items():
         if key == "source" or value is None or value == [] or value == {}:
             continue
-        table.add_row(key, Text(when(value) if (key.endswith("_at") or key == "scheduled_for") and value else cell(value)))
+        table.add_row(
+            key, Text(when(value) if (key.endswith("_at") or key == "scheduled_for") and value else cell(value))
+        )
     console.print(table)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from flux.cli.core import UsageProblem, client_command, parse_labels, renders, FiniteRange
+from flux.cli.core import FiniteRange, UsageProblem, client_command, parse_labels, renders
 from flux.cli.output import console, render_record, render_rows, when
 from flux.client import FluxClient
 
@@ -30,15 +30,28 @@ def pairs(value: str | None, option: str) -> dict[str, str]:
     return parse_labels(items, option)
 
 
-def _options(provider: str, worker_args: tuple[str, ...], kube_namespace: str | None, deployment: str | None,
-             pod_template: str | None, kubeconfig: str | None, kube_context: str | None, command: str | None,
-             command_timeout: float | None) -> dict:
+def _options(
+    provider: str,
+    worker_args: tuple[str, ...],
+    kube_namespace: str | None,
+    deployment: str | None,
+    pod_template: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    command: str | None,
+    command_timeout: float | None,
+) -> dict:
     if provider == "local":
         return {"worker_args": list(worker_args)} if worker_args else {}
     if provider == "kubernetes":
         template = _read_manifest(pod_template) if pod_template else None
-        found = {"namespace": kube_namespace, "deployment": deployment, "pod_template": template, "kubeconfig": kubeconfig,
-                 "context": kube_context}
+        found = {
+            "namespace": kube_namespace,
+            "deployment": deployment,
+            "pod_template": template,
+            "kubeconfig": kubeconfig,
+            "context": kube_context,
+        }
         return {k: v for k, v in found.items() if v is not None}
     if not command:
         raise UsageProblem("--provider command needs --command")
@@ -67,30 +80,72 @@ def _render_one(pool: dict) -> None:
 @click.option("--labels", default=None, help="k=v,k=v: labels its workers advertise (and flux.pool=NAME)")
 @click.option("--resources", default=None, help="cpu=8,memory=32Gi,gpu=1,accel=2: what each worker has")
 @click.option("--packages", default=None, help="name==version,...: what its workers have installed")
-@click.option("--slots", type=click.IntRange(1, 1024), default=4, show_default=True, help="Executions one worker runs at once")
-@click.option("--min", "minimum", type=click.IntRange(0), default=0, show_default=True, help="Workers kept however idle")
-@click.option("--max", "maximum", type=click.IntRange(0), default=10, show_default=True, help="Workers it never goes beyond")
-@click.option("--idle-timeout", default="5m", show_default=True, help="Idle time above --min before a worker is drained and stopped")
-@click.option("--provider", type=PROVIDERS, required=True,
-              help="local: flux start worker processes here; kubernetes: a Deployment or Pods; command: your executable")
+@click.option(
+    "--slots", type=click.IntRange(1, 1024), default=4, show_default=True, help="Executions one worker runs at once"
+)
+@click.option(
+    "--min", "minimum", type=click.IntRange(0), default=0, show_default=True, help="Workers kept however idle"
+)
+@click.option(
+    "--max", "maximum", type=click.IntRange(0), default=10, show_default=True, help="Workers it never goes beyond"
+)
+@click.option(
+    "--idle-timeout",
+    default="5m",
+    show_default=True,
+    help="Idle time above --min before a worker is drained and stopped",
+)
+@click.option(
+    "--provider",
+    type=PROVIDERS,
+    required=True,
+    help="local: flux start worker processes here; kubernetes: a Deployment or Pods; command: your executable",
+)
 @click.option("--worker-arg", "worker_args", multiple=True, help="local: a 'flux start worker' argument, repeatable")
 @click.option("--kube-namespace", default=None, help="kubernetes: the namespace [default]")
 @click.option("--deployment", default=None, help="kubernetes: scale this Deployment's replicas")
-@click.option("--pod-template", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="kubernetes: or create one Pod per worker from this manifest (YAML or JSON)")
+@click.option(
+    "--pod-template",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="kubernetes: or create one Pod per worker from this manifest (YAML or JSON)",
+)
 @click.option("--kubeconfig", default=None, help="kubernetes: a kubeconfig file [in-cluster, else ~/.kube/config]")
 @click.option("--kube-context", default=None, help="kubernetes: the kubeconfig's context [its current one]")
-@click.option("--command", default=None, help="command: the executable and its arguments; the desired count is appended")
-@click.option("--command-timeout", type=FiniteRange(min=0, min_open=True), default=None, help="command: seconds it may take [60]")
+@click.option(
+    "--command", default=None, help="command: the executable and its arguments; the desired count is appended"
+)
+@click.option(
+    "--command-timeout", type=FiniteRange(min=0, min_open=True), default=None, help="command: seconds it may take [60]"
+)
 @client_command(namespaced=False)
 @renders(_render_one)
-def pool_create(client: FluxClient, name: str, labels: str | None, resources: str | None, packages: str | None, slots: int,
-                minimum: int, maximum: int, idle_timeout: str, provider: str, **options: str | None) -> dict:
+def pool_create(
+    client: FluxClient,
+    name: str,
+    labels: str | None,
+    resources: str | None,
+    packages: str | None,
+    slots: int,
+    minimum: int,
+    maximum: int,
+    idle_timeout: str,
+    provider: str,
+    **options: str | None,
+) -> dict:
     """Create a pool NAME of workers started on demand by PROVIDER."""
     return client.create_pool(
-        name, provider, labels=pairs(labels, "--labels"), resources=pairs(resources, "--resources"),
-        packages=[p.strip() for p in (packages or "").split(",") if p.strip()], slots=slots, min=minimum, max=maximum,
-        idle_timeout=idle_timeout, options=_options(provider, **options))
+        name,
+        provider,
+        labels=pairs(labels, "--labels"),
+        resources=pairs(resources, "--resources"),
+        packages=[p.strip() for p in (packages or "").split(",") if p.strip()],
+        slots=slots,
+        min=minimum,
+        max=maximum,
+        idle_timeout=idle_timeout,
+        options=_options(provider, **options),
+    )
 
 
 @pool_group.command("apply")

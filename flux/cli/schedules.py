@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from flux.cli.core import UsageProblem, client_command, renders, FiniteRange
+from flux.cli.core import FiniteRange, UsageProblem, client_command, renders
 from flux.cli.output import console, render_record, render_rows
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
@@ -24,7 +24,9 @@ def schedule_group() -> None:
 
 
 def _row(schedule: dict) -> dict:
-    when = schedule["cron"] or (f"every {format_duration(schedule['every'])}" if schedule["every"] else f"at {schedule['at']}")
+    when = schedule["cron"] or (
+        f"every {format_duration(schedule['every'])}" if schedule["every"] else f"at {schedule['at']}"
+    )
     upcoming = schedule["next_fire_times"]
     return {**schedule, "when": when, "next": upcoming[0] if upcoming else "-"}
 
@@ -43,19 +45,40 @@ def _checked(cron: str | None, every: str | None, at: str | None, anchor: str | 
 
 
 def _timing_options(fn):  # noqa: ANN001, ANN202
-    for option in reversed([
-        click.option("--cron", default=None, help="Cron: 5 fields, 6 (seconds first), or @hourly, @daily, @weekly, ..."),
-        click.option("--every", default=None, help="An interval: seconds or a duration such as 30s, 5m, 1h30m"),
-        click.option("--at", default=None, help="Once, at this ISO 8601 time (without an offset: in --timezone)"),
-        click.option("--anchor", default=None, help="With --every: a time on its grid [the Unix epoch]"),
-        click.option("--input", "input_", default=None, help="The runs' input: JSON, @FILE or - for stdin"),
-        click.option("--version", "version", type=click.IntRange(1), default=None, help="A workflow version [the newest at each fire]"),
-        click.option("--overlap", type=OVERLAP, default=None, help="While the previous run is active [skip]"),
-        click.option("--catch-up", type=CATCH_UP, default=None, help="Due times missed while no server ran [latest]"),
-        click.option("--catch-up-limit", type=click.IntRange(1, 1000), default=None, help="With --catch-up all: the most fired [100]"),
-        click.option("--jitter", type=FiniteRange(0, 3600), default=None, help="Fire up to this many seconds after due [0]"),
-        click.option("--priority", default=None, help="The runs' priority: a class name or an int [the workflow's]"),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--cron", default=None, help="Cron: 5 fields, 6 (seconds first), or @hourly, @daily, @weekly, ..."
+            ),
+            click.option("--every", default=None, help="An interval: seconds or a duration such as 30s, 5m, 1h30m"),
+            click.option("--at", default=None, help="Once, at this ISO 8601 time (without an offset: in --timezone)"),
+            click.option("--anchor", default=None, help="With --every: a time on its grid [the Unix epoch]"),
+            click.option("--input", "input_", default=None, help="The runs' input: JSON, @FILE or - for stdin"),
+            click.option(
+                "--version",
+                "version",
+                type=click.IntRange(1),
+                default=None,
+                help="A workflow version [the newest at each fire]",
+            ),
+            click.option("--overlap", type=OVERLAP, default=None, help="While the previous run is active [skip]"),
+            click.option(
+                "--catch-up", type=CATCH_UP, default=None, help="Due times missed while no server ran [latest]"
+            ),
+            click.option(
+                "--catch-up-limit",
+                type=click.IntRange(1, 1000),
+                default=None,
+                help="With --catch-up all: the most fired [100]",
+            ),
+            click.option(
+                "--jitter", type=FiniteRange(0, 3600), default=None, help="Fire up to this many seconds after due [0]"
+            ),
+            click.option(
+                "--priority", default=None, help="The runs' priority: a class name or an int [the workflow's]"
+            ),
+        ]
+    ):
         fn = option(fn)
     return fn
 
@@ -75,7 +98,9 @@ def _options(input_, **fields) -> dict:  # noqa: ANN001
 @click.option("--paused", is_flag=True, help="Create it paused")
 @client_command
 @renders(_render_one)
-def schedule_create(client: FluxClient, name: str, workflow: str, cron, every, at, anchor, timezone, paused, input_, **rest) -> dict:  # noqa: ANN001
+def schedule_create(
+    client: FluxClient, name: str, workflow: str, cron, every, at, anchor, timezone, paused, input_, **rest
+) -> dict:  # noqa: ANN001
     """Create schedule NAME that runs WORKFLOW: give one of --cron, --every and --at."""
     _checked(cron, every, at, anchor, timezone)
     options = _options(input_, anchor=anchor, timezone=timezone, paused=paused or None, **rest)

@@ -20,8 +20,13 @@ def secret_group() -> None:
 
 @secret_group.command("set")
 @click.argument("name")
-@click.option("--from-file", "from_file", type=click.File("r"), default=None,
-              help="Read the value from this file (else from standard input)")
+@click.option(
+    "--from-file",
+    "from_file",
+    type=click.File("r"),
+    default=None,
+    help="Read the value from this file (else from standard input)",
+)
 @client_command
 def secret_set(client: FluxClient, name: str, from_file) -> dict:  # noqa: ANN001 - a click file
     """Create or replace secret NAME; the value comes from standard input or --from-file.

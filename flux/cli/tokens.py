@@ -58,9 +58,12 @@ def _created(token: dict) -> None:
 @token_group.command("create")
 @click.argument("name")
 @click.option("--role", type=click.Choice([role.value for role in ORDER]), required=True, help="What the token may do")
-@click.option("--namespace", "namespaces", multiple=True,
-              help="A namespace it may act in (repeat for more) [all of them]")
-@click.option("--expires", type=Expiry(), default=None, help="It expires after this long (30d, 12h) or at this date [never]")
+@click.option(
+    "--namespace", "namespaces", multiple=True, help="A namespace it may act in (repeat for more) [all of them]"
+)
+@click.option(
+    "--expires", type=Expiry(), default=None, help="It expires after this long (30d, 12h) or at this date [never]"
+)
 @client_command(namespaced=False)
 @renders(_created)
 def token_create(client: FluxClient, name: str, role: str, namespaces: tuple[str, ...], expires: float | None) -> dict:
@@ -70,7 +73,9 @@ def token_create(client: FluxClient, name: str, role: str, namespaces: tuple[str
 
 @token_group.command("list")
 @client_command(namespaced=False)
-@renders(lambda rows: render_rows(COLUMNS, [{**row, "namespaces": ",".join(row["namespaces"] or ["*"])} for row in rows]))
+@renders(
+    lambda rows: render_rows(COLUMNS, [{**row, "namespaces": ",".join(row["namespaces"] or ["*"])} for row in rows])
+)
 def token_list(client: FluxClient) -> list[dict]:
     """Every token, revoked and expired ones too (never a secret)."""
     return client.list_tokens()

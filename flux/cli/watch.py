@@ -30,8 +30,15 @@ if TYPE_CHECKING:
     from rich.text import Text  # rich is imported when something is drawn
 
 EXIT_CODES = {"COMPLETED": 0, "FAILED": EXIT_FAILED, "TIMED_OUT": EXIT_FAILED, "CANCELLED": EXIT_CANCELLED}
-COLOURS = {"COMPLETED": "green", "FAILED": "red", "TIMED_OUT": "red", "CANCELLED": "yellow", "CANCELLING": "yellow",
-           "RUNNING": "cyan", "PAUSED": "magenta"}
+COLOURS = {
+    "COMPLETED": "green",
+    "FAILED": "red",
+    "TIMED_OUT": "red",
+    "CANCELLED": "yellow",
+    "CANCELLING": "yellow",
+    "RUNNING": "cyan",
+    "PAUSED": "magenta",
+}
 #: Seconds the log stream may lag behind the end of the execution before the wait ends.
 LOG_GRACE = 5.0
 
@@ -145,7 +152,10 @@ class Tracker:
             return f"{task} is over", False
         if kind == "ATTEMPT_ENDED" and value_of.get("end") not in ("finished", "suspended"):
             self.running.clear()
-            return f"attempt {value_of.get('attempt', self.attempt)} ended: {value_of.get('end')}: {value_of.get('cause')}", True
+            return (
+                f"attempt {value_of.get('attempt', self.attempt)} ended: {value_of.get('end')}: {value_of.get('cause')}",
+                True,
+            )
         if kind == "TASK_STARTED":
             self.running.add(task)
             return None
@@ -164,7 +174,9 @@ class Tracker:
             return self._state("CANCELLING")
         if kind in ("WORKFLOW_COMPLETED", "WORKFLOW_FAILED", "WORKFLOW_CANCELLED", "WORKFLOW_TIMED_OUT"):
             error = value_of.get("error") if kind in ("WORKFLOW_FAILED", "WORKFLOW_TIMED_OUT") else None
-            return self._state(kind.removeprefix("WORKFLOW_"), f"after {self.elapsed()}" + (f": {error}" if error else ""))
+            return self._state(
+                kind.removeprefix("WORKFLOW_"), f"after {self.elapsed()}" + (f": {error}" if error else "")
+            )
         return None
 
     def elapsed(self) -> str:
@@ -319,7 +331,9 @@ def watch(client: FluxClient, execution: dict, timeout: float, logs: bool) -> di
         raise click.exceptions.Exit(130) from None
     final = client.execution(tracker.id)
     if final["state"] not in EXIT_CODES:
-        click.echo(f"Still {final['state']} after {timeout:g}s (--timeout); {_goes_on(tracker.id, final['state'])}", err=True)
+        click.echo(
+            f"Still {final['state']} after {timeout:g}s (--timeout); {_goes_on(tracker.id, final['state'])}", err=True
+        )
     return final
 
 

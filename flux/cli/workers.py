@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from flux.cli.core import Output, client_command, renders, FiniteRange
+from flux.cli.core import FiniteRange, Output, client_command, renders
 from flux.cli.output import ago, console, labels_text, render_rows
 from flux.client import FluxClient
 from flux.domain.numbers import human_size
@@ -15,7 +15,12 @@ from flux.domain.workers import WorkerState
 if TYPE_CHECKING:
     from rich.text import Text  # rich is imported when something is drawn
 
-STATE_COLOURS = {WorkerState.ONLINE: "green", WorkerState.DRAINING: "yellow", WorkerState.DRAINED: "yellow", WorkerState.OFFLINE: "red"}
+STATE_COLOURS = {
+    WorkerState.ONLINE: "green",
+    WorkerState.DRAINING: "yellow",
+    WorkerState.DRAINED: "yellow",
+    WorkerState.OFFLINE: "red",
+}
 
 
 @click.group("worker")
@@ -88,7 +93,8 @@ def gpu_rows(gpus: list[dict], allotments: list[dict]) -> list[tuple[str, str]]:
         if held:
             line += "; allotted " + ", ".join(
                 f"{'whole' if a['fraction'] >= 1 and not a.get('memory') else format(a['fraction'], 'g')}"
-                f"{' + ' + size(a['memory']) if a.get('memory') else ''} to {a['execution_id'][:12]}" for a in held
+                f"{' + ' + size(a['memory']) if a.get('memory') else ''} to {a['execution_id'][:12]}"
+                for a in held
             )
         rows.append((f"gpu {gpu['index']}", line))
     return rows
@@ -112,7 +118,10 @@ def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tupl
             ("disk", f"{size(res['disk_free'])} of {size(res['disk_total'])} free"),
         ]
         available = res.get("available") or {}
-        rows += [(name, f"{available.get(name, 0):g} of {total:g} available") for name, total in sorted((res.get("capacity") or {}).items())]
+        rows += [
+            (name, f"{available.get(name, 0):g} of {total:g} available")
+            for name, total in sorted((res.get("capacity") or {}).items())
+        ]
     for name, capacity in sorted(worker.get("custom_resources", {}).items()):
         used = sum(((e.get("requests") or {}).get("resources") or {}).get(name, 0) for e in running)
         rows.append((name, f"{used:g} of {capacity:g} in use"))
@@ -121,8 +130,13 @@ def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tupl
     rows.append(("heartbeat", f"{ago(worker['last_heartbeat_at'])} (registered {ago(worker['registered_at'])})"))
     runtime = worker.get("runtime")
     if runtime:
-        rows.append(("runtime", f"Python {runtime['python_version']}, {runtime['os_name']} {runtime['os_version']} "
-                     f"{runtime.get('cpu_arch', '')}, host {runtime['hostname']}".replace("  ", " ")))
+        rows.append(
+            (
+                "runtime",
+                f"Python {runtime['python_version']}, {runtime['os_name']} {runtime['os_version']} "
+                f"{runtime.get('cpu_arch', '')}, host {runtime['hostname']}".replace("  ", " "),
+            )
+        )
     for i, e in enumerate(running):
         rows.append(("running" if i == 0 else "", f"{e['id']}  {e['workflow_name']}  {e['state']}"))
     if not running:
@@ -162,7 +176,9 @@ def summary(client: FluxClient, worker: dict, packages: bool = False) -> Output:
 @worker_group.command("drain")
 @click.argument("name")
 @click.option("--wait", is_flag=True, help="Return once the worker runs nothing (DRAINED)")
-@click.option("--timeout", type=FiniteRange(min=0), default=3600.0, show_default=True, help="Seconds to wait with --wait")
+@click.option(
+    "--timeout", type=FiniteRange(min=0), default=3600.0, show_default=True, help="Seconds to wait with --wait"
+)
 @client_command
 def worker_drain(client: FluxClient, name: str, wait: bool, timeout: float) -> Output:
     """Stop giving NAME new work; it finishes what it runs, then shows DRAINED."""

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from flux.cli.core import Output, UsageProblem, client_command, renders, FiniteRange
+from flux.cli.core import FiniteRange, Output, UsageProblem, client_command, renders
 from flux.cli.output import ago, render_rows
 from flux.cli.watch import exit_code, watch
 from flux.client import FluxClient
@@ -25,8 +25,15 @@ def requests_text(requests: dict | None) -> str:
 
 
 def _render_workflows(rows: list[dict]) -> None:
-    shown = [{**row, "requests": requests_text(row.get("requests")), "affinity": affinity_text(row.get("affinity")),
-              "created": ago(row.get("created_at"))} for row in rows]
+    shown = [
+        {
+            **row,
+            "requests": requests_text(row.get("requests")),
+            "affinity": affinity_text(row.get("affinity")),
+            "created": ago(row.get("created_at")),
+        }
+        for row in rows
+    ]
     columns = ["name", "version", "requests", "affinity", "created"]
     if not any(row.get("affinity") for row in rows):
         columns.remove("affinity")  # room for the rest at 80 columns
@@ -37,13 +44,19 @@ def affinity_text(affinity: dict | None) -> str:
     """Affinity terms as ``key=value`` (an operator term as ``key:{...}``)."""
     if not affinity:
         return "-"
-    return " ".join(f"{key}={value}" if isinstance(value, str) else f"{key}:{json.dumps(value)}" for key, value in affinity.items())
+    return " ".join(
+        f"{key}={value}" if isinstance(value, str) else f"{key}:{json.dumps(value)}" for key, value in affinity.items()
+    )
 
 
 @workflow_group.command("register")
 @click.argument("path", type=click.Path())
-@click.option("--requirements/--no-requirements", default=True, show_default=True,
-              help="Turn the bundle's requirements.txt / pyproject.toml dependencies into package constraints")
+@click.option(
+    "--requirements/--no-requirements",
+    default=True,
+    show_default=True,
+    help="Turn the bundle's requirements.txt / pyproject.toml dependencies into package constraints",
+)
 @client_command
 @renders(_render_workflows)
 def workflow_register(client: FluxClient, path: str, requirements: bool) -> list[dict]:
@@ -69,8 +82,11 @@ def workflow_list(client: FluxClient) -> list[dict]:
 
 def _render_versions(rows: list[dict]) -> None:
     shown = [{**row, "bundle": (row.get("bundle") or "")[:12]} for row in rows]  # a short hash, like git
-    render_rows(["name", "version", "filename", "bundle", "requests", "created_at"],
-                [{**row, "requests": requests_text(row.get("requests"))} for row in shown], whole=("name",))
+    render_rows(
+        ["name", "version", "filename", "bundle", "requests", "created_at"],
+        [{**row, "requests": requests_text(row.get("requests"))} for row in shown],
+        whole=("name",),
+    )
 
 
 @workflow_group.command("versions")
@@ -120,15 +136,26 @@ def _priority(text: str | None) -> int | str | None:
 @workflow_group.command("run")
 @click.argument("name")
 @click.argument("input", default="null")
-@click.option("--wait/--no-wait", default=False,
-              help="Follow the execution until it ends; exit 0 COMPLETED, 1 FAILED, 3 CANCELLED, 4 still running at --timeout")
-@click.option("--timeout", type=FiniteRange(min=0), default=300.0, show_default=True,
-              help="Seconds to wait with --wait")
-@click.option("--logs", is_flag=True, help="Print the execution's output and log lines while waiting, on stderr (implies --wait)")
-@click.option("--priority", default=None,
-              help="This run's priority: a class name (critical, high, default, low, batch) or an int [the workflow's]")
+@click.option(
+    "--wait/--no-wait",
+    default=False,
+    help="Follow the execution until it ends; exit 0 COMPLETED, 1 FAILED, 3 CANCELLED, 4 still running at --timeout",
+)
+@click.option(
+    "--timeout", type=FiniteRange(min=0), default=300.0, show_default=True, help="Seconds to wait with --wait"
+)
+@click.option(
+    "--logs", is_flag=True, help="Print the execution's output and log lines while waiting, on stderr (implies --wait)"
+)
+@click.option(
+    "--priority",
+    default=None,
+    help="This run's priority: a class name (critical, high, default, low, batch) or an int [the workflow's]",
+)
 @client_command
-def workflow_run(client: FluxClient, name: str, input: str, wait: bool, timeout: float, logs: bool, priority: str | None) -> object:
+def workflow_run(
+    client: FluxClient, name: str, input: str, wait: bool, timeout: float, logs: bool, priority: str | None
+) -> object:
     """Start workflow NAME (its newest version, or NAME@3 for version 3) with INPUT:
     JSON, @FILE holding JSON, or - for stdin [null]. The execution keeps its version.
 

@@ -6,6 +6,13 @@ from flux.client.sdk import DEFAULT_SERVER_URL, MAX_CANDIDATES, FluxClient, spli
 from flux.client.streams import SSEMessage, parse_sse
 
 __all__ = [
-    "DEFAULT_SERVER_URL", "MAX_CANDIDATES", "FluxClient", "FluxClientError", "FluxConnectionError", "SSEMessage",
-    "parse_sse", "split_version", "tls_verify",
+    "DEFAULT_SERVER_URL",
+    "MAX_CANDIDATES",
+    "FluxClient",
+    "FluxClientError",
+    "FluxConnectionError",
+    "SSEMessage",
+    "parse_sse",
+    "split_version",
+    "tls_verify",
 ]

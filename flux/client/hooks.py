@@ -9,8 +9,9 @@ from flux.client.urls import segment
 class HookMethods:
     """The webhook half of ``FluxClient`` (it supplies ``_request`` and ``scoped``)."""
 
-    def create_hook(self, name: str, url: str, events: list[str], *, workflow: str | None = None,
-                    secret: str | None = None) -> dict:
+    def create_hook(
+        self, name: str, url: str, events: list[str], *, workflow: str | None = None, secret: str | None = None
+    ) -> dict:
         """Subscribe ``url`` to ``events``; without ``secret`` the server makes one and
         returns it (in ``secret``) this once."""
         body = {"name": name, "url": url, "events": list(events), "workflow": workflow, "secret": secret}

@@ -53,14 +53,18 @@ def tls_verify(*urls: str) -> bool:
     return any(url.lower().startswith("https:") for url in urls)
 
 
-
 class FluxClient(HookMethods, Following):
     """A client of one server, acting in one namespace (``namespace``, else
     ``FLUX_NAMESPACE``, else ``default``): every call on namespaced things goes to
     ``/namespaces/NAME/...`` (docs/namespaces.md)."""
 
-    def __init__(self, server_url: str | None = None, timeout: float = 30.0, api_token: str | None = None,
-                 namespace: str | None = None):
+    def __init__(
+        self,
+        server_url: str | None = None,
+        timeout: float = 30.0,
+        api_token: str | None = None,
+        namespace: str | None = None,
+    ):
         self.server_url = server_url or os.environ.get("FLUX_SERVER_URL", DEFAULT_SERVER_URL)
         self.timeout = timeout
         try:
@@ -104,7 +108,9 @@ class FluxClient(HookMethods, Following):
         return response
 
     def _unreachable(self, exc: httpx.TransportError) -> FluxConnectionError:
-        return FluxConnectionError(f"cannot reach the Flux server at {self.server_url}: {exc or exc.__class__.__name__}")
+        return FluxConnectionError(
+            f"cannot reach the Flux server at {self.server_url}: {exc or exc.__class__.__name__}"
+        )
 
     # workflows
     def register(self, path: str | Path, requirements: bool = True) -> list[dict]:
@@ -120,7 +126,9 @@ class FluxClient(HookMethods, Following):
         except OSError as exc:
             raise FluxClientError(f"cannot read {exc.filename or path}: {exc.strerror}") from None
         bundle = self.upload_bundle(data)
-        return self._request("POST", self.scoped("/workflows/bundle"), json={"bundle": bundle["sha256"], "requirements": requirements})
+        return self._request(
+            "POST", self.scoped("/workflows/bundle"), json={"bundle": bundle["sha256"], "requirements": requirements}
+        )
 
     #: The older name, for any path ``register`` takes.
     register_file = register
@@ -144,7 +152,11 @@ class FluxClient(HookMethods, Following):
         return self._request("GET", self.scoped(f"/workflows/{segment(name)}"), params=params)
 
     def run(
-        self, name: str, input: Any = None, wait: float | None = None, version: int | None = None,
+        self,
+        name: str,
+        input: Any = None,
+        wait: float | None = None,
+        version: int | None = None,
         priority: int | str | None = None,
     ) -> dict:
         """Start workflow ``name`` (or ``name@3``); a version pins one (default: the newest
@@ -177,7 +189,9 @@ class FluxClient(HookMethods, Following):
             return prefix.lower()
         if not _HEX.fullmatch(prefix):
             return prefix
-        matches = self._request("GET", self.scoped("/executions"), params={"id_prefix": prefix.lower(), "limit": MAX_CANDIDATES + 1})
+        matches = self._request(
+            "GET", self.scoped("/executions"), params={"id_prefix": prefix.lower(), "limit": MAX_CANDIDATES + 1}
+        )
         if not matches:
             raise FluxClientError(f"no execution matches {prefix!r}")
         if len(matches) == 1:
@@ -215,8 +229,14 @@ class FluxClient(HookMethods, Following):
         params = {**given(filters), "after": after, "limit": limit}
         return self._request("GET", self.scoped(f"/executions/{segment(execution_id)}/logs"), params=params)
 
-    def list_executions(self, state: str | None = None, workflow: str | None = None, limit: int = 50,
-                        id_prefix: str | None = None, **filters: Any) -> list[dict]:
+    def list_executions(
+        self,
+        state: str | None = None,
+        workflow: str | None = None,
+        limit: int = 50,
+        id_prefix: str | None = None,
+        **filters: Any,
+    ) -> list[dict]:
         """The newest ``limit`` executions (one page); ``filters``: those of ``list_executions_page``."""
         return self.list_executions_page(state, workflow, limit, id_prefix, **filters)[0]
 
@@ -233,15 +253,41 @@ class FluxClient(HookMethods, Following):
         include: Iterable[str] = (),
     ) -> tuple[list[dict], str | None]:
         """One page, newest first, and the cursor of the next (None on the last page)."""
-        params = given({"state": state, "workflow": workflow, "worker": worker, "schedule": schedule, "limit": limit,
-                       "id_prefix": id_prefix, "after": after, "include": ",".join(include)})
+        params = given(
+            {
+                "state": state,
+                "workflow": workflow,
+                "worker": worker,
+                "schedule": schedule,
+                "limit": limit,
+                "id_prefix": id_prefix,
+                "after": after,
+                "include": ",".join(include),
+            }
+        )
         response = self._response("GET", self.scoped("/executions"), params=params)
         return response.json(), response.headers.get("X-Next-Cursor")
 
-    def iter_executions(self, state: str | None = None, workflow: str | None = None, *, worker: str | None = None,
-                        schedule: str | None = None, include: Iterable[str] = (), page_size: int = 1000, after: str | None = None) -> Iterator[dict]:
+    def iter_executions(
+        self,
+        state: str | None = None,
+        workflow: str | None = None,
+        *,
+        worker: str | None = None,
+        schedule: str | None = None,
+        include: Iterable[str] = (),
+        page_size: int = 1000,
+        after: str | None = None,
+    ) -> Iterator[dict]:
         """Every matching execution, newest first, a page at a time (``flux execution list --all``)."""
-        params = {"state": state, "workflow": workflow, "worker": worker, "schedule": schedule, "include": ",".join(include), "limit": page_size}
+        params = {
+            "state": state,
+            "workflow": workflow,
+            "worker": worker,
+            "schedule": schedule,
+            "include": ",".join(include),
+            "limit": page_size,
+        }
         return self._pages(self.scoped("/executions"), params, after)
 
     def _pages(self, path: str, params: dict[str, Any], after: str | None = None) -> Iterator[dict]:
@@ -267,7 +313,9 @@ class FluxClient(HookMethods, Following):
     # the task cache and secrets (docs/tasks.md)
     def clear_cache(self, task: str | None = None, expired: bool = False) -> dict:
         """Delete cached task results: all, one task's, or only the expired ones; ``{"deleted": N}``."""
-        return self._request("DELETE", self.scoped("/cache"), params=given({"task": task, "expired": "true" if expired else None}))
+        return self._request(
+            "DELETE", self.scoped("/cache"), params=given({"task": task, "expired": "true" if expired else None})
+        )
 
     def set_secret(self, name: str, value: str) -> dict:
         """Create or replace a secret (encrypted at rest); returns its name and times, never the value."""
@@ -281,10 +329,16 @@ class FluxClient(HookMethods, Following):
         self._response("DELETE", self.scoped(f"/secrets/{segment(name)}"))
 
     # tokens and the audit log (docs/security.md#roles)
-    def create_token(self, name: str, role: str, namespaces: Iterable[str] | None = None,
-                     expires_in: float | None = None) -> dict:
+    def create_token(
+        self, name: str, role: str, namespaces: Iterable[str] | None = None, expires_in: float | None = None
+    ) -> dict:
         """A token with ``role`` in ``namespaces`` (None: all); its secret is in ``["token"]``, this once."""
-        body = {"name": name, "role": role, "namespaces": list(namespaces) if namespaces else None, "expires_in": expires_in}
+        body = {
+            "name": name,
+            "role": role,
+            "namespaces": list(namespaces) if namespaces else None,
+            "expires_in": expires_in,
+        }
         return self._request("POST", "/tokens", json=body)
 
     def list_tokens(self) -> list[dict]:
@@ -298,8 +352,15 @@ class FluxClient(HookMethods, Following):
         """The name, role and namespaces of this client's token."""
         return self._request("GET", "/whoami")
 
-    def iter_audit(self, *, namespace: str | None = None, token: str | None = None, action: str | None = None,
-                   since: float | None = None, page_size: int = 1000) -> Iterator[dict]:
+    def iter_audit(
+        self,
+        *,
+        namespace: str | None = None,
+        token: str | None = None,
+        action: str | None = None,
+        since: float | None = None,
+        page_size: int = 1000,
+    ) -> Iterator[dict]:
         """Audit rows, newest first, a page at a time; ``since``: Unix seconds."""
         params = {"namespace": namespace, "token": token, "action": action, "since": since, "limit": page_size}
         return self._pages("/audit", params)
@@ -314,7 +375,11 @@ class FluxClient(HookMethods, Following):
 
     def executions_on(self, worker_name: str) -> list[dict]:
         """The executions a worker holds (claimed, running or being cancelled), newest first."""
-        held = [execution for state in HOLDING_STATES for execution in self.list_executions(state, limit=1000, worker=worker_name)]
+        held = [
+            execution
+            for state in HOLDING_STATES
+            for execution in self.list_executions(state, limit=1000, worker=worker_name)
+        ]
         return sorted(held, key=lambda e: e["scheduled_at"], reverse=True)
 
     def drain_worker(self, name: str, wait: float | None = None, poll: float = 0.5) -> dict:
@@ -357,15 +422,25 @@ class FluxClient(HookMethods, Following):
         """Desired workers per pool (what KEDA's metrics-api scaler reads)."""
         return self._request("GET", "/autoscale/desired")["pools"]
 
-    def create_schedule(self, name: str, workflow: str, *, cron: str | None = None, every: float | str | None = None,
-                        at: float | str | None = None, **options: Any) -> dict:
+    def create_schedule(
+        self,
+        name: str,
+        workflow: str,
+        *,
+        cron: str | None = None,
+        every: float | str | None = None,
+        at: float | str | None = None,
+        **options: Any,
+    ) -> dict:
         """One of ``cron``, ``every`` (seconds or "5m") or ``at`` (ISO 8601); ``options``: version,
         anchor, timezone, input, overlap, catch_up, catch_up_limit, jitter, paused (checked here first)."""
         from flux.domain.schedules import InvalidSchedule, Schedule  # cronsim, zoneinfo: only here
 
         body = {"name": name, "workflow": workflow, **given({"cron": cron, "every": every, "at": at}), **options}
         try:
-            Schedule.parse(cron=cron, every=every, at=at, anchor=options.get("anchor"), timezone=options.get("timezone", "UTC"))
+            Schedule.parse(
+                cron=cron, every=every, at=at, anchor=options.get("anchor"), timezone=options.get("timezone", "UTC")
+            )
         except InvalidSchedule as exc:
             raise FluxClientError(str(exc)) from None
         return self._request("POST", self.scoped("/schedules"), json=body)

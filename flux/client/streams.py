@@ -104,7 +104,12 @@ class Following:
         return lines, page.get("next_after") or (lines[-1]["seq"] if lines else after)
 
     def _follow(
-        self, execution_id: str, what: str, event: str, params: dict, after: int,
+        self,
+        execution_id: str,
+        what: str,
+        event: str,
+        params: dict,
+        after: int,
         page: Callable[[int], tuple[list[dict], int]],
     ) -> Iterator[dict]:
         seen = [after]  # the last seq yielded, kept by _stream as it goes
@@ -169,7 +174,8 @@ class Following:
                 return
             # a long poll: returns at once when the execution ends, else after poll_interval
             execution = self._request(
-                "GET", self.scoped(f"/executions/{segment(execution_id)}"), params={"wait": self.poll_interval},
+                "GET",
+                self.scoped(f"/executions/{segment(execution_id)}"),
+                params={"wait": self.poll_interval},
                 timeout=self.poll_interval + self.timeout,
             )
-

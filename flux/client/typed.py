@@ -56,8 +56,11 @@ class ExecutionCancelled(ExecutionError):
     """It ended CANCELLED."""
 
 
-ERRORS = {ExecutionState.FAILED: ExecutionFailed, ExecutionState.TIMED_OUT: ExecutionTimedOut,
-          ExecutionState.CANCELLED: ExecutionCancelled}
+ERRORS = {
+    ExecutionState.FAILED: ExecutionFailed,
+    ExecutionState.TIMED_OUT: ExecutionTimedOut,
+    ExecutionState.CANCELLED: ExecutionCancelled,
+}
 
 
 def outcome(execution: Execution) -> Any:
@@ -117,8 +120,15 @@ class Client:
     ``FLUX_NAMESPACE`` and ``FLUX_API_TOKEN`` when not given). ``sdk`` is the
     ``FluxClient`` underneath, for what this does not wrap (schedules, workers, tokens)."""
 
-    def __init__(self, server_url: str | None = None, *, namespace: str | None = None, api_token: str | None = None,
-                 timeout: float = 30.0, sdk: FluxClient | None = None):
+    def __init__(
+        self,
+        server_url: str | None = None,
+        *,
+        namespace: str | None = None,
+        api_token: str | None = None,
+        timeout: float = 30.0,
+        sdk: FluxClient | None = None,
+    ):
         self.sdk = sdk or FluxClient(server_url, timeout=timeout, api_token=api_token, namespace=namespace)
 
     def close(self) -> None:
@@ -192,8 +202,14 @@ class AsyncRun:
 class AsyncClient:
     """``Client`` for asyncio code: every call awaited, on a thread; following yields as items come."""
 
-    def __init__(self, server_url: str | None = None, *, namespace: str | None = None, api_token: str | None = None,
-                 timeout: float = 30.0):
+    def __init__(
+        self,
+        server_url: str | None = None,
+        *,
+        namespace: str | None = None,
+        api_token: str | None = None,
+        timeout: float = 30.0,
+    ):
         self._client = Client(server_url, namespace=namespace, api_token=api_token, timeout=timeout)
         self.sdk = self._client.sdk
 

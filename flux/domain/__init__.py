@@ -1,7 +1,6 @@
 """Domain vocabulary shared by the server, the worker and workflow code."""
 
 
-
 def __getattr__(name: str) -> object:
     """flux-core's ``from flux.domain import ExecutionContext`` (see ``flux.domain.execution_context``)."""
     if name == "ExecutionContext":

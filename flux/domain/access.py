@@ -59,8 +59,15 @@ ADMIN_ACTIONS = frozenset({Action.MANAGE_TOKENS, Action.MANAGE_NAMESPACES})
 _VIEWER = frozenset({Action.READ})
 _DEVELOPER = _VIEWER | {Action.REGISTER, Action.RUN, Action.CANCEL, Action.RESUME, Action.OPERATE_SCHEDULE}
 _OPERATOR = _DEVELOPER | {
-    Action.MANAGE_SCHEDULES, Action.MANAGE_SECRETS, Action.MANAGE_HOOKS, Action.CLEAR_CACHE, Action.PRUNE, Action.READ_AUDIT,
-    Action.READ_FLEET, Action.DRAIN, Action.MANAGE_POOLS,
+    Action.MANAGE_SCHEDULES,
+    Action.MANAGE_SECRETS,
+    Action.MANAGE_HOOKS,
+    Action.CLEAR_CACHE,
+    Action.PRUNE,
+    Action.READ_AUDIT,
+    Action.READ_FLEET,
+    Action.DRAIN,
+    Action.MANAGE_POOLS,
 }
 #: The actions each role allows.
 ALLOWED: dict[Role, frozenset[Action]] = {

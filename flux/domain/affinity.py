@@ -73,8 +73,16 @@ __all__ = [
 ]
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Ge", "Le")
-_FIELDS = {"In": "values", "NotIn": "values", "Exists": None, "DoesNotExist": None, "Gt": "value", "Lt": "value",
-           "Ge": "value", "Le": "value"}
+_FIELDS = {
+    "In": "values",
+    "NotIn": "values",
+    "Exists": None,
+    "DoesNotExist": None,
+    "Gt": "value",
+    "Lt": "value",
+    "Ge": "value",
+    "Le": "value",
+}
 #: The comparisons a plain string may spell, longest first: ">=8.0" is Ge(8.0).
 _SPELLED = {">=": "Ge", "<=": "Le", ">": "Gt", "<": "Lt"}
 _SYMBOLS = {"Gt": ">", "Lt": "<", "Ge": ">=", "Le": "<="}

@@ -56,8 +56,12 @@ class DeviceShare:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "DeviceShare":
         fraction = data.get("fraction")
-        return cls(str(data["uuid"]), int(data.get("index") or 0), 1.0 if fraction is None else float(fraction),
-                   None if data.get("memory") is None else int(data["memory"]))
+        return cls(
+            str(data["uuid"]),
+            int(data.get("index") or 0),
+            1.0 if fraction is None else float(fraction),
+            None if data.get("memory") is None else int(data["memory"]),
+        )
 
 
 @dataclass(frozen=True)

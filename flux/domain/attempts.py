@@ -49,7 +49,13 @@ class AttemptEnd(StrEnum):
 COUNTED = frozenset({AttemptEnd.CHILD_DIED, AttemptEnd.MEMORY_LIMIT, AttemptEnd.WORKER_LOST})
 #: The ends a worker may report itself (the others are the server's own findings).
 WORKER_REPORTED = frozenset(
-    {AttemptEnd.CHILD_DIED, AttemptEnd.MEMORY_LIMIT, AttemptEnd.DRAINED, AttemptEnd.PREEMPTED, AttemptEnd.DEVICE_FAILURE}
+    {
+        AttemptEnd.CHILD_DIED,
+        AttemptEnd.MEMORY_LIMIT,
+        AttemptEnd.DRAINED,
+        AttemptEnd.PREEMPTED,
+        AttemptEnd.DEVICE_FAILURE,
+    }
 )
 
 DEFAULT_MAX_ATTEMPTS = 3

@@ -28,7 +28,9 @@ class MissingField(ValueError):
 
 def _fields(template: str, owner: str) -> list[str]:
     if not isinstance(template, str) or not template or len(template) > MAX_KEY:
-        raise ValueError(f"{owner}: concurrency key must be a template string of 1 to {MAX_KEY} characters, got {template!r}")
+        raise ValueError(
+            f"{owner}: concurrency key must be a template string of 1 to {MAX_KEY} characters, got {template!r}"
+        )
     fields = _FIELD.findall(template)
     if _FIELD.sub("", template).count("{") or _FIELD.sub("", template).count("}"):
         raise ValueError(f"{owner}: concurrency key {template!r} has an unmatched brace")
@@ -57,6 +59,7 @@ class Concurrency:
 
     def render(self, input: Any) -> str:
         """The key for one run's input; ``MissingField`` names the field the input lacks."""
+
         def value(match: re.Match) -> str:
             found: Any = input
             for part in match.group(1).split(".")[1:]:
@@ -65,7 +68,9 @@ class Concurrency:
                 elif isinstance(found, list) and part.isdigit() and int(part) < len(found):
                     found = found[int(part)]
                 else:
-                    raise MissingField(f"the concurrency key {self.key!r} reads {{{match.group(1)}}}, which the input does not have")
+                    raise MissingField(
+                        f"the concurrency key {self.key!r} reads {{{match.group(1)}}}, which the input does not have"
+                    )
             return found if isinstance(found, str) else json.dumps(found, sort_keys=True, separators=(",", ":"))
 
         key = _FIELD.sub(value, self.key)

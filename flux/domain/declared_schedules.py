@@ -47,7 +47,9 @@ class DeclaredSchedule:
     @classmethod
     def from_request(cls, body: dict[str, Any]) -> "DeclaredSchedule":
         timing = {key: body.get(key) for key in ("cron", "every", "at", "anchor")}
-        return cls(Schedule.parse(**timing, timezone=body.get("timezone", "UTC")), _overlap(body.get("overlap", "skip")))
+        return cls(
+            Schedule.parse(**timing, timezone=body.get("timezone", "UTC")), _overlap(body.get("overlap", "skip"))
+        )
 
     def next_run_time(self, after: datetime.datetime | None = None) -> datetime.datetime | None:
         """flux-core's: the next due time after ``after`` (default now), in the schedule's zone."""
@@ -57,7 +59,12 @@ class DeclaredSchedule:
 
     def to_dict(self) -> dict[str, Any]:
         """flux-core's description (``type``: cron, interval or once)."""
-        return {"type": self.kind, **self._fields(), "timezone": self.timezone, "overlap": _flux_core_overlap(self.overlap)}
+        return {
+            "type": self.kind,
+            **self._fields(),
+            "timezone": self.timezone,
+            "overlap": _flux_core_overlap(self.overlap),
+        }
 
     kind = "schedule"
 
@@ -102,7 +109,9 @@ def _overlap(overlap: str) -> OverlapPolicy:
     try:
         return OVERLAPS.get(overlap) or OverlapPolicy(overlap)
     except ValueError:
-        raise InvalidSchedule(f"overlap must be one of skip, allow ({', '.join(p.value for p in OverlapPolicy)}), got {overlap!r}") from None
+        raise InvalidSchedule(
+            f"overlap must be one of skip, allow ({', '.join(p.value for p in OverlapPolicy)}), got {overlap!r}"
+        ) from None
 
 
 def _flux_core_overlap(overlap: OverlapPolicy) -> str:
@@ -119,8 +128,15 @@ def cron(expression: str, timezone: str = "UTC", overlap: str = "skip") -> CronS
 
 
 def interval(
-    seconds: float = 0, minutes: float = 0, hours: float = 0, days: float = 0, weeks: float = 0, timezone: str = "UTC",
-    start_time: datetime.datetime | None = None, end_time: datetime.datetime | None = None, overlap: str = "skip",
+    seconds: float = 0,
+    minutes: float = 0,
+    hours: float = 0,
+    days: float = 0,
+    weeks: float = 0,
+    timezone: str = "UTC",
+    start_time: datetime.datetime | None = None,
+    end_time: datetime.datetime | None = None,
+    overlap: str = "skip",
 ) -> IntervalSchedule:
     """flux-core's ``interval(hours=1)``: every so long, on a grid from ``start_time``.
     ``end_time`` has no counterpart here and is refused, naming it."""
@@ -129,7 +145,9 @@ def interval(
     every = datetime.timedelta(seconds=seconds, minutes=minutes, hours=hours, days=days, weeks=weeks).total_seconds()
     if every <= 0:
         raise InvalidSchedule("interval needs a positive length (seconds=, minutes=, hours=, days= or weeks=)")
-    return IntervalSchedule(Schedule.parse(every=every, anchor=_moment(start_time), timezone=timezone), _overlap(overlap))
+    return IntervalSchedule(
+        Schedule.parse(every=every, anchor=_moment(start_time), timezone=timezone), _overlap(overlap)
+    )
 
 
 def once(run_time: datetime.datetime | float | str, timezone: str = "UTC", overlap: str = "skip") -> OnceSchedule:

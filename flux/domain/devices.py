@@ -52,7 +52,10 @@ def gpu_labels(gpus: Iterable[Mapping[str, Any]], driver: str | None = None) -> 
     cards = [gpu for gpu in devices if not gpu.get("parent")]
     if not cards:
         return {}
-    labels = {MODEL: label_value(str(cards[0]["name"])), MEMORY: str(min(int(g["memory_total"]) for g in cards) // _GiB)}
+    labels = {
+        MODEL: label_value(str(cards[0]["name"])),
+        MEMORY: str(min(int(g["memory_total"]) for g in cards) // _GiB),
+    }
     capabilities = [g.get("compute_capability") for g in cards if g.get("compute_capability")]
     if capabilities:
         labels[COMPUTE_CAPABILITY] = min(capabilities, key=_capability)

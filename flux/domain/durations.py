@@ -26,7 +26,9 @@ def parse_duration(value: float | int | str, field: str = "duration") -> float:
         except ValueError:
             parts = _PART.findall(text)
             if not parts or "".join(n + u for n, u in parts) != text:
-                raise InvalidDuration(f"{field}: {value!r} is not a duration (e.g. '30s', '5m', '1h30m', '30d')") from None
+                raise InvalidDuration(
+                    f"{field}: {value!r} is not a duration (e.g. '30s', '5m', '1h30m', '30d')"
+                ) from None
             seconds = sum(float(n) * UNITS[u] for n, u in parts)
     if not math.isfinite(seconds) or seconds <= 0:
         raise InvalidDuration(f"{field}: must be more than 0 seconds, not {value!r}")

@@ -140,8 +140,12 @@ STATE_AFTER = {
 
 #: The events that end an execution's log; nothing a worker sends after one counts.
 TERMINAL_EVENTS = frozenset(
-    {EventType.WORKFLOW_COMPLETED.value, EventType.WORKFLOW_FAILED.value, EventType.WORKFLOW_CANCELLED.value,
-     EventType.WORKFLOW_TIMED_OUT.value}
+    {
+        EventType.WORKFLOW_COMPLETED.value,
+        EventType.WORKFLOW_FAILED.value,
+        EventType.WORKFLOW_CANCELLED.value,
+        EventType.WORKFLOW_TIMED_OUT.value,
+    }
 )
 #: The events after which a worker sends nothing more for its attempt.
 ATTEMPT_CLOSING_EVENTS = TERMINAL_EVENTS | {EventType.ATTEMPT_ENDED.value, EventType.WORKFLOW_SUSPENDED.value}

@@ -43,10 +43,15 @@ class HookEventType(StrEnum):
 
 #: Events about the fleet, which belongs to no namespace: a hook of any namespace may
 #: subscribe to them (only operators manage hooks, and operators read the whole fleet).
-FLEET_EVENTS = frozenset({
-    HookEventType.WORKER_ONLINE, HookEventType.WORKER_STALE, HookEventType.WORKER_EVICTED,
-    HookEventType.WORKER_DRAINED, HookEventType.DEVICE_UNHEALTHY,
-})
+FLEET_EVENTS = frozenset(
+    {
+        HookEventType.WORKER_ONLINE,
+        HookEventType.WORKER_STALE,
+        HookEventType.WORKER_EVICTED,
+        HookEventType.WORKER_DRAINED,
+        HookEventType.DEVICE_UNHEALTHY,
+    }
+)
 #: What a hook may subscribe to (``hook.test`` is sent on demand only).
 SUBSCRIBABLE = tuple(t for t in HookEventType if t is not HookEventType.HOOK_TEST)
 #: The execution state -> the event its end sends.

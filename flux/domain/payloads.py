@@ -33,8 +33,7 @@ class PayloadTooLarge(PayloadRefused):
     def __init__(self, what: str, size: int, limit: int):
         self.what, self.size, self.limit = what, size, limit
         super().__init__(
-            f"{what} is {_mib(size)} of JSON, over the payload limit of {_mib(limit)} "
-            f"(the server's --max-payload-size)"
+            f"{what} is {_mib(size)} of JSON, over the payload limit of {_mib(limit)} (the server's --max-payload-size)"
         )
 
 

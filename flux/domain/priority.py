@@ -55,7 +55,9 @@ DEFAULT_CLASSES = (
 
 def _check_value(value: object, owner: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not MIN_PRIORITY <= value <= MAX_PRIORITY:
-        raise ValueError(f"{owner}: priority must be a class name or an int from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value!r}")
+        raise ValueError(
+            f"{owner}: priority must be a class name or an int from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value!r}"
+        )
     return value
 
 
@@ -125,7 +127,9 @@ class PriorityClasses:
         if isinstance(priority, str) and not priority.lstrip("+-").isdigit():
             found = self.by_name.get(priority)
             if found is None:
-                known = ", ".join(f"{c.name} ({c.value})" for c in sorted(self.by_name.values(), key=lambda c: -c.value))
+                known = ", ".join(
+                    f"{c.name} ({c.value})" for c in sorted(self.by_name.values(), key=lambda c: -c.value)
+                )
                 raise UnknownPriorityClass(f"unknown priority class {priority!r}; the server's classes are {known}")
             return Resolved(found.value, found.name, found.preemption)
         value = int(priority)

@@ -56,7 +56,7 @@ class Quota:
         limits: dict[str, float] = {}
         executions = None
         for raw, value in values.items():
-            name = raw[len(CUSTOM_PREFIX):] if raw.startswith(CUSTOM_PREFIX) else raw
+            name = raw[len(CUSTOM_PREFIX) :] if raw.startswith(CUSTOM_PREFIX) else raw
             if name == EXECUTIONS:
                 executions = int(_limit(name, value))
             elif name in (CPU, GPU, *BYTES):
@@ -73,7 +73,9 @@ class Quota:
         for item in items:
             name, sep, value = item.partition("=")
             if not sep or not name.strip() or not value.strip():
-                raise InvalidResourceRequest(f"quota: expected NAME=VALUE (cpu=16, memory=64Gi, executions=100), got {item!r}")
+                raise InvalidResourceRequest(
+                    f"quota: expected NAME=VALUE (cpu=16, memory=64Gi, executions=100), got {item!r}"
+                )
             values[name.strip()] = value.strip()
         return cls.from_mapping(values)
 

@@ -46,7 +46,9 @@ def _compact(amount: float) -> int | float:
 
 
 def _too_large(field: str, value: Any) -> InvalidResourceRequest:
-    return InvalidResourceRequest(f"{field}: {value!r} is more than the largest quantity, 2**63-1 bytes (just under 8Ei)")
+    return InvalidResourceRequest(
+        f"{field}: {value!r} is more than the largest quantity, 2**63-1 bytes (just under 8Ei)"
+    )
 
 
 def parse_quantity(value: Any, field: str) -> int:
@@ -65,8 +67,7 @@ def parse_quantity(value: Any, field: str) -> int:
     match = _QUANTITY.fullmatch(value.strip()) if isinstance(value, str) else None
     if not match:
         raise InvalidResourceRequest(
-            f"{field}: cannot parse {value!r} as a quantity "
-            "(use bytes or a suffix like 512Mi, 8Gi, 1G, 500M)"
+            f"{field}: cannot parse {value!r} as a quantity (use bytes or a suffix like 512Mi, 8Gi, 1G, 500M)"
         )
     number, suffix = match.groups()
     amount = (Decimal(number) * _SUFFIXES.get(suffix, 1)).to_integral_value(ROUND_CEILING)
@@ -208,8 +209,9 @@ class ResourceRequest:
     #: Countable custom resources workers advertise (``--resource fpga=2``), sorted pairs.
     resources: tuple[tuple[str, float], ...]
 
-    def __init__(self, *, cpu=None, memory=None, disk=None, gpu=None, gpu_memory=None, packages=None, resources=None,
-                 **unknown):
+    def __init__(
+        self, *, cpu=None, memory=None, disk=None, gpu=None, gpu_memory=None, packages=None, resources=None, **unknown
+    ):
         if unknown:
             names = ", ".join(repr(name) for name in sorted(unknown))
             noun = "an unknown field" if len(unknown) == 1 else "unknown fields"
@@ -222,7 +224,9 @@ class ResourceRequest:
         set_(self, "memory", None if memory is None else parse_quantity(memory, "ResourceRequest.memory"))
         set_(self, "disk", None if disk is None else parse_quantity(disk, "ResourceRequest.disk"))
         set_(self, "gpu", None if gpu is None else _parse_gpu(gpu))
-        set_(self, "gpu_memory", None if gpu_memory is None else parse_quantity(gpu_memory, "ResourceRequest.gpu_memory"))
+        set_(
+            self, "gpu_memory", None if gpu_memory is None else parse_quantity(gpu_memory, "ResourceRequest.gpu_memory")
+        )
         set_(self, "packages", () if packages is None else _parse_packages(packages))
         set_(self, "resources", () if resources is None else parse_custom_resources(resources))
 
@@ -241,7 +245,9 @@ class ResourceRequest:
     @cached_property
     def quantities(self) -> Resources:
         """Every quantity asked for, by dimension: cpu, memory, disk, gpu and the ``resources`` map."""
-        asked = {name: getattr(self, name) for name in ("cpu", "memory", "disk", "gpu") if getattr(self, name) is not None}
+        asked = {
+            name: getattr(self, name) for name in ("cpu", "memory", "disk", "gpu") if getattr(self, name) is not None
+        }
         return Resources({**asked, **dict(self.resources)})
 
     @classmethod

@@ -117,7 +117,9 @@ def quantities_changed(old: tuple[Resources, Resources], new: tuple[Resources, R
 
 
 def _gpus_changed(old: list[Mapping[str, Any]], new: list[Mapping[str, Any]]) -> bool:
-    if [(g["index"], g["uuid"], g["memory_total"]) for g in old] != [(g["index"], g["uuid"], g["memory_total"]) for g in new]:
+    if [(g["index"], g["uuid"], g["memory_total"]) for g in old] != [
+        (g["index"], g["uuid"], g["memory_total"]) for g in new
+    ]:
         return True
     if [g.get("unhealthy") for g in old] != [g.get("unhealthy") for g in new]:
         return True  # a card in trouble, or well again, is published at once

@@ -1,7 +1,15 @@
 """flux-core's import path of its schedule constructors (``from flux.domain.schedule import
 cron, IntervalSchedule``): ``flux.domain.declared_schedules`` under that name."""
 
-from flux.domain.declared_schedules import CronSchedule, DeclaredSchedule, IntervalSchedule, OnceSchedule, cron, interval, once
+from flux.domain.declared_schedules import (
+    CronSchedule,
+    DeclaredSchedule,
+    IntervalSchedule,
+    OnceSchedule,
+    cron,
+    interval,
+    once,
+)
 
 Schedule = DeclaredSchedule
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -55,8 +55,13 @@ class CatchUpPolicy(str, Enum):
 KINDS = ("cron", "every", "at")
 #: cron aliases (as in Vixie cron and croniter); cronsim takes the fields only.
 ALIASES = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
 }
 #: The most a due time is ever late and still on time: a longer gap than this to the
 #: next due time does not widen the window (Quartz's misfire threshold, 60 s).
@@ -73,7 +78,7 @@ MAX_EVERY = 100 * 365 * 86400.0
 #: Times a schedule takes or reaches (``at``, ``anchor``, due times): from the Unix
 #: epoch to 9999-12-31T00:00:00Z, which every time zone can still show as a date.
 MIN_TIME = 0.0
-MAX_TIME = datetime(9999, 12, 31, tzinfo=timezone.utc).timestamp()
+MAX_TIME = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
 
 
 def parse_duration(value: float | int | str, field: str = "every") -> float:
@@ -83,7 +88,9 @@ def parse_duration(value: float | int | str, field: str = "every") -> float:
     except durations.InvalidDuration as exc:
         raise InvalidSchedule(str(exc)) from None
     if not MIN_EVERY <= seconds <= MAX_EVERY:
-        raise InvalidSchedule(f"{field}: must be between {MIN_EVERY:g} second and {MAX_EVERY:g} seconds (100 years), not {value!r}")
+        raise InvalidSchedule(
+            f"{field}: must be between {MIN_EVERY:g} second and {MAX_EVERY:g} seconds (100 years), not {value!r}"
+        )
     return seconds
 
 
@@ -99,9 +106,11 @@ def normalise_cron(expr: str) -> str:
     text = " ".join(str(expr).split())
     fields = ALIASES.get(text.lower(), text)
     if len(fields.split()) not in (5, 6):
-        raise InvalidSchedule(f"cron: {expr!r} needs 5 fields (minute hour day month weekday), 6 (seconds first) or an alias such as @daily")
+        raise InvalidSchedule(
+            f"cron: {expr!r} needs 5 fields (minute hour day month weekday), 6 (seconds first) or an alias such as @daily"
+        )
     try:
-        CronSim(fields, datetime(2000, 1, 1, tzinfo=timezone.utc))
+        CronSim(fields, datetime(2000, 1, 1, tzinfo=UTC))
     except (CronSimError, ValueError) as exc:
         raise InvalidSchedule(f"cron: {expr!r} is not a valid expression: {exc}") from None
     return fields
@@ -116,7 +125,9 @@ def parse_time(value: float | int | str, zone: ZoneInfo, field: str) -> float:
     try:
         moment = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidSchedule(f"{field}: {value!r} is not an ISO 8601 time (e.g. '2030-01-01T09:00:00+01:00')") from None
+        raise InvalidSchedule(
+            f"{field}: {value!r} is not an ISO 8601 time (e.g. '2030-01-01T09:00:00+01:00')"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=zone)
     return _in_range(moment.timestamp(), value, field)
@@ -147,8 +158,15 @@ class Schedule:
     timezone: str = "UTC"
 
     @classmethod
-    def parse(cls, *, cron: str | None = None, every: float | int | str | None = None, at: float | int | str | None = None,
-              anchor: float | int | str | None = None, timezone: str = "UTC") -> "Schedule":
+    def parse(
+        cls,
+        *,
+        cron: str | None = None,
+        every: float | int | str | None = None,
+        at: float | int | str | None = None,
+        anchor: float | int | str | None = None,
+        timezone: str = "UTC",
+    ) -> "Schedule":
         given = [name for name, value in (("cron", cron), ("every", every), ("at", at)) if value is not None]
         if len(given) != 1:
             raise InvalidSchedule(f"give exactly one of cron, every or at (got {', '.join(given) or 'none'})")
@@ -175,8 +193,13 @@ class Schedule:
         """Why this schedule lies outside what ``parse`` accepts (one stored by an older
         version, say), or None: only accepted schedules are sure to advance."""
         try:
-            Schedule.parse(cron=self.cron, every=self.every, at=self.at, timezone=self.timezone,
-                           anchor=self.anchor if self.every is not None else None)
+            Schedule.parse(
+                cron=self.cron,
+                every=self.every,
+                at=self.at,
+                timezone=self.timezone,
+                anchor=self.anchor if self.every is not None else None,
+            )
         except InvalidSchedule as exc:
             return str(exc)
         return None
@@ -256,7 +279,11 @@ def plan(schedule: Schedule, next_due: float | None, now: float, catch_up: Catch
         due = following
     on_time = [d for d in pending if now - d <= schedule.window(d)]
     missed = pending[: len(pending) - len(on_time)]
-    kept = {CatchUpPolicy.ALL: missed[-limit:] if limit > 0 else [], CatchUpPolicy.LATEST: missed[-1:], CatchUpPolicy.NONE: []}[catch_up]
+    kept = {
+        CatchUpPolicy.ALL: missed[-limit:] if limit > 0 else [],
+        CatchUpPolicy.LATEST: missed[-1:],
+        CatchUpPolicy.NONE: [],
+    }[catch_up]
     return Plan(fire=kept + on_time, skipped=skipped + len(missed) - len(kept), next_due=due)
 
 

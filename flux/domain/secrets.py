@@ -37,7 +37,9 @@ def check_secret_value(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError("a secret's value must be text")
     if len(value.strip()) < MIN_SECRET_LENGTH:
-        raise ValueError(f"a secret's value must be at least {MIN_SECRET_LENGTH} characters (shorter ones cannot be redacted)")
+        raise ValueError(
+            f"a secret's value must be at least {MIN_SECRET_LENGTH} characters (shorter ones cannot be redacted)"
+        )
     if len(value) > MAX_SECRET_LENGTH:
         raise ValueError(f"a secret's value must be at most {MAX_SECRET_LENGTH} characters")
     return value

@@ -26,7 +26,11 @@ class WaitKind(StrEnum):
 
 
 #: The state an execution waits in, by the kind of its wait.
-STATE_OF = {WaitKind.SLEEP: ExecutionState.SLEEPING, WaitKind.PAUSE: ExecutionState.PAUSED, WaitKind.CALL: ExecutionState.AWAITING_CHILD}
+STATE_OF = {
+    WaitKind.SLEEP: ExecutionState.SLEEPING,
+    WaitKind.PAUSE: ExecutionState.PAUSED,
+    WaitKind.CALL: ExecutionState.AWAITING_CHILD,
+}
 #: Sleeps shorter than this (seconds) sleep in place, holding the worker's slot.
 DEFAULT_DURABLE_SLEEP_THRESHOLD = 30.0
 THRESHOLD_ENV = "FLUX_DURABLE_SLEEP_THRESHOLD"

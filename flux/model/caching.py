@@ -35,7 +35,9 @@ def _code_digest(code: types.CodeType, digest: "hashlib._Hash") -> None:
     """Fold what a function computes into ``digest``: bytecode, names, constants (nested
     functions included), never file names or line numbers (they differ between workers)."""
     digest.update(code.co_code)
-    digest.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_argcount, code.co_kwonlyargcount)).encode())
+    digest.update(
+        repr((code.co_names, code.co_varnames, code.co_freevars, code.co_argcount, code.co_kwonlyargcount)).encode()
+    )
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             _code_digest(const, digest)

@@ -16,7 +16,11 @@ from flux.protocol.failures import MAX_CHAIN, MAX_FRAMES, MAX_TEXT, Failure, Fra
 #: Where frames that are not the user's live: Flux itself and the standard library.
 _NOT_USERS = tuple(
     os.path.join(os.path.realpath(path), "")
-    for path in {os.path.dirname(os.path.dirname(__file__)), sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+    for path in {
+        os.path.dirname(os.path.dirname(__file__)),
+        sysconfig.get_paths()["stdlib"],
+        sysconfig.get_paths()["platstdlib"],
+    }
 )
 
 
@@ -33,7 +37,11 @@ def failure_of(exc: BaseException) -> dict:
     leads_by = None
     while current is not None and id(current) not in seen and len(chain) < MAX_CHAIN:
         seen.add(id(current))
-        chain.append(RaisedError(type=_type_name(current), message=_cut(str(current)), frames=_frames(current), leads_by=leads_by))
+        chain.append(
+            RaisedError(
+                type=_type_name(current), message=_cut(str(current)), frames=_frames(current), leads_by=leads_by
+            )
+        )
         if current.__cause__ is not None:
             current, leads_by = current.__cause__, "cause"
         elif current.__context__ is not None and not current.__suppress_context__:
@@ -42,19 +50,27 @@ def failure_of(exc: BaseException) -> dict:
             current = None
     chain.reverse()  # oldest first, as Python prints it: each link says how it led to the next
     text = "".join(traceback.format_exception(exc))
-    failure = Failure(type=_type_name(exc), message=_cut(str(exc)), traceback=text[-MAX_TEXT * 4:], chain=chain)
+    failure = Failure(type=_type_name(exc), message=_cut(str(exc)), traceback=text[-MAX_TEXT * 4 :], chain=chain)
     return failure.model_dump()
 
 
 def _type_name(exc: BaseException) -> str:
     kind = type(exc)
-    return kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else f"{kind.__module__}.{kind.__qualname__}"
+    return (
+        kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else f"{kind.__module__}.{kind.__qualname__}"
+    )
 
 
 def _frames(exc: BaseException) -> list[Frame]:
     summary = traceback.extract_tb(exc.__traceback__)[-MAX_FRAMES:]
     return [
-        Frame(file=entry.filename, line=entry.lineno, function=entry.name, code=_cut(entry.line or "") or None, user=_users(entry.filename))
+        Frame(
+            file=entry.filename,
+            line=entry.lineno,
+            function=entry.name,
+            code=_cut(entry.line or "") or None,
+            user=_users(entry.filename),
+        )
         for entry in summary
     ]
 

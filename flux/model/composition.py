@@ -41,7 +41,9 @@ async def map(task: Callable[[Any], Any], items: Iterable[Any], concurrency: int
     the others are cancelled before the error propagates (as ``parallel`` does)."""
     if not callable(task):
         raise ValueError(f"map needs a task, got {task!r}")
-    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
         raise ValueError(f"map: concurrency must be an int >= 1 or None, got {concurrency!r}")
     calls = [task(item) for item in items]  # ids taken now, in item order
     gate = asyncio.Semaphore(concurrency or max(len(calls), 1))

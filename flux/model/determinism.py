@@ -51,7 +51,7 @@ async def _converted(recorded: Awaitable[Any], convert: Callable[[Any], Any]) ->
 
 def now() -> Awaitable[_datetime.datetime]:
     """The current time (UTC, timezone-aware), the same on every replay."""
-    stamp = _recorded("now", lambda: _datetime.datetime.now(_datetime.timezone.utc).isoformat())
+    stamp = _recorded("now", lambda: _datetime.datetime.now(_datetime.UTC).isoformat())
     return _converted(stamp, _datetime.datetime.fromisoformat)
 
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flux.model.runtime import ExecutionContext, current_task
-from flux.routing import Unmapped
 from flux.model.waits import pause
+from flux.routing import Unmapped
 
 GUIDE = "docs/migrating-from-flux-core.md"
 
@@ -48,7 +48,10 @@ def flux_core_placement(runner: str | None, durability: str) -> None:
     if runner is not None:
         if runner not in RUNNERS:
             raise ValueError(f"runner must be one of {', '.join(RUNNERS)}, got {runner!r}")
-        differs("workflow runner=", "not a dispatch constraint here: the worker's own runner (flux start worker --runner) runs it")
+        differs(
+            "workflow runner=",
+            "not a dispatch constraint here: the worker's own runner (flux start worker --runner) runs it",
+        )
     if durability not in ("durable", "transient"):
         raise ValueError(f"durability must be 'durable' or 'transient', got {durability!r}")
     if durability == "transient":
@@ -60,19 +63,27 @@ def local_only(policy: Any) -> Any:
     run ignores it, as flux-core's inline runs ignored affinity; registering is refused."""
     if not isinstance(policy, Unmapped):
         return policy
-    differs(f"flux.routing {', '.join(policy.constructs)}", "ignored by a local run; registering the workflow on a "
-            f"server is refused ({policy.message()})")
+    differs(
+        f"flux.routing {', '.join(policy.constructs)}",
+        f"ignored by a local run; registering the workflow on a server is refused ({policy.message()})",
+    )
     return None
 
 
 def differences(rollback: Any, secret_requests: Any) -> None:
     """The task options whose meaning here is not flux-core's, warned about when decorating."""
     if rollback is not None:
-        differs("task rollback=", "runs as a saga compensation of a task that COMPLETED, newest first, "
-                "when the workflow fails; flux-core ran it for the task that failed")
+        differs(
+            "task rollback=",
+            "runs as a saga compensation of a task that COMPLETED, newest first, "
+            "when the workflow fails; flux-core ran it for the task that failed",
+        )
     if secret_requests:
-        differs("task secret_requests=", "secret values are masked (***) in the results, events and output "
-                "the run records; flux-core recorded them as they were")
+        differs(
+            "task secret_requests=",
+            "secret values are masked (***) in the results, events and output "
+            "the run records; flux-core recorded them as they were",
+        )
 
 
 class ApprovalRejected(RuntimeError):
@@ -150,7 +161,9 @@ def formatted_name(task: Any, args: tuple, kwargs: dict) -> str:
         bound.apply_defaults()
         return task.name.format(**bound.arguments)
     except (TypeError, KeyError, IndexError, ValueError) as exc:
-        raise ValueError(f"task {task.name!r}: the name template cannot be filled from the call's arguments: {exc}") from None
+        raise ValueError(
+            f"task {task.name!r}: the name template cannot be filled from the call's arguments: {exc}"
+        ) from None
 
 
 #: Secrets saved with flux-core's ``SecretManager.current().save(...)`` in this process:

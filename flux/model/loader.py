@@ -48,7 +48,9 @@ def load_workflows(source: str, filename: str = "<workflow>") -> dict[str, Workf
 def load_workflow(source: str, name: str, filename: str = "<workflow>") -> Workflow:
     workflows = load_workflows(source, filename)
     if name not in workflows:
-        raise WorkflowLoadError(f"{filename} defines no workflow named {name!r} (found: {', '.join(sorted(workflows)) or 'none'})")
+        raise WorkflowLoadError(
+            f"{filename} defines no workflow named {name!r} (found: {', '.join(sorted(workflows)) or 'none'})"
+        )
     return workflows[name]
 
 
@@ -69,7 +71,9 @@ def load_bundle_workflow(root: str, module: str, name: str) -> Workflow:
         raise WorkflowLoadError(f"{module} does not import: {type(exc).__name__}: {exc}") from exc
     found = {obj.name: obj for obj in vars(imported).values() if isinstance(obj, Workflow)}
     if name not in found:
-        raise WorkflowLoadError(f"{module} defines no workflow named {name!r} (found: {', '.join(sorted(found)) or 'none'})")
+        raise WorkflowLoadError(
+            f"{module} defines no workflow named {name!r} (found: {', '.join(sorted(found)) or 'none'})"
+        )
     return found[name]
 
 

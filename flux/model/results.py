@@ -12,8 +12,10 @@ from flux.domain.events import ExecutionState
 from flux.model.fluxcore import differs
 from flux.model.runtime import plain
 
-FAILED_OUTPUT = ("a failed run's output is a dict {error, type, message, traceback} here (flux-core's type and "
-                 "message of the innermost exception, plus ours); flux-core's was the exception object")
+FAILED_OUTPUT = (
+    "a failed run's output is a dict {error, type, message, traceback} here (flux-core's type and "
+    "message of the innermost exception, plus ours); flux-core's was the exception object"
+)
 
 
 class Event(dict):
@@ -75,14 +77,19 @@ class RunResult:
         """flux-core's shape: ids, input, output, state and the events; a paused run's
         output is its pause (``{"name", "output"}``), as flux-core showed it."""
         self._failure_read()
-        return json.loads(json.dumps({
-            "workflow_name": self.workflow_name,
-            "execution_id": self.execution_id,
-            "input": self.input,
-            "output": self.paused_output() if self.is_paused else self.output,
-            "state": self.state.value,
-            "events": self.events,
-        }, default=plain))
+        return json.loads(
+            json.dumps(
+                {
+                    "workflow_name": self.workflow_name,
+                    "execution_id": self.execution_id,
+                    "input": self.input,
+                    "output": self.paused_output() if self.is_paused else self.output,
+                    "state": self.state.value,
+                    "events": self.events,
+                },
+                default=plain,
+            )
+        )
 
     def summary(self) -> dict[str, Any]:
         return {key: value for key, value in self.to_dict().items() if key != "events"}

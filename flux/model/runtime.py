@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
 from flux import tracing
-from flux.model import caching
-from flux.model.calls import call_with, describe_error, failure_of
-from flux.model.saga import compensate
 from flux.domain.events import EventType, make_event
 from flux.domain.payloads import PayloadRefused, check_levels, check_size
 from flux.domain.secrets import SecretsUnavailable
+from flux.model import caching
+from flux.model.calls import call_with, describe_error, failure_of
+from flux.model.saga import compensate
 
 EventSink = Callable[[dict], None]
 #: The worker's services to an attempt: ``await ask(kind, body)`` (``flux.services``).
@@ -46,6 +46,7 @@ class RunnableWorkflow(Protocol):
 
     name: str
     fn: Callable[[Any], Awaitable[Any]]
+
 
 _current: ContextVar["ExecutionContext | None"] = ContextVar("flux_execution_context", default=None)
 _current_call: ContextVar["TaskCall | None"] = ContextVar("flux_task_call", default=None)
@@ -244,7 +245,12 @@ class ExecutionContext:
     def progress_nowait(self, value: Any) -> None:
         """``progress`` for synchronous code, including a sync task running on a thread."""
         call = current_task()
-        event = make_event(EventType.PROGRESS, self.workflow_name, call.task_id if call else None, to_json_value(value, "progress", max_levels=self.max_payload_levels))
+        event = make_event(
+            EventType.PROGRESS,
+            self.workflow_name,
+            call.task_id if call else None,
+            to_json_value(value, "progress", max_levels=self.max_payload_levels),
+        )
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -345,7 +351,13 @@ class ExecutionContext:
         return {name: available[name] for name in names}
 
     async def _fall_back(
-        self, task: RunnableTask, task_id: str, attempt: int, args: tuple, kwargs: dict, failure: TaskFailedError,
+        self,
+        task: RunnableTask,
+        task_id: str,
+        attempt: int,
+        args: tuple,
+        kwargs: dict,
+        failure: TaskFailedError,
         cause: Exception,
     ) -> Any:
         """After a task's last failed try: its ``fallback``'s result stands in for it."""
@@ -355,7 +367,9 @@ class ExecutionContext:
         self.emit(make_event(EventType.TASK_FALLBACK, task.name, task_id, {"error": describe_error(cause)}))
         try:
             return to_json_value(
-                await call_with(fallback, args, kwargs), f"the fallback of task {task.name!r} ({task_id})", self.max_payload_size,
+                await call_with(fallback, args, kwargs),
+                f"the fallback of task {task.name!r} ({task_id})",
+                self.max_payload_size,
                 self.max_payload_levels,
             )
         except Exception as exc:  # noqa: BLE001 - the fallback's failure is the task's
@@ -368,7 +382,12 @@ class ExecutionContext:
         """One try of a task call, in a ``flux.task`` span when tracing is on (failed if it raises)."""
         if not tracing.enabled():
             return await task.invoke(args, kwargs)
-        attributes = {"flux.task_id": task_id, "flux.retry": retry, "flux.execution_id": self.execution_id, "flux.attempt": self.attempt}
+        attributes = {
+            "flux.task_id": task_id,
+            "flux.retry": retry,
+            "flux.execution_id": self.execution_id,
+            "flux.attempt": self.attempt,
+        }
         with tracing.span("flux.task", attributes):
             return await task.invoke(args, kwargs)
 
@@ -396,7 +415,9 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
         storage = getattr(workflow, "output_storage", None)  # flux-core's: the output is its reference
         if storage is not None:
             output = storage.store(f"{workflow.name}_{ctx.execution_id}", output)  # flux-core's reference id
-        output = to_json_value(output, f"the output of workflow {workflow.name!r}", ctx.max_payload_size, ctx.max_payload_levels)
+        output = to_json_value(
+            output, f"the output of workflow {workflow.name!r}", ctx.max_payload_size, ctx.max_payload_levels
+        )
         outcome = (EventType.WORKFLOW_COMPLETED, output)
     except asyncio.CancelledError:
         outcome = (EventType.WORKFLOW_CANCELLED, {"reason": "cancelled"})
@@ -404,7 +425,12 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
         outcome, wait_id = (EventType.WORKFLOW_SUSPENDED, suspended.wait), suspended.wait["id"]
     except Exception as exc:  # noqa: BLE001 - the workflow's failure is data, not a crash
         structured = failure_of(exc)  # type, message, frames; ``traceback`` kept for older readers
-        failure = {"error": describe_error(exc), **failure_kind(exc), "traceback": structured["traceback"], "failure": structured}
+        failure = {
+            "error": describe_error(exc),
+            **failure_kind(exc),
+            "traceback": structured["traceback"],
+            "failure": structured,
+        }
         if _caused_by(exc, MemoryError):
             failure["out_of_memory"] = True  # a runner with a memory ceiling ends the attempt instead
         outcome = (EventType.WORKFLOW_FAILED, failure)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flux.model.calls import call_with, describe_error
 from flux.domain.events import EventType, make_event
+from flux.model.calls import call_with, describe_error
 
 
 def order(ctx: Any) -> list[str]:

@@ -51,8 +51,14 @@ class TaskOptions:
     output_storage: Any = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.retry_max_attempts, bool) or not isinstance(self.retry_max_attempts, int) or self.retry_max_attempts < 0:
-            raise ValueError(f"task {self.name!r}: retry_max_attempts must be an int >= 0, got {self.retry_max_attempts!r}")
+        if (
+            isinstance(self.retry_max_attempts, bool)
+            or not isinstance(self.retry_max_attempts, int)
+            or self.retry_max_attempts < 0
+        ):
+            raise ValueError(
+                f"task {self.name!r}: retry_max_attempts must be an int >= 0, got {self.retry_max_attempts!r}"
+            )
         if not is_number(self.retry_delay) or self.retry_delay < 0:
             raise ValueError(f"task {self.name!r}: retry_delay must be a number >= 0, got {self.retry_delay!r}")
         if not is_number(self.retry_backoff) or self.retry_backoff < 1:
@@ -66,15 +72,21 @@ class TaskOptions:
         if not isinstance(self.cache, bool):
             raise ValueError(f"task {self.name!r}: cache must be True or False, got {self.cache!r}")
         if self.cache_ttl is not None and (not is_number(self.cache_ttl) or self.cache_ttl <= 0):
-            raise ValueError(f"task {self.name!r}: cache_ttl must be a number of seconds > 0 or None, got {self.cache_ttl!r}")
+            raise ValueError(
+                f"task {self.name!r}: cache_ttl must be a number of seconds > 0 or None, got {self.cache_ttl!r}"
+            )
         if self.cache_ttl is not None and not self.cache:
             raise ValueError(f"task {self.name!r}: cache_ttl needs cache=True")
         if not isinstance(self.metadata, bool):
             raise ValueError(f"task {self.name!r}: metadata must be True or False, got {self.metadata!r}")
         if not (isinstance(self.requires_approval, bool) or callable(self.requires_approval)):
-            raise ValueError(f"task {self.name!r}: requires_approval must be True, False or a predicate of the call's arguments")
+            raise ValueError(
+                f"task {self.name!r}: requires_approval must be True, False or a predicate of the call's arguments"
+            )
         storage = self.output_storage
-        if storage is not None and not (callable(getattr(storage, "store", None)) and callable(getattr(storage, "retrieve", None))):
+        if storage is not None and not (
+            callable(getattr(storage, "store", None)) and callable(getattr(storage, "retrieve", None))
+        ):
             raise ValueError(f"task {self.name!r}: output_storage needs store() and retrieve(), got {storage!r}")
         object.__setattr__(self, "secret_requests", check_secret_requests(self.secret_requests, f"task {self.name!r}"))
 
@@ -99,7 +111,9 @@ class Task:
         if ctx is None:  # outside a workflow: behave like the plain function
             return self.invoke(args, kwargs)
         if "{" in self.name:  # flux-core's name template, "resize_{size}": named by this call's arguments
-            return Task(self.fn, replace(self.options, name=fluxcore.formatted_name(self, args, kwargs)))(*args, **kwargs)
+            return Task(self.fn, replace(self.options, name=fluxcore.formatted_name(self, args, kwargs)))(
+                *args, **kwargs
+            )
         if self.options.requires_approval or self.options.output_storage is not None:
             return fluxcore.gated_call(self, ctx, args, kwargs)
         return ctx.call_task(self, args, kwargs)
@@ -180,7 +194,9 @@ class _TaskDecorator:
                 output_storage=output_storage,
             )
             if options.secret_requests and "secrets" not in inspect.signature(fn).parameters:
-                raise ValueError(f"task {options.name!r}: secret_requests needs a 'secrets' parameter on {fn.__name__}()")
+                raise ValueError(
+                    f"task {options.name!r}: secret_requests needs a 'secrets' parameter on {fn.__name__}()"
+                )
             return Task(fn, options)
 
         return decorate

@@ -28,7 +28,14 @@ from flux.domain.events import STATE_AFTER, EventType, ExecutionState
 from flux.domain.names import check_name
 from flux.domain.waits import DEFAULT_DURABLE_SLEEP_THRESHOLD, THRESHOLD_ENV, WaitKind
 from flux.model.runtime import (
-    ExecutionContext, RunnableWorkflow, Suspended, current_context, current_task, make_event, run_workflow, to_json_value,
+    ExecutionContext,
+    RunnableWorkflow,
+    Suspended,
+    current_context,
+    current_task,
+    make_event,
+    run_workflow,
+    to_json_value,
 )
 
 __all__ = ["ChildWorkflowError", "call", "pause", "sleep"]
@@ -54,7 +61,9 @@ def _workflow_context(what: str) -> ExecutionContext:
     if ctx is None:
         raise RuntimeError(f"flux.{what}() is awaited inside a workflow")
     if current_task() is not None:
-        raise RuntimeError(f"flux.{what}() is awaited in the workflow's body, not inside a task (a task runs at least once)")
+        raise RuntimeError(
+            f"flux.{what}() is awaited in the workflow's body, not inside a task (a task runs at least once)"
+        )
     return ctx
 
 
@@ -90,7 +99,9 @@ async def pause(name: str, payload: Any = None) -> Any:
     --input JSON``; returns that input (None without one)."""
     name = check_name(name, "pause")
     ctx = _workflow_context("pause")
-    payload = to_json_value(payload, f"the payload of pause {name!r}", ctx.max_payload_size, _in_wait(ctx.max_payload_levels))
+    payload = to_json_value(
+        payload, f"the payload of pause {name!r}", ctx.max_payload_size, _in_wait(ctx.max_payload_levels)
+    )
     wait_id = ctx.next_task_id(f"{WaitKind.PAUSE.value}:{name}")
     if wait_id in ctx.completed_tasks:
         return ctx.completed_tasks[wait_id]
@@ -103,7 +114,9 @@ async def call(workflow: RunnableWorkflow | str, input: Any = None) -> Any:
     The parent holds no worker while the child runs; cancelling it cancels the child."""
     name = check_name(workflow if isinstance(workflow, str) else getattr(workflow, "name", None))
     ctx = _workflow_context("call")
-    input = to_json_value(input, f"the input of the call of workflow {name!r}", ctx.max_payload_size, _in_wait(ctx.max_payload_levels))
+    input = to_json_value(
+        input, f"the input of the call of workflow {name!r}", ctx.max_payload_size, _in_wait(ctx.max_payload_levels)
+    )
     wait_id = ctx.next_task_id(WaitKind.CALL.value)
     if wait_id in ctx.completed_tasks:
         return _child_result(name, ctx.completed_tasks[wait_id])
@@ -122,7 +135,9 @@ def _child_result(name: str, result: dict) -> Any:
     if result.get("state") == ExecutionState.COMPLETED.value:
         return result.get("output")
     error = result.get("error") or result.get("state")
-    raise ChildWorkflowError(f"child workflow {name!r} ended {result.get('state')}: {error}", result.get("state"), result.get("child"))
+    raise ChildWorkflowError(
+        f"child workflow {name!r} ended {result.get('state')}: {error}", result.get("state"), result.get("child")
+    )
 
 
 def _record(ctx: ExecutionContext, kind: WaitKind, wait_id: str, value: Any) -> None:

@@ -18,20 +18,20 @@ from typing import Any, Callable, Mapping
 from flux.domain.affinity import Operator, normalise_affinity
 from flux.domain.attempts import check_max_attempts
 from flux.domain.concurrency import Concurrency, check_concurrency, check_limit
-from flux.domain.priority import check_priority
 from flux.domain.declared_schedules import DeclaredSchedule
-from flux.domain.namespaces import check_namespace
 from flux.domain.events import ExecutionState
 from flux.domain.names import check_name
+from flux.domain.namespaces import check_namespace
+from flux.domain.priority import check_priority
 from flux.domain.resource_request import ResourceRequest, request_or_none
-from flux.domain.secrets import Redactor
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
+from flux.domain.secrets import Redactor
 from flux.domain.waits import check_timeout
-from flux.routing import Unmapped
 from flux.model import fluxcore
 from flux.model.results import Event, RunResult
 from flux.model.runtime import ExecutionContext
 from flux.model.waits import run_local
+from flux.routing import Unmapped
 
 
 @dataclass
@@ -224,10 +224,19 @@ def workflow_options(
     if schedule is not None and not isinstance(schedule, DeclaredSchedule):
         raise ValueError(f"{owner}: schedule must be cron(...), interval(...) or once(...), got {schedule!r}")
     return WorkflowOptions(
-        name, request, affinity, routing, pending_timeout, check_max_attempts(max_attempts, owner), check_timeout(timeout, owner),
-        priority=check_priority(priority, owner), preemptible=preemptible, concurrency=check_concurrency(concurrency, owner),
+        name,
+        request,
+        affinity,
+        routing,
+        pending_timeout,
+        check_max_attempts(max_attempts, owner),
+        check_timeout(timeout, owner),
+        priority=check_priority(priority, owner),
+        preemptible=preemptible,
+        concurrency=check_concurrency(concurrency, owner),
         max_concurrency=None if max_concurrency is None else check_limit(max_concurrency, f"{owner}: max_concurrency"),
-        namespace=None if namespace is None else _namespace(namespace, owner), schedule=schedule,
+        namespace=None if namespace is None else _namespace(namespace, owner),
+        schedule=schedule,
     )
 
 
@@ -262,8 +271,19 @@ class Workflow:
         self.fn = fn
         affinity, routing = fluxcore.local_only(affinity), fluxcore.local_only(routing)
         self.options = workflow_options(
-            fn.__name__ if name is None else name, requests, affinity, routing, pending_timeout, max_attempts, timeout,
-            priority, preemptible, concurrency, max_concurrency, namespace, schedule,
+            fn.__name__ if name is None else name,
+            requests,
+            affinity,
+            routing,
+            pending_timeout,
+            max_attempts,
+            timeout,
+            priority,
+            preemptible,
+            concurrency,
+            max_concurrency,
+            namespace,
+            schedule,
         )
         #: flux-core's ``output_storage``: keeps the output; the execution's output is its reference.
         self.output_storage = output_storage
@@ -283,7 +303,10 @@ class Workflow:
         return self.options.metadata()
 
     def run(
-        self, input: Any = None, secrets: Mapping[str, str] | None = None, execution_id: str | None = None,
+        self,
+        input: Any = None,
+        secrets: Mapping[str, str] | None = None,
+        execution_id: str | None = None,
         resume_payload: Any = None,
     ) -> LocalExecution:
         """Run in this process, without a server (tests, notebooks). ``secrets``: what
@@ -291,15 +314,19 @@ class Workflow:
         ``execution_id`` (and ``resume_payload``): flux-core's form of ``resume(execution_id, value)``."""
         if execution_id is not None:
             if resume_payload is not None:
-                fluxcore.differs("run(execution_id=, resume_payload=)", "the pause returns the payload "
-                                 "(flux-core 0.87.5 ignored it: its pause returned None)")
+                fluxcore.differs(
+                    "run(execution_id=, resume_payload=)",
+                    "the pause returns the payload (flux-core 0.87.5 ignored it: its pause returned None)",
+                )
             return self.resume(execution_id, resume_payload)
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no loop: run one (outside this handler, so a failure's traceback is only its own)
             pass
         else:
-            raise RuntimeError(f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'")
+            raise RuntimeError(
+                f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'"
+            )
         return asyncio.run(self.run_async(input, secrets))
 
     def resume(self, execution_id: str, input: Any = None) -> LocalExecution:
@@ -320,19 +347,35 @@ class Workflow:
         redactor.add((secrets or {}).values())
 
         def context(attempt: int) -> ExecutionContext:
-            return ExecutionContext(execution_id=execution_id, workflow_name=self.name, input=input, attempt=attempt,
-                                    completed_tasks=completed, emit=lambda event: events.append(Event(redactor.redact(event))),
-                                    secrets=dict(secrets or {}))
+            return ExecutionContext(
+                execution_id=execution_id,
+                workflow_name=self.name,
+                input=input,
+                attempt=attempt,
+                completed_tasks=completed,
+                emit=lambda event: events.append(Event(redactor.redact(event))),
+                secrets=dict(secrets or {}),
+            )
 
         deadline = None if self.timeout is None else time.time() + self.timeout  # from submission, as on a server
 
         async def attempts(attempt: int = 1, done: tuple[dict, Any] | None = None) -> LocalExecution:
             state, value, last = await run_local(self, context, attempt, deadline, done)
             if state is ExecutionState.PAUSED:
-                run = LocalExecution(execution_id, state, None, events, value, lambda given: attempts(last + 1, (value, given)),
-                                     self.name, input)
+                run = LocalExecution(
+                    execution_id,
+                    state,
+                    None,
+                    events,
+                    value,
+                    lambda given: attempts(last + 1, (value, given)),
+                    self.name,
+                    input,
+                )
             else:
-                run = LocalExecution(execution_id, state, redactor.redact(value), events, workflow_name=self.name, input=input)
+                run = LocalExecution(
+                    execution_id, state, redactor.redact(value), events, workflow_name=self.name, input=input
+                )
             keep_local_run(run)
             return run
 
@@ -388,9 +431,20 @@ class _WorkflowDecorator:
 
         def decorate(fn: Callable[..., Any]) -> Workflow:
             return Workflow(
-                fn, name=name, requests=requests, affinity=affinity, routing=routing, pending_timeout=pending_timeout,
-                max_attempts=max_attempts, timeout=timeout, priority=priority, preemptible=preemptible,
-                concurrency=concurrency, max_concurrency=max_concurrency, namespace=namespace, schedule=schedule,
+                fn,
+                name=name,
+                requests=requests,
+                affinity=affinity,
+                routing=routing,
+                pending_timeout=pending_timeout,
+                max_attempts=max_attempts,
+                timeout=timeout,
+                priority=priority,
+                preemptible=preemptible,
+                concurrency=concurrency,
+                max_concurrency=max_concurrency,
+                namespace=namespace,
+                schedule=schedule,
                 output_storage=output_storage,
             )
 

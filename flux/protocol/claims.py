@@ -32,7 +32,9 @@ class RequestsJSON(_SetFieldsOnly):
     gpu: Number | None = Field(default=None, description="Whole cards, or a fraction of one card (0 < gpu < 1)")
     gpu_memory: int | None = Field(default=None, description="Bytes of device memory on each allotted card")
     packages: list[str] | None = Field(default=None, description="PEP 508 requirements, e.g. 'torch>=2.0'")
-    resources: dict[str, Number] | None = Field(default=None, description="Countable custom resources, e.g. {'fpga': 1}")
+    resources: dict[str, Number] | None = Field(
+        default=None, description="Countable custom resources, e.g. {'fpga': 1}"
+    )
 
 
 class DeviceShareJSON(_SetFieldsOnly):
@@ -81,7 +83,9 @@ class ClaimedExecution(BaseModel):
     workflow_version: int
     source: str
     filename: str
-    bundle: str | None = Field(default=None, description="The sha256 of the bundle to fetch (GET /bundles/SHA256) and import")
+    bundle: str | None = Field(
+        default=None, description="The sha256 of the bundle to fetch (GET /bundles/SHA256) and import"
+    )
     module: str | None = Field(default=None, description="The bundle's module that defines the workflow")
     input: Any
     attempt: int
@@ -89,13 +93,23 @@ class ClaimedExecution(BaseModel):
     requests: RequestsJSON | None = None
     gpus: list[int] | None = Field(default=None, description="GPU indexes allotted to this execution")
     allotment: AllotmentField = Field(
-        default=EMPTY, description="What its placement set aside (cpu, memory, disk, gpus, resources): what the runner enforces"
+        default=EMPTY,
+        description="What its placement set aside (cpu, memory, disk, gpus, resources): what the runner enforces",
     )
     traceparent: str | None = Field(default=None, description="W3C trace context of this attempt's spans (tracing on)")
-    max_payload_size: int | None = Field(default=None, description="A task result or the output larger than this (JSON bytes) fails")
-    max_json_depth: int | None = Field(default=None, description="The server's nesting limit: a task result or the output nested past it in a checkpoint fails")
-    recorded: dict[str, Any] = Field(default_factory=dict, description="Values of deterministic builtins (now, uuid4, ...) by call id, for a replay")
-    rolled_back: list[str] = Field(default_factory=list, description="Task ids whose rollback ended in an earlier attempt (not run again)")
+    max_payload_size: int | None = Field(
+        default=None, description="A task result or the output larger than this (JSON bytes) fails"
+    )
+    max_json_depth: int | None = Field(
+        default=None,
+        description="The server's nesting limit: a task result or the output nested past it in a checkpoint fails",
+    )
+    recorded: dict[str, Any] = Field(
+        default_factory=dict, description="Values of deterministic builtins (now, uuid4, ...) by call id, for a replay"
+    )
+    rolled_back: list[str] = Field(
+        default_factory=list, description="Task ids whose rollback ended in an earlier attempt (not run again)"
+    )
 
 
 class PreemptionNotice(BaseModel):

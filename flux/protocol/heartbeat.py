@@ -14,15 +14,20 @@ from flux.protocol.registration import PACED, ResourcesInfo
 class Heartbeat(Strict):
     running: list[str] = []
     resources: ResourcesInfo | None = Field(
-        default=None, description="A fresh sample, sent when it moved materially (flux.domain.samples); omitted: unchanged"
+        default=None,
+        description="A fresh sample, sent when it moved materially (flux.domain.samples); omitted: unchanged",
     )
-    metrics: dict[str, float] | None = Field(default=None, description="Live metrics for routing policies; omitted: unchanged")
+    metrics: dict[str, float] | None = Field(
+        default=None, description="Live metrics for routing policies; omitted: unchanged"
+    )
     draining: bool = Field(default=False, description="The worker is stopping (SIGTERM): place nothing more on it")
 
 
 class HeartbeatReply(BaseModel):
     state: WorkerState
     cancel: list[str]
-    abandon: list[str] = Field(default=[], description="Executions it reports running that are no longer its own: kill them")
+    abandon: list[str] = Field(
+        default=[], description="Executions it reports running that are no longer its own: kill them"
+    )
     preempt: list[PreemptionNotice] = Field(default=[], description="Running attempts to end after a grace period")
     heartbeat_interval: float | None = Field(default=None, description=PACED)

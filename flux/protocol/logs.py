@@ -18,7 +18,11 @@ MAX_LOG_LINES = 5000
 class LogLineIn(Strict):
     time: float = Field(description="Epoch seconds, taken where the line was written")
     stream: LogStream
-    task_id: str | None = Field(default=None, max_length=TASK_ID_MAX, description="The task call ('fetch:2'); null: the workflow body or unknown")
+    task_id: str | None = Field(
+        default=None,
+        max_length=TASK_ID_MAX,
+        description="The task call ('fetch:2'); null: the workflow body or unknown",
+    )
     level: str | None = Field(default=None, description="For 'log' lines: INFO, WARNING, ...; cut to 16 characters")
     logger: str | None = Field(default=None, description="For 'log' lines: the logger's name; cut to 128 characters")
     message: str = Field(description="Longer than 64 KiB (UTF-8): cut, with a note of how much was cut")
@@ -26,7 +30,9 @@ class LogLineIn(Strict):
 
 class LogBatch(Strict):
     attempt: int = Field(ge=1, description="The attempt that wrote the lines: must be the current one (fencing)")
-    batch: int = Field(ge=1, description="1, 2, 3... within the attempt: a re-sent batch is acknowledged, not stored twice")
+    batch: int = Field(
+        ge=1, description="1, 2, 3... within the attempt: a re-sent batch is acknowledged, not stored twice"
+    )
     lines: list[LogLineIn] = Field(default=[], max_length=MAX_LOG_LINES)
     truncated: bool = Field(default=False, description="The worker dropped lines of this attempt (--max-log-bytes)")
 

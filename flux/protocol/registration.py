@@ -29,7 +29,9 @@ class GPUInfo(Strict):
     mig: bool = Field(default=False, description="Split into MIG slices: the slices are the devices")
     mig_profile: str | None = Field(default=None, max_length=64, description="A MIG slice's profile, e.g. '1g.10gb'")
     parent: str | None = Field(default=None, max_length=128, description="A MIG slice's card, by UUID")
-    unhealthy: str | None = Field(default=None, max_length=255, description="Why the device is in trouble; absent: healthy")
+    unhealthy: str | None = Field(
+        default=None, max_length=255, description="Why the device is in trouble; absent: healthy"
+    )
 
 
 #: One resource sample: what the worker's probe saw, bounded by its cgroup.
@@ -41,7 +43,9 @@ class ResourcesInfo(Strict):
     memory_available: int = Field(ge=0)
     disk_total: int = Field(ge=0)
     disk_free: int = Field(ge=0)
-    capacity: dict[str, Number] = Field(default={}, description="Probed dimensions beyond cpu, memory and disk: name -> total")
+    capacity: dict[str, Number] = Field(
+        default={}, description="Probed dimensions beyond cpu, memory and disk: name -> total"
+    )
     available: dict[str, Number] = Field(default={}, description="The same dimensions: name -> available now")
     gpus: list[GPUInfo] = []
     sampled_at: str | None = None

@@ -14,7 +14,8 @@ from flux.protocol.base import Strict
 class CacheLookup(Strict):
     key: str = Field(pattern=r"^[0-9a-f]{64}$", description="The cache key the child computed (sha256, hex)")
     execution: str | None = Field(
-        default=None, max_length=32,
+        default=None,
+        max_length=32,
         description="The execution whose attempt asks (held by this worker): its namespace's entries; none: default's",
     )
 

@@ -48,7 +48,8 @@ def read_bundle(bundle: Bundle, requirements: bool = True) -> BundleReading:
             first = found.get(workflow.options.name)
             if first is not None:
                 raise StaticError(
-                    workflow.filename, workflow.line,
+                    workflow.filename,
+                    workflow.line,
                     f"workflow {workflow.options.name!r} is defined twice (first at {first.filename}:{first.line})",
                 )
             found[workflow.options.name] = workflow

@@ -29,47 +29,93 @@ class Finding:
 AGENTS = "the AI agent layer (agents, LLM providers, MCP) is not part of this engine"
 #: Modules whose import is refused, by prefix.
 REFUSED_MODULES = {
-    "flux.tasks.ai": AGENTS, "flux.agents": AGENTS, "flux.mcp_server": AGENTS, "flux.tasks.mcp": AGENTS,
+    "flux.tasks.ai": AGENTS,
+    "flux.agents": AGENTS,
+    "flux.mcp_server": AGENTS,
+    "flux.tasks.mcp": AGENTS,
     "flux.service_mcp": AGENTS,
     "flux.catalogs": "register with 'flux workflow register'",
-    "flux.hooks": "no outbound hooks here", "flux.approvals": "use requires_approval=True (a pause) instead",
+    "flux.hooks": "no outbound hooks here",
+    "flux.approvals": "use requires_approval=True (a pause) instead",
 }
 #: Imported names that change meaning or are refused.
 NAMES = {
-    "Graph": (Verdict.CHANGES, "its nodes run from the workflow's body, each a recorded task call (flux-core: one task)"),
-    "sleep": (Verdict.CHANGES, "durable: from FLUX_DURABLE_SLEEP_THRESHOLD (30 s) the attempt ends and the server wakes it"),
+    "Graph": (
+        Verdict.CHANGES,
+        "its nodes run from the workflow's body, each a recorded task call (flux-core: one task)",
+    ),
+    "sleep": (
+        Verdict.CHANGES,
+        "durable: from FLUX_DURABLE_SLEEP_THRESHOLD (30 s) the attempt ends and the server wakes it",
+    ),
     "create_workflow": (Verdict.REFUSED, "no dynamic workflows: register a module"),
     "run_workflow": (Verdict.REFUSED, "no dynamic workflows: flux.call(workflow, input)"),
-    "service_client": (Verdict.REFUSED, "no services"), "service_socket": (Verdict.REFUSED, "no services"),
-    "Configuration": (Verdict.CHANGES, "read-only: home, server_host/port, database_url, local_storage_path and "
-                      "workers.server_url/labels/max_concurrent_executions as 'flux start' reads them; "
-                      "other keys, writes and override() raise"),
+    "service_client": (Verdict.REFUSED, "no services"),
+    "service_socket": (Verdict.REFUSED, "no services"),
+    "Configuration": (
+        Verdict.CHANGES,
+        "read-only: home, server_host/port, database_url, local_storage_path and "
+        "workers.server_url/labels/max_concurrent_executions as 'flux start' reads them; "
+        "other keys, writes and override() raise",
+    ),
     "SecretManager": (Verdict.CHANGES, "saves secrets for local runs of this process; on a server: flux secret set"),
-    "LocalFileStorage": (Verdict.CHANGES, "pickles on this machine: the storing task and the reader must share the directory"),
-    "create_schedule_manager": (Verdict.REFUSED, "schedules are the server's: flux schedule create, or schedule= on the workflow"),
+    "LocalFileStorage": (
+        Verdict.CHANGES,
+        "pickles on this machine: the storing task and the reader must share the directory",
+    ),
+    "create_schedule_manager": (
+        Verdict.REFUSED,
+        "schedules are the server's: flux schedule create, or schedule= on the workflow",
+    ),
 }
-ROUTING_REFUSED = {"input", "routing_input", "label_for", "meta_for", "optional", "when", "meta", "resource", "utilization", "sticky", "service"}
+ROUTING_REFUSED = {
+    "input",
+    "routing_input",
+    "label_for",
+    "meta_for",
+    "optional",
+    "when",
+    "meta",
+    "resource",
+    "utilization",
+    "sticky",
+    "service",
+}
 OPTIONS = {
-    "rollback": (Verdict.CHANGES, "a saga compensation of COMPLETED tasks, newest first, when the workflow fails (flux-core: the task that failed)"),
+    "rollback": (
+        Verdict.CHANGES,
+        "a saga compensation of COMPLETED tasks, newest first, when the workflow fails (flux-core: the task that failed)",
+    ),
     "secret_requests": (Verdict.CHANGES, "secret values are masked (***) in results, events and outputs"),
     "output_storage": (Verdict.CHANGES, "the log records the reference; LocalFileStorage needs a shared directory"),
     "namespace": (Verdict.CHANGES, "registering into another namespace is refused: register with -n NAME"),
     "schedule": (Verdict.CHANGES, "kept as the server schedule named after the workflow at registration"),
     "durability": (Verdict.CHANGES, "accepted with a warning: every execution is durable here"),
-    "runner": (Verdict.CHANGES, "accepted with a warning: the worker's own runner runs it (flux start worker --runner)"),
-    "requires_approval": (Verdict.CHANGES, "a pause before the task: resume with {\"approved\": true} (or false) to decide"),
+    "runner": (
+        Verdict.CHANGES,
+        "accepted with a warning: the worker's own runner runs it (flux start worker --runner)",
+    ),
+    "requires_approval": (
+        Verdict.CHANGES,
+        'a pause before the task: resume with {"approved": true} (or false) to decide',
+    ),
     "runner_options": (Verdict.REFUSED, "ceilings come from requests (ResourceRequest)"),
     "hooks": (Verdict.REFUSED, "no outbound hooks here"),
     "config_requests": (Verdict.REFUSED, "no Configuration store: pass values as input or secrets"),
-    "auth_exempt": (Verdict.REFUSED, "no per-task auth here"), "digest_exclude": (Verdict.REFUSED, "task ids are call order here"),
+    "auth_exempt": (Verdict.REFUSED, "no per-task auth here"),
+    "digest_exclude": (Verdict.REFUSED, "task ids are call order here"),
     "approval_target": (Verdict.REFUSED, "no standing grants: requires_approval=True pauses every call"),
-    "risk": (Verdict.REFUSED, "agent-layer option"), "sensitive": (Verdict.REFUSED, "use secret_requests (masked)"),
+    "risk": (Verdict.REFUSED, "agent-layer option"),
+    "sensitive": (Verdict.REFUSED, "use secret_requests (masked)"),
 }
 CALL_OPTIONS = {
     ("pause", "until"): (Verdict.REFUSED, "a self-waking pause: await flux.sleep(...) instead"),
     ("pause", "after"): (Verdict.REFUSED, "a self-waking pause: await flux.sleep(...) instead"),
     ("pause", "on_complete"): (Verdict.REFUSED, "a self-waking pause: await flux.call(workflow) instead"),
-    ("parallel", "raise_on_error"): (Verdict.REFUSED, "a failed call always fails the batch: catch each TaskFailedError"),
+    ("parallel", "raise_on_error"): (
+        Verdict.REFUSED,
+        "a failed call always fails the batch: catch each TaskFailedError",
+    ),
     ("run", "resume_payload"): (Verdict.CHANGES, "the pause returns the value (flux-core 0.87.5 ignored it: None)"),
 }
 
@@ -81,8 +127,10 @@ def task_notes(tasks: list) -> list[str]:
     for found in tasks:
         for option in ("rollback", "secret_requests"):
             if getattr(found.options, option):
-                notes.append(f"{found.filename}:{found.line}: task {found.options.name!r} {option}=: "
-                             f"{OPTIONS[option][1]} ({GUIDE})")
+                notes.append(
+                    f"{found.filename}:{found.line}: task {found.options.name!r} {option}=: "
+                    f"{OPTIONS[option][1]} ({GUIDE})"
+                )
     return notes
 
 
@@ -94,15 +142,18 @@ def check_source(source: str, filename: str) -> list[Finding]:
     try:
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError) as exc:
-        return [Finding(filename, getattr(exc, "lineno", 0) or 0, "the file", Verdict.REFUSED, f"cannot be parsed: {exc}")]
+        return [
+            Finding(filename, getattr(exc, "lineno", 0) or 0, "the file", Verdict.REFUSED, f"cannot be parsed: {exc}")
+        ]
     findings: list[Finding] = []
     routing_names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "flux" and not node.level:
             findings.extend(_import(filename, node, routing_names))
         elif isinstance(node, ast.Import):
-            findings.extend(_module(filename, node.lineno, alias.name) for alias in node.names
-                            if alias.name.split(".")[0] == "flux")
+            findings.extend(
+                _module(filename, node.lineno, alias.name) for alias in node.names if alias.name.split(".")[0] == "flux"
+            )
         elif isinstance(node, ast.Call):
             findings.extend(_call(filename, node, routing_names))
     return sorted((f for f in findings if f is not None), key=lambda f: (f.line, f.construct))
@@ -125,9 +176,16 @@ def _import(filename: str, node: ast.ImportFrom, routing_names: set[str]) -> lis
         if node.module == "flux.routing":
             routing_names.add(alias.asname or alias.name)
             if alias.name in ROUTING_REFUSED:
-                found.append(Finding(filename, node.lineno, construct, Verdict.REFUSED,
-                                     "routing is fixed at registration here, not resolved from each execution's input: "
-                                     "a local run ignores it, registering is refused"))
+                found.append(
+                    Finding(
+                        filename,
+                        node.lineno,
+                        construct,
+                        Verdict.REFUSED,
+                        "routing is fixed at registration here, not resolved from each execution's input: "
+                        "a local run ignores it, registering is refused",
+                    )
+                )
                 continue
             found.append(Finding(filename, node.lineno, construct, Verdict.CHANGES, "translated to score()/affinity"))
         elif alias.name in NAMES:
@@ -147,13 +205,27 @@ def _call(filename: str, node: ast.Call, routing_names: set[str]) -> list[Findin
                 verdict, note = OPTIONS[keyword.arg]
                 found.append(Finding(filename, node.lineno, f"with_options({keyword.arg}=...)", verdict, note))
             elif keyword.arg == "timeout" and isinstance(keyword.value, ast.Constant) and keyword.value.value == 0:
-                found.append(Finding(filename, node.lineno, "with_options(timeout=0)", Verdict.REFUSED,
-                                     "a timeout is > 0 here (flux-core's 0 meant none: leave it out)"))
+                found.append(
+                    Finding(
+                        filename,
+                        node.lineno,
+                        "with_options(timeout=0)",
+                        Verdict.REFUSED,
+                        "a timeout is > 0 here (flux-core's 0 meant none: leave it out)",
+                    )
+                )
     for keyword in node.keywords:
         if (name, keyword.arg) in CALL_OPTIONS:
             verdict, note = CALL_OPTIONS[(name, keyword.arg)]
             found.append(Finding(filename, node.lineno, f"{name}({keyword.arg}=...)", verdict, note))
     if name in ("resume", "run") and any(k.arg == "execution_id" for k in node.keywords) or name == "resume":
-        found.append(Finding(filename, node.lineno, f"{name}(execution_id)", Verdict.CHANGES,
-                             "a local run is resumed from this process's memory (flux-core: its database file)"))
+        found.append(
+            Finding(
+                filename,
+                node.lineno,
+                f"{name}(execution_id)",
+                Verdict.CHANGES,
+                "a local run is resumed from this process's memory (flux-core: its database file)",
+            )
+        )
     return found

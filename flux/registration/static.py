@@ -56,13 +56,37 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
 SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_gpu_memory", "with_packages", "with_resources")
 DECORATORS = ("workflow", "task")
 WORKFLOW_OPTIONS = (
-    "name", "requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout",
-    "priority", "preemptible", "concurrency", "max_concurrency",
-    "namespace", "schedule", "output_storage", "runner", "durability",
+    "name",
+    "requests",
+    "affinity",
+    "routing",
+    "pending_timeout",
+    "max_attempts",
+    "timeout",
+    "priority",
+    "preemptible",
+    "concurrency",
+    "max_concurrency",
+    "namespace",
+    "schedule",
+    "output_storage",
+    "runner",
+    "durability",
 )
 TASK_OPTIONS = (
-    "name", "retry_max_attempts", "retry_delay", "retry_backoff", "timeout", "fallback", "rollback", "cache", "cache_ttl",
-    "secret_requests", "requires_approval", "metadata", "output_storage",
+    "name",
+    "retry_max_attempts",
+    "retry_delay",
+    "retry_backoff",
+    "timeout",
+    "fallback",
+    "rollback",
+    "cache",
+    "cache_ttl",
+    "secret_requests",
+    "requires_approval",
+    "metadata",
+    "output_storage",
 )
 #: Options not stored: flux-core's ``output_storage`` (an object of the module, built on the
 #: worker when it imports it), ``requires_approval`` (perhaps a lambda; the worker applies
@@ -73,17 +97,29 @@ FUNCTION_OPTIONS = ("fallback", "rollback")
 
 ALLOWED = (
     "literals (numbers, strings, lists, tuples, dicts, True/False/None, arithmetic on numbers), "
-    "module-level constants defined by such expressions, and calls of " + ", ".join(CONSTRUCTORS)
-    + " (and ResourceRequest's " + ", ".join(SHORTCUTS) + ")"
+    "module-level constants defined by such expressions, and calls of "
+    + ", ".join(CONSTRUCTORS)
+    + " (and ResourceRequest's "
+    + ", ".join(SHORTCUTS)
+    + ")"
 )
 
 _BINARY = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
 }
 _COMPARE = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
 }
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 #: Largest exponent of ``**`` (``8 * 2**30`` is fine; ``10**10**10`` is a denial of service).
@@ -213,7 +249,11 @@ class _Reader:
         """``workflow``, ``flux.workflow``, ``fx.In``...: the Flux name it stands for."""
         if isinstance(node, ast.Name):
             return self.names.get(node.id)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and self.names.get(node.value.id) == "flux":
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and self.names.get(node.value.id) == "flux"
+        ):
             return node.attr
         return None
 
@@ -225,7 +265,9 @@ class _Reader:
         options = {}
         for keyword in call.keywords:
             if keyword.arg is None:
-                raise self.error(keyword.value, f"**kwargs cannot be read statically; name each option ({', '.join(allowed)})")
+                raise self.error(
+                    keyword.value, f"**kwargs cannot be read statically; name each option ({', '.join(allowed)})"
+                )
             if keyword.arg not in allowed:
                 raise self.error(keyword.value, f"unknown {what} option {keyword.arg!r}; allowed: {', '.join(allowed)}")
             if keyword.arg in RUNTIME_OPTIONS:
@@ -241,9 +283,13 @@ class _Reader:
             return None
         if isinstance(node, ast.Name) and node.id in self.functions:
             return FunctionRef(node.id)
-        raise self.error(node, "must name a function defined earlier in this module (recorded by name, resolved on the worker)")
+        raise self.error(
+            node, "must name a function defined earlier in this module (recorded by name, resolved on the worker)"
+        )
 
-    def _workflow(self, node: ast.FunctionDef | ast.AsyncFunctionDef, decorator: ast.expr, call: ast.Call | None) -> None:
+    def _workflow(
+        self, node: ast.FunctionDef | ast.AsyncFunctionDef, decorator: ast.expr, call: ast.Call | None
+    ) -> None:
         if not isinstance(node, ast.AsyncFunctionDef):
             raise self.error(node, f"@workflow needs an 'async def' function taking ctx; {node.name!r} is a plain def")
         options = self._options(call, WORKFLOW_OPTIONS, "workflow")
@@ -285,7 +331,9 @@ class _Reader:
                 raise self.error(node, "arithmetic is allowed on numbers and routing terms only")
             return self._apply(node, _BINARY[type(node.op)], left, right)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-            return self._apply(node, _COMPARE[type(node.ops[0])], self.evaluate(node.left), self.evaluate(node.comparators[0]))
+            return self._apply(
+                node, _COMPARE[type(node.ops[0])], self.evaluate(node.left), self.evaluate(node.comparators[0])
+            )
         if isinstance(node, ast.Call):
             return self._construct(node)
         shown = ast.unparse(node)

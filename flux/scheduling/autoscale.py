@@ -101,7 +101,10 @@ class Plan:
 def template_view(template: PoolTemplate, name: str | None = None) -> WorkerView:
     """A worker of ``template`` as placement would see it idle, booking what it is given
     (reserve mode: bin packing counts every placement against it)."""
-    gpus = tuple(GPU(i, f"{template.name}-{i}", "template", _TEMPLATE_GPU_MEMORY, _TEMPLATE_GPU_MEMORY) for i in range(template.gpus))
+    gpus = tuple(
+        GPU(i, f"{template.name}-{i}", "template", _TEMPLATE_GPU_MEMORY, _TEMPLATE_GPU_MEMORY)
+        for i in range(template.gpus)
+    )
     return worker_view(
         name=name or f"{template.name}-template",
         labels={**template.labels, POOL_LABEL: template.name},
@@ -143,7 +146,13 @@ def _size(demand: Demand) -> tuple:
     request = demand.request
     if request is None:
         return (0, 0.0, 0, 0.0, 0 if not demand.affinity else 1)
-    return (request.gpu or 0, request.cpu or 0.0, request.memory or 0, sum(amount for _, amount in request.resources), 1)
+    return (
+        request.gpu or 0,
+        request.cpu or 0.0,
+        request.memory or 0,
+        sum(amount for _, amount in request.resources),
+        1,
+    )
 
 
 def _first_fit(bins: Iterable[_Bin], demand: Demand) -> _Bin | None:
@@ -160,10 +169,15 @@ def plan(
     members among them); ``members``: every worker the pools asked for and still have."""
     by_pool = {t.name: t for t in templates}
     existing = [_Bin(v, v.free_slots) for v in fleet if v.state == WorkerState.ONLINE and v.free_slots > 0]
-    imagined = [_Bin(template_view(by_pool[m.pool], m.name), by_pool[m.pool].slots, m.pool)
-                for m in members if m.state == MemberState.STARTING and m.pool in by_pool]
+    imagined = [
+        _Bin(template_view(by_pool[m.pool], m.name), by_pool[m.pool].slots, m.pool)
+        for m in members
+        if m.state == MemberState.STARTING and m.pool in by_pool
+    ]
     opened = {t.name: 0 for t in templates}
-    counts = {t.name: sum(1 for m in members if m.pool == t.name and m.state != MemberState.STOPPING) for t in templates}
+    counts = {
+        t.name: sum(1 for m in members if m.pool == t.name and m.state != MemberState.STOPPING) for t in templates
+    }
     asked_for = {t.name: 0 for t in templates}
     capped = {t.name: 0 for t in templates}
     unfit = 0
@@ -200,7 +214,9 @@ def _decide(template: PoolTemplate, members: list[Member], new: int, asked_for: 
     running = [m for m in members if m.state == MemberState.RUNNING]
     starting = sum(1 for m in members if m.state == MemberState.STARTING)
     busy = sum(1 for m in running if m.running > 0)
-    expired = sorted((m for m in running if m.running == 0 and m.idle_for >= template.idle_timeout), key=lambda m: -m.idle_for)
+    expired = sorted(
+        (m for m in running if m.running == 0 and m.idle_for >= template.idle_timeout), key=lambda m: -m.idle_for
+    )
     kept_idle = len(running) - busy - len(expired)
     wanted = busy + kept_idle + starting + new
     desired = min(max(wanted, template.minimum), template.maximum)
@@ -208,7 +224,9 @@ def _decide(template: PoolTemplate, members: list[Member], new: int, asked_for: 
     start = max(0, desired - current)
     stop = tuple(m.name for m in expired[: max(0, current - desired)])
     stopping = sum(1 for m in members if m.state == MemberState.STOPPING)
-    reason = f"{busy} busy, {kept_idle + len(expired)} idle, {starting} starting" + (f", {stopping} stopping" if stopping else "")
+    reason = f"{busy} busy, {kept_idle + len(expired)} idle, {starting} starting" + (
+        f", {stopping} stopping" if stopping else ""
+    )
     if asked_for:
         reason += f"; {asked_for} waiting executions fit only new or starting workers ({new} new)"
     if capped or wanted > template.maximum:

@@ -31,7 +31,9 @@ class KeyLedger:
         for key, limit in demand.keys:
             holding = self.held[(demand.namespace, key)]
             if holding >= limit:
-                return Reason(NAME, PHRASE, f"concurrency key {key!r} is at its limit: {holding} of {limit} hold a worker")
+                return Reason(
+                    NAME, PHRASE, f"concurrency key {key!r} is at its limit: {holding} of {limit} hold a worker"
+                )
         return None
 
     def take(self, demand: Demand) -> None:

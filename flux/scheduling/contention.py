@@ -142,7 +142,9 @@ class Contention:
         self._add(worker.name, allotment)
         if preempting:
             self._leave(worker.name, {v.execution_id for v in room.victims})
-            self.preemptions.append(Preemption(demand.execution_id, worker.name, tuple(v.execution_id for v in room.victims)))
+            self.preemptions.append(
+                Preemption(demand.execution_id, worker.name, tuple(v.execution_id for v in room.victims))
+            )
         self.waiting[demand.execution_id] = _why(room, preempting)
 
     @staticmethod
@@ -150,7 +152,13 @@ class Contention:
         return holder.preemptible and holder.priority < demand.priority
 
     def _room(
-        self, demand: Demand, kind: tuple, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool, preempt: bool,
+        self,
+        demand: Demand,
+        kind: tuple,
+        checks: tuple[Check, ...],
+        filters: tuple[Filter, ...],
+        pool: FreePool,
+        preempt: bool,
     ) -> Room | None:
         """The best room for ``demand`` (``preempt``: by evicting lower-priority work, else
         by waiting for what runs to end), from the rooms found for its kind this round."""
@@ -168,7 +176,9 @@ class Contention:
                 return None
             if not passes(worker):
                 return None  # labels and packages: no leaving can change them
-            room = find_room(checks, worker, self.by_worker.get(name, ()), self._added.get(name, ()), evictable, filters)
+            room = find_room(
+                checks, worker, self.by_worker.get(name, ()), self._added.get(name, ()), evictable, filters
+            )
             return None if room is None else (room.key(), self._version.get(name, 0), name, room)
 
         rooms = self._rooms.get(kind)
@@ -199,17 +209,24 @@ class Contention:
         return (names[start:] + names[:start])[:MAX_CANDIDATES]
 
     def _leave(self, worker: str, victims: set[str]) -> None:
-        self.by_worker[worker] = [replace(h, leaving=True) if h.execution_id in victims else h for h in self.by_worker[worker]]
+        self.by_worker[worker] = [
+            replace(h, leaving=True) if h.execution_id in victims else h for h in self.by_worker[worker]
+        ]
         self._version[worker] = self._version.get(worker, 0) + 1
 
 
 def _why(room: Room, preempting: bool) -> Reason:
     if preempting:
         names = ", ".join(v.execution_id for v in room.victims)
-        return Reason("preemption", "preempting", f"room is being made on worker {room.worker.name}: preempting {names}")
+        return Reason(
+            "preemption", "preempting", f"room is being made on worker {room.worker.name}: preempting {names}"
+        )
     waited = [*room.leaving, *room.victims]
     if not waited:
         return Reason("preemption", "waiting for room", f"room is held for it on worker {room.worker.name}")
     names = ", ".join(h.execution_id for h in waited)
-    return Reason("preemption", "waiting for room",
-                  f"room is held for it on worker {room.worker.name} until {names} end (lower-priority work may not take it)")
+    return Reason(
+        "preemption",
+        "waiting for room",
+        f"room is held for it on worker {room.worker.name} until {names} end (lower-priority work may not take it)",
+    )

@@ -19,10 +19,11 @@ from typing import Any, Iterable, Mapping
 
 from flux.domain.namespaces import DEFAULT
 from flux.domain.resource_request import ResourceRequest
-from flux.scheduling.filters import PIPELINE, Reason, check
-from flux.scheduling.namespaces import NAME as NAMESPACE, refusal
-from flux.scheduling.snapshot import WorkerView
 from flux.domain.workers import AllocationMode, WorkerState
+from flux.scheduling.filters import PIPELINE, Reason, check
+from flux.scheduling.namespaces import NAME as NAMESPACE
+from flux.scheduling.namespaces import refusal
+from flux.scheduling.snapshot import WorkerView
 
 DRAINING = Reason("draining", "draining", "draining")
 #: A draining worker that runs nothing: DRAINED, as ``flux worker list`` says.
@@ -68,7 +69,7 @@ def verdict(
 
 
 def _tally(verdicts: Iterable[Verdict]) -> str:
-    """"2 Insufficient cpu, 1 didn't match affinity": most common reason first."""
+    """ "2 Insufficient cpu, 1 didn't match affinity": most common reason first."""
     reasons = Counter(v.reason.phrase for v in verdicts if v.reason is not None)
     return ", ".join(f"{count} {phrase}" for phrase, count in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
 

@@ -15,7 +15,7 @@ from typing import Iterable, Iterator, Mapping
 
 from flux.domain.resources import Resources
 from flux.scheduling.demand import Demand
-from flux.scheduling.holders import SLOTS, Holdings, Holder
+from flux.scheduling.holders import SLOTS, Holder, Holdings
 
 
 def dominant_share(held: Mapping[str, float], capacity: Mapping[str, float], weight: float = 1.0) -> float:
@@ -25,7 +25,9 @@ def dominant_share(held: Mapping[str, float], capacity: Mapping[str, float], wei
 
 
 class FairShare:
-    def __init__(self, capacity: Mapping[str, float], weights: Mapping[str, float], holders: Iterable[Holder] | Holdings = ()):
+    def __init__(
+        self, capacity: Mapping[str, float], weights: Mapping[str, float], holders: Iterable[Holder] | Holdings = ()
+    ):
         self.capacity = dict(capacity)
         self.weights = weights
         held = holders if isinstance(holders, Holdings) else Holdings.of(holders)
@@ -71,7 +73,11 @@ def interleave(demands: list[Demand], fair: FairShare) -> Iterator[Demand]:
 def _turns(namespace: str, queue: list[Demand], fair: FairShare, asked: dict[int, tuple]) -> list[tuple]:
     """``(share before it, submitted, namespace, position, demand)`` for each of a namespace's demands."""
     capacity = fair.capacity
-    taken = {name: amount / capacity[name] for name, amount in fair.held.get(namespace, {}).items() if capacity.get(name, 0) > 0}
+    taken = {
+        name: amount / capacity[name]
+        for name, amount in fair.held.get(namespace, {}).items()
+        if capacity.get(name, 0) > 0
+    }
     dominant = max(taken.values(), default=0.0)  # the fractions of the fleet it holds, by dimension
     weight = w if (w := fair.weights.get(namespace, 1.0)) > 0 else 1.0
     turns = []
@@ -90,4 +96,6 @@ def _turns(namespace: str, queue: list[Demand], fair: FairShare, asked: dict[int
 def _steps(demand: Demand, capacity: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
     """The fraction of each dimension of the fleet that placing ``demand`` takes."""
     quantities = demand.request.quantities.items() if demand.request is not None else ()
-    return tuple((name, amount / capacity[name]) for name, amount in ((SLOTS, 1), *quantities) if capacity.get(name, 0) > 0)
+    return tuple(
+        (name, amount / capacity[name]) for name, amount in ((SLOTS, 1), *quantities) if capacity.get(name, 0) > 0
+    )

@@ -54,8 +54,9 @@ class _Candidates:
     which keeps per-claim cost nearly flat as the fleet grows.
     """
 
-    def __init__(self, free: list[tuple], filters: tuple[Filter, ...], demand: Demand, checks: tuple = (),
-                 changing: tuple = ()):
+    def __init__(
+        self, free: list[tuple], filters: tuple[Filter, ...], demand: Demand, checks: tuple = (), changing: tuple = ()
+    ):
         #: ``(candidate_key, i, view)`` of each eligible worker with a free slot, least loaded first:
         #: of ``free`` (which passed the static checks), those that pass the ``changing`` ones.
         self.heap = [entry for entry in free if first_bound_failure(changing, entry[2]) is None]
@@ -69,10 +70,14 @@ class _Candidates:
         #: What placements within the round can use up, so is checked again before a
         #: worker is chosen: on any worker, and on a reserving one.
         self.counted = bound((f for f in filters if f.consumed is Consumption.ALWAYS), demand.request, demand.affinity)
-        self.reserved = bound((f for f in filters if f.consumed is not Consumption.NEVER), demand.request, demand.affinity)
+        self.reserved = bound(
+            (f for f in filters if f.consumed is not Consumption.NEVER), demand.request, demand.affinity
+        )
         self.eligible = len(self.workers)
         #: A share of a card packs (``flux.scheduling.packing``): what it asks, and who may take it.
-        self.share: Ask | None = ask_of(demand.request, demand.affinity) if GPUS in filters and demand.request.shares_gpu else None
+        self.share: Ask | None = (
+            ask_of(demand.request, demand.affinity) if GPUS in filters and demand.request.shares_gpu else None
+        )
         self._names = {w.name for w in self.workers} if self.share is not None else set()
 
     def _still_fits(self, worker: WorkerView) -> bool:
@@ -118,7 +123,9 @@ class _Unconstrained:
         first, built once per round and only if constrained or routed work asks (a worker
         never gains a slot within a round, so a full fleet's scans cost the few with one)."""
         if self._online is None:
-            self._online = sorted((candidate_key(w), i, w) for i, w in enumerate(self.pool.online()) if w.free_slots > 0)
+            self._online = sorted(
+                (candidate_key(w), i, w) for i, w in enumerate(self.pool.online()) if w.free_slots > 0
+            )
         return self._online
 
     def best(self, demand: Demand) -> WorkerView | None:
@@ -135,8 +142,8 @@ def _candidates(unconstrained: _Unconstrained, key: tuple, demand: Demand, names
     filters = active(demand.request, demand.affinity)
     gated = (gate(namespace),) if namespace is not None else ()
     checks = gated + bound(filters, demand.request, demand.affinity)  # in pipeline order: the reason of a refusal
-    static = gated + tuple(c for f, c in zip(filters, checks[len(gated):]) if f.static)
-    changing = tuple(c for f, c in zip(filters, checks[len(gated):]) if not f.static)
+    static = gated + tuple(c for f, c in zip(filters, checks[len(gated) :]) if f.static)
+    changing = tuple(c for f, c in zip(filters, checks[len(gated) :]) if not f.static)
     free = unconstrained.online()
     if static:
         free = pool.registered.free_passing(key, static, pool.views, free)
@@ -144,7 +151,9 @@ def _candidates(unconstrained: _Unconstrained, key: tuple, demand: Demand, names
 
 
 def place(
-    demands: Iterable[Demand], workers: list[WorkerView] | FreePool, contention: Contention | None = None,
+    demands: Iterable[Demand],
+    workers: list[WorkerView] | FreePool,
+    contention: Contention | None = None,
     limit: int | None = None,
 ) -> list[Placement]:
     """Assign in queue order; the workers' running counts and allotments are updated
@@ -179,7 +188,11 @@ def place(
             if contention is not None:
                 contention.make_room(demand, candidates.checks, candidates.filters, pool)
             continue
-        reason = packing_reason(chosen, candidates.eligible) if packed else why_chosen(chosen, demand.routing, candidates.eligible)
+        reason = (
+            packing_reason(chosen, candidates.eligible)
+            if packed
+            else why_chosen(chosen, demand.routing, candidates.eligible)
+        )
         allotment = candidates.allot(demand.request, chosen)
         take(candidates.filters, chosen, allotment)
         if cards is not None and allotment.devices:

@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import heapq
 
+from flux.domain.workers import WorkerState
 from flux.scheduling.fairshare import capacity_of
 from flux.scheduling.ranking import candidate_key
 from flux.scheduling.registered import Registered, same_registration
 from flux.scheduling.snapshot import WorkerView
-from flux.domain.workers import WorkerState
 
 
 def _same_capacity(old: WorkerView, new: WorkerView) -> bool:
     """Whether ``new`` adds to the fleet's capacity exactly what ``old`` did."""
-    return (old.state == new.state and old.max_concurrent_executions == new.max_concurrent_executions
-            and (old.total is new.total or old.total == new.total))
+    return (
+        old.state == new.state
+        and old.max_concurrent_executions == new.max_concurrent_executions
+        and (old.total is new.total or old.total == new.total)
+    )
 
 
 class FreePool:
@@ -86,7 +89,10 @@ class FreePool:
         by), summed again only when one of them may have changed."""
         if self._capacity is None or self._capacity[0] != self._totals_version:
             online = self.online()
-            self._capacity = (self._totals_version, capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online)))
+            self._capacity = (
+                self._totals_version,
+                capacity_of((w.total for w in online), sum(w.max_concurrent_executions for w in online)),
+            )
         return self._capacity[1]
 
     def best(self) -> WorkerView | None:

@@ -64,8 +64,12 @@ def fits(checks: Iterable[Check], view: WorkerView) -> bool:
 
 
 def find_room(
-    checks: tuple[Check, ...], worker: WorkerView, holders: Iterable[Holder], added: Sequence[Allotment],
-    evictable: Callable[[Holder], bool], filters: Sequence[Filter] = PIPELINE,
+    checks: tuple[Check, ...],
+    worker: WorkerView,
+    holders: Iterable[Holder],
+    added: Sequence[Allotment],
+    evictable: Callable[[Holder], bool],
+    filters: Sequence[Filter] = PIPELINE,
 ) -> Room | None:
     """The victims on ``worker`` that make room (see the module's docstring), or None.
     ``added``: what this round already placed or held there (never evicted); ``filters``:
@@ -91,4 +95,3 @@ def find_room(
         else:
             victims.append(holder)
     return Room(worker, tuple(victims), tuple(leaving))
-

@@ -18,7 +18,7 @@ from flux.domain.resource_request import format_bytes
 from flux.domain.resources import BYTES, Resources
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters.base import Reason
-from flux.scheduling.holders import SLOTS, Holdings, Holder
+from flux.scheduling.holders import SLOTS, Holder, Holdings
 
 NAME = "quota"
 PHRASE = "namespace quota"
@@ -31,7 +31,9 @@ def _shown(name: str, amount: float) -> str:
 class QuotaLedger:
     def __init__(self, quotas: Mapping[str, Quota], holders: Iterable[Holder] | Holdings):
         self.quotas = {namespace: quota for namespace, quota in quotas.items() if quota}
-        held = holders if isinstance(holders, Holdings) else Holdings.of(h for h in holders if h.namespace in self.quotas)
+        held = (
+            holders if isinstance(holders, Holdings) else Holdings.of(h for h in holders if h.namespace in self.quotas)
+        )
         #: What each namespace with a quota holds (plain sums: a round adds to them per placement).
         self.held: dict[str, dict[str, float]] = {}
         self.count: dict[str, int] = {}
@@ -63,15 +65,22 @@ class QuotaLedger:
         count = self.count.get(demand.namespace, 0)
         if quota.executions is not None and count + 1 > quota.executions:
             self._full[demand.namespace] = full = Reason(
-                NAME, PHRASE, f"namespace {demand.namespace} holds {count} executions, its quota's executions={quota.executions}")
+                NAME,
+                PHRASE,
+                f"namespace {demand.namespace} holds {count} executions, its quota's executions={quota.executions}",
+            )
             return full
         asked = demand.request.quantities if demand.request is not None else Resources()
         held = self.held.get(demand.namespace, {})
         for name, limit in quota.limits.items():
             wanted = asked.get(name, 0)
             if wanted and held.get(name, 0) + wanted > limit:
-                return Reason(NAME, PHRASE, f"namespace {demand.namespace} holds {name} {_shown(name, held.get(name, 0))} "
-                                            f"of its quota {_shown(name, limit)}; this asks {_shown(name, wanted)} more")
+                return Reason(
+                    NAME,
+                    PHRASE,
+                    f"namespace {demand.namespace} holds {name} {_shown(name, held.get(name, 0))} "
+                    f"of its quota {_shown(name, limit)}; this asks {_shown(name, wanted)} more",
+                )
         return None
 
     def take(self, demand: Demand, quantities: Resources) -> None:

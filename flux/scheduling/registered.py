@@ -33,9 +33,11 @@ Entry = tuple
 
 def same_registration(old: WorkerView, new: WorkerView) -> bool:
     """Whether ``new`` passes every static filter exactly as ``old`` did."""
-    return ((old.labels is new.labels or old.labels == new.labels)
-            and (old.packages is new.packages or old.packages == new.packages)
-            and old.namespaces == new.namespaces)
+    return (
+        (old.labels is new.labels or old.labels == new.labels)
+        and (old.packages is new.packages or old.packages == new.packages)
+        and old.namespaces == new.namespaces
+    )
 
 
 class _Verdicts:
@@ -58,8 +60,11 @@ class _Verdicts:
     def complete(self, views: dict[str, WorkerView]) -> dict[str, None]:
         if self.passed is None:
             known, checks = self.known, self.checks
-            self.passed = {name: None for name, worker in views.items()
-                           if (known[name] if name in known else first_bound_failure(checks, worker) is None)}
+            self.passed = {
+                name: None
+                for name, worker in views.items()
+                if (known[name] if name in known else first_bound_failure(checks, worker) is None)
+            }
             self.known = {}
         return self.passed
 
@@ -87,8 +92,9 @@ class Registered:
         names): asked of many workers in a row, the verdicts are found once."""
         return self._of(key, checks).of
 
-    def free_passing(self, key: Hashable, checks: tuple[Check, ...], views: dict[str, WorkerView],
-                     free: list[Entry]) -> list[Entry]:
+    def free_passing(
+        self, key: Hashable, checks: tuple[Check, ...], views: dict[str, WorkerView], free: list[Entry]
+    ) -> list[Entry]:
         """Of ``free`` (every ONLINE worker with a free slot, least loaded first), those
         that pass ``checks`` (static ones, bound to the constraints ``key`` names), in
         the same order: from whichever is fewer, the free workers or those that pass."""

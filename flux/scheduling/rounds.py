@@ -39,8 +39,13 @@ class Outcome:
     spent: bool = False
 
 
-def run(pages: Iterable[list[Demand]], pool: FreePool, contention: Contention | None = None,
-        fair: FairShare | None = None, budget: int = BUDGET) -> Outcome:
+def run(
+    pages: Iterable[list[Demand]],
+    pool: FreePool,
+    contention: Contention | None = None,
+    fair: FairShare | None = None,
+    budget: int = BUDGET,
+) -> Outcome:
     """Place ``pages`` (read lazily: a page is asked for only when the round goes on to it)."""
     outcome = Outcome()
     for page in pages:

@@ -86,7 +86,7 @@ UNNAMESPACED_ROUTES = frozenset({"/namespaces", "/bundles"})
 
 
 def unprefixed(template: str) -> str:
-    return template[len(NAMESPACE_PREFIX):] or "/" if template.startswith(NAMESPACE_PREFIX) else template
+    return template[len(NAMESPACE_PREFIX) :] or "/" if template.startswith(NAMESPACE_PREFIX) else template
 
 
 def action_of(method: str, template: str) -> Action | None:
@@ -139,13 +139,21 @@ class ClientRoute:
 
 def client_routes(routes: Iterable[Any], is_client: Callable[[Any], bool]) -> list[ClientRoute]:
     """Each client route (``is_client``) of ``routes`` (flattened: ``limits.flattened``)."""
-    return [ClientRoute(route.path_regex, frozenset(route.methods or ()), route.path) for route in routes if is_client(route)]
+    return [
+        ClientRoute(route.path_regex, frozenset(route.methods or ()), route.path)
+        for route in routes
+        if is_client(route)
+    ]
 
 
 def unlisted(table: Iterable[ClientRoute]) -> list[str]:
     """Mutating client routes with no action in ``ACTIONS``."""
-    return sorted(f"{method} {route.template}" for route in table for method in route.methods
-                  if action_of(method, route.template) is None)
+    return sorted(
+        f"{method} {route.template}"
+        for route in table
+        for method in route.methods
+        if action_of(method, route.template) is None
+    )
 
 
 def check_routes(table: Iterable[ClientRoute]) -> None:

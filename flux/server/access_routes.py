@@ -24,7 +24,9 @@ SVC = Depends(services)
 router = APIRouter()
 
 
-@router.post("/tokens", response_model=TokenCreated, status_code=201, dependencies=CLIENT, responses=ANSWERS, tags=["tokens"])
+@router.post(
+    "/tokens", response_model=TokenCreated, status_code=201, dependencies=CLIENT, responses=ANSWERS, tags=["tokens"]
+)
 async def create_token(body: TokenCreate, svc: Services = SVC):
     """A token with a role and namespaces. The secret is in this answer only: the server keeps its hash."""
     return await svc.db.run(lambda s: tokens.create(s, body, time.time()))

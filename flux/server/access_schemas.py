@@ -19,9 +19,14 @@ class TokenCreate(Strict):
     name: str = Field(json_schema_extra={"pattern": NAME_PATTERN}, description="Unique, kept after revocation")
     role: Role = Field(strict=False, description="viewer, developer, operator or admin (docs/security.md#roles)")
     namespaces: list[str] | None = Field(
-        default=None, min_length=1, max_length=MAX_TOKEN_NAMESPACES,
-        description="The namespaces it may act in; null: all of them")
-    expires_in: float | None = Field(default=None, gt=0, le=MAX_EXPIRES_IN, description="Seconds it is valid for; null: until revoked")
+        default=None,
+        min_length=1,
+        max_length=MAX_TOKEN_NAMESPACES,
+        description="The namespaces it may act in; null: all of them",
+    )
+    expires_in: float | None = Field(
+        default=None, gt=0, le=MAX_EXPIRES_IN, description="Seconds it is valid for; null: until revoked"
+    )
 
     @field_validator("name")
     @classmethod
@@ -52,7 +57,9 @@ class TokenCreated(TokenInfo):
 class Whoami(BaseModel):
     """Who the presented credential acts as."""
 
-    name: str = Field(description="The token's name: 'api-token' (--api-token), 'anonymous' (an open server), or a created token's")
+    name: str = Field(
+        description="The token's name: 'api-token' (--api-token), 'anonymous' (an open server), or a created token's"
+    )
     role: Role
     namespaces: list[str] | None = Field(description="null: all namespaces")
 

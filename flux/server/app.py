@@ -10,8 +10,24 @@ import os
 from fastapi import FastAPI
 
 from flux.logformat import LOG_FORMAT_ENV, RequestContext, configure_logging
-from flux.server import access, access_routes, auth, bundle_routes, cache_routes, console, errors, execution_routes
-from flux.server import log_routes, namespace_routes, schedules, scope, secret_routes, watch, workflow_routes
+from flux.server import (
+    access,
+    access_routes,
+    auth,
+    bundle_routes,
+    cache_routes,
+    console,
+    errors,
+    execution_routes,
+    log_routes,
+    namespace_routes,
+    pool_routes,
+    schedules,
+    scope,
+    secret_routes,
+    watch,
+    workflow_routes,
+)
 from flux.server import secrets as secret_store
 from flux.server.audit import AuditMiddleware, AuditSource
 from flux.server.hooks import routes as hook_routes
@@ -20,7 +36,6 @@ from flux.server.services import Services, install
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token, prepare_home
 from flux.server.shedding import LoadShedding
 from flux.server.startup import lifespan
-from flux.server import pool_routes
 from flux.server.workers import routes as worker_routes
 
 #: In the order they match: workflows (and /health, /metrics), workers, executions and
@@ -35,8 +50,14 @@ from flux.server.workers import routes as worker_routes
 NO_FASTAPI_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
 ROUTERS = (workflow_routes.router, worker_routes.router, execution_routes.router, log_routes.router, watch.router)
 LATER_ROUTERS = (
-    bundle_routes.router, schedules.router, cache_routes.router, secret_routes.router, namespace_routes.router,
-    access_routes.router, hook_routes.router, pool_routes.router,
+    bundle_routes.router,
+    schedules.router,
+    cache_routes.router,
+    secret_routes.router,
+    namespace_routes.router,
+    access_routes.router,
+    hook_routes.router,
+    pool_routes.router,
 )
 
 

@@ -54,7 +54,9 @@ class AuditTrail:
         if len(self.pending) > MAX_PENDING:
             dropped = len(self.pending) - MAX_PENDING
             del self.pending[:dropped]
-            log.error("audit: dropped the %d oldest unwritten rows (the database has not taken any for a while)", dropped)
+            log.error(
+                "audit: dropped the %d oldest unwritten rows (the database has not taken any for a while)", dropped
+            )
         self._wake.set()
 
     async def flush(self, db: Database) -> None:
@@ -124,11 +126,19 @@ class AuditMiddleware:
                 return
         principal = call.principal or self.source.known(Headers(scope=scope))
         client = scope.get("client")
-        self.source.trail.append(dict(
-            time=started, token=principal and principal.token, role=principal and principal.role.value,
-            namespace=call.namespace, action=call.action.value, method=scope["method"], target=scope.get("path", ""),
-            status=status, client=client[0] if client else None,
-        ))
+        self.source.trail.append(
+            dict(
+                time=started,
+                token=principal and principal.token,
+                role=principal and principal.role.value,
+                namespace=call.namespace,
+                action=call.action.value,
+                method=scope["method"],
+                target=scope.get("path", ""),
+                status=status,
+                client=client[0] if client else None,
+            )
+        )
 
 
 # --- reading -------------------------------------------------------------------------------

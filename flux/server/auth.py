@@ -122,7 +122,12 @@ def is_client(route: object) -> bool:
 
 def gates(api_token: bool) -> dict:
     """Dependency -> the 401 reason the edge answers an anonymous call to its routes with."""
-    table = {require_bootstrap: MISSING_BOOTSTRAP, bearer: MISSING_SESSION, worker: MISSING_SESSION, named_worker: MISSING_SESSION}
+    table = {
+        require_bootstrap: MISSING_BOOTSTRAP,
+        bearer: MISSING_SESSION,
+        worker: MISSING_SESSION,
+        named_worker: MISSING_SESSION,
+    }
     if api_token:
         table[client] = table[caller] = MISSING_API_TOKEN
     return table

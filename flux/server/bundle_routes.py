@@ -27,9 +27,18 @@ router = APIRouter()
 
 
 @router.post(
-    "/bundles", response_model=BundleInfo, status_code=201, dependencies=CLIENT, responses=UPLOAD,
+    "/bundles",
+    response_model=BundleInfo,
+    status_code=201,
+    dependencies=CLIENT,
+    responses=UPLOAD,
     # documented as octet-stream (what generic clients and schemathesis send); application/zip is taken alike
-    openapi_extra={"requestBody": {"required": True, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
 )
 async def upload_bundle(request: Request, svc: Services = Depends(services)):
     """A zip (or wheel) of a workflow project; stored once per sha256. 413 past the
@@ -39,14 +48,21 @@ async def upload_bundle(request: Request, svc: Services = Depends(services)):
     return await svc.db.run(lambda s: bundles.store(s, bundle, data, svc.settings))
 
 
-@router.get("/bundles/{sha256}", response_class=Response, dependencies=[Depends(worker)], responses={**FETCH, 200: {"content": {ZIP: {}}}})
+@router.get(
+    "/bundles/{sha256}",
+    response_class=Response,
+    dependencies=[Depends(worker)],
+    responses={**FETCH, 200: {"content": {ZIP: {}}}},
+)
 async def fetch_bundle(sha256: str, svc: Services = Depends(services)):
     """A worker fetches the bundle of an execution it was given, by its hash."""
     data = await svc.db.read(lambda s: bundles.load(s, sha256, svc.settings))
     return Response(data, media_type=ZIP, headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
 
-@router.post("/workflows/bundle", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=REGISTER)
+@router.post(
+    "/workflows/bundle", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=REGISTER
+)
 async def register_bundle(body: BundleRegistration, ns: str = Depends(namespace), svc: Services = Depends(services)):
     """Register every @workflow of an uploaded bundle in the namespace, read from its
     source (never run). Bundles themselves belong to no namespace: stored once by hash."""
@@ -59,4 +75,3 @@ async def register_bundle(body: BundleRegistration, ns: str = Depends(namespace)
         svc.notifier.notify(topics.SCHEDULES)  # the firing loop counts its next due time again
     svc.dispatcher.kick()  # what waited on an older version may fit now
     return registered
-

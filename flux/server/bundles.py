@@ -31,7 +31,9 @@ _SHA256 = frozenset("0123456789abcdef")
 def check(data: bytes, settings: ServerSettings) -> Bundle:
     """The checked bundle, or 413 (too large) / 422 (not a zip, zip-slip: the entry named)."""
     if len(data) > settings.max_bundle_size:
-        raise TooLarge(f"the bundle is {len(data)} bytes, more than the server's limit of {settings.max_bundle_size} (--max-bundle-size)")
+        raise TooLarge(
+            f"the bundle is {len(data)} bytes, more than the server's limit of {settings.max_bundle_size} (--max-bundle-size)"
+        )
     try:
         return open_bundle(data, max_unpacked=max(settings.max_bundle_size * UNPACK_RATIO, 1))
     except BundleError as exc:
@@ -44,7 +46,9 @@ def store(session: Session, bundle: Bundle, data: bytes, settings: ServerSetting
         inline = len(data) <= settings.bundle_inline_size
         if not inline:
             _write_blob(settings.bundle_dir, bundle.sha256, data)
-        session.add(BundleModel(sha256=bundle.sha256, size=len(data), data=data if inline else None, created_at=time.time()))
+        session.add(
+            BundleModel(sha256=bundle.sha256, size=len(data), data=data if inline else None, created_at=time.time())
+        )
         session.flush()
     return BundleInfo(sha256=bundle.sha256, size=len(data), files=len(bundle.files))
 

@@ -39,4 +39,3 @@ async def clear(
     """Invalidate the namespace's cached results: every entry, one task's, or the expired ones."""
     deleted = await svc.db.run(lambda s: task_cache.clear(s, task, expired, namespace=ns))
     return CacheClearReply(deleted=deleted)
-

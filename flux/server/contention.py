@@ -9,9 +9,9 @@ from sqlalchemy.orm import Session
 
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import HOLDING_STATES, EventType
+from flux.domain.hooks import HookEventType
 from flux.domain.policy import ExecutionPolicy
 from flux.scheduling.contention import Preemption
-from flux.domain.hooks import HookEventType
 from flux.server import outbox
 from flux.server.eventlog import append_event
 from flux.server.executions.lifecycle import end_attempt
@@ -41,8 +41,15 @@ def preempt(session: Session, preemptions: list[Preemption], grace: float, now: 
         for victim in victims:
             victim.preempted_by, victim.preempt_deadline = preemption.preemptor, deadline
             value = {"by": preemption.preemptor, "worker": preemption.worker, "grace": grace, "deadline": deadline}
-            append_event(session, victim, EventType.PREEMPTED, name=victim.workflow_name, value=value, at=now,
-                         worker_name=victim.worker_name)
+            append_event(
+                session,
+                victim,
+                EventType.PREEMPTED,
+                name=victim.workflow_name,
+                value=value,
+                at=now,
+                worker_name=victim.worker_name,
+            )
             outbox.execution_event(session, victim, HookEventType.EXECUTION_PREEMPTED, **value)
             noticed.append(victim)
         preemptor = session.get(ExecutionModel, preemption.preemptor)
@@ -55,9 +62,9 @@ def expire_preemptions(session: Session, now: float, policy: ExecutionPolicy) ->
     """End the attempts of victims whose worker did not end them by the deadline (plus
     ``PREEMPTION_SLACK``): back to the queue, uncounted. Returns their former workers."""
     overdue = session.scalars(
-        select(ExecutionModel).where(
-            ExecutionModel.preempt_deadline < now - PREEMPTION_SLACK, ExecutionModel.state.in_(HOLDING_STATES)
-        ).with_for_update(skip_locked=True)
+        select(ExecutionModel)
+        .where(ExecutionModel.preempt_deadline < now - PREEMPTION_SLACK, ExecutionModel.state.in_(HOLDING_STATES))
+        .with_for_update(skip_locked=True)
     ).all()
     workers = []
     for execution in overdue:

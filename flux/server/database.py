@@ -133,7 +133,9 @@ class StatementCounter:
 
 def migrate(url: str) -> None:
     """Bring the schema to the newest Alembic revision."""
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # its plugins and each revision, on every first start: nothing for people
+    logging.getLogger("alembic").setLevel(
+        logging.WARNING
+    )  # its plugins and each revision, on every first start: nothing for people
     from alembic import command
     from alembic.config import Config
 
@@ -221,7 +223,9 @@ class Database:
 
     def _alone(self, unit: Unit) -> object:
         """A unit in a transaction of its own."""
-        return self.transaction(unit.fn) if unit.counted else self.statements.uncounted(lambda: self.transaction(unit.fn))
+        return (
+            self.transaction(unit.fn) if unit.counted else self.statements.uncounted(lambda: self.transaction(unit.fn))
+        )
 
     async def _submit(self, fn: Callable[[Session], T], counted: bool, queued: dict) -> T:
         unit = Unit(fn, counted, self._enqueue(queued))

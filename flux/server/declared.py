@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from flux.scheduling.snapshot import WorkerView
 from flux.server import workflows
 from flux.server.errors import Invalid
 from flux.server.schedules import store as schedules
 from flux.server.schemas import WorkflowInfo
 from flux.server.workflows import NewVersion
-from flux.scheduling.snapshot import WorkerView
 
 
-def register(session: Session, namespace: str, versions: list[NewVersion], fleet: list[WorkerView]) -> list[WorkflowInfo]:
+def register(
+    session: Session, namespace: str, versions: list[NewVersion], fleet: list[WorkerView]
+) -> list[WorkflowInfo]:
     """``workflows.store``, after the namespace check, then each declared schedule."""
     for new in versions:
         if new.namespace is not None and new.namespace != namespace:

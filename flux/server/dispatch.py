@@ -25,17 +25,17 @@ from sqlalchemy.orm import Session
 
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.priority import Preemption as ClassPolicy
+from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand, demand_from_row
-from flux.scheduling import rounds
 from flux.scheduling.fairshare import FairShare
 from flux.scheduling.quotas import QuotaLedger
 from flux.server import executions, fleet, queue, topics
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
-from flux.server.namespaces import RulesCache
 from flux.server.database import Database
 from flux.server.explain import record_waiting
 from flux.server.metrics import Claimed, ServerMetrics
+from flux.server.namespaces import RulesCache
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry, Held, Member
 from flux.server.schemas import ClaimedExecution
@@ -81,7 +81,12 @@ class Round(NamedTuple):
 
 class Dispatcher:
     def __init__(
-        self, db: Database, notifier: Notifier, registry: FleetRegistry, metrics: ServerMetrics, policy: ExecutionPolicy | None = None
+        self,
+        db: Database,
+        notifier: Notifier,
+        registry: FleetRegistry,
+        metrics: ServerMetrics,
+        policy: ExecutionPolicy | None = None,
     ):
         self.db = db
         self.policy = policy or ExecutionPolicy()
@@ -144,7 +149,11 @@ class Dispatcher:
                 assigned, self._backlog = done.assigned, done.backlog
                 self.metrics.rounds.labels(part="total").observe(time.monotonic() - round_started)
                 if time.monotonic() - started > SLOW_ROUND:
-                    log.warning("dispatch round took %.2fs (database queue: %d waiting)", time.monotonic() - started, self.db.backlog()[0])
+                    log.warning(
+                        "dispatch round took %.2fs (database queue: %d waiting)",
+                        time.monotonic() - started,
+                        self.db.backlog()[0],
+                    )
             except Exception:  # noqa: BLE001 - a failed round (e.g. a replica race) is retried next time
                 log.exception("dispatch round failed; retrying")
                 self._backlog = True
@@ -165,9 +174,15 @@ class Dispatcher:
     def _demand(self, row) -> Demand:  # noqa: ANN001 - a row of queue.page
         named = self.policy.priorities.by_name.get(row.priority_class) if row.priority_class else None
         return demand_from_row(
-            execution_id=row.id, requests=row.requests, affinity=row.affinity, routing=row.routing, namespace=row.namespace,
-            priority=row.priority, may_preempt=named is None or named.preemption is not ClassPolicy.NEVER,
-            keys=tuple((k["key"], k["limit"]) for k in row.concurrency or ()), scheduled_at=row.scheduled_at,
+            execution_id=row.id,
+            requests=row.requests,
+            affinity=row.affinity,
+            routing=row.routing,
+            namespace=row.namespace,
+            priority=row.priority,
+            may_preempt=named is None or named.preemption is not ClassPolicy.NEVER,
+            keys=tuple((k["key"], k["limit"]) for k in row.concurrency or ()),
+            scheduled_at=row.scheduled_at,
         )
 
     def _round(self, session: Session) -> Round:
@@ -215,19 +230,31 @@ class Dispatcher:
             self.metrics.preemptions.labels(namespace=victim.namespace).inc()
         if woken:  # the backstop: come back once the grace period (and its slack) is over
             self._next_ready = min(self._next_ready, now + self.policy.preemption_grace + PREEMPTION_SLACK + 0.1)
-        record_waiting(session, [row for row in first.rows if row.id in outcome.examined], placed, workers, contention.waiting)
+        record_waiting(
+            session, [row for row in first.rows if row.id in outcome.examined], placed, workers, contention.waiting
+        )
         backlog = first.more or any(row.id not in placed for row in first.rows)
         if not placements:
             return Round([], backlog, woken)
         waiting = self._claims_waiting({p.worker_name for p in placements})
         now = time.time()
-        claims = [executions.Claim(p.execution_id, p.worker_name, p.allotment, p.reason, p.worker_name in waiting)
-                  for p in placements]
+        claims = [
+            executions.Claim(p.execution_id, p.worker_name, p.allotment, p.reason, p.worker_name in waiting)
+            for p in placements
+        ]
         rows = executions.claim_all(session, claims, now)  # one UPDATE and one INSERT for the round
-        claimed = [Claimed(p.worker_name, row.namespace, row.workflow_name, now - row.pending_since)
-                   for p, row in zip(placements, rows)]
+        claimed = [
+            Claimed(p.worker_name, row.namespace, row.workflow_name, now - row.pending_since)
+            for p, row in zip(placements, rows)
+        ]
         fresh = frozenset(p.execution_id for p in placements)
-        return Round(claimed, backlog, woken, tuple(self._hand_over(session, member, fresh) for member in waiting.values()), outcome.spent)
+        return Round(
+            claimed,
+            backlog,
+            woken,
+            tuple(self._hand_over(session, member, fresh) for member in waiting.values()),
+            outcome.spent,
+        )
 
     def _claims_waiting(self, workers: set[str]) -> dict[str, Member]:
         """The workers, of those a round placed on, whose claim waits on this replica: the
@@ -264,8 +291,13 @@ class Dispatcher:
         lowest = first.rows[-1].priority if lowest is None else lowest
         floor = min(lowest, held.lowest if held.lowest is not None else lowest)
         self._rounds += 1  # where searches for room start in a large fleet moves each round
-        contention = Contention(holders, QuotaLedger(quotas, held) if quotas else None, floor, offset=self._rounds,
-                                grouped=self.snapshot.holders_by_worker)
+        contention = Contention(
+            holders,
+            QuotaLedger(quotas, held) if quotas else None,
+            floor,
+            offset=self._rounds,
+            grouped=self.snapshot.holders_by_worker,
+        )
         several = len({row.namespace for row in first.rows}) > 1
         # shares of the fleet's ONLINE capacity (the pool keeps its sum), from what each namespace holds
         return contention, FairShare(self.snapshot.pool.capacity(), weights, held) if several else None
@@ -289,4 +321,3 @@ class Dispatcher:
             return True
         self._next_ready = min(self._next_ready, row.ready_at)
         return False
-

@@ -35,7 +35,11 @@ from http import HTTPStatus
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from flux.server.settings import (
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_SIZE, ServerSettings,
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HEADER_SIZE,
+    ServerSettings,
 )
 
 log = logging.getLogger("flux.server.edge")
@@ -69,8 +73,12 @@ class ConnectionLimits:
             soft = hard
         if soft == resource.RLIM_INFINITY or self.max_connections + RESERVED_FDS <= soft:
             return self
-        log.warning("max connections lowered from %d to %d: this process may open %d files",
-                    self.max_connections, soft - RESERVED_FDS, soft)
+        log.warning(
+            "max connections lowered from %d to %d: this process may open %d files",
+            self.max_connections,
+            soft - RESERVED_FDS,
+            soft,
+        )
         return ConnectionLimits(**{**asdict(self), "max_connections": max(1, soft - RESERVED_FDS)})
 
 
@@ -94,8 +102,12 @@ CODES = {408: "request_timeout", 431: "headers_too_large", 503: "overloaded"}
 def refusal(status: int, detail: str, retry_after: int | None = None) -> bytes:
     """A complete response in the API's error shape, with ``connection: close``."""
     body = json.dumps({"detail": detail, "code": CODES[status]}).encode()
-    head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "content-type: application/json", f"content-length: {len(body)}",
-            "connection: close"] + ([f"retry-after: {retry_after}"] if retry_after else [])
+    head = [
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+        "content-type: application/json",
+        f"content-length: {len(body)}",
+        "connection: close",
+    ] + ([f"retry-after: {retry_after}"] if retry_after else [])
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
@@ -110,8 +122,11 @@ class EdgeProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
-            self.refuse(503, f"the server holds its limit of {self.limits.max_connections} connections; try again",
-                        retry_after=1)
+            self.refuse(
+                503,
+                f"the server holds its limit of {self.limits.max_connections} connections; try again",
+                retry_after=1,
+            )
             return
         self.arm(self.limits.header_timeout, "request headers")
 
@@ -124,7 +139,9 @@ class EdgeProtocol(HttpToolsProtocol):
             self.head_bytes += len(data)
         super().data_received(data)
         if not self.in_body and self.head_bytes > self.limits.max_header_size and not self.transport.is_closing():
-            self.refuse(431, f"request headers larger than {self.limits.max_header_size} bytes (the server's max_header_size)")
+            self.refuse(
+                431, f"request headers larger than {self.limits.max_header_size} bytes (the server's max_header_size)"
+            )
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

@@ -18,6 +18,7 @@ from starlette.routing import Match
 
 from flux.server.schemas import ErrorBody, ErrorItem
 
+
 class FluxError(Exception):
     status_code = 400
     code = "bad_request"
@@ -93,6 +94,7 @@ def field_errors(items: Sequence[dict[str, Any]]) -> list[ErrorItem]:
 
 def summary(errors: Sequence[ErrorItem]) -> str:
     """``resources.cpu_total: Input should be a valid number; ...`` (``body``/``query`` dropped)."""
+
     def where(loc: list) -> str:
         return ".".join(str(part) for part in (loc[1:] or loc))
 
@@ -113,8 +115,11 @@ def allowed_methods(request: Request) -> str:
     matching route's, and FastAPI makes one route per method. Each method is asked of
     the router as it would route it (included routers too)."""
     routes = request.app.router.routes
-    allowed = [method for method in METHODS
-               if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)]
+    allowed = [
+        method
+        for method in METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
     return ", ".join(allowed)
 
 

@@ -32,7 +32,11 @@ def append_event(
     at: float | None = None,
     worker_name: str | None = None,
 ) -> None:
-    append_events(session, execution, [dict(type=type_, name=name, task_id=task_id, value=value, time=at, worker_name=worker_name)])
+    append_events(
+        session,
+        execution,
+        [dict(type=type_, name=name, task_id=task_id, value=value, time=at, worker_name=worker_name)],
+    )
 
 
 def append_events(session: Session, execution: ExecutionModel, events: list[dict]) -> None:

@@ -30,30 +30,53 @@ NS = Depends(namespace)
 router = APIRouter()
 
 
-@router.get("/executions", response_model=list[ExecutionInfo], response_model_exclude_unset=True,
-         dependencies=CLIENT, responses=READ)
+@router.get(
+    "/executions",
+    response_model=list[ExecutionInfo],
+    response_model_exclude_unset=True,
+    dependencies=CLIENT,
+    responses=READ,
+)
 async def list_executions(
     request: Request,
     response: Response,
-    state: str | None = Query(default=None, description="Only executions in this state (any case)",
-                              json_schema_extra={"enum": [state.value for state in ExecutionState]}),
+    state: str | None = Query(
+        default=None,
+        description="Only executions in this state (any case)",
+        json_schema_extra={"enum": [state.value for state in ExecutionState]},
+    ),
     workflow: str | None = None,
     worker: str | None = Query(default=None, description="Only executions placed on this worker"),
     since: float | None = Query(default=None, description="Submitted at or after this time (Unix seconds)"),
     until: float | None = Query(default=None, description="Submitted before this time (Unix seconds)"),
     limit: int = Query(default=50, ge=1, le=1000),
     after: str | None = Query(default=None, max_length=200, description="The X-Next-Cursor of the previous page"),
-    include: str | None = Query(default=None, max_length=64, description="input,output: payloads to carry (left out by default)"),
-    id_prefix: str | None = Query(default=None, min_length=1, max_length=32, pattern="^[0-9a-fA-F]+$",
-                                  description="Executions whose id starts with this (unique-prefix lookup)"),
+    include: str | None = Query(
+        default=None, max_length=64, description="input,output: payloads to carry (left out by default)"
+    ),
+    id_prefix: str | None = Query(
+        default=None,
+        min_length=1,
+        max_length=32,
+        pattern="^[0-9a-fA-F]+$",
+        description="Executions whose id starts with this (unique-prefix lookup)",
+    ),
     schedule: str | None = Query(default=None, max_length=128, description="Only the runs this schedule started"),
     ns: str = NS,
     svc: Services = SVC,
 ):
     """Newest first, a page at a time: the next page's cursor is in the ``X-Next-Cursor``
     header (and a ``Link: rel="next"``), absent on the last page (docs/history.md)."""
-    where = executions.ExecutionFilter(namespace=ns, state=state, workflow=workflow, worker=worker, schedule=schedule,
-                                       id_prefix=id_prefix, since=since, until=until)
+    where = executions.ExecutionFilter(
+        namespace=ns,
+        state=state,
+        workflow=workflow,
+        worker=worker,
+        schedule=schedule,
+        id_prefix=id_prefix,
+        since=since,
+        until=until,
+    )
     wanted = executions.parse_include(include)
     page = await svc.db.read(lambda s: executions.page(s, where, limit, after, wanted))
     paging.announce(request, response, page.next_cursor)
@@ -77,7 +100,9 @@ async def show_execution(
     return await awaiting.show(svc, execution_id, ns, wait)
 
 
-@router.get("/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE)
+@router.get(
+    "/executions/{execution_id}/placement", response_model=PlacementInfo, dependencies=CLIENT, responses=READ_ONE
+)
 async def execution_placement(execution_id: str, ns: str = NS, svc: Services = SVC):
     """Every worker's verdict and a Kubernetes-style summary; for a dispatched one, who won and why."""
     fleet_views = svc.dispatcher.snapshot.views
@@ -113,4 +138,3 @@ async def checkpoint(execution_id: str, body: Checkpoint, member: Member = Depen
     else:
         svc.execution_changed(execution_id, queued=ended is executions.Ended.ATTEMPT)
     return reply
-

@@ -12,17 +12,16 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import WAITING_STATES, EventType, ExecutionState
-from flux.server.models import ExecutionEventModel, ExecutionModel, NamespaceModel
-from flux.server.namespaces import usage
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.filters import Reason
 from flux.scheduling.snapshot import WorkerView
-from flux.server import executions
+from flux.server import executions, outbox
 from flux.server.autoscale import notes
 from flux.server.eventlog import append_event
+from flux.server.models import ExecutionEventModel, ExecutionModel, NamespaceModel
+from flux.server.namespaces import usage
 from flux.server.schemas import AttemptInfo, PlacementInfo, QueueInfo, WorkerPlacement
-from flux.server import outbox
 
 
 def _last_claim(session: Session, execution_id: str) -> dict | None:
@@ -54,15 +53,22 @@ def attempts_of(session: Session, execution_id: str) -> list[AttemptInfo]:
             found[number] = AttemptInfo(attempt=number, worker=value.get("worker"), started_at=at)
         elif number in found:
             found[number] = found[number].model_copy(
-                update=dict(ended_at=at, end=value.get("end"), cause=value.get("cause"), counted=bool(value.get("counted")))
+                update=dict(
+                    ended_at=at, end=value.get("end"), cause=value.get("cause"), counted=bool(value.get("counted"))
+                )
             )
     return list(found.values())
 
 
-def placement(session: Session, execution_id: str, workers: list[WorkerView], namespace: str | None = None) -> PlacementInfo:
+def placement(
+    session: Session, execution_id: str, workers: list[WorkerView], namespace: str | None = None
+) -> PlacementInfo:
     execution = executions.get_row(session, execution_id, namespace)
     demand = demand_from_row(
-        execution_id=execution.id, requests=execution.requests, affinity=execution.affinity, namespace=execution.namespace
+        execution_id=execution.id,
+        requests=execution.requests,
+        affinity=execution.affinity,
+        namespace=execution.namespace,
     )
     verdicts = [verdict(demand.request, demand.affinity, worker, demand.namespace) for worker in workers]
     states = {worker.name: worker.shown_state for worker in workers}  # DRAINED as `flux worker list` says
@@ -110,18 +116,31 @@ def queue_of(session: Session, execution: ExecutionModel) -> QueueInfo:
     higher = session.scalar(select(func.count()).where(waiting, ExecutionModel.priority > execution.priority))
     namespace = session.get(NamespaceModel, execution.namespace)
     return QueueInfo(
-        priority=execution.priority, priority_class=execution.priority_class, position=position, higher_waiting=higher,
-        quota=namespace.quota if namespace is not None else None, held=usage(session, execution.namespace)["held"],
+        priority=execution.priority,
+        priority_class=execution.priority_class,
+        position=position,
+        higher_waiting=higher,
+        quota=namespace.quota if namespace is not None else None,
+        held=usage(session, execution.namespace)["held"],
         note=execution.placement_note if execution.state == ExecutionState.SCHEDULED.value else None,
-        preempted_by=execution.preempted_by, preempt_deadline=execution.preempt_deadline,
-        preempting=dict(session.execute(
-            select(ExecutionModel.id, ExecutionModel.preempt_deadline).where(ExecutionModel.preempted_by == execution.id)
-        ).all()),
+        preempted_by=execution.preempted_by,
+        preempt_deadline=execution.preempt_deadline,
+        preempting=dict(
+            session.execute(
+                select(ExecutionModel.id, ExecutionModel.preempt_deadline).where(
+                    ExecutionModel.preempted_by == execution.id
+                )
+            ).all()
+        ),
     )
 
 
 def record_waiting(
-    session: Session, page: list, placed: set[str], workers: list[WorkerView], held_back: Mapping[str, Reason] | None = None
+    session: Session,
+    page: list,
+    placed: set[str],
+    workers: list[WorkerView],
+    held_back: Mapping[str, Reason] | None = None,
 ) -> None:
     """Note on each still-waiting execution why, when the reason is new or has changed.
 
@@ -137,7 +156,9 @@ def record_waiting(
             continue
         key = (json.dumps(row.requests, sort_keys=True), json.dumps(row.affinity, sort_keys=True), row.namespace)
         if key not in explained:
-            demand = demand_from_row(execution_id=row.id, requests=row.requests, affinity=row.affinity, namespace=row.namespace)
+            demand = demand_from_row(
+                execution_id=row.id, requests=row.requests, affinity=row.affinity, namespace=row.namespace
+            )
             summary = summarize([verdict(demand.request, demand.affinity, w, demand.namespace) for w in workers])
             explained[key] = (summary, infeasibility(demand.request, demand.affinity, workers, demand.namespace))
         summary, infeasible = explained[key]
@@ -150,9 +171,16 @@ def record_waiting(
             continue
         execution = session.get(ExecutionModel, row.id)
         if infeasible and infeasible != execution.unschedulable:
-            since = _unschedulable_since(session, execution.id) if execution.unschedulable else now  # a new reason: the same wait
-            append_event(session, execution, EventType.WORKFLOW_UNSCHEDULABLE, name=execution.workflow_name,
-                         value={"reason": infeasible, "since": since})
+            since = (
+                _unschedulable_since(session, execution.id) if execution.unschedulable else now
+            )  # a new reason: the same wait
+            append_event(
+                session,
+                execution,
+                EventType.WORKFLOW_UNSCHEDULABLE,
+                name=execution.workflow_name,
+                value={"reason": infeasible, "since": since},
+            )
         if summary != execution.placement_note:
             append_event(
                 session, execution, EventType.WORKFLOW_PENDING, name=execution.workflow_name, value={"summary": summary}
@@ -165,7 +193,11 @@ def _unschedulable_since(session: Session, execution_id: str) -> float:
     """When it became unschedulable: its latest WORKFLOW_UNSCHEDULABLE's ``since`` (or time)."""
     latest = session.execute(
         select(ExecutionEventModel.value, ExecutionEventModel.time)
-        .where(ExecutionEventModel.execution_id == execution_id, ExecutionEventModel.type == EventType.WORKFLOW_UNSCHEDULABLE.value)
-        .order_by(ExecutionEventModel.seq.desc()).limit(1)
+        .where(
+            ExecutionEventModel.execution_id == execution_id,
+            ExecutionEventModel.type == EventType.WORKFLOW_UNSCHEDULABLE.value,
+        )
+        .order_by(ExecutionEventModel.seq.desc())
+        .limit(1)
     ).first()
     return time.time() if latest is None else (latest.value or {}).get("since", latest.time)

@@ -22,9 +22,13 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.dml import Insert
 
+from flux.domain.attempts import AttemptEnd
 from flux.domain.events import HOLDING_STATES
 from flux.domain.hooks import HookEventType
+from flux.domain.policy import ExecutionPolicy
 from flux.domain.workers import Liveness, WorkerState
+from flux.server import executions, outbox
+from flux.server.errors import Conflict, NotFound
 from flux.server.models import (
     ExecutionModel,
     PackageModel,
@@ -33,11 +37,6 @@ from flux.server.models import (
     WorkerResourcesModel,
     WorkerRuntimeModel,
 )
-from flux.domain.attempts import AttemptEnd
-from flux.domain.policy import ExecutionPolicy
-from flux.server import executions
-from flux.server.errors import Conflict, NotFound
-from flux.server import outbox
 from flux.server.registry import Held, Member
 from flux.server.resources import gpu_allotments, row_values, store_gpus, stored_sample
 from flux.server.schemas import PackageInfo, WorkerInfo, WorkerRegistration
@@ -101,8 +100,12 @@ def _new_package_set(dialect: str) -> Insert:
 #: (building a statement from ``.values(**row)`` coerced and cache-keyed every value,
 #: and the ORM's bulk insert path added its own bookkeeping, ~2/3 of the CPU it took).
 _KNOWN = select(
-    WorkerModel.id, WorkerModel.packages_digest, WorkerModel.draining, WorkerModel.state,
-    WorkerModel.session_token_hash, WorkerModel.previous_token_hash,
+    WorkerModel.id,
+    WorkerModel.packages_digest,
+    WorkerModel.draining,
+    WorkerModel.state,
+    WorkerModel.session_token_hash,
+    WorkerModel.previous_token_hash,
 ).where(WorkerModel.name == bindparam("name"))
 _NEW_WORKER = insert(WorkerModel.__table__).returning(WorkerModel.__table__.c.id)
 _NEW_RUNTIME = insert(WorkerRuntimeModel.__table__)
@@ -145,14 +148,20 @@ def register(
     resources = {**row_values(sample), "metrics": body.metrics}
     known = session.execute(_KNOWN, {"name": body.name}).first()
     proof = hash_token(held_token) if held_token else None
-    if known is not None and known.state != WorkerState.OFFLINE and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash)):
+    if (
+        known is not None
+        and known.state != WorkerState.OFFLINE
+        and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash))
+    ):
         raise Conflict(
             f"worker name {body.name!r} is held by another worker that is still online; stop it (it then releases "
             "the name), wait for its eviction, or choose another name"
         )
     held: dict[str, Held] = {}  # a new worker holds nothing
     if known is None:
-        worker_id = session.execute(_NEW_WORKER, {"name": body.name, "resources_version": 1, "draining": False, **values}).scalar_one()
+        worker_id = session.execute(
+            _NEW_WORKER, {"name": body.name, "resources_version": 1, "draining": False, **values}
+        ).scalar_one()
         session.execute(_NEW_RUNTIME, {"worker_id": worker_id, **runtime})
         session.execute(_NEW_RESOURCES, {"worker_id": worker_id, **resources})
         if body.resources.gpus:
@@ -163,18 +172,36 @@ def register(
         session.execute(
             update(WorkerModel)
             .where(WorkerModel.id == worker_id)
-            .values(resources_version=WorkerModel.resources_version + 1, previous_token_hash=known.session_token_hash, **values)
+            .values(
+                resources_version=WorkerModel.resources_version + 1,
+                previous_token_hash=known.session_token_hash,
+                **values,
+            )
         )
         session.execute(update(WorkerRuntimeModel).where(WorkerRuntimeModel.worker_id == worker_id).values(**runtime))
-        session.execute(update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**resources))
+        session.execute(
+            update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**resources)
+        )
         store_gpus(session, [(worker_id, body.name, sample["gpus"])])
         still_running = set(body.running)
         kept = []
         for execution in executions.held_by(session, body.name):
             if not execution.delivered:
-                executions.end_attempt(session, execution, AttemptEnd.HANDED_BACK, f"worker {body.name} restarted before it arrived", policy)
+                executions.end_attempt(
+                    session,
+                    execution,
+                    AttemptEnd.HANDED_BACK,
+                    f"worker {body.name} restarted before it arrived",
+                    policy,
+                )
             elif execution.id not in still_running:
-                executions.end_attempt(session, execution, AttemptEnd.WORKER_LOST, f"worker {body.name} lost (restarted without it)", policy)
+                executions.end_attempt(
+                    session,
+                    execution,
+                    AttemptEnd.WORKER_LOST,
+                    f"worker {body.name} lost (restarted without it)",
+                    policy,
+                )
             else:
                 kept.append(execution)
         held = held_map(kept)
@@ -224,11 +251,15 @@ def member_for_token(session: Session, token_hash: str) -> Member | None:
 
 
 def held_map(executions_held: list[ExecutionModel]) -> dict[str, Held]:
-    return {e.id: Held(e.state, e.delivered, e.claimed_at, e.attempt, e.preempt_deadline, e.preempted_by) for e in executions_held}
+    return {
+        e.id: Held(e.state, e.delivered, e.claimed_at, e.attempt, e.preempt_deadline, e.preempted_by)
+        for e in executions_held
+    }
 
 
-def reconcile(session: Session, member: Member, reported: set[str], policy: ExecutionPolicy,
-              interval: float) -> tuple[dict[str, Held], bool, bool]:
+def reconcile(
+    session: Session, member: Member, reported: set[str], policy: ExecutionPolicy, interval: float
+) -> tuple[dict[str, Held], bool, bool]:
     """Compare what the worker reports running with what it holds.
 
     An execution handed to this worker long enough ago that it must have arrived, but
@@ -315,7 +346,9 @@ def release(session: Session, name: str, kind: AttemptEnd, cause: str, policy: E
     )
     held = executions.held_by(session, name)
     for execution in held:
-        executions.end_attempt(session, execution, kind if execution.delivered else AttemptEnd.HANDED_BACK, cause, policy)
+        executions.end_attempt(
+            session, execution, kind if execution.delivered else AttemptEnd.HANDED_BACK, cause, policy
+        )
     return [e.id for e in held]
 
 
@@ -328,7 +361,9 @@ def hand_back_undelivered(session: Session, name: str, policy: ExecutionPolicy) 
     return [e.id for e in undelivered]
 
 
-def evict_if_silent(session: Session, name: str, heard_after: float, cause: str, policy: ExecutionPolicy) -> list[str] | None:
+def evict_if_silent(
+    session: Session, name: str, heard_after: float, cause: str, policy: ExecutionPolicy
+) -> list[str] | None:
     """Evict unless the worker is already gone or another replica heard it since
     ``heard_after`` (its flushed lease is newer). Returns what was requeued, or None."""
     row = session.execute(
@@ -362,7 +397,9 @@ def list_workers(
     if after is not None:
         query = query.where(WorkerModel.name > after)
     workers = session.scalars(
-        query.options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus), selectinload(WorkerModel.runtime))
+        query.options(
+            selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus), selectinload(WorkerModel.runtime)
+        )
     )
     return [info(w, counts.get(w.name, 0), liveness(w.name)) for w in workers]
 

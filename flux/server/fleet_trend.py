@@ -31,13 +31,16 @@ class FleetSummary(BaseModel):
     waiting: int = Field(description="Executions waiting on the server: SLEEPING, PAUSED, AWAITING_CHILD")
     running: int = Field(description="Executions a worker holds: CLAIMED, RUNNING, CANCELLING")
     oldest_queued_at: float | None = Field(description="When the longest-queued execution was scheduled")
-    cpu_percent: float = Field(default=0.0, description="How busy the live workers' cores are, from their last samples, weighted by cores")
+    cpu_percent: float = Field(
+        default=0.0, description="How busy the live workers' cores are, from their last samples, weighted by cores"
+    )
     memory_used: float = Field(default=0.0, description="Bytes of memory in use on the live workers")
     memory_total: float = Field(default=0.0, description="Bytes of memory of the live workers")
     gpus: int = Field(default=0, description="GPUs of the live workers")
     gpu_percent: float = Field(default=0.0, description="How busy those GPUs are, on average (their utilisation)")
     resources: dict[str, list[float]] = Field(
-        default={}, description="Probed dimensions beyond cpu, memory and disk: name -> [in use, total] over the live workers"
+        default={},
+        description="Probed dimensions beyond cpu, memory and disk: name -> [in use, total] over the live workers",
     )
 
 

@@ -50,8 +50,14 @@ class GroupWriter:
     """Threads that run queued write units, those waiting together in one transaction:
     one on SQLite (one writer), a few on PostgreSQL (groups commit side by side)."""
 
-    def __init__(self, sessions: Callable[[], Session], single: Callable[[Unit], Any],
-                 started: Callable[[Unit], None], uncounted: Callable[[Callable[[], Any]], Any], threads: int = 1):
+    def __init__(
+        self,
+        sessions: Callable[[], Session],
+        single: Callable[[Unit], Any],
+        started: Callable[[Unit], None],
+        uncounted: Callable[[Callable[[], Any]], Any],
+        threads: int = 1,
+    ):
         self._sessions = sessions  # a new session, not yet in a transaction
         self._single = single  # one unit in its own transaction, with the usual retries
         self._started = started  # a unit left the queue (queue-wait bookkeeping)
@@ -60,7 +66,9 @@ class GroupWriter:
         self._ready = threading.Condition()
         self._closed = False
         self.groups = 0  # transactions that carried more than one unit (tests, metrics)
-        self._threads = [threading.Thread(target=self._loop, name="flux-db-writer", daemon=True) for _ in range(threads)]
+        self._threads = [
+            threading.Thread(target=self._loop, name="flux-db-writer", daemon=True) for _ in range(threads)
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -104,7 +112,7 @@ class GroupWriter:
                 k = failed.index
                 self._run(units[:k])
                 self._alone(units[k])
-                units = units[k + 1:]
+                units = units[k + 1 :]
                 continue
             except Exception:  # noqa: BLE001 - the commit itself failed: each unit on its own
                 for unit in units:

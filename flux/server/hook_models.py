@@ -68,7 +68,9 @@ class HookAttemptModel(Base):
     __tablename__ = "hook_attempts"
 
     delivery_seq: Mapped[int] = mapped_column(
-        BigInteger().with_variant(Integer, "sqlite"), ForeignKey("hook_deliveries.seq", ondelete="CASCADE"), primary_key=True
+        BigInteger().with_variant(Integer, "sqlite"),
+        ForeignKey("hook_deliveries.seq", ondelete="CASCADE"),
+        primary_key=True,
     )
     number: Mapped[int] = mapped_column(Integer, primary_key=True)
     at: Mapped[float] = mapped_column(Float)

@@ -32,7 +32,6 @@ from flux.server.errors import error_response, summary
 from flux.server.schemas import ErrorItem
 
 
-
 class _Refused:
     """What the JSON parser's hooks return for a number the server will not store."""
 
@@ -101,8 +100,15 @@ def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
     only_depth = not _MAYBE_REFUSED.search(text)
     if only_depth and nests_within(text, max_depth):
         return None  # nothing below could refuse it: no parse (the common case, on every worker call)
-    hooks = {} if only_depth else dict(  # only depth can refuse it: the parser's C speed, no hooks
-        parse_int=parse_int, parse_float=parse_float, parse_constant=lambda name: refuse(f"{name} is not a JSON number"))
+    hooks = (
+        {}
+        if only_depth
+        else dict(  # only depth can refuse it: the parser's C speed, no hooks
+            parse_int=parse_int,
+            parse_float=parse_float,
+            parse_constant=lambda name: refuse(f"{name} is not a JSON number"),
+        )
+    )
     try:
         value = json.loads(text, **hooks)
     except RecursionError:
@@ -118,10 +124,14 @@ def json_problem(body: bytes, max_depth: int) -> ErrorItem | None:
 def _is_json(headers: Headers) -> bool:
     """The bodies FastAPI parses as JSON: application/json or application/*+json."""
     content_type = headers.get("content-type", "").split(";")[0].strip().lower()
-    return content_type.startswith("application/") and (content_type == "application/json" or content_type.endswith("+json"))
+    return content_type.startswith("application/") and (
+        content_type == "application/json" or content_type.endswith("+json")
+    )
 
 
-def credential_gate(routes: Callable[[], list[BaseRoute]], gates: Mapping[Callable, str]) -> Callable[[Scope], str | None]:
+def credential_gate(
+    routes: Callable[[], list[BaseRoute]], gates: Mapping[Callable, str]
+) -> Callable[[Scope], str | None]:
     """``scope -> reason`` for a route that has one of ``gates`` among its direct
     dependencies (each gate maps to the 401 reason), else ``None``. Read from the
     routes on first use, so it sees every route the app defined, those of included

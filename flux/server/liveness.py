@@ -27,11 +27,10 @@ import logging
 import time
 from typing import Callable
 
-from flux.domain.policy import ExecutionPolicy
 from flux.domain.hooks import HookEventType
-from flux.server import fleet, topics
+from flux.domain.policy import ExecutionPolicy
+from flux.server import fleet, outbox, topics
 from flux.server.database import Database
-from flux.server import outbox
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
 from flux.server.registry import FleetRegistry, Member
@@ -127,13 +126,17 @@ class LivenessKeeper:
                 self.registry.mark_stale(member, now)
                 log.info("worker %s is stale (silent %.1fs)", member.name, silence)
                 self.kick()  # placement must stop counting on it
-                await outbox.fleet_event_alone(self.db.context, self.db.run, HookEventType.WORKER_STALE, member.name, silence=silence)
+                await outbox.fleet_event_alone(
+                    self.db.context, self.db.run, HookEventType.WORKER_STALE, member.name, silence=silence
+                )
             elif silence > self.grace and now - member.stale_since >= self.tick:
                 await self.evict(member, silence)
 
     async def evict(self, member: Member, silence: float) -> None:
         reason = f"worker {member.name} lost (no heartbeat for {silence:.0f} s)"
-        requeued = await self.db.run(lambda s: fleet.evict_if_silent(s, member.name, member.last_seen, reason, self.policy))
+        requeued = await self.db.run(
+            lambda s: fleet.evict_if_silent(s, member.name, member.last_seen, reason, self.policy)
+        )
         if requeued is None:  # gone already, or heard by another replica: the next sync says which
             self.registry.unmark_stale(member)
             return

@@ -74,14 +74,20 @@ def followable(kind: str, entry: str) -> dict:
         **responses(401, 404, 413, 422),
         200: {
             "description": f"JSON; with follow=true or 'Accept: {SSE}', Server-Sent Events: '{kind}' events "
-                           f"(data: a {entry}), then one 'end' (data: the ExecutionInfo) once the execution has ended",
+            f"(data: a {entry}), then one 'end' (data: the ExecutionInfo) once the execution has ended",
             "content": {SSE: {"schema": event}},
         },
     }
 
+
 FOLLOW = Query(default=False, description="Stream new entries as Server-Sent Events until the execution has ended")
-LAST_EVENT_ID = Header(default=None, alias="Last-Event-ID", ge=0, le=INT64_MAX,
-                       description="Resume a stream after this seq (what an SSE client sends when it reconnects)")
+LAST_EVENT_ID = Header(
+    default=None,
+    alias="Last-Event-ID",
+    ge=0,
+    le=INT64_MAX,
+    description="Resume a stream after this seq (what an SSE client sends when it reconnects)",
+)
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,9 @@ router = APIRouter()
 
 
 @router.post("/executions/{execution_id}/logs", response_model=LogBatchReply, responses=WORKER)
-async def post_logs(execution_id: str, body: LogBatch, member: Member = Depends(worker), svc: Services = Depends(services)):
+async def post_logs(
+    execution_id: str, body: LogBatch, member: Member = Depends(worker), svc: Services = Depends(services)
+):
     """A worker's batch of captured lines, fenced like a checkpoint."""
     accepted = await svc.db.run(lambda s: logs.store(s, member.name, execution_id, body))
     if accepted:
@@ -109,11 +117,18 @@ async def post_logs(execution_id: str, body: LogBatch, member: Member = Depends(
     return LogBatchReply(accepted=accepted)
 
 
-@router.get("/executions/{execution_id}/logs", response_model=LogPage, dependencies=CLIENT, responses=followable("log", "LogLineOut"))
+@router.get(
+    "/executions/{execution_id}/logs",
+    response_model=LogPage,
+    dependencies=CLIENT,
+    responses=followable("log", "LogLineOut"),
+)
 async def execution_logs(
     execution_id: str,
     request: Request,
-    task: str | None = Query(default=None, max_length=TASK_ID_MAX, description="A task name (each of its calls) or a call id ('fetch:2')"),
+    task: str | None = Query(
+        default=None, max_length=TASK_ID_MAX, description="A task name (each of its calls) or a call id ('fetch:2')"
+    ),
     attempt: int | None = Query(default=None, ge=1, le=INT64_MAX),
     stream: LogStream | None = None,
     level: LogLevel | None = Query(default=None, description="Minimum level; only 'log' lines have one"),
@@ -137,7 +152,12 @@ async def execution_logs(
     return await follow_stream(svc, execution_id, ns, (topics.Kind.LOGS, topics.Kind.EXECUTION), "log", read, after)
 
 
-@router.get("/executions/{execution_id}/events", response_model=list[EventOut], dependencies=CLIENT, responses=followable("event", "EventOut"))
+@router.get(
+    "/executions/{execution_id}/events",
+    response_model=list[EventOut],
+    dependencies=CLIENT,
+    responses=followable("event", "EventOut"),
+)
 async def execution_events(
     execution_id: str,
     request: Request,
@@ -159,7 +179,6 @@ async def execution_events(
     return await follow_stream(svc, execution_id, ns, (topics.Kind.EVENTS, topics.Kind.EXECUTION), "event", read, after)
 
 
-
 def _events_after(session, execution_id: str, after: int, namespace: str) -> tuple[ExecutionInfo, list[EventOut]]:  # noqa: ANN001
     """The execution first, then its events: a terminal state read here means its
     terminal event (appended in the same transaction) is among them."""
@@ -171,8 +190,13 @@ def wants_stream(request: Request, follow: bool) -> bool:
 
 
 async def follow_stream(
-    svc: Services, execution_id: str, namespace: str, kinds: tuple[topics.Kind, ...], kind: str,
-    read: Callable[[int], Awaitable[Step]], after: int,
+    svc: Services,
+    execution_id: str,
+    namespace: str,
+    kinds: tuple[topics.Kind, ...],
+    kind: str,
+    read: Callable[[int], Awaitable[Step]],
+    after: int,
 ) -> EventSourceResponse:
     """An SSE response of ``kind`` events (``id:`` the seq), then ``end``. An unknown
     execution (or one of another namespace) is a 404 here, before the stream starts."""

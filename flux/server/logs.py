@@ -19,9 +19,9 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import TASK_ID_MAX, ExecutionState
-from flux.server.models import ExecutionLogModel, ExecutionModel
 from flux.server.errors import Conflict
 from flux.server.executions import fenced_row, get_row, info
+from flux.server.models import ExecutionLogModel, ExecutionModel
 from flux.server.schemas import ExecutionInfo, LogBatch, LogLineOut, LogPage
 
 #: A longer message is cut to this many bytes of UTF-8 (and says so), not refused:
@@ -102,7 +102,9 @@ class LogFilter:
         where = []
         if self.task:
             # A call id ('fetch:2') is exact; a task name matches each of its calls.
-            where.append(L.task_id == self.task if ":" in self.task else L.task_id.startswith(self.task + ":", autoescape=True))
+            where.append(
+                L.task_id == self.task if ":" in self.task else L.task_id.startswith(self.task + ":", autoescape=True)
+            )
         if self.attempt is not None:
             where.append(L.attempt == self.attempt)
         if self.stream:
@@ -129,14 +131,21 @@ class Chunk:
         return ExecutionState(self.execution.state).is_terminal and not self.full
 
 
-def read(session: Session, execution_id: str, filters: LogFilter, after: int, limit: int, namespace: str | None = None) -> Chunk:
+def read(
+    session: Session, execution_id: str, filters: LogFilter, after: int, limit: int, namespace: str | None = None
+) -> Chunk:
     """Lines after ``after``, oldest first. The execution row is read first, so every
     line up to its ``last_log_seq`` is visible to the query that follows (also under
     PostgreSQL's READ COMMITTED): a page that is not full then moves ``next_after`` up
     to it, and a filtered poll never scans the same lines twice."""
     row: ExecutionModel = get_row(session, execution_id, namespace)
     last, truncated, execution = row.last_log_seq, row.log_truncated, info(row)
-    query = select(*COLUMNS).where(L.execution_id == execution_id, L.seq > after, *filters.clauses()).order_by(L.seq).limit(limit)
+    query = (
+        select(*COLUMNS)
+        .where(L.execution_id == execution_id, L.seq > after, *filters.clauses())
+        .order_by(L.seq)
+        .limit(limit)
+    )
     lines = [LogLineOut(**r._mapping) for r in session.execute(query)]  # plain rows: a page is up to 5,000 of them
     full = len(lines) == limit
     next_after = lines[-1].seq if full else max(after, last, lines[-1].seq if lines else 0)

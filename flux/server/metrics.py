@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-
 from typing import Callable, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -23,20 +22,26 @@ from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.workers import Liveness, WorkerState
-from flux.server.hook_models import HookDeliveryModel
-from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 from flux.server import fleet, namespaces
 from flux.server.autoscale import store as pool_store
 from flux.server.database import StatementCounter
 from flux.server.executions import finishes
+from flux.server.hook_models import HookDeliveryModel
+from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 
 WORKER_STATES = tuple(WorkerState)
 ACTIVE_STATES = [state.value for state in ExecutionState if not state.is_terminal]
 #: The events ``flux_task_events`` counts.
 COUNTED_EVENTS = frozenset(
-    event.value for event in (
-        EventType.TASK_FALLBACK, EventType.TASK_CACHE_HIT, EventType.TASK_CACHE_STORED, EventType.ROLLBACK_STARTED,
-        EventType.ROLLBACK_COMPLETED, EventType.ROLLBACK_FAILED, EventType.VALUE_RECORDED,
+    event.value
+    for event in (
+        EventType.TASK_FALLBACK,
+        EventType.TASK_CACHE_HIT,
+        EventType.TASK_CACHE_STORED,
+        EventType.ROLLBACK_STARTED,
+        EventType.ROLLBACK_COMPLETED,
+        EventType.ROLLBACK_FAILED,
+        EventType.VALUE_RECORDED,
     )
 )
 
@@ -76,24 +81,42 @@ class ServerMetrics:
             self.registry.register(_Statements(statements))
         self.heartbeats = Counter("flux_heartbeats", "Worker heartbeats answered", registry=self.registry)
         self.status_writes = Counter(
-            "flux_worker_status_writes", "Heartbeats whose sample moved enough to be recorded (written in batches)", registry=self.registry
+            "flux_worker_status_writes",
+            "Heartbeats whose sample moved enough to be recorded (written in batches)",
+            registry=self.registry,
         )
         self.evictions = Counter("flux_evictions", "Workers evicted for silence", registry=self.registry)
-        self.shed = Counter("flux_shed_requests", "Requests answered 503 because the server was overloaded", registry=self.registry)
+        self.shed = Counter(
+            "flux_shed_requests", "Requests answered 503 because the server was overloaded", registry=self.registry
+        )
         self.server_lag = Gauge(
-            "flux_server_lag_seconds", "How far behind its own work the server was at the last tick", registry=self.registry
+            "flux_server_lag_seconds",
+            "How far behind its own work the server was at the last tick",
+            registry=self.registry,
         )
         self.waiting = Gauge(
-            "flux_long_poll_waiters", "Long polls (claims, waits) waiting on this process right now", registry=self.registry
+            "flux_long_poll_waiters",
+            "Long polls (claims, waits) waiting on this process right now",
+            registry=self.registry,
         )
         self.workers = Gauge("flux_workers", "Registered workers by state", ["state"], registry=self.registry)
         self.executions = Gauge("flux_executions", "Executions by state", ["state"], registry=self.registry)
-        self.pool_workers = Gauge("flux_pool_workers", "Workers of each worker pool: desired (the last pass's decision), "
-                                  "starting, running, idle, stopping", ["pool", "state"], registry=self.registry)
-        self.pool_failures = Gauge("flux_pool_provider_failures", "A pool's provider failures in a row (0: the last call worked)",
-                                   ["pool"], registry=self.registry)
+        self.pool_workers = Gauge(
+            "flux_pool_workers",
+            "Workers of each worker pool: desired (the last pass's decision), starting, running, idle, stopping",
+            ["pool", "state"],
+            registry=self.registry,
+        )
+        self.pool_failures = Gauge(
+            "flux_pool_provider_failures",
+            "A pool's provider failures in a row (0: the last call worked)",
+            ["pool"],
+            registry=self.registry,
+        )
         self.oldest_scheduled = Gauge(
-            "flux_oldest_scheduled_age_seconds", "Age of the oldest SCHEDULED execution (0 when none)", registry=self.registry
+            "flux_oldest_scheduled_age_seconds",
+            "Age of the oldest SCHEDULED execution (0 when none)",
+            registry=self.registry,
         )
         self.claim_latency = Histogram(
             "flux_claim_latency_seconds",
@@ -101,26 +124,45 @@ class ServerMetrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
             registry=self.registry,
         )
-        self.dispatches = Counter("flux_dispatches", "Executions dispatched, by worker", ["worker"], registry=self.registry)
+        self.dispatches = Counter(
+            "flux_dispatches", "Executions dispatched, by worker", ["worker"], registry=self.registry
+        )
         # contention (docs/contention.md)
-        self.pending = Gauge("flux_pending_executions", "SCHEDULED executions by namespace and priority",
-                             ["namespace", "priority"], registry=self.registry)
-        self.preemptions = Counter("flux_preemptions", "Attempts preempted for a higher priority, by namespace of the victim",
-                                   ["namespace"], registry=self.registry)
-        self.quota_used = Gauge("flux_quota_used", "What a namespace with a quota holds, by dimension (executions included)",
-                                ["namespace", "resource"], registry=self.registry)
-        self.quota_limit = Gauge("flux_quota_limit", "A namespace's quota, by dimension", ["namespace", "resource"],
-                                 registry=self.registry)
+        self.pending = Gauge(
+            "flux_pending_executions",
+            "SCHEDULED executions by namespace and priority",
+            ["namespace", "priority"],
+            registry=self.registry,
+        )
+        self.preemptions = Counter(
+            "flux_preemptions",
+            "Attempts preempted for a higher priority, by namespace of the victim",
+            ["namespace"],
+            registry=self.registry,
+        )
+        self.quota_used = Gauge(
+            "flux_quota_used",
+            "What a namespace with a quota holds, by dimension (executions included)",
+            ["namespace", "resource"],
+            registry=self.registry,
+        )
+        self.quota_limit = Gauge(
+            "flux_quota_limit", "A namespace's quota, by dimension", ["namespace", "resource"], registry=self.registry
+        )
         # per workflow and namespace (docs/production.md#dashboards): bounded by what is registered
         self.queue_wait = Histogram(
             "flux_execution_queue_wait_seconds",
             "From SCHEDULED (submission or a reschedule) to CLAIMED, by namespace and workflow",
-            ["namespace", "workflow"], buckets=QUEUE_BUCKETS, registry=self.registry,
+            ["namespace", "workflow"],
+            buckets=QUEUE_BUCKETS,
+            registry=self.registry,
         )
         self.duration = Histogram(
             "flux_execution_duration_seconds",
             "From an execution's first start to its end, by namespace, workflow and how it ended (state)",
-            ["namespace", "workflow", "state"], buckets=DURATION_BUCKETS, registry=self.registry,
+            ["namespace", "workflow", "state"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
         )
         self.rounds = Histogram(
             "flux_dispatch_round_seconds",
@@ -133,11 +175,15 @@ class ServerMetrics:
         )
         # schedules (docs/schedules.md)
         self.schedule_fires = Counter(
-            "flux_schedule_fires", "Executions started by schedules: how=due (the loop) or trigger (by hand)", ["how"],
+            "flux_schedule_fires",
+            "Executions started by schedules: how=due (the loop) or trigger (by hand)",
+            ["how"],
             registry=self.registry,
         )
         self.schedule_skips = Counter(
-            "flux_schedule_skips", "Due times that started nothing: reason=overlap, catch_up or workflow_missing", ["reason"],
+            "flux_schedule_skips",
+            "Due times that started nothing: reason=overlap, catch_up or workflow_missing",
+            ["reason"],
             registry=self.registry,
         )
         self.schedule_lateness = Histogram(
@@ -146,19 +192,28 @@ class ServerMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
             registry=self.registry,
         )
-        self.cache_lookups = Counter("flux_cache_lookups", "Task cache lookups by workers, by result (hit, miss)", ["result"],
-                                     registry=self.registry)
+        self.cache_lookups = Counter(
+            "flux_cache_lookups",
+            "Task cache lookups by workers, by result (hit, miss)",
+            ["result"],
+            registry=self.registry,
+        )
         self.task_events = Counter(
-            "flux_task_events", "Fallbacks, cache hits and stores, rollbacks and recorded values workers reported, by event type",
-            ["type"], registry=self.registry,
+            "flux_task_events",
+            "Fallbacks, cache hits and stores, rollbacks and recorded values workers reported, by event type",
+            ["type"],
+            registry=self.registry,
         )
         # webhooks (docs/hooks.md)
         self.hook_deliveries = Counter(
-            "flux_hook_deliveries", "Webhook attempts by outcome (delivered, failed), and deliveries that died (dead)",
-            ["outcome"], registry=self.registry,
+            "flux_hook_deliveries",
+            "Webhook attempts by outcome (delivered, failed), and deliveries that died (dead)",
+            ["outcome"],
+            registry=self.registry,
         )
         self.hook_outbox_age = Gauge(
-            "flux_hook_outbox_age_seconds", "Age of the oldest webhook delivery not yet delivered or dead (0 when none)",
+            "flux_hook_outbox_age_seconds",
+            "Age of the oldest webhook delivery not yet delivered or dead (0 when none)",
             registry=self.registry,
         )
 
@@ -178,7 +233,9 @@ class ServerMetrics:
         """After a commit (``Database.after_commit``): the executions it finished."""
         for done in finishes.taken(session):
             if done.ran is not None:  # one cancelled while queued never ran
-                self.duration.labels(namespace=done.namespace, workflow=done.workflow, state=done.state).observe(max(done.ran, 0.0))
+                self.duration.labels(namespace=done.namespace, workflow=done.workflow, state=done.state).observe(
+                    max(done.ran, 0.0)
+                )
 
     @staticmethod
     def snapshot(session: Session, liveness: Callable[[str], Liveness | None]) -> dict:
@@ -193,7 +250,9 @@ class ServerMetrics:
         executions = dict(session.execute(select(ExecutionCountModel.state, ExecutionCountModel.count)).all())
         executions.update(
             session.execute(
-                select(ExecutionModel.state, func.count()).where(ExecutionModel.state.in_(ACTIVE_STATES)).group_by(ExecutionModel.state)
+                select(ExecutionModel.state, func.count())
+                .where(ExecutionModel.state.in_(ACTIVE_STATES))
+                .group_by(ExecutionModel.state)
             ).all()
         )
         oldest = session.scalar(
@@ -204,10 +263,22 @@ class ServerMetrics:
             .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
             .group_by(ExecutionModel.namespace, ExecutionModel.priority)
         ).all()
-        quotas = {name: (quota, namespaces.usage(session, name)["held"]) for name, quota in namespaces.rules(session)[0].items()}
-        oldest_hook = session.scalar(select(func.min(HookDeliveryModel.created_at)).where(HookDeliveryModel.state == "pending"))
-        return {"workers": workers, "executions": executions, "oldest": oldest, "pending": pending, "quotas": quotas,
-                "oldest_hook": oldest_hook, "pools": pool_store.gauges(session)}
+        quotas = {
+            name: (quota, namespaces.usage(session, name)["held"])
+            for name, quota in namespaces.rules(session)[0].items()
+        }
+        oldest_hook = session.scalar(
+            select(func.min(HookDeliveryModel.created_at)).where(HookDeliveryModel.state == "pending")
+        )
+        return {
+            "workers": workers,
+            "executions": executions,
+            "oldest": oldest,
+            "pending": pending,
+            "quotas": quotas,
+            "oldest_hook": oldest_hook,
+            "pools": pool_store.gauges(session),
+        }
 
     def render(self, snapshot: dict) -> bytes:
         self.pending.clear()

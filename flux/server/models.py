@@ -11,7 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint, false, text,
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -113,8 +125,12 @@ class ExecutionModel(Base):
         # due now, and the deadlines of what has not finished
         Index("ix_executions_parent", "parent_id"),
         Index("ix_executions_state_ready", "state", "ready_at"),
-        Index("ix_executions_deadline", "deadline", sqlite_where=text("finished_at IS NULL"),
-              postgresql_where=text("finished_at IS NULL")),
+        Index(
+            "ix_executions_deadline",
+            "deadline",
+            sqlite_where=text("finished_at IS NULL"),
+            postgresql_where=text("finished_at IS NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -222,7 +238,13 @@ class ExecutionModel(Base):
 
 #: The queue in placement order, highest priority first (``flux.server.queue``): a
 #: descending column, so that SQLite reads it without sorting.
-Index("ix_executions_queue", ExecutionModel.state, ExecutionModel.priority.desc(), ExecutionModel.scheduled_at, ExecutionModel.id)
+Index(
+    "ix_executions_queue",
+    ExecutionModel.state,
+    ExecutionModel.priority.desc(),
+    ExecutionModel.scheduled_at,
+    ExecutionModel.id,
+)
 
 
 class ExecutionCountModel(Base):
@@ -363,7 +385,8 @@ class WorkerModel(Base):
     #: The package set it reported, shared with every worker that reported the same one.
     packages: Mapped[list["PackageModel"]] = relationship(
         primaryjoin="foreign(PackageModel.digest) == WorkerModel.packages_digest",
-        viewonly=True, order_by="PackageModel.name",
+        viewonly=True,
+        order_by="PackageModel.name",
     )
 
 

@@ -29,10 +29,10 @@ from flux.domain.namespaces import DEFAULT, NamespaceState
 from flux.server import executions, namespaces, retention, topics, workflows
 from flux.server.database import Database
 from flux.server.errors import Conflict
+from flux.server.hook_models import HookModel
 from flux.server.models import ExecutionModel, NamespaceModel, ScheduleModel, WorkflowModel
 from flux.server.namespace_schemas import NamespaceDeletion
 from flux.server.notify import Notifier
-from flux.server.hook_models import HookModel
 from flux.server.service_models import SecretModel, TaskCacheModel
 
 #: Executions cancelled or deleted per transaction.
@@ -73,8 +73,10 @@ def begin(session: Session, name: str, force: bool) -> int:
     row = namespaces.get_row(session, name, lock=True)
     waiting = namespaces.unfinished(session, name)
     if waiting and not force and row.state == NamespaceState.ACTIVE.value:
-        raise Conflict(f"namespace {name!r} holds {waiting} unfinished execution(s); force=true "
-                       "('flux namespace delete --force') cancels them")
+        raise Conflict(
+            f"namespace {name!r} holds {waiting} unfinished execution(s); force=true "
+            "('flux namespace delete --force') cancels them"
+        )
     row.state = NamespaceState.TERMINATING.value
     return waiting
 
@@ -83,7 +85,9 @@ def cancel_batch(session: Session, name: str) -> tuple[list[str], list[str]]:
     """Cancel up to ``BATCH`` of its unfinished executions not being cancelled already
     (their children too). Returns the ids cancelled and the workers to wake."""
     ids = session.scalars(
-        select(ExecutionModel.id).where(ExecutionModel.namespace == name, ExecutionModel.state.in_(TO_CANCEL)).limit(BATCH)
+        select(ExecutionModel.id)
+        .where(ExecutionModel.namespace == name, ExecutionModel.state.in_(TO_CANCEL))
+        .limit(BATCH)
     ).all()
     cancelled, workers = [], []
     for execution_id in ids:
@@ -113,7 +117,9 @@ def purge_batch(session: Session, name: str) -> Step:
 
 
 def terminating(session: Session) -> list[str]:
-    return list(session.scalars(select(NamespaceModel.name).where(NamespaceModel.state == NamespaceState.TERMINATING.value)))
+    return list(
+        session.scalars(select(NamespaceModel.name).where(NamespaceModel.state == NamespaceState.TERMINATING.value))
+    )
 
 
 async def _batches(db: Database, work: Callable[[Session], object], done: Callable[[object], bool]) -> object:
@@ -154,7 +160,9 @@ async def delete_namespace(db: Database, name: str, force: bool, changed: Change
     cancelled = await cancel_all(db, name, changed)
     gone = await purge(db, name)
     left = 0 if gone else await db.read(lambda s: namespaces.unfinished(s, name))
-    return NamespaceDeletion(name=name, state="DELETED" if gone else "TERMINATING", cancelled=cancelled, unfinished=left)
+    return NamespaceDeletion(
+        name=name, state="DELETED" if gone else "TERMINATING", cancelled=cancelled, unfinished=left
+    )
 
 
 async def finish_terminating(db: Database, changed: Changed) -> list[str]:

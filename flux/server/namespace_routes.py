@@ -11,7 +11,13 @@ from flux.domain.names import NAME_MAX, NAME_PATTERN
 from flux.server import namespace_deletion, namespaces, topics
 from flux.server.auth import CLIENT, client
 from flux.server.errors import responses
-from flux.server.namespace_schemas import NamespaceCreate, NamespaceDeletion, NamespaceDetail, NamespaceInfo, NamespaceUpdate
+from flux.server.namespace_schemas import (
+    NamespaceCreate,
+    NamespaceDeletion,
+    NamespaceDetail,
+    NamespaceInfo,
+    NamespaceUpdate,
+)
 from flux.server.services import Services, services
 
 NAME = Path(pattern=NAME_PATTERN, max_length=NAME_MAX, description="The namespace's name")

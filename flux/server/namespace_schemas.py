@@ -13,7 +13,9 @@ from flux.server.schemas import Strict
 
 
 class NamespaceCreate(Strict):
-    name: str = Field(json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with .")
+    name: str = Field(
+        json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with ."
+    )
 
     @field_validator("name")
     @classmethod
@@ -23,11 +25,16 @@ class NamespaceCreate(Strict):
 
 class NamespaceInfo(BaseModel):
     name: str
-    state: NamespaceState = Field(description="ACTIVE, or TERMINATING while a forced delete waits for its executions to end")
+    state: NamespaceState = Field(
+        description="ACTIVE, or TERMINATING while a forced delete waits for its executions to end"
+    )
     created_at: float
-    weight: float = Field(default=1.0, description="Its share of a contended fleet against other namespaces (docs/contention.md)")
+    weight: float = Field(
+        default=1.0, description="Its share of a contended fleet against other namespaces (docs/contention.md)"
+    )
     quota: dict[str, float] | None = Field(
-        default=None, description="The most it may hold at once: cpu, memory and disk (bytes), gpu, custom resources, executions"
+        default=None,
+        description="The most it may hold at once: cpu, memory and disk (bytes), gpu, custom resources, executions",
     )
 
 
@@ -36,7 +43,8 @@ class NamespaceUpdate(Strict):
 
     weight: float | None = Field(default=None, gt=0, le=1e6, description="Fair-share weight (default 1)")
     quota: dict[str, float | str] | None = Field(
-        default=None, description="Replaces the quota: {'cpu': 16, 'memory': '64Gi', 'gpu': 4, 'executions': 100, 'fpga': 2}"
+        default=None,
+        description="Replaces the quota: {'cpu': 16, 'memory': '64Gi', 'gpu': 4, 'executions': 100, 'fpga': 2}",
     )
 
     @field_validator("quota")
@@ -53,7 +61,9 @@ class NamespaceDetail(NamespaceInfo):
     unfinished: int = Field(description="Executions that have not finished (what a delete without force refuses for)")
     schedules: int
     secrets: int
-    held: dict[str, float] = Field(default={}, description="What its executions that hold a worker hold: quantities and executions")
+    held: dict[str, float] = Field(
+        default={}, description="What its executions that hold a worker hold: quantities and executions"
+    )
     waiting: dict[str, int] = Field(default={}, description="Executions queued (SCHEDULED), by priority")
 
 

@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session
 
 from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES, ExecutionState
-from flux.domain.quotas import EXECUTIONS, Quota
 from flux.domain.namespaces import DEFAULT, NamespaceState
+from flux.domain.quotas import EXECUTIONS, Quota
 from flux.server import topics
 from flux.server.database import Database
 from flux.server.errors import Conflict, NotFound
@@ -47,7 +47,9 @@ def being_deleted(name: str) -> Conflict:
 
 
 def _info(row: NamespaceModel) -> NamespaceInfo:
-    return NamespaceInfo(name=row.name, state=row.state, created_at=row.created_at, weight=row.weight or 1.0, quota=row.quota)
+    return NamespaceInfo(
+        name=row.name, state=row.state, created_at=row.created_at, weight=row.weight or 1.0, quota=row.quota
+    )
 
 
 def create(session: Session, name: str) -> NamespaceInfo:
@@ -72,10 +74,14 @@ def get_row(session: Session, name: str, lock: bool = False) -> NamespaceModel:
 
 def unfinished(session: Session, name: str) -> int:
     """Executions in it that have not finished (``ix_executions_namespace_state_order``)."""
-    return session.scalar(
-        select(func.count()).select_from(ExecutionModel)
-        .where(ExecutionModel.namespace == name, ExecutionModel.state.in_(UNFINISHED))
-    ) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(ExecutionModel)
+            .where(ExecutionModel.namespace == name, ExecutionModel.state.in_(UNFINISHED))
+        )
+        or 0
+    )
 
 
 def detail(session: Session, name: str) -> NamespaceDetail:
@@ -85,13 +91,21 @@ def detail(session: Session, name: str) -> NamespaceDetail:
     def count(column) -> int:  # noqa: ANN001 - a column of a namespaced table
         return session.scalar(select(func.count(func.distinct(column))).where(column.table.c.namespace == name)) or 0
 
-    by_state = dict(session.execute(
-        select(ExecutionModel.state, func.count()).where(ExecutionModel.namespace == name).group_by(ExecutionModel.state)
-    ).all())
+    by_state = dict(
+        session.execute(
+            select(ExecutionModel.state, func.count())
+            .where(ExecutionModel.namespace == name)
+            .group_by(ExecutionModel.state)
+        ).all()
+    )
     return NamespaceDetail(
-        **_info(row).model_dump(), workflows=count(WorkflowModel.name), executions=by_state,
+        **_info(row).model_dump(),
+        workflows=count(WorkflowModel.name),
+        executions=by_state,
         unfinished=sum(n for state, n in by_state.items() if state in UNFINISHED),
-        schedules=count(ScheduleModel.name), secrets=count(SecretModel.name), **usage(session, name),
+        schedules=count(ScheduleModel.name),
+        secrets=count(SecretModel.name),
+        **usage(session, name),
     )
 
 
@@ -101,7 +115,9 @@ def usage(session: Session, name: str) -> dict:
     held: dict[str, float] = {}
     holding = 0
     for (allotment,) in session.execute(
-        select(ExecutionModel.allotment).where(ExecutionModel.namespace == name, ExecutionModel.state.in_(HOLDING_STATES))
+        select(ExecutionModel.allotment).where(
+            ExecutionModel.namespace == name, ExecutionModel.state.in_(HOLDING_STATES)
+        )
     ):
         holding += 1
         for dimension, amount in Allotment.from_json(allotment).quantities.items():

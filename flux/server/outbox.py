@@ -48,13 +48,18 @@ INSERT_DELIVERY = sql_insert(HookDeliveryModel.__table__)
 def subscriptions(session: Session) -> list[Subscription]:
     """Every hook, as matching sees it."""
     rows = session.execute(select(HookModel.id, HookModel.namespace, HookModel.events, HookModel.workflow))
-    return [Subscription(row.id, row.namespace, frozenset(HookEventType(e) for e in row.events), row.workflow) for row in rows]
+    return [
+        Subscription(row.id, row.namespace, frozenset(HookEventType(e) for e in row.events), row.workflow)
+        for row in rows
+    ]
 
 
 class Subscriptions:
     """This replica's copy of the hooks' subscriptions, and what an enqueue wakes."""
 
-    def __init__(self, max_age: float = DEFAULT_MAX_AGE, unschedulable_after: float = DEFAULT_UNSCHEDULABLE_AFTER) -> None:
+    def __init__(
+        self, max_age: float = DEFAULT_MAX_AGE, unschedulable_after: float = DEFAULT_UNSCHEDULABLE_AFTER
+    ) -> None:
         self.max_age = max_age
         #: Seconds unschedulable before ``execution.unschedulable`` (``unschedulable_overdue``).
         self.unschedulable_after = unschedulable_after
@@ -112,11 +117,28 @@ def deliver_to(session: Session, event: HookEvent, hook_ids: list[int]) -> list[
     rows = []
     for hook_id in hook_ids:
         delivery_id = uuid.uuid4().hex
-        body = {"id": delivery_id, "type": event.type.value, "time": event.time, "namespace": event.namespace, "data": event.data}
-        rows.append(dict(
-            id=delivery_id, hook_id=hook_id, type=event.type.value, subject=event.subject[:160], body=body, state=PENDING,
-            created_at=now, next_attempt_at=now, expires_at=now + max_age, attempts=0, finished_at=None,
-        ))
+        body = {
+            "id": delivery_id,
+            "type": event.type.value,
+            "time": event.time,
+            "namespace": event.namespace,
+            "data": event.data,
+        }
+        rows.append(
+            dict(
+                id=delivery_id,
+                hook_id=hook_id,
+                type=event.type.value,
+                subject=event.subject[:160],
+                body=body,
+                state=PENDING,
+                created_at=now,
+                next_attempt_at=now,
+                expires_at=now + max_age,
+                attempts=0,
+                finished_at=None,
+            )
+        )
     session.execute(INSERT_DELIVERY, rows)
     wake_on_commit(session)
     return [row["id"] for row in rows]
@@ -144,14 +166,24 @@ def execution_event(session: Session, execution: Any, type_: HookEventType, **da
     """Enqueue ``type_`` about ``execution`` (an ``ExecutionModel``, or the row a
     submission inserted), when some hook may want it."""
     if wants(session, type_):
-        enqueue(session, HookEvent(type_, execution.id, execution.namespace, _body(execution, **data), workflow=execution.workflow_name))
+        enqueue(
+            session,
+            HookEvent(
+                type_, execution.id, execution.namespace, _body(execution, **data), workflow=execution.workflow_name
+            ),
+        )
 
 
 def _body(execution: Any, **data: Any) -> dict[str, Any]:
     return {
-        "execution_id": execution.id, "workflow": execution.workflow_name, "version": execution.workflow_version,
-        "state": execution.state, "attempt": execution.attempt, "worker": execution.worker_name,
-        "schedule": execution.schedule, **data,
+        "execution_id": execution.id,
+        "workflow": execution.workflow_name,
+        "version": execution.workflow_version,
+        "state": execution.state,
+        "attempt": execution.attempt,
+        "worker": execution.worker_name,
+        "schedule": execution.schedule,
+        **data,
     }
 
 
@@ -170,15 +202,28 @@ def unschedulable_overdue(session: Session, reasons: dict[str, str], now: float)
     reason), so a restart or another replica's round reads the same clock."""
     copy = _copy(session)
     type_ = HookEventType.EXECUTION_UNSCHEDULABLE
-    if not reasons or copy is None or not copy.wants(type_) or now - copy.overdue_checked_at < min(OVERDUE_CHECK, copy.unschedulable_after / 4):
+    if (
+        not reasons
+        or copy is None
+        or not copy.wants(type_)
+        or now - copy.overdue_checked_at < min(OVERDUE_CHECK, copy.unschedulable_after / 4)
+    ):
         return
     copy.overdue_checked_at = now
     since: dict[str, tuple[float, float]] = {}  # id -> (unschedulable since, this wait since)
     for row in session.execute(
-        select(ExecutionEventModel.execution_id, ExecutionEventModel.value, ExecutionEventModel.time, ExecutionModel.pending_since,
-               ExecutionModel.scheduled_at)
+        select(
+            ExecutionEventModel.execution_id,
+            ExecutionEventModel.value,
+            ExecutionEventModel.time,
+            ExecutionModel.pending_since,
+            ExecutionModel.scheduled_at,
+        )
         .join(ExecutionModel, ExecutionModel.id == ExecutionEventModel.execution_id)
-        .where(ExecutionEventModel.execution_id.in_(list(reasons)), ExecutionEventModel.type == EventType.WORKFLOW_UNSCHEDULABLE.value)
+        .where(
+            ExecutionEventModel.execution_id.in_(list(reasons)),
+            ExecutionEventModel.type == EventType.WORKFLOW_UNSCHEDULABLE.value,
+        )
         .order_by(ExecutionEventModel.seq)
     ):
         since[row.execution_id] = ((row.value or {}).get("since", row.time), row.pending_since or row.scheduled_at)
@@ -186,15 +231,25 @@ def unschedulable_overdue(session: Session, reasons: dict[str, str], now: float)
     hooks = [hook.id for hook in copy.hooks if type_ in hook.events]
     if not overdue or not hooks:
         return
-    sent = set(session.execute(
-        select(HookDeliveryModel.hook_id, HookDeliveryModel.subject, HookDeliveryModel.created_at)
-        .where(HookDeliveryModel.hook_id.in_(hooks), HookDeliveryModel.subject.in_(list(overdue)), HookDeliveryModel.type == type_.value)
-    ).all())
+    sent = set(
+        session.execute(
+            select(HookDeliveryModel.hook_id, HookDeliveryModel.subject, HookDeliveryModel.created_at).where(
+                HookDeliveryModel.hook_id.in_(hooks),
+                HookDeliveryModel.subject.in_(list(overdue)),
+                HookDeliveryModel.type == type_.value,
+            )
+        ).all()
+    )
     told = {(hook, subject) for hook, subject, at in sent if at >= overdue[subject][1]}
     for execution in session.scalars(select(ExecutionModel).where(ExecutionModel.id.in_(list(overdue)))):
         first = overdue[execution.id][0]
-        event = HookEvent(type_, execution.id, execution.namespace, _body(execution, reason=reasons[execution.id], since=first,
-                          waited=round(now - first, 3)), workflow=execution.workflow_name)
+        event = HookEvent(
+            type_,
+            execution.id,
+            execution.namespace,
+            _body(execution, reason=reasons[execution.id], since=first, waited=round(now - first, 3)),
+            workflow=execution.workflow_name,
+        )
         wanting = [hook.id for hook in copy.hooks if hook.wants(event) and (hook.id, execution.id) not in told]
         if wanting:
             deliver_to(session, event, wanting)
@@ -211,7 +266,9 @@ def worker_left(session: Session, worker: str | None) -> None:
     if worker is None or not wants(session, HookEventType.WORKER_DRAINED):
         return
     draining = session.scalar(select(WorkerModel.draining).where(WorkerModel.name == worker))
-    held = session.scalar(select(func.count()).where(ExecutionModel.worker_name == worker, ExecutionModel.state.in_(HOLDING_STATES)))
+    held = session.scalar(
+        select(func.count()).where(ExecutionModel.worker_name == worker, ExecutionModel.state.in_(HOLDING_STATES))
+    )
     if draining and not held:
         fleet_event(session, HookEventType.WORKER_DRAINED, worker)
 

@@ -32,7 +32,11 @@ STORED = {EventType.WORKFLOW_SCHEDULED.value: {"input": INPUT_REF}, EventType.WO
 def resolve(event_type: str, value: Any, execution: Any) -> Any:
     """The value to show for a stored event value: references become the payloads."""
     if event_type in STORED and value == STORED[event_type]:  # not a None value of another type
-        return {"input": readable(execution.input)} if event_type == EventType.WORKFLOW_SCHEDULED.value else readable(execution.output)
+        return (
+            {"input": readable(execution.input)}
+            if event_type == EventType.WORKFLOW_SCHEDULED.value
+            else readable(execution.output)
+        )
     return readable(value)
 
 

@@ -48,7 +48,8 @@ QUEUED = ExecutionModel.state == ExecutionState.SCHEDULED.value
 #: Locked on PostgreSQL: replicas placing at once split the queue instead of colliding
 #: (SQLite has one writer and renders no FOR UPDATE).
 _ORDERED = (
-    select(*COLUMNS).where(QUEUED)
+    select(*COLUMNS)
+    .where(QUEUED)
     .order_by(ExecutionModel.priority.desc(), ExecutionModel.scheduled_at, ExecutionModel.id)
     .with_for_update(skip_locked=True, of=ExecutionModel)
 )
@@ -80,7 +81,9 @@ def _missing_heads(session: Session, rows: list) -> list:
     lowest = rows[-1].priority
     present = {(row.priority, row.namespace) for row in rows}
     groups = session.execute(
-        select(ExecutionModel.priority, ExecutionModel.namespace).where(QUEUED, ExecutionModel.priority >= lowest).distinct()
+        select(ExecutionModel.priority, ExecutionModel.namespace)
+        .where(QUEUED, ExecutionModel.priority >= lowest)
+        .distinct()
     ).all()
     missing = sorted(((p, n) for p, n in groups if (p, n) not in present), key=lambda g: (-g[0], g[1]))[:MAX_MISSING]
     heads = []

@@ -114,7 +114,12 @@ class Member:
         """The notices of what it holds that is being preempted; ``untold``: only those
         no claim reply carried yet (a claim returns early for news, not for repeats)."""
         notices = [
-            PreemptionNotice(execution_id=eid, attempt=held.attempt, by=held.preempted_by, seconds=max(0.0, held.preempt_deadline - now))
+            PreemptionNotice(
+                execution_id=eid,
+                attempt=held.attempt,
+                by=held.preempted_by,
+                seconds=max(0.0, held.preempt_deadline - now),
+            )
             for eid, held in sorted((self.held or {}).items())
             if held.preempt_deadline is not None and held.state != ExecutionState.CANCELLING.value
         ]

@@ -89,8 +89,14 @@ def store_statuses(session: Session, batch: list[Status]) -> None:
             rows.setdefault(tuple(sorted(values)), []).append(values)
     for columns, same_columns in rows.items():
         session.execute(_status_update(columns), [{f"new_{k}": v for k, v in row.items()} for row in same_columns])
-    store_gpus(session, [(s.worker_id, s.worker, s.sample.get("gpus") or []) for s in batch
-                         if s.sample is not None and (s.gpu_rows or s.sample.get("gpus"))])
+    store_gpus(
+        session,
+        [
+            (s.worker_id, s.worker, s.sample.get("gpus") or [])
+            for s in batch
+            if s.sample is not None and (s.gpu_rows or s.sample.get("gpus"))
+        ],
+    )
     session.execute(
         update(WorkerModel)
         .where(WorkerModel.id.in_([s.worker_id for s in batch]))
@@ -118,8 +124,12 @@ def store_gpus(session: Session, devices: list[tuple[int, str, list[dict]]]) -> 
         return
     stored: dict[int, list] = {}
     for row in session.execute(
-        select(WorkerResourcesGPUModel.id, WorkerResourcesGPUModel.worker_id, WorkerResourcesGPUModel.uuid,
-               WorkerResourcesGPUModel.unhealthy)
+        select(
+            WorkerResourcesGPUModel.id,
+            WorkerResourcesGPUModel.worker_id,
+            WorkerResourcesGPUModel.uuid,
+            WorkerResourcesGPUModel.unhealthy,
+        )
         .where(WorkerResourcesGPUModel.worker_id.in_([worker_id for worker_id, _, _ in devices]))
         .order_by(WorkerResourcesGPUModel.worker_id, WorkerResourcesGPUModel.index)
     ):
@@ -135,7 +145,9 @@ def store_gpus(session: Session, devices: list[tuple[int, str, list[dict]]]) -> 
     if same:
         session.execute(update(WorkerResourcesGPUModel), same)
     if replaced:
-        session.execute(delete(WorkerResourcesGPUModel).where(WorkerResourcesGPUModel.worker_id.in_([w for w, _ in replaced])))
+        session.execute(
+            delete(WorkerResourcesGPUModel).where(WorkerResourcesGPUModel.worker_id.in_([w for w, _ in replaced]))
+        )
         new = [{"worker_id": worker_id, **gpu} for worker_id, gpus in replaced for gpu in gpus]
         if new:
             session.execute(insert(WorkerResourcesGPUModel), new)
@@ -145,7 +157,14 @@ def _unhealthy_events(session: Session, worker: str, was: dict[str, str | None],
     for gpu in gpus:
         reason = gpu.get("unhealthy")
         if reason and reason != was.get(gpu["uuid"]):
-            outbox.fleet_event(session, HookEventType.DEVICE_UNHEALTHY, worker, device=gpu["uuid"], index=gpu.get("index"), reason=reason)
+            outbox.fleet_event(
+                session,
+                HookEventType.DEVICE_UNHEALTHY,
+                worker,
+                device=gpu["uuid"],
+                index=gpu.get("index"),
+                reason=reason,
+            )
 
 
 def gpus(worker: WorkerModel) -> list[dict]:
@@ -209,8 +228,15 @@ def gpu_allotments(session: Session, worker_name: str) -> list[GPUAllotment]:
     for execution_id, stored in rows:
         allotment = Allotment.from_json(stored)
         for device in allotment.devices:
-            found.append(GPUAllotment(index=device.index, uuid=device.uuid, execution_id=execution_id,
-                                      fraction=device.fraction, memory=device.memory))
+            found.append(
+                GPUAllotment(
+                    index=device.index,
+                    uuid=device.uuid,
+                    execution_id=execution_id,
+                    fraction=device.fraction,
+                    memory=device.memory,
+                )
+            )
         if not allotment.devices:  # written before devices: whole cards by index
             found += [GPUAllotment(index=index, execution_id=execution_id, fraction=1.0) for index in allotment.gpus]
     return found

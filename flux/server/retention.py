@@ -58,8 +58,11 @@ def prune_batch(session: Session, cutoff: float, namespace: str | None = None) -
 
 def prune_audit_batch(session: Session, cutoff: float) -> int:
     """Delete up to ``BATCH`` audit rows older than ``cutoff``, oldest first. Returns how many."""
-    ids = list(session.scalars(select(AuditLogModel.id).where(AuditLogModel.time < cutoff)
-                               .order_by(AuditLogModel.id).limit(BATCH)))
+    ids = list(
+        session.scalars(
+            select(AuditLogModel.id).where(AuditLogModel.time < cutoff).order_by(AuditLogModel.id).limit(BATCH)
+        )
+    )
     if ids:
         session.execute(delete(AuditLogModel).where(AuditLogModel.id.in_(ids)))
     return len(ids)

@@ -152,29 +152,48 @@ class Autoscaler:
         try:
             handles = await asyncio.wait_for(each.apply(change), PROVIDER_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - any provider failure is reported and retried
-            message = f"no answer within {PROVIDER_TIMEOUT:g}s" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+            message = (
+                f"no answer within {PROVIDER_TIMEOUT:g}s"
+                if isinstance(exc, TimeoutError)
+                else str(exc) or type(exc).__name__
+            )
             log.warning("pool %s: provider %s failed: %s", change.pool, kind, message)
             await self.svc.db.run(lambda s: _failed(s, change, message, time.time()))
             return
         await self.svc.db.run(lambda s: _succeeded(s, change, handles))
 
     def decide(self, session: Session, now: float) -> Outcome | None:
-        if session.bind.dialect.name == "postgresql" and not session.scalar(text(f"SELECT pg_try_advisory_xact_lock({AUTOSCALE_LOCK})")):
+        if session.bind.dialect.name == "postgresql" and not session.scalar(
+            text(f"SELECT pg_try_advisory_xact_lock({AUTOSCALE_LOCK})")
+        ):
             return None  # another replica is deciding
         pools = list(session.scalars(select(PoolModel).order_by(PoolModel.created_at, PoolModel.name)))
         if not pools:
             return Outcome()
         views = self.svc.dispatcher.snapshot.views(session)
         live = {v.name: v for v in views}
-        held = dict(session.execute(
-            select(ExecutionModel.worker_name, func.count()).where(ExecutionModel.state.in_(HOLDING_STATES))
-            .group_by(ExecutionModel.worker_name)).all())
+        held = dict(
+            session.execute(
+                select(ExecutionModel.worker_name, func.count())
+                .where(ExecutionModel.state.in_(HOLDING_STATES))
+                .group_by(ExecutionModel.worker_name)
+            ).all()
+        )
         outcome = Outcome(kinds={p.provider for p in pools})
         rows = _reconcile(session, {p.name: p for p in pools}, live, held, now, outcome)
         members = [_member(row, held, now) for row in rows]
         plan = autoscale.plan([store.template(p) for p in pools], _waiting(session), views, members)
         for pool in pools:
-            _act(session, pool, plan.decisions[pool.name], [r for r in rows if r.pool == pool.name], held, now, outcome, plan.unfit)
+            _act(
+                session,
+                pool,
+                plan.decisions[pool.name],
+                [r for r in rows if r.pool == pool.name],
+                held,
+                now,
+                outcome,
+                plan.unfit,
+            )
         return outcome
 
 
@@ -182,12 +201,18 @@ def _waiting(session: Session) -> list[Demand]:
     rows = session.execute(
         select(ExecutionModel.id, ExecutionModel.requests, ExecutionModel.affinity, ExecutionModel.namespace)
         .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
-        .order_by(ExecutionModel.scheduled_at).limit(WAITING_LIMIT))
-    return [demand_from_row(execution_id=r.id, requests=r.requests, affinity=r.affinity, namespace=r.namespace) for r in rows]
+        .order_by(ExecutionModel.scheduled_at)
+        .limit(WAITING_LIMIT)
+    )
+    return [
+        demand_from_row(execution_id=r.id, requests=r.requests, affinity=r.affinity, namespace=r.namespace)
+        for r in rows
+    ]
 
 
-def _reconcile(session: Session, pools: dict[str, PoolModel], live: dict[str, WorkerView], held: dict, now: float,
-               outcome: Outcome) -> list[PoolWorkerModel]:
+def _reconcile(
+    session: Session, pools: dict[str, PoolModel], live: dict[str, WorkerView], held: dict, now: float, outcome: Outcome
+) -> list[PoolWorkerModel]:
     """Rows brought up to date with the fleet: a registered STARTING one is RUNNING; a
     pool worker nobody asked for (a Deployment's Pod, a restart) is adopted, taking the
     place of the oldest starting row; a gone one is forgotten; idle times are kept."""
@@ -196,7 +221,9 @@ def _reconcile(session: Session, pools: dict[str, PoolModel], live: dict[str, Wo
     for view in live.values():
         pool = view.labels.get(POOL_LABEL)
         if pool in pools and view.name not in known and view.state == WorkerState.ONLINE:  # not one being stopped
-            waiting = next((r for r in rows if r.pool == pool and r.state == MemberState.STARTING and r.name not in live), None)
+            waiting = next(
+                (r for r in rows if r.pool == pool and r.state == MemberState.STARTING and r.name not in live), None
+            )
             requested = waiting.requested_at if waiting else now
             if waiting is not None:
                 rows.remove(waiting)
@@ -223,12 +250,25 @@ def _reconcile(session: Session, pools: dict[str, PoolModel], live: dict[str, Wo
 
 
 def _member(row: PoolWorkerModel, held: dict, now: float) -> Member:
-    return Member(row.name, row.pool, MemberState(row.state), held.get(row.name, 0),
-                  now - row.idle_since if row.idle_since is not None else 0.0)
+    return Member(
+        row.name,
+        row.pool,
+        MemberState(row.state),
+        held.get(row.name, 0),
+        now - row.idle_since if row.idle_since is not None else 0.0,
+    )
 
 
-def _act(session: Session, pool: PoolModel, decision: autoscale.Decision, rows: list[PoolWorkerModel], held: dict,
-         now: float, outcome: Outcome, unfit: int) -> None:
+def _act(
+    session: Session,
+    pool: PoolModel,
+    decision: autoscale.Decision,
+    rows: list[PoolWorkerModel],
+    held: dict,
+    now: float,
+    outcome: Outcome,
+    unfit: int,
+) -> None:
     """Record the decision; drain what it stops, stop what was drained and holds nothing,
     undrain what got work meanwhile, and name the workers to start."""
     pool.desired, pool.decided_at = decision.desired, now
@@ -259,9 +299,20 @@ def _act(session: Session, pool: PoolModel, decision: autoscale.Decision, rows: 
         return
     if start or stops:
         size = len(rows) + len(start) - len(stops)
-        outcome.changes.append(Change(
-            pool.name, pool.provider, dict(pool.labels), dict(pool.resources), pool.gpus, pool.slots,
-            dict(pool.options), start, tuple(stops), size))
+        outcome.changes.append(
+            Change(
+                pool.name,
+                pool.provider,
+                dict(pool.labels),
+                dict(pool.resources),
+                pool.gpus,
+                pool.slots,
+                dict(pool.options),
+                start,
+                tuple(stops),
+                size,
+            )
+        )
 
 
 def _set_draining(session: Session, name: str, draining: bool) -> None:

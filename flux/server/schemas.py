@@ -12,18 +12,24 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serial
 
 from flux.domain.concurrency import check_concurrency
 from flux.domain.events import EventType, ExecutionState
-from flux.domain.priority import check_priority
 from flux.domain.names import NAME_PATTERN, check_name
+from flux.domain.priority import check_priority
 from flux.domain.secrets import MAX_SECRET_LENGTH
+
 # The worker protocol's messages, re-exported for the routes (and whoever imported them from here).
 from flux.protocol.base import Number, Strict
 from flux.protocol.checkpoints import Checkpoint, CheckpointReply, EventIn  # noqa: F401
-from flux.protocol.failures import Failure  # noqa: F401
 from flux.protocol.claims import AllotmentJSON, ClaimedExecution, ClaimReply, ClaimRequest, RequestsJSON  # noqa: F401
+from flux.protocol.failures import Failure  # noqa: F401
 from flux.protocol.heartbeat import Heartbeat, HeartbeatReply  # noqa: F401
 from flux.protocol.logs import MAX_LOG_LINES, LogBatch, LogBatchReply, LogLineIn, LogStream  # noqa: F401
 from flux.protocol.registration import (  # noqa: F401
-    GPUInfo, PackageInfo, RegistrationReply, ResourcesInfo, RuntimeInfo, WorkerRegistration,
+    GPUInfo,
+    PackageInfo,
+    RegistrationReply,
+    ResourcesInfo,
+    RuntimeInfo,
+    WorkerRegistration,
 )
 from flux.protocol.services import CacheLookup, CacheLookupReply, SecretRequest, SecretValues  # noqa: F401
 
@@ -39,7 +45,9 @@ class ErrorBody(BaseModel):
     """Every 4xx/5xx answer (see docs/security.md)."""
 
     detail: str = Field(description="Human-readable reason")
-    code: str = Field(description="not_found, unauthorized, forbidden, conflict, invalid, payload_too_large, validation_error, ...")
+    code: str = Field(
+        description="not_found, unauthorized, forbidden, conflict, invalid, payload_too_large, validation_error, ..."
+    )
     errors: list[ErrorItem] | None = Field(default=None, description="Field errors; only for validation_error")
 
 
@@ -78,10 +86,14 @@ def _priority(value: object) -> int | str | None:
 class Contention(Strict):
     """A workflow's options that decide who gets a contended fleet (docs/contention.md)."""
 
-    priority: Priority | None = Field(default=None, description="A priority class's name or an int; null: the server's default class")
+    priority: Priority | None = Field(
+        default=None, description="A priority class's name or an int; null: the server's default class"
+    )
     preemptible: bool = Field(default=True, description="False: never preempted for higher-priority work")
     concurrency: ConcurrencyJSON | None = None
-    max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000, description="Executions of it holding a worker at once")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Executions of it holding a worker at once"
+    )
 
     @field_validator("priority")
     @classmethod
@@ -97,13 +109,19 @@ class Contention(Strict):
 
 
 class WorkflowSpec(Contention):
-    name: str = Field(json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with .")
+    name: str = Field(
+        json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with ."
+    )
     requests: dict[str, Any] | None = None
     affinity: AffinityJSON | None = None
     routing: dict[str, Any] | None = None
     pending_timeout: float | None = Field(default=None, gt=0)
-    max_attempts: int | None = Field(default=None, ge=1, le=1000, description="Attempts that may crash before it fails; null: the server's default")
-    timeout: float | None = Field(default=None, gt=0, le=1e10, description="Seconds from submission before it ends TIMED_OUT")
+    max_attempts: int | None = Field(
+        default=None, ge=1, le=1000, description="Attempts that may crash before it fails; null: the server's default"
+    )
+    timeout: float | None = Field(
+        default=None, gt=0, le=1e10, description="Seconds from submission before it ends TIMED_OUT"
+    )
 
     @field_validator("name")
     @classmethod
@@ -123,7 +141,8 @@ SHA256_PATTERN = "^[0-9a-f]{64}$"
 class BundleRegistration(Strict):
     bundle: str = Field(pattern=SHA256_PATTERN, description="The sha256 of a bundle uploaded with POST /bundles")
     requirements: bool = Field(
-        default=True, description="Turn the bundle's requirements (requirements.txt, pyproject.toml) into package constraints"
+        default=True,
+        description="Turn the bundle's requirements (requirements.txt, pyproject.toml) into package constraints",
     )
 
 
@@ -135,7 +154,9 @@ class BundleInfo(BaseModel):
 
 class WorkflowInfo(BaseModel):
     name: str
-    contention: dict[str, Any] | None = Field(default=None, description="Its priority, preemptible, concurrency and max_concurrency, those set")
+    contention: dict[str, Any] | None = Field(
+        default=None, description="Its priority, preemptible, concurrency and max_concurrency, those set"
+    )
     version: int
     filename: str
     requests: RequestsJSON | None
@@ -154,7 +175,9 @@ class WorkflowInfo(BaseModel):
 class RunRequest(Strict):
     input: Any = None
     version: int | None = Field(default=None, ge=1)
-    priority: Priority | None = Field(default=None, description="This run's priority (a class name or an int); null: the workflow's")
+    priority: Priority | None = Field(
+        default=None, description="This run's priority (a class name or an int); null: the workflow's"
+    )
 
     @field_validator("priority")
     @classmethod
@@ -167,7 +190,9 @@ class ResumeRequest(Strict):
 
 
 class PruneRequest(Strict):
-    older_than: float = Field(gt=0, le=1e12, description="Seconds: executions that finished longer ago than this are deleted")
+    older_than: float = Field(
+        gt=0, le=1e12, description="Seconds: executions that finished longer ago than this are deleted"
+    )
 
 
 class PruneReply(BaseModel):
@@ -214,7 +239,10 @@ class ExecutionInfo(BaseModel):
     input: Any = Field(default=None, description="Absent from list items unless asked for (?include=input)")
     output: Any = Field(default=None, description="Absent from list items unless asked for (?include=output)")
     error: str | None
-    failure: Failure | None = Field(default=None, description="A FAILED one's type, message and traceback, when its code raised (GET /executions/ID only)")
+    failure: Failure | None = Field(
+        default=None,
+        description="A FAILED one's type, message and traceback, when its code raised (GET /executions/ID only)",
+    )
     worker_name: str | None
     attempt: int = Field(description="The current attempt (0 before the first claim); also its fencing token")
     max_attempts: int = Field(description="Attempts that may end in a crash before it fails")
@@ -229,16 +257,26 @@ class ExecutionInfo(BaseModel):
     started_at: float | None
     finished_at: float | None
     schedule: str | None = Field(default=None, description="The schedule that started it (docs/schedules.md)")
-    scheduled_for: float | None = Field(default=None, description="The due time (epoch seconds) its schedule started it for")
-    wait: WaitInfo | None = Field(default=None, description="What it waits for while SLEEPING, PAUSED or AWAITING_CHILD")
+    scheduled_for: float | None = Field(
+        default=None, description="The due time (epoch seconds) its schedule started it for"
+    )
+    wait: WaitInfo | None = Field(
+        default=None, description="What it waits for while SLEEPING, PAUSED or AWAITING_CHILD"
+    )
     parent: str | None = Field(default=None, description="The execution whose call() started it")
-    children: list[str] | None = Field(default=None, description="The executions its call()s started (GET /executions/ID only)")
+    children: list[str] | None = Field(
+        default=None, description="The executions its call()s started (GET /executions/ID only)"
+    )
     deadline: float | None = Field(default=None, description="When it ends TIMED_OUT (its workflow's timeout)")
     priority: int = Field(default=0, description="Higher is placed first (docs/contention.md)")
     priority_class: str | None = Field(default=None, description="The priority class it was given by, if any")
     preemptible: bool = True
-    concurrency: list[ConcurrencyJSON] | None = Field(default=None, description="Its concurrency keys, rendered at submission")
-    preempted_by: str | None = Field(default=None, description="While its attempt is being preempted: for which execution")
+    concurrency: list[ConcurrencyJSON] | None = Field(
+        default=None, description="Its concurrency keys, rendered at submission"
+    )
+    preempted_by: str | None = Field(
+        default=None, description="While its attempt is being preempted: for which execution"
+    )
     preempt_deadline: float | None = Field(default=None, description="When the preemption's grace period ends")
 
 
@@ -261,7 +299,9 @@ class LogLineOut(BaseModel):
 
 class LogPage(BaseModel):
     lines: list[LogLineOut]
-    next_after: int = Field(description="Pass as 'after' for the next page; when the page is not full, the execution's newest seq")
+    next_after: int = Field(
+        description="Pass as 'after' for the next page; when the page is not full, the execution's newest seq"
+    )
     truncated: bool = Field(description="Some attempt's worker dropped lines past its --max-log-bytes")
 
 
@@ -287,8 +327,12 @@ class WorkerResourcesInfo(BaseModel):
     memory_available: int
     disk_total: int
     disk_free: int
-    capacity: dict[str, Number] = Field(default={}, description="Probed dimensions beyond cpu, memory and disk: name -> total")
-    available: dict[str, Number] = Field(default={}, description="The same dimensions: name -> available at the last sample")
+    capacity: dict[str, Number] = Field(
+        default={}, description="Probed dimensions beyond cpu, memory and disk: name -> total"
+    )
+    available: dict[str, Number] = Field(
+        default={}, description="The same dimensions: name -> available at the last sample"
+    )
     metrics: dict[str, Number]
     sampled_at: float | None
     gpus: list[GPUDevice]
@@ -301,7 +345,9 @@ class ChosenWorker(BaseModel):
     worker: str
     attempt: int
     reason: str
-    allotment: dict[str, Any] | None = Field(description="What was set aside: cpu, memory, disk, gpus (indexes), resources")
+    allotment: dict[str, Any] | None = Field(
+        description="What was set aside: cpu, memory, disk, gpus (indexes), resources"
+    )
 
 
 class GPUAllotment(BaseModel):
@@ -321,7 +367,9 @@ class WorkerInfo(BaseModel):
     max_concurrent_executions: int
     allocation: str
     custom_resources: dict[str, float]
-    namespaces: list[str] | None = Field(default=None, description="The only namespaces it takes work of; null: every one")
+    namespaces: list[str] | None = Field(
+        default=None, description="The only namespaces it takes work of; null: every one"
+    )
     running: int
     registered_at: float
     last_heartbeat_at: float
@@ -345,7 +393,10 @@ class AttemptInfo(BaseModel):
     worker: str | None
     started_at: float
     ended_at: float | None = None
-    end: str | None = Field(default=None, description="finished, child_died, memory_limit, worker_lost, drained, handed_back, suspended, device_failure; null while it runs")
+    end: str | None = Field(
+        default=None,
+        description="finished, child_died, memory_limit, worker_lost, drained, handed_back, suspended, device_failure; null while it runs",
+    )
     cause: str | None = None
     counted: bool = Field(default=False, description="Whether it used up one of max_attempts (a crash)")
 
@@ -355,14 +406,21 @@ class QueueInfo(BaseModel):
 
     priority: int
     priority_class: str | None = None
-    position: int | None = Field(default=None, description="While SCHEDULED: its place in its namespace's queue (1: next)")
+    position: int | None = Field(
+        default=None, description="While SCHEDULED: its place in its namespace's queue (1: next)"
+    )
     higher_waiting: int = Field(default=0, description="Executions of higher priority waiting, in every namespace")
     quota: dict[str, float] | None = Field(default=None, description="Its namespace's quota")
     held: dict[str, float] = Field(default={}, description="What its namespace's executions hold now")
-    note: str | None = Field(default=None, description="What the last round said of it: a quota, a concurrency key, a higher priority's room, its own preemption")
+    note: str | None = Field(
+        default=None,
+        description="What the last round said of it: a quota, a concurrency key, a higher priority's room, its own preemption",
+    )
     preempted_by: str | None = None
     preempt_deadline: float | None = None
-    preempting: dict[str, float] = Field(default={}, description="The executions being preempted for it, and when each one's attempt ends")
+    preempting: dict[str, float] = Field(
+        default={}, description="The executions being preempted for it, and when each one's attempt ends"
+    )
 
 
 class PlacementInfo(BaseModel):

@@ -22,7 +22,11 @@ from flux.server.errors import responses
 from flux.server.services import Services, services
 
 PREFIX = "/namespaces/{namespace}"
-NAME = Path(pattern=NAME_PATTERN, max_length=NAME_MAX, description="The namespace; the same path without this prefix is 'default'")
+NAME = Path(
+    pattern=NAME_PATTERN,
+    max_length=NAME_MAX,
+    description="The namespace; the same path without this prefix is 'default'",
+)
 
 
 async def _exists(namespace: str = NAME, svc: Services = Depends(services)) -> None:

@@ -45,12 +45,14 @@ async def delete_secret(name: str = NAME, ns: str = NS, svc: Services = Depends(
 
 
 @router.post("/executions/{execution_id}/secrets", response_model=SecretValues, responses=WORKER)
-async def attempt_secrets(execution_id: str, body: SecretRequest, member: Member = Depends(worker), svc: Services = Depends(services)):
+async def attempt_secrets(
+    execution_id: str, body: SecretRequest, member: Member = Depends(worker), svc: Services = Depends(services)
+):
     """The values of the secrets a task of this execution requested (of its namespace),
     for the worker that holds its current attempt (else 409: fenced)."""
+
     def read(session):  # noqa: ANN001, ANN202
         execution = fenced_row(session, member.name, execution_id, body.attempt)
         return SecretValues(values=secrets.values_for(session, svc.secrets_keys, body.names, execution.namespace))
 
     return await svc.db.read(read)
-

@@ -26,8 +26,8 @@ from flux.domain.secrets import check_secret_value
 from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.namespaces import require_active
 from flux.server.schemas import SecretInfo
-from flux.server.settings import sqlite_file
 from flux.server.service_models import SecretModel
+from flux.server.settings import sqlite_file
 
 KEY_ENV = "FLUX_SECRETS_KEY"
 NO_KEY = f"the server has no secrets key: start it with {KEY_ENV} or --secrets-key-file (make one with 'flux secret generate-key')"
@@ -72,12 +72,14 @@ def check_key(session: Session, keys: MultiFernet | None) -> None:
     if not count:
         return
     if keys is None:
-        raise SecretsKeyError(f"the database holds {count} secret(s) and {NO_KEY[len('the server has '):]}")
+        raise SecretsKeyError(f"the database holds {count} secret(s) and {NO_KEY[len('the server has ') :]}")
     sample = session.scalars(select(SecretModel.encrypted).limit(1)).one()
     try:
         keys.decrypt(sample.encode())
     except InvalidToken:
-        raise SecretsKeyError(f"the secrets key does not decrypt the stored secrets (wrong {KEY_ENV} or key file?)") from None
+        raise SecretsKeyError(
+            f"the secrets key does not decrypt the stored secrets (wrong {KEY_ENV} or key file?)"
+        ) from None
 
 
 def _info(row: SecretModel) -> SecretInfo:
@@ -117,7 +119,9 @@ def delete(session: Session, name: str, namespace: str = DEFAULT) -> None:
     session.delete(row)
 
 
-def values_for(session: Session, keys: MultiFernet | None, names: list[str], namespace: str = DEFAULT) -> dict[str, str]:
+def values_for(
+    session: Session, keys: MultiFernet | None, names: list[str], namespace: str = DEFAULT
+) -> dict[str, str]:
     """The decrypted values of ``names`` in the namespace of the execution that asks
     (the caller has fenced its attempt)."""
     query = select(SecretModel).where(SecretModel.namespace == namespace, SecretModel.name.in_(names))

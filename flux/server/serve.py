@@ -29,7 +29,6 @@ from flux.server import edge
 from flux.server.database import migrate
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token
 
-
 #: The signals uvicorn takes as "stop".
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -95,7 +94,9 @@ def serve(app: FastAPI, settings: ServerSettings, sock: socket.socket) -> None:
     for sig in STOP_SIGNALS:
         signal.signal(sig, _exit_cleanly)
     http = edge.install(settings)
-    uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, http=http, **OPTIONS)).run(sockets=[sock])
+    uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, http=http, **OPTIONS)).run(
+        sockets=[sock]
+    )
 
 
 def serve_processes(settings: ServerSettings) -> None:
@@ -108,5 +109,12 @@ def serve_processes(settings: ServerSettings) -> None:
     migrate(settings.database_url)
     settings.migrated = True
     os.environ[SETTINGS_ENV] = settings.to_json()
-    uvicorn.run("flux.server.app:app_from_environment", factory=True, workers=settings.processes,
-                host=settings.host, port=settings.port, http=edge.install(settings), **OPTIONS)
+    uvicorn.run(
+        "flux.server.app:app_from_environment",
+        factory=True,
+        workers=settings.processes,
+        host=settings.host,
+        port=settings.port,
+        http=edge.install(settings),
+        **OPTIONS,
+    )

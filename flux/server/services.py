@@ -15,11 +15,11 @@ from flux.server import topics
 from flux.server.audit import AuditTrail
 from flux.server.database import Database
 from flux.server.dispatch import Dispatcher
-from flux.server.outbox import Subscriptions
-from flux.server.metrics import ServerMetrics
 from flux.server.fleet_trend import FleetTrend
+from flux.server.metrics import ServerMetrics
 from flux.server.namespaces import NamespaceCache
 from flux.server.notify import Notifier
+from flux.server.outbox import Subscriptions
 from flux.server.registry import FleetRegistry
 from flux.server.settings import ServerSettings
 from flux.server.tokens import TokenCache

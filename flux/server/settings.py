@@ -137,7 +137,9 @@ class ServerSettings:
                 return DEFAULT_MAX_PAYLOAD_SIZE
             return max(body - BODY_HEADROOM, body // 2)
         if not 0 < self.max_payload_size <= MAX_PAYLOAD_SIZE_CEILING:
-            raise ValueError(f"max_payload_size must be more than 0 and at most {MAX_PAYLOAD_SIZE_CEILING} bytes (512Mi)")
+            raise ValueError(
+                f"max_payload_size must be more than 0 and at most {MAX_PAYLOAD_SIZE_CEILING} bytes (512Mi)"
+            )
         if body and self.max_payload_size + BODY_HEADROOM > body:
             raise ValueError(
                 f"max_payload_size ({self.max_payload_size} bytes) needs a max_body_size of at least "
@@ -146,7 +148,9 @@ class ServerSettings:
         return self.max_payload_size
 
     def to_json(self) -> str:
-        return json.dumps({key: str(value) if isinstance(value, Path) else value for key, value in asdict(self).items()})
+        return json.dumps(
+            {key: str(value) if isinstance(value, Path) else value for key, value in asdict(self).items()}
+        )
 
     @classmethod
     def from_json(cls, text: str) -> "ServerSettings":
@@ -154,8 +158,12 @@ class ServerSettings:
 
     def attempt_policy(self) -> ExecutionPolicy:
         classes = PriorityClasses().with_overrides(parse_class(text) for text in self.priority_classes)
-        return ExecutionPolicy(default_max_attempts=self.default_max_attempts, backoff=self.attempt_backoff,
-                               priorities=classes, preemption_grace=self.preemption_grace)
+        return ExecutionPolicy(
+            default_max_attempts=self.default_max_attempts,
+            backoff=self.attempt_backoff,
+            priorities=classes,
+            preemption_grace=self.preemption_grace,
+        )
 
     def lease_interval_for(self, shared: bool) -> float:
         if self.lease_interval is not None:

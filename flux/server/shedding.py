@@ -19,7 +19,9 @@ from flux.server.database import Database
 from flux.server.metrics import ServerMetrics
 
 #: Paths that relieve load or keep the fleet alive: never shed.
-NEVER_SHED = re.compile(r"^/(health|metrics|workers/[^/]+/(heartbeat|claim|shutdown)|executions/[^/]+/(checkpoint|logs))$")
+NEVER_SHED = re.compile(
+    r"^/(health|metrics|workers/[^/]+/(heartbeat|claim|shutdown)|executions/[^/]+/(checkpoint|logs))$"
+)
 RETRY_AFTER_MIN, RETRY_AFTER_MAX = 2, 30
 
 

@@ -28,14 +28,14 @@ from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES, ExecutionState
-from flux.server.models import ExecutionModel, PackageModel, WorkerModel
 from flux.domain.workers import WorkerState
 from flux.scheduling.allocation import with_allotments
-from flux.scheduling.holders import Holdings, Holder
+from flux.scheduling.holders import Holder, Holdings
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import WorkerView, resampled, worker_view
-from flux.server.resources import gpus, quantities, view_sample
+from flux.server.models import ExecutionModel, PackageModel, WorkerModel
 from flux.server.registry import FleetRegistry, Member
+from flux.server.resources import gpus, quantities, view_sample
 
 #: The workers table is re-read at least this often even if nothing said it changed.
 FLEET_RESCAN = 10.0
@@ -61,8 +61,14 @@ _HOLDING = select(
 
 def _holder(row) -> Holder:  # noqa: ANN001 - a row of _HOLDING
     return Holder(
-        row.id, row.worker_name, row.namespace, row.priority or 0, row.preemptible is not False,
-        Allotment.from_json(row.allotment), row.claimed_at or 0.0, tuple(k["key"] for k in row.concurrency or ()),
+        row.id,
+        row.worker_name,
+        row.namespace,
+        row.priority or 0,
+        row.preemptible is not False,
+        Allotment.from_json(row.allotment),
+        row.claimed_at or 0.0,
+        tuple(k["key"] for k in row.concurrency or ()),
         row.preempt_deadline is not None or row.state == ExecutionState.CANCELLING.value,
     )
 
@@ -227,7 +233,9 @@ class FleetSnapshot:
             key = (id(base), state, _signature(allotments))  # the cache entry keeps base alive: ids stay unique
             cached = self._round_views.get(row.name)
             if cached is None or cached[0] != key or row.name in self._touched:
-                view = with_allotments(base.evolve(running=len(allotments), state=state), map(Allotment.from_json, allotments))
+                view = with_allotments(
+                    base.evolve(running=len(allotments), state=state), map(Allotment.from_json, allotments)
+                )
                 cached = self._round_views[row.name] = (key, view, base)
             self._views_now[self._position[row.name]] = cached[1]
             if self.pool.views.get(row.name) is not cached[1]:
@@ -267,20 +275,25 @@ class FleetSnapshot:
     def _load(self, session: Session, ids: list[int]) -> None:
         """(Re)build the views of these workers from their rows; a worker sampled here
         then takes its sample from memory (newer than any batch written)."""
-        loaded = list(session.scalars(
-            select(WorkerModel)
-            .where(WorkerModel.id.in_(ids))
-            .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus))
-        ))
-        new = {w.id for w in loaded if not (w.name in self._views and self._views[w.name].registered_at == w.registered_at)}
+        loaded = list(
+            session.scalars(
+                select(WorkerModel)
+                .where(WorkerModel.id.in_(ids))
+                .options(selectinload(WorkerModel.resources), selectinload(WorkerModel.gpus))
+            )
+        )
+        new = {
+            w.id for w in loaded if not (w.name in self._views and self._views[w.name].registered_at == w.registered_at)
+        }
         self._load_package_sets(session, {w.packages_digest for w in loaded if w.id in new})
         for worker in loaded:
             if worker.id in new:
                 view = _view(worker, self._package_sets[worker.packages_digest])
             else:
                 view = _with_resources(self._views[worker.name].view, worker)  # a sample moved; nothing else did
-            built = self._views[worker.name] = _Built(worker.resources_version, worker.registered_at, view,
-                                                      dict(worker.custom_resources or {}))
+            built = self._views[worker.name] = _Built(
+                worker.resources_version, worker.registered_at, view, dict(worker.custom_resources or {})
+            )
             member = self.registry.members.get(worker.name)
             if member is not None and member.sampled_here:
                 built.from_memory(member)
@@ -295,6 +308,8 @@ class FleetSnapshot:
             self._package_sets[digest] = {}
         if missing:
             for digest, name, version in session.execute(
-                select(PackageModel.digest, PackageModel.name, PackageModel.version).where(PackageModel.digest.in_(missing))
+                select(PackageModel.digest, PackageModel.name, PackageModel.version).where(
+                    PackageModel.digest.in_(missing)
+                )
             ):
                 self._package_sets[digest][name] = version

@@ -12,19 +12,18 @@ from typing import AsyncIterator
 from fastapi import FastAPI
 
 from flux import tracing
-from flux.server import fleet, retention, schedules, watch
+from flux.server import fleet, outbox, retention, schedules, watch
 from flux.server import secrets as secret_store
-from flux.server.scaling import Autoscaler
 from flux.server.broadcast import PostgresBroadcast
 from flux.server.database import Database, is_sqlite
 from flux.server.dispatch import Dispatcher
-from flux.server import outbox
 from flux.server.hooks.delivery import Deliveries
-from flux.server.outbox import Subscriptions
 from flux.server.liveness import LivenessKeeper
 from flux.server.metrics import ServerMetrics
 from flux.server.notify import Notifier
+from flux.server.outbox import Subscriptions
 from flux.server.registry import FleetRegistry
+from flux.server.scaling import Autoscaler
 from flux.server.serve import long_polls_end_on_stop
 from flux.server.services import Services
 from flux.server.shedding import LoadShedding
@@ -90,8 +89,11 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
     svc.db = Database(settings.database_url)
     await svc.db.read(lambda s: secret_store.check_key(s, svc.secrets_keys))  # stored secrets need their key
     shared = not is_sqlite(svc.db.url)
-    svc.registry = FleetRegistry(shared=shared, lease_interval=settings.lease_interval_for(shared),
-                                 max_heartbeats_per_second=settings.max_heartbeats_per_second)
+    svc.registry = FleetRegistry(
+        shared=shared,
+        lease_interval=settings.lease_interval_for(shared),
+        max_heartbeats_per_second=settings.max_heartbeats_per_second,
+    )
     svc.registry.sync(await svc.db.read(fleet.leases))  # known workers; their silence counts from now
     svc.notifier = Notifier()
     svc.notifier.hooks.append(svc.registry.on_notify)
@@ -116,21 +118,36 @@ def _loops(svc: Services) -> tuple[LivenessKeeper, StatusWriter, list[asyncio.Ta
     """Dispatch, liveness, worker status, schedules, timers, the audit trail's writes,
     webhooks, the fleet's trend and retention, each a task of its own."""
     shared, kick, policy = svc.registry.shared, svc.dispatcher.kick, svc.policy
-    keeper = LivenessKeeper(svc.db, svc.registry, svc.notifier, svc.metrics, svc.settings.eviction_grace_period, kick, policy)
+    keeper = LivenessKeeper(
+        svc.db, svc.registry, svc.notifier, svc.metrics, svc.settings.eviction_grace_period, kick, policy
+    )
     writer = StatusWriter(svc.db, svc.registry, svc.notifier)  # samples that moved, in batches
     firing = schedules.ScheduleLoop(svc.db, svc.notifier, svc.metrics, kick, policy, shared)
     timers = Timers(svc.db, svc.notifier, kick, shared=shared)  # due sleeps, timeouts (docs/waits.md)
     deliveries = Deliveries(svc.db, svc.hooks, svc.secrets_keys, svc.settings, svc.metrics, shared)  # webhooks
-    runs = (svc.dispatcher.run(), keeper.run(), writer.run(), firing.run(), timers.run(), svc.audit.run(svc.db), deliveries.run(),
-            summary.keep_trend(svc))
+    runs = (
+        svc.dispatcher.run(),
+        keeper.run(),
+        writer.run(),
+        firing.run(),
+        timers.run(),
+        svc.audit.run(svc.db),
+        deliveries.run(),
+        summary.keep_trend(svc),
+    )
     loops = [asyncio.create_task(loop) for loop in runs]
     if svc.settings.retention:
         loops.append(asyncio.create_task(retention.keep(svc.db, svc.settings.retention)))
     return keeper, writer, loops
 
 
-async def _close(svc: Services, keeper: LivenessKeeper, writer: StatusWriter, loops: list[asyncio.Task],
-                 broadcast: PostgresBroadcast | None) -> None:
+async def _close(
+    svc: Services,
+    keeper: LivenessKeeper,
+    writer: StatusWriter,
+    loops: list[asyncio.Task],
+    broadcast: PostgresBroadcast | None,
+) -> None:
     for task in loops:
         task.cancel()
     await asyncio.gather(*loops, return_exceptions=True)

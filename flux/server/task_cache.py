@@ -61,8 +61,18 @@ def record(session: Session, execution: ExecutionModel, events: Sequence[Any]) -
         key, ttl = _stored_value(event.value)
         result = _result_of(session, execution.id, event.task_id, events)
         now = event.time
-        _upsert(session, dict(namespace=execution.namespace, key=key, task_name=event.name or "", value=result,
-                              created_at=now, expires_at=now + ttl if ttl else None, execution_id=execution.id))
+        _upsert(
+            session,
+            dict(
+                namespace=execution.namespace,
+                key=key,
+                task_name=event.name or "",
+                value=result,
+                created_at=now,
+                expires_at=now + ttl if ttl else None,
+                execution_id=execution.id,
+            ),
+        )
         stored += 1
     return stored
 
@@ -97,13 +107,20 @@ def _upsert(session: Session, row: dict) -> None:
     """Insert, or replace the entry another execution stored under the same key meanwhile."""
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     statement = insert(TaskCacheModel).values(**row)
-    updated = {name: statement.excluded[name] for name in ("task_name", "value", "created_at", "expires_at", "execution_id")}
+    updated = {
+        name: statement.excluded[name] for name in ("task_name", "value", "created_at", "expires_at", "execution_id")
+    }
     keys = [TaskCacheModel.namespace, TaskCacheModel.key]
     session.execute(statement.on_conflict_do_update(index_elements=keys, set_=updated))
 
 
-def clear(session: Session, task: str | None = None, expired_only: bool = False, now: float | None = None,
-          namespace: str = DEFAULT) -> int:
+def clear(
+    session: Session,
+    task: str | None = None,
+    expired_only: bool = False,
+    now: float | None = None,
+    namespace: str = DEFAULT,
+) -> int:
     """Delete entries of ``namespace`` (one task's with ``task``; only expired ones with ``expired_only``)."""
     statement = delete(TaskCacheModel).where(TaskCacheModel.namespace == namespace)
     if task is not None:

@@ -36,14 +36,19 @@ BATCH = 500
 
 
 class Timers:
-    def __init__(self, db: Database, notifier: Notifier, kick: Callable[[], None], tick: float = TICK, shared: bool = False):
+    def __init__(
+        self, db: Database, notifier: Notifier, kick: Callable[[], None], tick: float = TICK, shared: bool = False
+    ):
         self.db, self.notifier, self.kick, self.tick, self.shared = db, notifier, kick, tick, shared
         self._changed = asyncio.Event()
         notifier.hooks.append(self._on_notify)
 
     def _on_notify(self, key: str) -> None:
         topic = topics.parse(key)
-        if topic is not None and topic.kind in (topics.Kind.EXECUTION, topics.Kind.EVENTS):  # a new run, a checkpoint, an end
+        if topic is not None and topic.kind in (
+            topics.Kind.EXECUTION,
+            topics.Kind.EVENTS,
+        ):  # a new run, a checkpoint, an end
             self._changed.set()
 
     async def run(self) -> None:
@@ -60,7 +65,9 @@ class Timers:
             try:
                 await self.fire(time.time(), wake, deadline)
                 if terminating:
-                    await namespace_deletion.finish_terminating(self.db, namespace_deletion.announce(self.notifier, self.kick))
+                    await namespace_deletion.finish_terminating(
+                        self.db, namespace_deletion.announce(self.notifier, self.kick)
+                    )
                 wake, deadline, terminating = await self._look()
             except Exception:  # noqa: BLE001 - a failed look (database away, a replica's race) is retried
                 log.exception("timers failed; retrying in %gs", self.tick)

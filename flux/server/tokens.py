@@ -45,8 +45,14 @@ def new_secret() -> str:
 
 
 def _info(row: ApiTokenModel) -> TokenInfo:
-    return TokenInfo(name=row.name, role=Role(row.role), namespaces=row.namespaces, created_at=row.created_at,
-                     expires_at=row.expires_at, revoked_at=row.revoked_at)
+    return TokenInfo(
+        name=row.name,
+        role=Role(row.role),
+        namespaces=row.namespaces,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        revoked_at=row.revoked_at,
+    )
 
 
 def create(session: Session, body: TokenCreate, now: float) -> TokenCreated:
@@ -57,8 +63,14 @@ def create(session: Session, body: TokenCreate, now: float) -> TokenCreated:
     for namespace in body.namespaces or ():
         namespaces.require_active(session, namespace)  # 404 with its name, as a Kubernetes RoleBinding's
     secret = new_secret()
-    row = ApiTokenModel(name=body.name, token_hash=hash_token(secret), role=body.role.value, namespaces=body.namespaces,
-                        created_at=now, expires_at=now + body.expires_in if body.expires_in else None)
+    row = ApiTokenModel(
+        name=body.name,
+        token_hash=hash_token(secret),
+        role=body.role.value,
+        namespaces=body.namespaces,
+        created_at=now,
+        expires_at=now + body.expires_in if body.expires_in else None,
+    )
     session.add(row)
     return TokenCreated(**_info(row).model_dump(), token=secret)
 

@@ -54,17 +54,24 @@ STREAM = {
     **responses(401, 413, 422),
     200: {
         "description": f"JSON; with follow=true or 'Accept: {SSE}', Server-Sent Events: one 'execution' event per "
-                       "changed execution (id: the cursor, data: an ExecutionChange as JSON), never ending on its own",
-        "content": {SSE: {"schema": {
-            "type": "object",
-            "required": ["event", "data", "id"],
-            "properties": {
-                "event": {"enum": ["execution"]},
-                "id": {"type": "string", "pattern": "^[0-9]+$"},
-                "data": {"type": "string", "contentMediaType": "application/json",
-                         "contentSchema": {"$ref": "#/components/schemas/ExecutionChange"}},
-            },
-        }}},
+        "changed execution (id: the cursor, data: an ExecutionChange as JSON), never ending on its own",
+        "content": {
+            SSE: {
+                "schema": {
+                    "type": "object",
+                    "required": ["event", "data", "id"],
+                    "properties": {
+                        "event": {"enum": ["execution"]},
+                        "id": {"type": "string", "pattern": "^[0-9]+$"},
+                        "data": {
+                            "type": "string",
+                            "contentMediaType": "application/json",
+                            "contentSchema": {"$ref": "#/components/schemas/ExecutionChange"},
+                        },
+                    },
+                }
+            }
+        },
     },
 }
 
@@ -91,7 +98,9 @@ async def watch_executions(
     request: Request,
     workflow: str | None = Query(default=None, max_length=128),
     state: str | None = Query(default=None, max_length=32),
-    after: int | None = Query(default=None, ge=0, le=INT64_MAX, description="Changes after this cursor; default: from now"),
+    after: int | None = Query(
+        default=None, ge=0, le=INT64_MAX, description="Changes after this cursor; default: from now"
+    ),
     follow: bool = Query(default=False, description="Stream changes as Server-Sent Events"),
     last_event_id: int | None = LAST_EVENT_ID,
     ns: str = Depends(namespace),
@@ -107,7 +116,6 @@ async def watch_executions(
         return ExecutionChanges(changes=[change for _, change in changed], cursor=watch.cursor)
     content = _changes(db, svc.notifier, watch)
     return EventSourceResponse(content, ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)
-
 
 
 def newest_event_id(session: Session) -> int:
@@ -127,7 +135,10 @@ class Watch:
         whether more events wait."""
         seen = or_(ExecutionEventModel.id > self.cursor, ExecutionEventModel.id.in_(list(self.gaps)))
         rows = session.execute(
-            select(ExecutionEventModel.id, ExecutionEventModel.execution_id).where(seen).order_by(ExecutionEventModel.id).limit(BATCH)
+            select(ExecutionEventModel.id, ExecutionEventModel.execution_id)
+            .where(seen)
+            .order_by(ExecutionEventModel.id)
+            .limit(BATCH)
         ).all()
         self._advance([row.id for row in rows])
         newest: dict[str, int] = {}
@@ -135,7 +146,9 @@ class Watch:
             newest[row.execution_id] = row.id
         if not newest:
             return [], False
-        query = select(ExecutionModel).where(ExecutionModel.id.in_(list(newest)), ExecutionModel.namespace == self.namespace)
+        query = select(ExecutionModel).where(
+            ExecutionModel.id.in_(list(newest)), ExecutionModel.namespace == self.namespace
+        )
         if self.workflow:
             query = query.where(ExecutionModel.workflow_name == self.workflow)
         if self.state:
@@ -161,9 +174,18 @@ class Watch:
 
 def change(row: ExecutionModel) -> ExecutionChange:
     return ExecutionChange(
-        id=row.id, workflow_name=row.workflow_name, workflow_version=row.workflow_version, state=row.state,
-        worker_name=row.worker_name, attempt=row.attempt, max_attempts=row.max_attempts, error=row.error,
-        scheduled_at=row.scheduled_at, claimed_at=row.claimed_at, started_at=row.started_at, finished_at=row.finished_at,
+        id=row.id,
+        workflow_name=row.workflow_name,
+        workflow_version=row.workflow_version,
+        state=row.state,
+        worker_name=row.worker_name,
+        attempt=row.attempt,
+        max_attempts=row.max_attempts,
+        error=row.error,
+        scheduled_at=row.scheduled_at,
+        claimed_at=row.claimed_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
     )
 
 

@@ -37,7 +37,13 @@ async def metrics(svc: Services = Depends(services)) -> Response:
 NS = Depends(namespace)
 
 
-@router.post("/workflows", response_model=list[WorkflowInfo], status_code=201, dependencies=CLIENT, responses=responses(401, 409, 413, 422))
+@router.post(
+    "/workflows",
+    response_model=list[WorkflowInfo],
+    status_code=201,
+    dependencies=CLIENT,
+    responses=responses(401, 409, 413, 422),
+)
 async def register_workflows(body: WorkflowRegistration, ns: str = NS, svc: Services = Depends(services)):
     fleet_views = svc.dispatcher.snapshot.views
     registered = await svc.db.run(lambda s: workflows.register(s, ns, body, fleet_views(s)))
@@ -46,8 +52,14 @@ async def register_workflows(body: WorkflowRegistration, ns: str = NS, svc: Serv
 
 
 @router.get("/workflows", response_model=list[WorkflowInfo], dependencies=CLIENT, responses=READ)
-async def list_workflows(request: Request, response: Response, limit: int = paging.PAGE_LIMIT, after: str | None = paging.AFTER_NAME,
-                         ns: str = NS, svc: Services = Depends(services)):
+async def list_workflows(
+    request: Request,
+    response: Response,
+    limit: int = paging.PAGE_LIMIT,
+    after: str | None = paging.AFTER_NAME,
+    ns: str = NS,
+    svc: Services = Depends(services),
+):
     """The newest version of each workflow, by name, a page at a time (``X-Next-Cursor``)."""
     rows = await svc.db.read(lambda s: workflows.list_latest(s, ns, limit + 1, after))
     return paging.by_name(request, response, rows, limit)
@@ -60,17 +72,29 @@ async def workflow_versions(name: str, ns: str = NS, svc: Services = Depends(ser
 
 
 @router.get("/workflows/{name}", response_model=WorkflowInfo, dependencies=CLIENT, responses=READ_ONE)
-async def show_workflow(name: str, version: int | None = Query(default=None, ge=1, le=INT64_MAX), ns: str = NS,
-                        svc: Services = Depends(services)):
+async def show_workflow(
+    name: str,
+    version: int | None = Query(default=None, ge=1, le=INT64_MAX),
+    ns: str = NS,
+    svc: Services = Depends(services),
+):
     return await svc.db.read(lambda s: workflows.info(workflows.get(s, ns, name, version), with_source=True))
 
 
-@router.post("/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=CHANGE)
+@router.post(
+    "/workflows/{name}/run", response_model=ExecutionInfo, status_code=201, dependencies=CLIENT, responses=CHANGE
+)
 async def run_workflow(
-    name: str, body: RunRequest,
-    wait: float = Query(default=0.0, ge=0, le=awaiting.MAX_WAIT,
-                        description="Seconds to wait for it to end before answering (docs/client.md#waiting-for-the-end)"),
-    ns: str = NS, svc: Services = Depends(services),
+    name: str,
+    body: RunRequest,
+    wait: float = Query(
+        default=0.0,
+        ge=0,
+        le=awaiting.MAX_WAIT,
+        description="Seconds to wait for it to end before answering (docs/client.md#waiting-for-the-end)",
+    ),
+    ns: str = NS,
+    svc: Services = Depends(services),
 ):
     """201 with the execution as it is once ``wait`` is over (at once without it). 409
     while the namespace is being deleted (checked with the workflow, in one read)."""

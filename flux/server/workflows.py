@@ -16,19 +16,19 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from flux.bundles.archive import Bundle
-from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest, request_or_none
-from flux.registration import StaticError, read_bundle
-from flux.registration.bundle import stored_request
-from flux.domain.sources import source_digest
 from flux.domain.events import ExecutionState
 from flux.domain.namespaces import NamespaceState
-from flux.server.models import ExecutionModel, NamespaceModel, WorkflowModel
+from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest, request_or_none
+from flux.domain.sources import source_digest
+from flux.model.workflow import validate_affinity, validate_routing
+from flux.registration import StaticError, read_bundle
+from flux.registration.bundle import stored_request
 from flux.scheduling.explain import infeasibility
 from flux.scheduling.snapshot import WorkerView
 from flux.server.errors import Invalid, NotFound
+from flux.server.models import ExecutionModel, NamespaceModel, WorkflowModel
 from flux.server.namespaces import being_deleted, require_active
 from flux.server.schemas import BundleRegistration, WorkflowInfo, WorkflowRegistration, WorkflowSpec
-from flux.model.workflow import validate_affinity, validate_routing
 
 
 def _check_source(registration: WorkflowRegistration) -> None:
@@ -72,11 +72,23 @@ class NewVersion:
 
     def key(self) -> tuple:
         requests = self.request.to_dict() if self.request else None
-        return (self.source_digest, requests, self.affinity, self.routing, self.pending_timeout, self.max_attempts,
-                self.bundle_sha256, self.module, self.timeout, self.contention)
+        return (
+            self.source_digest,
+            requests,
+            self.affinity,
+            self.routing,
+            self.pending_timeout,
+            self.max_attempts,
+            self.bundle_sha256,
+            self.module,
+            self.timeout,
+            self.contention,
+        )
 
 
-def register(session: Session, namespace: str, registration: WorkflowRegistration, fleet: list[WorkerView]) -> list[WorkflowInfo]:
+def register(
+    session: Session, namespace: str, registration: WorkflowRegistration, fleet: list[WorkerView]
+) -> list[WorkflowInfo]:
     """Store each workflow a client read from one source file (the API of hand-written
     calls; ``flux workflow register`` sends bundles: ``register_bundle``)."""
     _check_source(registration)
@@ -92,17 +104,29 @@ def register(session: Session, namespace: str, registration: WorkflowRegistratio
             policy = validate_routing(spec.routing, owner)
         except ValueError as exc:
             raise Invalid(str(exc)) from None
-        versions.append(NewVersion(
-            spec.name, _parse_requests(spec.name, spec.requests), affinity, policy.to_dict() if policy else None,
-            spec.pending_timeout, spec.max_attempts, registration.source, digest, registration.filename,
-            timeout=spec.timeout, contention=_contention(spec),
-        ))
+        versions.append(
+            NewVersion(
+                spec.name,
+                _parse_requests(spec.name, spec.requests),
+                affinity,
+                policy.to_dict() if policy else None,
+                spec.pending_timeout,
+                spec.max_attempts,
+                registration.source,
+                digest,
+                registration.filename,
+                timeout=spec.timeout,
+                contention=_contention(spec),
+            )
+        )
     return store(session, namespace, versions, fleet)
 
 
 def _contention(spec: WorkflowSpec) -> dict | None:
     """The contention options a hand-written registration set (as ``WorkflowOptions.contention``)."""
-    fields = spec.model_dump(include={"priority", "preemptible", "concurrency", "max_concurrency"}, exclude_defaults=True)
+    fields = spec.model_dump(
+        include={"priority", "preemptible", "concurrency", "max_concurrency"}, exclude_defaults=True
+    )
     return fields or None
 
 
@@ -113,11 +137,20 @@ def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[Ne
         reading = read_bundle(bundle, registration.requirements)
         return [
             NewVersion(
-                found.options.name, stored_request(found, reading), found.options.affinity,
+                found.options.name,
+                stored_request(found, reading),
+                found.options.affinity,
                 found.options.routing.to_dict() if found.options.routing else None,
-                found.options.pending_timeout, found.options.max_attempts,
-                bundle.text(found.filename) or "", bundle.sha256, found.filename, bundle.sha256, found.module,
-                found.options.timeout, found.options.contention() or None, found.options.namespace,
+                found.options.pending_timeout,
+                found.options.max_attempts,
+                bundle.text(found.filename) or "",
+                bundle.sha256,
+                found.filename,
+                bundle.sha256,
+                found.module,
+                found.options.timeout,
+                found.options.contention() or None,
+                found.options.namespace,
                 found.options.schedule.request() if found.options.schedule else None,
                 reading.notes.get(found.filename, []),
             )
@@ -139,10 +172,22 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
     for new in versions:
         latest = _latest(session, namespace, new.name)
         warnings = _warnings(new.request, new.affinity, fleet, namespace) + new.notes
-        if latest and (
-            latest.source_digest, latest.requests, latest.affinity, latest.routing, latest.pending_timeout,
-            latest.max_attempts, latest.bundle_sha256, latest.module, latest.timeout, latest.contention,
-        ) == new.key():
+        if (
+            latest
+            and (
+                latest.source_digest,
+                latest.requests,
+                latest.affinity,
+                latest.routing,
+                latest.pending_timeout,
+                latest.max_attempts,
+                latest.bundle_sha256,
+                latest.module,
+                latest.timeout,
+                latest.contention,
+            )
+            == new.key()
+        ):
             stored.append((latest, warnings))
             continue
         row = WorkflowModel(
@@ -205,7 +250,9 @@ def _requeue_waiting_on(session: Session, row: WorkflowModel) -> None:
     )
 
 
-def _warnings(request: ResourceRequest | None, affinity: dict | None, fleet: list[WorkerView], namespace: str) -> list[str]:
+def _warnings(
+    request: ResourceRequest | None, affinity: dict | None, fleet: list[WorkerView], namespace: str
+) -> list[str]:
     """What it requests no worker could ever give it (judged among the workers that serve its namespace)."""
     if request is None and not affinity:
         return []
@@ -267,7 +314,9 @@ def get(session: Session, namespace: str, name: str, version: int | None = None)
     if version is None:
         row = _latest(session, namespace, name)
     else:
-        row = session.scalars(select(WorkflowModel).where(_named(namespace, name), WorkflowModel.version == version)).first()
+        row = session.scalars(
+            select(WorkflowModel).where(_named(namespace, name), WorkflowModel.version == version)
+        ).first()
     if row is None:
         raise _not_found(name, version)
     return row
@@ -278,11 +327,14 @@ def _not_found(name: str, version: int | None) -> NotFound:
     return NotFound(f"workflow {name!r}{suffix} is not registered")
 
 
-def list_latest(session: Session, namespace: str, limit: int | None = None, after: str | None = None) -> list[WorkflowInfo]:
+def list_latest(
+    session: Session, namespace: str, limit: int | None = None, after: str | None = None
+) -> list[WorkflowInfo]:
     """The newest version of each workflow, by name; ``limit`` of them after the name ``after``."""
     newest = (
         select(WorkflowModel.name, func.max(WorkflowModel.version).label("version"))
-        .where(WorkflowModel.namespace == namespace).group_by(WorkflowModel.name)
+        .where(WorkflowModel.namespace == namespace)
+        .group_by(WorkflowModel.name)
     )
     if after is not None:
         newest = newest.where(WorkflowModel.name > after)

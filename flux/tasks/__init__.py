@@ -18,11 +18,24 @@ from flux.model.determinism import choice, now, randint, uuid4
 from flux.model.runtime import current_task, progress
 from flux.model.task import parallel as _parallel
 from flux.model.waits import call
-from flux.tasks.graph import Graph
-from flux.model.waits import sleep as _sleep
 from flux.model.waits import pause as _pause
+from flux.model.waits import sleep as _sleep
+from flux.tasks.graph import Graph
 
-__all__ = ["Graph", "call", "choice", "now", "parallel", "pause", "pipeline", "progress", "randint", "randrange", "sleep", "uuid4"]
+__all__ = [
+    "Graph",
+    "call",
+    "choice",
+    "now",
+    "parallel",
+    "pause",
+    "pipeline",
+    "progress",
+    "randint",
+    "randrange",
+    "sleep",
+    "uuid4",
+]
 
 
 async def pause(name: str, output: Any = None, *, until: Any = None, after: Any = None, on_complete: Any = None) -> Any:
@@ -31,7 +44,9 @@ async def pause(name: str, output: Any = None, *, until: Any = None, after: Any 
     is ``await sleep(...)`` or ``await call(workflow)``."""
     for option, value in (("until", until), ("after", after), ("on_complete", on_complete)):
         if value is not None:
-            raise ValueError(f"pause({option}=...) is flux-core's self-waking pause; use flux.sleep(...) or flux.call(...) here")
+            raise ValueError(
+                f"pause({option}=...) is flux-core's self-waking pause; use flux.sleep(...) or flux.call(...) here"
+            )
     if not isinstance(name, str) or not re.match(NAME_PATTERN, name):  # flux-core took any value as the name
         return await _pause(_named(name), {"name": name, "output": output} if output is not None else name)
     return await _pause(name, output)
@@ -49,7 +64,9 @@ async def parallel(*awaitables: Any, max_concurrent: int | None = None, raise_on
     ``n`` running at once. ``raise_on_error=False`` (a failed call's slot becomes None)
     is refused: a failure here always fails the batch."""
     if not raise_on_error:
-        raise ValueError("parallel(raise_on_error=False) is flux-core's; catch the TaskFailedError of each call instead")
+        raise ValueError(
+            "parallel(raise_on_error=False) is flux-core's; catch the TaskFailedError of each call instead"
+        )
     if max_concurrent is None:
         return await _parallel(*awaitables)
     if max_concurrent < 1:

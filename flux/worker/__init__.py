@@ -13,8 +13,14 @@ imported with the package: a runner child that needs ``cgroups`` loads no sessio
 import importlib
 
 #: Each exported name and the module that defines it, imported on first use (PEP 562).
-_EXPORTS = {"Worker": "lifecycle", "WorkerConfig": "config", "build_runner": "config",
-            "Backoff": "session", "is_transient": "session", "retry_after": "session"}
+_EXPORTS = {
+    "Worker": "lifecycle",
+    "WorkerConfig": "config",
+    "build_runner": "config",
+    "Backoff": "session",
+    "is_transient": "session",
+    "retry_after": "session",
+}
 
 
 def __getattr__(name: str) -> object:

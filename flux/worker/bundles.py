@@ -94,8 +94,12 @@ class BundleCache:
             total -= size
             removed.append(name)
         if removed:
-            log.info("bundle cache over %d bytes: removed %d least recently used (%s)", self.max_bytes, len(removed),
-                     ", ".join(name[:12] for name in removed))
+            log.info(
+                "bundle cache over %d bytes: removed %d least recently used (%s)",
+                self.max_bytes,
+                len(removed),
+                ", ".join(name[:12] for name in removed),
+            )
         return removed
 
 

@@ -177,8 +177,11 @@ class CgroupReader:
             version=1,
             cpus=_smallest([_v1_cpus(group) for group in self.cpu_groups]),
             memory_limit=_smallest([_v1_memory(group) for group in self.memory_groups]),
-            memory_used=_working_set(self.memory_groups[0], "memory.usage_in_bytes", ("total_inactive_file", "inactive_file"))
-            if self.memory_groups else None,
+            memory_used=_working_set(
+                self.memory_groups[0], "memory.usage_in_bytes", ("total_inactive_file", "inactive_file")
+            )
+            if self.memory_groups
+            else None,
         )
 
 

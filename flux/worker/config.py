@@ -83,18 +83,26 @@ def build_runner(config: WorkerConfig, template: ChildTemplate | None = None) ->
         from flux.worker.runners.inprocess import InProcessRunner  # runs workflows here: the programming model with it
 
         if config.enforce_requests or config.subprocess_memory_limit:
-            log.warning("the inprocess runner cannot enforce ceilings; enforce_requests/subprocess_memory_limit ignored")
+            log.warning(
+                "the inprocess runner cannot enforce ceilings; enforce_requests/subprocess_memory_limit ignored"
+            )
         return InProcessRunner()
     if config.runner == "docker":
         problem = engine_problem()
         if problem is None:
             return DockerRunner(
-                config.docker_image, config.docker_memory, config.docker_cpus, config.docker_args, config.enforce_requests
+                config.docker_image,
+                config.docker_memory,
+                config.docker_cpus,
+                config.docker_args,
+                config.enforce_requests,
             )
         if config.docker_fallback != "subprocess":
             raise EngineUnreachable(problem)
         log.warning("%s; running executions as child processes instead (--docker-fallback subprocess)", problem)
-    policy = LimitPolicy(subprocess_memory_limit=config.subprocess_memory_limit, enforce_requests=config.enforce_requests)
+    policy = LimitPolicy(
+        subprocess_memory_limit=config.subprocess_memory_limit, enforce_requests=config.enforce_requests
+    )
     return SubprocessRunner(
         warm_processes=min(config.warm_children, config.max_concurrent_executions),
         limits=policy,

@@ -52,12 +52,19 @@ class StopSignals:
             log.warning("second %s: stopping at once", signal.Signals(sig).name)
             self.now.set()
         else:
-            log.info("%s: draining (stop claiming; running executions get their drain timeout)", signal.Signals(sig).name)
+            log.info(
+                "%s: draining (stop claiming; running executions get their drain timeout)", signal.Signals(sig).name
+            )
             self.draining.set()
 
 
 async def drain(
-    name: str, drain_timeout: float, session: ServerSession, executions: Executions, publisher: Publisher, signals: StopSignals
+    name: str,
+    drain_timeout: float,
+    session: ServerSession,
+    executions: Executions,
+    publisher: Publisher,
+    signals: StopSignals,
 ) -> None:
     """Everything after the claim loop stopped: finish or hand back, then deregister."""
     quick = signals.now.is_set() or not session.reachable

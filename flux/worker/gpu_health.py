@@ -58,7 +58,9 @@ class HealthWatch:
             if self._events is None:
                 self._events = nvml.nvmlEventSetCreate()
                 nvml.nvmlInit()  # held for the process: the event set lives as long as NVML does
-            nvml.nvmlDeviceRegisterEvents(handle, _const(nvml, "nvmlEventTypeXidCriticalError", _XID_EVENT), self._events)
+            nvml.nvmlDeviceRegisterEvents(
+                handle, _const(nvml, "nvmlEventTypeXidCriticalError", _XID_EVENT), self._events
+            )
         except Exception as exc:  # NOT_SUPPORTED (e.g. some virtualised cards), or a binding without events
             logger.debug("GPU %s: XID events unavailable: %s", uuid, exc)
 
@@ -96,9 +98,13 @@ class HealthWatch:
 
 
 def _ecc(nvml: Any, handle: Any) -> str | None:
-    errors = int(nvml.nvmlDeviceGetTotalEccErrors(
-        handle, _const(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", _UNCORRECTED), _const(nvml, "NVML_VOLATILE_ECC", _VOLATILE)
-    ))
+    errors = int(
+        nvml.nvmlDeviceGetTotalEccErrors(
+            handle,
+            _const(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", _UNCORRECTED),
+            _const(nvml, "NVML_VOLATILE_ECC", _VOLATILE),
+        )
+    )
     return f"{errors} uncorrectable ECC errors" if errors > 0 else None
 
 

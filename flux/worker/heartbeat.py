@@ -16,12 +16,12 @@ import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Mapping
 
-from flux.worker import probe
 from flux.domain.samples import metrics_changed, resources_changed
 from flux.domain.workers import WorkerState
 from flux.objects import import_object
 from flux.protocol.heartbeat import Heartbeat, HeartbeatReply
 from flux.protocol.registration import PackageInfo, RegistrationReply, ResourcesInfo, RuntimeInfo, WorkerRegistration
+from flux.worker import probe
 from flux.worker.config import WorkerConfig
 from flux.worker.running import Executions
 
@@ -105,7 +105,9 @@ class Publisher:
                 sampler = self.sampler
                 current = await asyncio.to_thread(sampler.sample) if sampler.reads_devices() else sampler.sample()
                 measured = self.metrics(current)
-                self.executions.devices_failed({g["uuid"]: g["unhealthy"] for g in current["gpus"] if g.get("unhealthy")})
+                self.executions.devices_failed(
+                    {g["uuid"]: g["unhealthy"] for g in current["gpus"] if g.get("unhealthy")}
+                )
                 if resources_changed(self.published[0], current):
                     beat.resources, resources = resources_message(current), current
                 if metrics_changed(self.published[1], measured):
@@ -114,7 +116,8 @@ class Publisher:
                 log.exception("resource sample failed; heartbeat sent without it")
         reply = await self.call(f"/workers/{self.config.name}/heartbeat", beat, reply=HeartbeatReply)
         self.published = (
-            self.published[0] if resources is None else resources, self.published[1] if metrics is None else metrics
+            self.published[0] if resources is None else resources,
+            self.published[1] if metrics is None else metrics,
         )
         self.executions.cancel(reply.cancel)
         self.executions.abandon(reply.abandon)

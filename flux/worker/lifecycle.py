@@ -14,18 +14,18 @@ from typing import Any
 
 from flux import tracing
 from flux.logformat import bind_process
-from flux.worker.runners import Runner
-from flux.worker.runners.template import ChildTemplate
+from flux.protocol.registration import WorkerRegistration
 from flux.worker.bundles import BundleCache, cache_root
 from flux.worker.claims import claim_loop
 from flux.worker.config import WorkerConfig, build_runner
 from flux.worker.drain import StopSignals, drain
 from flux.worker.heartbeat import Publisher
+from flux.worker.identity import WorkerIdentity
+from flux.worker.runners import Runner
+from flux.worker.runners.template import ChildTemplate
 from flux.worker.running import Executions
 from flux.worker.services import redact_worker_logs
-from flux.protocol.registration import WorkerRegistration
 from flux.worker.session import Abandoned, Body, Reply, ServerSession
-from flux.worker.identity import WorkerIdentity
 
 log = logging.getLogger("flux.worker")
 
@@ -41,8 +41,12 @@ class Worker:
             cache_root(config.bundle_cache_dir, config.home, config.name), config.bundle_cache_size, self.fetch
         )
         self.executions = Executions(
-            self.runner, self.call, log_buffer_lines=config.log_buffer_lines, max_log_bytes=config.max_log_bytes,
-            capture_output=config.capture_output, bundles=self.bundles,
+            self.runner,
+            self.call,
+            log_buffer_lines=config.log_buffer_lines,
+            max_log_bytes=config.max_log_bytes,
+            capture_output=config.capture_output,
+            bundles=self.bundles,
         )
         self.publisher = Publisher(config, self.executions, self.call)
         self.signals = StopSignals()
@@ -115,7 +119,9 @@ class Worker:
         for task in loops[1:]:  # the claim loop: stop claiming at once (the heartbeat goes on)
             task.cancel()
         try:
-            await drain(self.config.name, self.config.drain_timeout, self.session, self.executions, self.publisher, self.signals)
+            await drain(
+                self.config.name, self.config.drain_timeout, self.session, self.executions, self.publisher, self.signals
+            )
         finally:
             for task in loops:
                 task.cancel()

@@ -53,7 +53,11 @@ def _unrouted(text: str) -> bool:
 
 def truncation_note(max_bytes: int) -> dict:
     return {
-        "time": time.time(), "stream": "flux", "task_id": None, "level": None, "logger": None,
+        "time": time.time(),
+        "stream": "flux",
+        "task_id": None,
+        "level": None,
+        "logger": None,
         "message": f"log truncated: this attempt passed {human_bytes(max_bytes)} (max_log_bytes); later lines were dropped",
     }
 
@@ -179,7 +183,9 @@ class LogShipper:
                 self.stop()  # the worker stops waiting for the server
                 return
             except Exception:  # noqa: BLE001 - logs must never take an attempt down
-                log.exception("execution %s attempt %s: shipping logs failed; dropping the rest", self.execution_id, self.attempt)
+                log.exception(
+                    "execution %s attempt %s: shipping logs failed; dropping the rest", self.execution_id, self.attempt
+                )
                 self.stop()
                 return
             if self.stopped:  # abandoned meanwhile: the queue is gone
@@ -199,10 +205,24 @@ class LogShipper:
         if status == 405 or (status == 404 and _unrouted(text)):
             if not _warned_no_route:
                 _warned_no_route = True
-                log.warning("the server does not take logs (HTTP %s on %s): this worker's log lines are dropped", status, self.path)
+                log.warning(
+                    "the server does not take logs (HTTP %s on %s): this worker's log lines are dropped",
+                    status,
+                    self.path,
+                )
         elif status in FENCED or status == 404:
-            log.info("execution %s attempt %s: log lines refused (%s); dropping the rest", self.execution_id, self.attempt, text)
+            log.info(
+                "execution %s attempt %s: log lines refused (%s); dropping the rest",
+                self.execution_id,
+                self.attempt,
+                text,
+            )
         else:
-            log.warning("execution %s attempt %s: log batch refused (HTTP %s: %s); dropping the rest",
-                        self.execution_id, self.attempt, status, text[:500])
+            log.warning(
+                "execution %s attempt %s: log batch refused (HTTP %s: %s); dropping the rest",
+                self.execution_id,
+                self.attempt,
+                status,
+                text[:500],
+            )
         self.stop()

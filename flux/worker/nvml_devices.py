@@ -158,7 +158,7 @@ def driver_version(source: str = "auto", nvml: Any = None) -> str | None:
     """The NVIDIA driver's version through NVML (for the ``flux.gpu/driver`` label), or None."""
     if source == "none" or source == "gputil":
         return None
-    nvml = import_object(source[len("nvml:"):]) if source.startswith("nvml:") else _nvml(nvml)
+    nvml = import_object(source[len("nvml:") :]) if source.startswith("nvml:") else _nvml(nvml)
     if nvml is None:
         return None
     try:

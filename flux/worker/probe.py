@@ -40,7 +40,7 @@ import re
 import shutil
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
@@ -49,9 +49,9 @@ import psutil
 from flux.domain.devices import gpu_labels
 from flux.domain.resources import Resources
 from flux.domain.samples import to_wire
+from flux.objects import import_object
 from flux.worker import cgroups
 from flux.worker.nvml_devices import _detect_nvml, driver_version, number, text, utilization
-from flux.objects import import_object
 
 logger = logging.getLogger("flux.worker.probe")
 
@@ -87,8 +87,9 @@ def visible(gpus: list[dict], cuda_visible_devices: str | None) -> list[dict]:
     for entry in wanted:
         if entry.startswith("-"):
             break  # CUDA stops at the first invalid entry; "-1" hides every card
-        match = next((g for g in gpus if (str(g["index"]) == entry and not g.get("parent"))
-                      or g["uuid"].startswith(entry)), None)
+        match = next(
+            (g for g in gpus if (str(g["index"]) == entry and not g.get("parent")) or g["uuid"].startswith(entry)), None
+        )
         if match is None:
             break
         for device in [match, *(g for g in gpus if g.get("parent") == match["uuid"])]:
@@ -147,7 +148,7 @@ def detect_gpus(source: str = "auto", *, nvml: Any = None, gputil: Any = None) -
 def _detect(source: str, nvml: Any, gputil: Any) -> list[dict]:
     try:
         if source.startswith("nvml:"):
-            return _detect_nvml(import_object(source[len("nvml:"):])) or []
+            return _detect_nvml(import_object(source[len("nvml:") :])) or []
         if source == "none":
             logger.debug("no GPUs: GPU detection disabled (source='none')")
             return []
@@ -231,7 +232,11 @@ def _memory(limits: cgroups.CgroupLimits | None) -> tuple[int, int]:
 
 
 def sample_resources(
-    disk_path: str = ".", gpu_source: str = "auto", *, nvml: Any = None, gputil: Any = None,
+    disk_path: str = ".",
+    gpu_source: str = "auto",
+    *,
+    nvml: Any = None,
+    gputil: Any = None,
     cgroup_root: str | None = None,
 ) -> dict:
     """One snapshot of this worker's capacity, bounded by its cgroup's limits, in its wire
@@ -247,8 +252,9 @@ class Sampler:
     ``cgroup_root``: where to read cgroup limits (``flux.worker.cgroups``; None: the
     ``FLUX_CGROUP_ROOT`` setting)."""
 
-    def __init__(self, disk_path: str = ".", gpu_source: str = "auto", cgroup_root: str | None = None,
-                 gpu_retry: float = 0.0):
+    def __init__(
+        self, disk_path: str = ".", gpu_source: str = "auto", cgroup_root: str | None = None, gpu_retry: float = 0.0
+    ):
         self.disk_path, self.gpu_source, self.gpu_retry = disk_path, gpu_source, gpu_retry
         self._cgroups = cgroups.CgroupReader.find(cgroup_root)
         self._gpus_again = 0.0  # monotonic time before which no GPU is looked for
@@ -275,7 +281,7 @@ class Sampler:
             **to_wire(total, available),
             "cpu_percent": float(psutil.cpu_percent(interval=None)),
             "gpus": self._gpus(nvml, gputil),
-            "sampled_at": datetime.now(timezone.utc).isoformat(),
+            "sampled_at": datetime.now(UTC).isoformat(),
         }
 
     def _gpus(self, nvml: Any, gputil: Any) -> list[dict]:

@@ -32,12 +32,12 @@ from flux import tracing
 from flux.bundles.archive import BundleError
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, MAX_CHECKPOINT_EVENTS, EventType, make_event
+from flux.logformat import bind
 from flux.protocol.checkpoints import CheckpointReply
 from flux.protocol.claims import PreemptionNotice
-from flux.worker.runners import Job, Runner, Stop
-from flux.logformat import bind
 from flux.worker.bundles import BundleCache
 from flux.worker.logs import LogShipper
+from flux.worker.runners import Job, Runner, Stop
 from flux.worker.services import AttemptServices
 
 log = logging.getLogger("flux.worker")
@@ -118,8 +118,13 @@ class RunningExecution:
 
 class Executions:
     def __init__(
-        self, runner: Runner, call: Call, log_buffer_lines: int = 10_000, max_log_bytes: int = 10 * 1024**2,
-        capture_output: bool = True, bundles: BundleCache | None = None,
+        self,
+        runner: Runner,
+        call: Call,
+        log_buffer_lines: int = 10_000,
+        max_log_bytes: int = 10 * 1024**2,
+        capture_output: bool = True,
+        bundles: BundleCache | None = None,
     ):
         self.runner = runner
         self.bundles = bundles
@@ -182,14 +187,23 @@ class Executions:
             execution = self.running.get(notice.execution_id)
             if execution is None or execution.job.attempt != notice.attempt or execution.stop.preempt.is_set():
                 continue
-            log.info("execution %s is preempted by %s: its attempt ends in %.1fs", notice.execution_id, notice.by, notice.seconds)
+            log.info(
+                "execution %s is preempted by %s: its attempt ends in %.1fs",
+                notice.execution_id,
+                notice.by,
+                notice.seconds,
+            )
             execution.stop.notice = notice
             execution.stop.preempt.set()
             cause = f"preempted by {notice.by}" if notice.by else "preempted"
             loop.call_later(notice.seconds, self._end, execution, AttemptEnd.PREEMPTED, cause)
 
     def _end(self, execution: RunningExecution, end: AttemptEnd, cause: str) -> None:
-        if not execution.abandoned and execution.handed_back is None and self.running.get(execution.job.id) is execution:
+        if (
+            not execution.abandoned
+            and execution.handed_back is None
+            and self.running.get(execution.job.id) is execution
+        ):
             execution.handed_back = (end, cause)
             execution.stop.kill.set()
 
@@ -200,7 +214,9 @@ class Executions:
         for execution in list(self.running.values()):
             hit = [device.uuid for device in execution.job.allotment.devices if device.uuid in failed]
             if hit and not execution.abandoned and not execution.handed_back:
-                log.warning("execution %s: GPU %s failed (%s); stopping its attempt", execution.job.id, hit[0], failed[hit[0]])
+                log.warning(
+                    "execution %s: GPU %s failed (%s); stopping its attempt", execution.job.id, hit[0], failed[hit[0]]
+                )
                 self._end(execution, AttemptEnd.DEVICE_FAILURE, f"GPU {hit[0]} failed: {failed[hit[0]]}")
                 stopped.append(execution.job.id)
         return stopped
@@ -254,17 +270,23 @@ class Executions:
                     job = job.model_copy(update={"traceparent": tracing.current_traceparent()})
                 if bundle:
                     job = job.model_copy(update={"bundle_root": str(await self._bundle(execution, bundle))})
-                await self.runner.run(job, services.redacted(execution.outbox.put), execution.stop, log=sink, ask=services)
+                await self.runner.run(
+                    job, services.redacted(execution.outbox.put), execution.stop, log=sink, ask=services
+                )
         except BundleError as exc:
             execution.outbox.put(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc)}))
         except Exception as exc:  # noqa: BLE001 - a runner failure must not kill the worker
             log.exception("execution %s failed in the runner", job.id)
             execution.outbox.put(
-                make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": f"worker runner error: {exc!r}"})
+                make_event(
+                    EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": f"worker runner error: {exc!r}"}
+                )
             )
         if execution.handed_back and not execution.abandoned:
             end, cause = execution.handed_back
-            execution.outbox.put(make_event(EventType.ATTEMPT_ENDED, job.workflow_name, value={"end": end.value, "cause": cause}))
+            execution.outbox.put(
+                make_event(EventType.ATTEMPT_ENDED, job.workflow_name, value={"end": end.value, "cause": cause})
+            )
         if execution.abandoned:
             flusher.cancel()
         try:
@@ -302,10 +324,14 @@ class Executions:
         """The server refused a checkpoint as malformed: sending it again gets the same
         answer, so the child is killed and the attempt fails with the server's reason."""
         job = execution.job
-        execution.refused = f"the server refused this attempt's checkpoint ({response.status_code}): {_reason(response)}"
+        execution.refused = (
+            f"the server refused this attempt's checkpoint ({response.status_code}): {_reason(response)}"
+        )
         log.error("execution %s attempt %s: %s", job.id, job.attempt, execution.refused)
         execution.stop.kill.set()
-        execution.outbox.replace(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": execution.refused}))
+        execution.outbox.replace(
+            make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": execution.refused})
+        )
 
     async def _flush(self, execution: RunningExecution) -> None:
         """Checkpoint batches until the attempt's closing event is on the server."""
@@ -333,7 +359,9 @@ class Executions:
             reply = await self.call(path, body, reply=CheckpointReply)
         except httpx.HTTPStatusError as exc:
             if exc.response.status_code in (403, 404, 409):  # fenced: this attempt is no longer ours
-                log.warning("execution %s attempt %s fenced: %s", execution.job.id, execution.job.attempt, exc.response.text)
+                log.warning(
+                    "execution %s attempt %s fenced: %s", execution.job.id, execution.job.attempt, exc.response.text
+                )
                 self._abandon(execution)
                 return False
             if not 400 <= exc.response.status_code < 500 or execution.refused:

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable
 import httpx
 from pydantic import ValidationError
 
-from flux.domain.secrets import Redactor, RedactingFilter
+from flux.domain.secrets import RedactingFilter, Redactor
 from flux.protocol.services import CacheLookup, CacheLookupReply, SecretRequest, SecretValues
 from flux.worker.runners.base import Job
 

@@ -126,7 +126,12 @@ class ServerSession:
         return (await self._send("POST", path, json, token, timeout, headers)).json()
 
     async def _send(
-        self, method: str, path: str, json: Body = None, token: str | None = None, timeout: float | None = None,
+        self,
+        method: str,
+        path: str,
+        json: Body = None,
+        token: str | None = None,
+        timeout: float | None = None,
         headers: dict | None = None,
     ) -> Answer | httpx.Response:
         assert self.http is not None
@@ -186,7 +191,9 @@ class ServerSession:
                 if self.abandon.is_set():
                     raise Abandoned()
                 try:
-                    response = await self._send("POST", "/workers/register", body, self.config.bootstrap_token, headers=held)
+                    response = await self._send(
+                        "POST", "/workers/register", body, self.config.bootstrap_token, headers=held
+                    )
                     reply = RegistrationReply.model_validate_json(response.content)
                     break
                 except httpx.HTTPError as exc:
@@ -205,8 +212,13 @@ class ServerSession:
             return body, reply
 
     async def call(
-        self, path: str, json: Body, on_lost: Callable[[str | None], Awaitable[None]], timeout: float | None = None,
-        method: str = "POST", reply: type[Reply] | None = None,
+        self,
+        path: str,
+        json: Body,
+        on_lost: Callable[[str | None], Awaitable[None]],
+        timeout: float | None = None,
+        method: str = "POST",
+        reply: type[Reply] | None = None,
     ) -> Any:
         """A session call that survives server restarts, overload and evictions.
 

@@ -61,7 +61,9 @@ class Answer:
     def raise_for_status(self) -> None:
         if self.status_code >= 400:
             request = httpx.Request(self.method, self.url)
-            httpx.Response(self.status_code, headers=self.headers, content=self.content, request=request).raise_for_status()
+            httpx.Response(
+                self.status_code, headers=self.headers, content=self.content, request=request
+            ).raise_for_status()
 
 
 @dataclass
@@ -178,7 +180,13 @@ class Wire:
                 self._idle.append(connection)
                 kept = True
             headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in response.headers}
-            return Answer(response.status_code, headers, bytes(body), request.method.decode(), self._origin + request.target.decode())
+            return Answer(
+                response.status_code,
+                headers,
+                bytes(body),
+                request.method.decode(),
+                self._origin + request.target.decode(),
+            )
         finally:
             if not kept:
                 connection.close()
@@ -204,7 +212,9 @@ class Httpx:
     """The same interface over httpx, for a worker that must go through a proxy."""
 
     def __init__(self, base_url: str, keepalive_expiry: float, verify: bool):
-        self.client = httpx.AsyncClient(base_url=base_url, limits=httpx.Limits(keepalive_expiry=keepalive_expiry), verify=verify)
+        self.client = httpx.AsyncClient(
+            base_url=base_url, limits=httpx.Limits(keepalive_expiry=keepalive_expiry), verify=verify
+        )
 
     @property
     def base_url(self) -> str:

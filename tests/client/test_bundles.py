@@ -35,10 +35,14 @@ def test_options_are_read_without_running_the_module_and_validated_like_the_deco
     reading = read_source(source, "flows.py", "flows")
     train, other = reading.workflows
     assert train.options.metadata() == {
-        "name": "train", "requests": {"memory": 8 * 1024**3, "gpu": 1, "packages": ["torch>=2"]},
+        "name": "train",
+        "requests": {"memory": 8 * 1024**3, "gpu": 1, "packages": ["torch>=2"]},
         "affinity": {"region": {"op": "In", "values": ["a", "b"]}},
-        "routing": {"terms": [{"kind": "label_eq", "key": "zone", "value": "a", "weight": 10}, {"kind": "load", "weight": -5}]},
-        "pending_timeout": 60, "max_attempts": 5,
+        "routing": {
+            "terms": [{"kind": "label_eq", "key": "zone", "value": "a", "weight": 10}, {"kind": "load", "weight": -5}]
+        },
+        "pending_timeout": 60,
+        "max_attempts": 5,
     }
     assert (train.line, train.module, other.options.name) == (9, "flows", "other")
     assert reading.tasks[0].options.rollback == FunctionRef("undo")
@@ -47,11 +51,23 @@ def test_options_are_read_without_running_the_module_and_validated_like_the_deco
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ("@workflow.with_options(requests=make())\nasync def a(ctx): ...\n", "f.py:3: 'make' is not a Flux constructor; allowed: literals"),
-        ("@workflow.with_options(pending_timeout=-1)\nasync def a(ctx): ...\n", "f.py:3: workflow 'a': pending_timeout must be a number of seconds > 0"),
-        ("@workflow.with_options(requests=ResourceRequest(cpu=-1))\nasync def a(ctx): ...\n", "f.py:3: ResourceRequest.cpu"),
+        (
+            "@workflow.with_options(requests=make())\nasync def a(ctx): ...\n",
+            "f.py:3: 'make' is not a Flux constructor; allowed: literals",
+        ),
+        (
+            "@workflow.with_options(pending_timeout=-1)\nasync def a(ctx): ...\n",
+            "f.py:3: workflow 'a': pending_timeout must be a number of seconds > 0",
+        ),
+        (
+            "@workflow.with_options(requests=ResourceRequest(cpu=-1))\nasync def a(ctx): ...\n",
+            "f.py:3: ResourceRequest.cpu",
+        ),
         ("@workflow\ndef a(ctx): ...\n", "f.py:4: @workflow needs an 'async def'"),
-        ("@workflow.with_options(bogus=1)\nasync def a(ctx): ...\n", "f.py:3: unknown workflow option 'bogus'; allowed: name,"),
+        (
+            "@workflow.with_options(bogus=1)\nasync def a(ctx): ...\n",
+            "f.py:3: unknown workflow option 'bogus'; allowed: name,",
+        ),
         ("@task.with_options(fallback=nowhere)\nasync def a(): ...\n", "f.py:3: must name a function defined earlier"),
         ("@task.with_options(timeout=0)\nasync def a(): ...\n", "f.py:3: task 'a': timeout must be a number > 0"),
         ("@workflow.with_options(max_attempts=10**10**10)\nasync def a(ctx): ...\n", "f.py:3: exponent must be"),
@@ -65,10 +81,22 @@ def test_what_cannot_be_read_is_an_error_naming_file_line_and_what_is_allowed(bo
 
 
 def test_a_bundle_reads_every_module_and_its_requirements():
-    pyproject = '[project]\nname = "p"\ndependencies = ["numpy>=1.26", "rich[jupyter]>=13; python_version>\'3\'", "pandas"]\n'
-    flows = HEADER + "@workflow.with_options(requests=ResourceRequest(packages=['numpy==2.0']))\nasync def a(ctx): ...\n"
-    bundle = open_bundle(pack({"pyproject.toml": pyproject.encode(), "pkg/__init__.py": b"", "pkg/flows.py": flows.encode(),
-                               "my-scripts/x.py": b"not python at all ("}))
+    pyproject = (
+        '[project]\nname = "p"\ndependencies = ["numpy>=1.26", "rich[jupyter]>=13; python_version>\'3\'", "pandas"]\n'
+    )
+    flows = (
+        HEADER + "@workflow.with_options(requests=ResourceRequest(packages=['numpy==2.0']))\nasync def a(ctx): ...\n"
+    )
+    bundle = open_bundle(
+        pack(
+            {
+                "pyproject.toml": pyproject.encode(),
+                "pkg/__init__.py": b"",
+                "pkg/flows.py": flows.encode(),
+                "my-scripts/x.py": b"not python at all (",
+            }
+        )
+    )
     reading = read_bundle(bundle)
     assert [w.module for w in reading.workflows] == ["pkg.flows"]
     assert reading.requirements == ["numpy>=1.26", "rich>=13", "pandas"]
@@ -114,7 +142,7 @@ def test_zip_slip_and_links_are_refused_on_the_server_and_again_on_the_worker(tm
     link = io.BytesIO()
     with zipfile.ZipFile(link, "w") as archive:
         info = zipfile.ZipInfo("link.py")
-        info.external_attr = (0o120777 << 16)
+        info.external_attr = 0o120777 << 16
         archive.writestr(info, "/etc/passwd")
     with pytest.raises(BundleError, match="symbolic links"):
         open_bundle(link.getvalue())

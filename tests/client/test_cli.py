@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from shared import HELLO, error_line, flux
 
 
 def test_cli_register_run_inspect(cluster, workflow_file):
     url = cluster.server_url
     cluster.start_worker("cli-worker", labels={"zone": "a"})
-    registered = json.loads(flux("workflow", "register", str(workflow_file(HELLO)), "--format", "json", server_url=url).stdout)
+    registered = json.loads(
+        flux("workflow", "register", str(workflow_file(HELLO)), "--format", "json", server_url=url).stdout
+    )
     assert registered[0]["name"] == "hello" and registered[0]["version"] == 1
     assert "hello" in flux("workflow", "list", server_url=url).stdout
 
-    execution = json.loads(flux("workflow", "run", "hello", '"CLI"', "--wait", "--format", "json", server_url=url).stdout)
+    execution = json.loads(
+        flux("workflow", "run", "hello", '"CLI"', "--wait", "--format", "json", server_url=url).stdout
+    )
     assert execution["state"] == "COMPLETED" and execution["output"] == "Hello, CLI"
 
     shown = flux("execution", "show", execution["id"], server_url=url).stdout

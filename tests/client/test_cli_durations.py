@@ -15,6 +15,7 @@ def _command(kind: click.ParamType) -> click.Command:
     @click.option("--after", type=kind)
     def command(after: float) -> None:
         click.echo(repr(after))
+
     return command
 
 

@@ -17,12 +17,14 @@ from pathlib import Path
 import click
 import httpx
 import pytest
+from shared import HELLO
 
 from flux.client import FluxClient, FluxClientError, parse_sse
 from flux.local import LocalCluster
-from shared import HELLO
 
-WORKFLOWS = HELLO + """
+WORKFLOWS = (
+    HELLO
+    + """
     import asyncio
     import logging
 
@@ -57,8 +59,11 @@ WORKFLOWS = HELLO + """
             await asyncio.sleep(0.3)
         return "done"
 """
+)
 
-REGISTRATION_REFUSED = "Error: the server refused registration: invalid bootstrap token (see 'flux server bootstrap-token')"
+REGISTRATION_REFUSED = (
+    "Error: the server refused registration: invalid bootstrap token (see 'flux server bootstrap-token')"
+)
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +87,16 @@ def api(fleet) -> FluxClient:
         yield client
 
 
-def flux(*args: str, url: str | None = None, env: dict | None = None, cwd: Path | None = None,
-         timeout: float = 120) -> subprocess.CompletedProcess:
+def flux(
+    *args: str, url: str | None = None, env: dict | None = None, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FLUX_")}
     if url:
         environ["FLUX_SERVER_URL"] = url
     environ.update(env or {})
-    return subprocess.run([sys.executable, "-m", "flux", *args], capture_output=True, text=True, env=environ,
-                          cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "flux", *args], capture_output=True, text=True, env=environ, cwd=cwd, timeout=timeout
+    )
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -133,7 +140,9 @@ def test_wait_exits_1_when_failed(fleet):
 
 
 def test_wait_exits_4_when_still_running_at_the_timeout(fleet, api):
-    result = flux("workflow", "run", "sleepy", "30", "--wait", "--timeout", "1", "--format", "json", url=fleet.server_url)
+    result = flux(
+        "workflow", "run", "sleepy", "30", "--wait", "--timeout", "1", "--format", "json", url=fleet.server_url
+    )
     assert result.returncode == 4, result.stderr
     execution = json.loads(result.stdout)
     assert execution["state"] in ("SCHEDULED", "CLAIMED", "RUNNING")
@@ -142,9 +151,17 @@ def test_wait_exits_4_when_still_running_at_the_timeout(fleet, api):
 
 
 def test_wait_exits_3_when_cancelled_meanwhile(fleet, api):
-    environ = {**{k: v for k, v in os.environ.items() if not k.startswith("FLUX_")}, "FLUX_SERVER_URL": fleet.server_url}
-    waiting = subprocess.Popen([sys.executable, "-m", "flux", "workflow", "run", "sleepy", "60", "--wait", "--format", "json"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
+    environ = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("FLUX_")},
+        "FLUX_SERVER_URL": fleet.server_url,
+    }
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "flux", "workflow", "run", "sleepy", "60", "--wait", "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+    )
     try:
         execution_id = waiting.stderr.readline().split()[1]  # "execution ID (sleepy): SCHEDULED"
         wait_for_state(api, execution_id, ("RUNNING",))
@@ -207,7 +224,10 @@ def test_an_execution_id_may_be_any_unique_prefix(fleet, api):
 
     taken = {e["id"][:4] for e in api.list_executions(limit=1000)}
     absent = next(f"{n:04x}" for n in range(65536) if f"{n:04x}" not in taken)
-    assert one_error_line(flux("execution", "cancel", absent, url=fleet.server_url)) == f"Error: no execution matches '{absent}'"
+    assert (
+        one_error_line(flux("execution", "cancel", absent, url=fleet.server_url))
+        == f"Error: no execution matches '{absent}'"
+    )
     assert one_error_line(flux("execution", "events", "nope", url=fleet.server_url)).startswith(
         "Error: HTTP 404: execution 'nope' not found"
     )
@@ -227,7 +247,9 @@ def test_logs_and_events_of_an_execution_by_prefix(fleet, api):
         "[stdout] talk:2: hello from task 1",
         "[log WARNING chat] talk:2: careful 1",
     ]
-    only = flux("execution", "logs", prefix, "--task", "talk:2", "--stream", "log", "--format", "json", url=fleet.server_url)
+    only = flux(
+        "execution", "logs", prefix, "--task", "talk:2", "--stream", "log", "--format", "json", url=fleet.server_url
+    )
     assert [json.loads(line)["message"] for line in only.stdout.splitlines()] == ["careful 1"]
     events = flux("execution", "events", prefix, "--follow", url=fleet.server_url, timeout=30).stdout.splitlines()
     assert "WORKFLOW_COMPLETED" in events[-1] and any('PROGRESS step:2 {"step":1}' in e for e in events)
@@ -260,8 +282,21 @@ def test_following_by_polling_gives_what_the_stream_gives(fleet, api):
 
 
 def test_sse_parser_reads_fields_comments_multiline_data_and_ids():
-    lines = [": ping", "id: 1", "event: log", 'data: {"seq": 1,', 'data: "message": "a"}', "",
-             "", "event: end", "data: {}", "", "retry: 10", "data:no space", ""]
+    lines = [
+        ": ping",
+        "id: 1",
+        "event: log",
+        'data: {"seq": 1,',
+        'data: "message": "a"}',
+        "",
+        "",
+        "event: end",
+        "data: {}",
+        "",
+        "retry: 10",
+        "data:no space",
+        "",
+    ]
     messages = list(parse_sse(lines))
     assert [(m.event, m.data, m.id) for m in messages] == [
         ("log", '{"seq": 1,\n"message": "a"}', "1"),
@@ -273,7 +308,7 @@ def test_sse_parser_reads_fields_comments_multiline_data_and_ids():
 def test_sse_parser_over_an_httpx_mock_transport_stream():
     """Only the parser is under test here: the bytes arrive cut at awkward places, CRLF."""
     body = 'id: 7\r\nevent: event\r\ndata: {"seq": 7}\r\n\r\n: keep-alive\r\n\r\nevent: end\r\ndata: {"state": "COMPLETED"}\r\n\r\n'
-    chunks = [body[i:i + 5].encode() for i in range(0, len(body), 5)]
+    chunks = [body[i : i + 5].encode() for i in range(0, len(body), 5)]
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=iter(chunks))
@@ -316,8 +351,19 @@ def test_worker_show_is_concise_packages_on_request_json_in_full(fleet, api):
 
 
 def test_start_worker_with_a_wrong_bootstrap_token_says_why_in_one_line(fleet, tmp_path):
-    args = ("start", "worker", "rogue", "--server-url", fleet.server_url, "--bootstrap-token", "wrong",
-            "--gpu-source", "none", "--runner", "inprocess")
+    args = (
+        "start",
+        "worker",
+        "rogue",
+        "--server-url",
+        fleet.server_url,
+        "--bootstrap-token",
+        "wrong",
+        "--gpu-source",
+        "none",
+        "--runner",
+        "inprocess",
+    )
     env = {"FLUX_HOME": str(tmp_path)}
     assert one_error_line(flux(*args, env=env, timeout=60)) == REGISTRATION_REFUSED
     debug = flux("--debug", *args, env=env, timeout=60)
@@ -359,7 +405,9 @@ def test_client_section_of_flux_toml_sets_every_client_command(fleet, tmp_path):
     assert "hello" in {w["name"] for w in json.loads(listed.stdout)}
     assert json.loads(flux("worker", "show", "w1", cwd=tmp_path).stdout)["name"] == "w1"
     assert flux("workflow", "list", "--format", "table", cwd=tmp_path).stdout.startswith("┏")  # the flag wins
-    assert flux("workflow", "list", cwd=tmp_path, env={"FLUX_SERVER_URL": "http://127.0.0.1:9"}).returncode == 2  # env too
+    assert (
+        flux("workflow", "list", cwd=tmp_path, env={"FLUX_SERVER_URL": "http://127.0.0.1:9"}).returncode == 2
+    )  # env too
 
     (tmp_path / "flux.toml").write_text('[client]\napi_token = "secret"\n')
     line = one_error_line(flux("workflow", "list", cwd=tmp_path))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from shared import HELLO, error_line, flux
 
 from flux.client import FluxClient, FluxClientError
-from shared import HELLO, error_line, flux
 
 
 def test_the_client_refuses_a_malformed_namespace_before_any_call(monkeypatch):
@@ -31,14 +31,18 @@ def test_every_client_command_acts_in_the_namespace_it_is_given(cluster, workflo
     monkeypatch.setenv("FLUX_NAMESPACE", "team-a")
     ran = json.loads(flux("workflow", "run", "hello", '"ns"', "--wait", "--format", "json", server_url=url).stdout)
     assert (ran["state"], ran["output"], ran["namespace"]) == ("COMPLETED", "Hello, ns", "team-a")
-    assert [e["id"] for e in json.loads(flux("execution", "list", "--format", "json", server_url=url).stdout)] == [ran["id"]]
+    assert [e["id"] for e in json.loads(flux("execution", "list", "--format", "json", server_url=url).stdout)] == [
+        ran["id"]
+    ]
     monkeypatch.delenv("FLUX_NAMESPACE")
 
     assert json.loads(flux("workflow", "list", "--format", "json", server_url=url).stdout) == []  # default's
     missing = error_line(flux("execution", "show", ran["id"], server_url=url, check=False))
     assert missing == f"Error: HTTP 404: execution '{ran['id']}' not found"
     assert "no execution matches" in error_line(flux("execution", "show", ran["id"][:8], server_url=url, check=False))
-    shown = json.loads(flux("execution", "show", ran["id"][:8], "--namespace", "team-a", "--format", "json", server_url=url).stdout)
+    shown = json.loads(
+        flux("execution", "show", ran["id"][:8], "--namespace", "team-a", "--format", "json", server_url=url).stdout
+    )
     assert shown["id"] == ran["id"]
 
     config = tmp_path / "flux.toml"

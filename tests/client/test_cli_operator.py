@@ -56,7 +56,9 @@ def flux(*args: str, url: str | None = None, cwd: Path | None = None, columns: i
     environ["COLUMNS"] = str(columns)
     if url:
         environ["FLUX_SERVER_URL"] = url
-    return subprocess.run([sys.executable, "-m", "flux", *args], capture_output=True, text=True, env=environ, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "flux", *args], capture_output=True, text=True, env=environ, cwd=cwd, timeout=120
+    )
 
 
 def fits(text: str, columns: int = 80) -> None:
@@ -87,7 +89,10 @@ def test_a_server_on_a_taken_port_says_so_before_it_migrates_and_exits_5(tmp_pat
     finally:
         taken.close()
     assert result.returncode == 5, result.stderr
-    assert result.stderr.strip() == f"Error: cannot start: 127.0.0.1:{port} is in use (another Flux server?); stop it or choose --port"
+    assert (
+        result.stderr.strip()
+        == f"Error: cannot start: 127.0.0.1:{port} is in use (another Flux server?); stop it or choose --port"
+    )
     assert not (tmp_path / "home" / "flux.db").exists() or (tmp_path / "home" / "flux.db").stat().st_size == 0
 
 
@@ -123,7 +128,9 @@ def test_progress_reads_as_a_bar_and_fits_80_columns():
     assert progress_text(1 / 3) == "███░░░░░░░ 33%"
     assert progress_text({"loss": 0.123456789, "step": 3}) == '{"loss":0.1235,"step":3}'
     assert progress_text(7) == "7" and progress_text("warming up") == "warming up"
-    tracker = Tracker({"id": "3f2a1b2c" * 4, "workflow_name": "train_a_rather_big_model", "state": "RUNNING", "attempt": 1})
+    tracker = Tracker(
+        {"id": "3f2a1b2c" * 4, "workflow_name": "train_a_rather_big_model", "state": "RUNNING", "attempt": 1}
+    )
     tracker.apply({"type": "PROGRESS", "task_id": "epoch:1", "value": 0.4})
     console = Console(width=80, record=True, force_terminal=False)
     console.print(_StatusLine(tracker))  # the live line
@@ -162,7 +169,9 @@ def test_execution_show_lists_only_what_has_a_value_and_events_have_a_time(fleet
         done = client.run("nightly_feature_backfill_v2", "Ada", wait=60)
     shown = flux("execution", "show", done["id"], url=fleet.server_url).stdout
     fits(shown)
-    fields = [line.split("│")[1].strip() for line in shown.splitlines() if line.startswith("│") and line.split("│")[1].strip()]
+    fields = [
+        line.split("│")[1].strip() for line in shown.splitlines() if line.startswith("│") and line.split("│")[1].strip()
+    ]
     assert {"id", "state", "output", "worker_name", "finished_at"} <= set(fields)
     assert not {"unschedulable", "placement_note", "schedule", "wait", "parent", "children", "deadline"} & set(fields)
     assert "│ -" not in shown

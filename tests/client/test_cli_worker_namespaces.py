@@ -23,7 +23,18 @@ def started(monkeypatch, tmp_path):
         head = ["--config", str(tmp_path / "flux.toml")] if config is not None else []
         if config is not None:
             (tmp_path / "flux.toml").write_text(config)
-        argv = [*head, "start", "worker", "w", "--bootstrap-token", "t", "--home", str(tmp_path), "--no-fork-children", *args]
+        argv = [
+            *head,
+            "start",
+            "worker",
+            "w",
+            "--bootstrap-token",
+            "t",
+            "--home",
+            str(tmp_path),
+            "--no-fork-children",
+            *args,
+        ]
         result = CliRunner().invoke(cli.main, argv, env=env)
         return result, seen.pop("config", None)
 

@@ -23,15 +23,29 @@ def _modules_after(code: str, prefixes: tuple[str, ...] = ("flux",)) -> set[str]
     return set(json.loads(out.splitlines()[-1]))
 
 
-MODEL = {"flux.model.workflow", "flux.model.task", "flux.model.runtime", "flux.model.composition", "flux.model.determinism"}
-CLIENT_COMMANDS = {"flux.cli.executions", "flux.cli.workflows", "flux.cli.schedules", "flux.cli.cache",
-                   "flux.cli.secrets", "flux.cli.workers", "flux.cli.watch", "flux.cli.tokens", "flux.cli.audit"}
+MODEL = {
+    "flux.model.workflow",
+    "flux.model.task",
+    "flux.model.runtime",
+    "flux.model.composition",
+    "flux.model.determinism",
+}
+CLIENT_COMMANDS = {
+    "flux.cli.executions",
+    "flux.cli.workflows",
+    "flux.cli.schedules",
+    "flux.cli.cache",
+    "flux.cli.secrets",
+    "flux.cli.workers",
+    "flux.cli.watch",
+    "flux.cli.tokens",
+    "flux.cli.audit",
+}
 
 
 def test_the_worker_command_loads_neither_the_client_commands_nor_the_programming_model():
     loaded = _modules_after(
-        "from flux.cli import main\n"
-        "main(['start', 'worker', '--help'], prog_name='flux', standalone_mode=False)"
+        "from flux.cli import main\nmain(['start', 'worker', '--help'], prog_name='flux', standalone_mode=False)"
     )
     assert "flux.cli.start" in loaded
     assert not loaded & CLIENT_COMMANDS, loaded & CLIENT_COMMANDS
@@ -58,13 +72,17 @@ def test_importing_flux_loads_no_programming_model_until_a_name_is_used():
     assert {"flux.model.task", "flux.model.workflow"} <= _modules_after("from flux import task, workflow")
 
 
-@pytest.mark.parametrize("first", ["import flux.model.task, flux.model.workflow", "from flux import task, workflow", "import flux"])
+@pytest.mark.parametrize(
+    "first", ["import flux.model.task, flux.model.workflow", "from flux import task, workflow", "import flux"]
+)
 def test_task_and_workflow_are_the_decorators_whatever_was_imported_first(first):
-    code = (f"{first}\nimport flux\nfrom flux import task, workflow\n"
-            "assert callable(task) and callable(workflow), (task, workflow)\n"
-            "assert flux.task is task and flux.workflow is workflow\n"
-            "assert type(task).__name__ == '_TaskDecorator' and type(workflow).__name__ == '_WorkflowDecorator'\n"
-            "from flux import *\nassert 'sleep' in dir(flux) and callable(parallel)")
+    code = (
+        f"{first}\nimport flux\nfrom flux import task, workflow\n"
+        "assert callable(task) and callable(workflow), (task, workflow)\n"
+        "assert flux.task is task and flux.workflow is workflow\n"
+        "assert type(task).__name__ == '_TaskDecorator' and type(workflow).__name__ == '_WorkflowDecorator'\n"
+        "from flux import *\nassert 'sleep' in dir(flux) and callable(parallel)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -82,8 +100,12 @@ def test_what_type_checkers_see_is_what_the_package_exports():
     import flux
 
     tree = ast.parse(inspect.getsource(flux))
-    checked = next(node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
-    seen = {alias.name: node.module for node in checked.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    checked = next(
+        node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+    )
+    seen = {
+        alias.name: node.module for node in checked.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
     assert seen == flux._EXPORTS
     assert set(flux.__all__) | {"map"} == set(flux._EXPORTS)
 
@@ -101,11 +123,15 @@ def test_the_worker_process_imports_no_programming_model_its_children_run_it():
     # nor what only the server or the client need: wheel tags, cron (time zones: pydantic,
     # which decodes the protocol's messages, imports zoneinfo itself)
     assert not _modules_after("import flux.worker.lifecycle, flux.cli.start", ("packaging", "cronsim"))
-    assert {"flux.worker.runners.execute", "flux.worker.runners.child"} <= _modules_after("import flux.worker.runners.child")
+    assert {"flux.worker.runners.execute", "flux.worker.runners.child"} <= _modules_after(
+        "import flux.worker.runners.child"
+    )
 
 
 def test_a_mistyped_command_is_offered_the_close_ones_and_submodules_load_on_first_use():
     result = CliRunner().invoke(main, ["star"])
     assert result.exit_code == 2 and "start" in result.output, result.output
     assert "FLUX_CONFIG" in CliRunner().invoke(main, ["--help"]).output
-    subprocess.run([sys.executable, "-c", "import flux; assert flux.model.__name__ == 'flux.model'"], check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-c", "import flux; assert flux.model.__name__ == 'flux.model'"], check=True, timeout=60
+    )

@@ -71,7 +71,9 @@ def test_a_run_gives_its_result_typed_events_and_logs(url):
         run = client.run("squares", 7)
         assert run.result(timeout=60) == 49
         execution = run.execution()
-        assert isinstance(execution, Execution) and execution.state is ExecutionState.COMPLETED and execution.output == 49
+        assert (
+            isinstance(execution, Execution) and execution.state is ExecutionState.COMPLETED and execution.output == 49
+        )
         events = list(run.events(follow=False))
         assert all(isinstance(e, Event) for e in events) and events[-1].type == "WORKFLOW_COMPLETED"
         assert [e.value for e in events if e.type == "PROGRESS"] == [0.5]

@@ -13,8 +13,16 @@ from flux.config import Configuration
 
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
-    for name in ("FLUX_HOME", "FLUX_PORT", "FLUX_DATABASE_URL", "FLUX_SERVER_URL", "FLUX_LABELS",
-                 "FLUX_OUTPUT_STORAGE_DIR", "FLUX_CONFIG", "FLUX_DEBUG"):
+    for name in (
+        "FLUX_HOME",
+        "FLUX_PORT",
+        "FLUX_DATABASE_URL",
+        "FLUX_SERVER_URL",
+        "FLUX_LABELS",
+        "FLUX_OUTPUT_STORAGE_DIR",
+        "FLUX_CONFIG",
+        "FLUX_DEBUG",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     Configuration.get().reset()
@@ -37,8 +45,9 @@ def test_the_variables_flux_start_reads_are_the_settings(fresh, monkeypatch, tmp
 
 
 def test_flux_toml_under_the_variables_then_the_defaults(fresh, monkeypatch, tmp_path):
-    (tmp_path / "flux.toml").write_text('[server]\nport = 9100\n[client]\nserver_url = "http://c:1"\n'
-                                        '[worker]\nlabels = { zone = "b" }\n')
+    (tmp_path / "flux.toml").write_text(
+        '[server]\nport = 9100\n[client]\nserver_url = "http://c:1"\n[worker]\nlabels = { zone = "b" }\n'
+    )
     assert (fresh.settings.server_port, fresh.settings.workers.server_url) == (9100, "http://c:1")
     assert fresh.settings.workers.labels == {"zone": "b"} and fresh.settings.server_host == "127.0.0.1"
     monkeypatch.setenv("FLUX_PORT", "9200")
@@ -47,7 +56,9 @@ def test_flux_toml_under_the_variables_then_the_defaults(fresh, monkeypatch, tmp
 
 
 def test_what_has_no_counterpart_writes_and_override_raise_naming_it(fresh):
-    with pytest.raises(AttributeError, match=r"settings\.security has no counterpart.*FLUX_SECRETS_KEY.*migrating-from-flux-core"):
+    with pytest.raises(
+        AttributeError, match=r"settings\.security has no counterpart.*FLUX_SECRETS_KEY.*migrating-from-flux-core"
+    ):
         fresh.settings.security
     with pytest.raises(AttributeError, match=r"settings\.encryption_key has no counterpart"):
         fresh.settings.encryption_key

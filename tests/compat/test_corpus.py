@@ -72,7 +72,9 @@ def local_secret():
 
 
 @pytest.mark.parametrize(("name", "given", "resumes", "state", "output"), CASES, ids=[case[0] for case in CASES])
-def test_each_construct_runs_unchanged_locally(name, given, resumes, state, output, local_secret, tmp_path, monkeypatch):
+def test_each_construct_runs_unchanged_locally(
+    name, given, resumes, state, output, local_secret, tmp_path, monkeypatch
+):
     monkeypatch.setenv("FLUX_OUTPUT_STORAGE_DIR", str(tmp_path))
     wf = _module(name)[name]
     ctx = wf.run(given)
@@ -134,7 +136,9 @@ def test_the_agent_layer_is_refused_by_name():
         import flux.tasks.ai  # noqa: F401
 
 
-def test_the_corpus_registered_on_a_real_server_runs_with_the_same_state_and_output(make_cluster, tmp_path, monkeypatch):
+def test_the_corpus_registered_on_a_real_server_runs_with_the_same_state_and_output(
+    make_cluster, tmp_path, monkeypatch
+):
     monkeypatch.setenv("FLUX_OUTPUT_STORAGE_DIR", str(tmp_path / "outputs"))
     key_file = tmp_path / "secrets.key"
     key_file.write_text(Fernet.generate_key().decode())

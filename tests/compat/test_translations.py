@@ -19,14 +19,23 @@ from flux.registration.static import StaticError, read_source
 
 
 def test_require_is_an_affinity_and_prefer_least_most_are_score_terms():
-    assert routing.require(routing.label("zone") == "a", routing.label("spot") != "true") == {"zone": "a", "spot": NotIn("true")}
-    policy = routing.score(routing.prefer(routing.label("gpu") == "a100", weight=5), routing.least(routing.load()),
-                           routing.most(routing.metric("free_gb"), weight=2), routing.prefer(routing.label("tier") != "slow"))
+    assert routing.require(routing.label("zone") == "a", routing.label("spot") != "true") == {
+        "zone": "a",
+        "spot": NotIn("true"),
+    }
+    policy = routing.score(
+        routing.prefer(routing.label("gpu") == "a100", weight=5),
+        routing.least(routing.load()),
+        routing.most(routing.metric("free_gb"), weight=2),
+        routing.prefer(routing.label("tier") != "slow"),
+    )
     assert [term["kind"] for term in policy.to_dict()["terms"]] == ["label_eq", "load", "metric", "label_eq"]
     assert [term["weight"] for term in policy.to_dict()["terms"]] == [5, -1.0, 2, -1.0]
 
 
-@pytest.mark.parametrize("construct", ["input", "label_for", "when", "optional", "meta", "resource", "utilization", "sticky", "service"])
+@pytest.mark.parametrize(
+    "construct", ["input", "label_for", "when", "optional", "meta", "resource", "utilization", "sticky", "service"]
+)
 def test_what_has_no_counterpart_names_itself(construct):
     built = getattr(routing, construct)("x")
     assert isinstance(built, routing.Unmapped) and f"flux.routing.{construct}()" in built.message()
@@ -50,10 +59,15 @@ def test_input_routed_affinity_runs_locally_with_a_warning_and_is_refused_at_reg
     fluxcore._warned.clear()
     path = tmp_path / "tenants.py"
     path.write_text(textwrap.dedent(INPUT_ROUTED))
-    with pytest.warns(MigrationWarning, match=r"flux\.routing input, when: ignored by a local run; registering .* is refused"):
+    with pytest.warns(
+        MigrationWarning, match=r"flux\.routing input, when: ignored by a local run; registering .* is refused"
+    ):
         module = runpy.run_path(str(path))
     assert module["tenant_report"].run({"tenant": "acme"}).output == {"tenant": "acme"}
-    with pytest.raises(StaticError, match=r"tenants\.py:5: workflow 'tenant_report': flux\.routing\.input\(\), flux\.routing\.when\(\): no counterpart"):
+    with pytest.raises(
+        StaticError,
+        match=r"tenants\.py:5: workflow 'tenant_report': flux\.routing\.input\(\), flux\.routing\.when\(\): no counterpart",
+    ):
         read_source(path.read_text(), "tenants.py")
 
 
@@ -67,22 +81,27 @@ def test_a_condition_on_a_metric_or_two_on_one_label_is_refused():
 def test_schedules_keep_flux_core_shapes_and_become_a_schedule_request():
     daily = cron("0 9 * * MON-FRI", timezone="Europe/Lisbon", overlap="allow")
     assert isinstance(daily, CronSchedule) and daily.cron_expression == "0 9 * * MON-FRI"
-    assert daily.to_dict() == {"type": "cron", "cron_expression": "0 9 * * MON-FRI", "timezone": "Europe/Lisbon", "overlap": "allow"}
+    assert daily.to_dict() == {
+        "type": "cron",
+        "cron_expression": "0 9 * * MON-FRI",
+        "timezone": "Europe/Lisbon",
+        "overlap": "allow",
+    }
     assert daily.request() == {"cron": "0 9 * * MON-FRI", "timezone": "Europe/Lisbon", "overlap": "allow_all"}
     assert DeclaredSchedule.from_request(daily.request()).schedule == daily.schedule
     every = interval(hours=6)
     assert isinstance(every, IntervalSchedule) and every.interval == datetime.timedelta(hours=6)
     assert every.to_dict()["interval_seconds"] == 21600 and every.overlap is OverlapPolicy.SKIP
-    after = datetime.datetime(2030, 1, 1, 10, 0, tzinfo=datetime.timezone.utc)
-    assert every.next_run_time(after) == datetime.datetime(2030, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
-    assert once(datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)).request()["at"] == 1893456000.0
+    after = datetime.datetime(2030, 1, 1, 10, 0, tzinfo=datetime.UTC)
+    assert every.next_run_time(after) == datetime.datetime(2030, 1, 1, 12, 0, tzinfo=datetime.UTC)
+    assert once(datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)).request()["at"] == 1893456000.0
     with pytest.raises(InvalidSchedule, match="end_time"):
         interval(hours=1, end_time=after)
     with pytest.raises(InvalidSchedule, match="overlap"):
         cron("* * * * *", overlap="sometimes")
 
 
-FLUX_CORE_MODULE = '''
+FLUX_CORE_MODULE = """
     from flux import ExecutionContext, cron, task, workflow
     from flux.output_storage import LocalFileStorage
     from flux.routing import label, least, load, prefer, require, score
@@ -97,7 +116,7 @@ FLUX_CORE_MODULE = '''
                            affinity=require(label("zone") == "a"), routing=score(prefer(label("gpu") == "x"), least(load())))
     async def nightly(ctx: ExecutionContext[int]):
         return await pay(ctx.input)
-'''
+"""
 
 
 def test_static_registration_reads_a_flux_core_module_without_running_it():
@@ -133,15 +152,24 @@ def test_a_graph_runs_the_nodes_whose_edge_conditions_hold():
 
     @workflow
     async def branching(ctx: ExecutionContext[int]):
-        graph = (Graph("sizes").add_node("fetch", fetch).add_node("small", small).add_node("large", large)
-                 .add_edge("fetch", "small", condition=lambda n: n < 10).add_edge("fetch", "large", condition=lambda n: n >= 10)
-                 .start_with("fetch").end_with("small"))
+        graph = (
+            Graph("sizes")
+            .add_node("fetch", fetch)
+            .add_node("small", small)
+            .add_node("large", large)
+            .add_edge("fetch", "small", condition=lambda n: n < 10)
+            .add_edge("fetch", "large", condition=lambda n: n >= 10)
+            .start_with("fetch")
+            .end_with("small")
+        )
         return await graph(ctx.input)
 
     assert branching.run(3).output == "small 3"
     assert branching.run(30).output is None  # END's upstream did not run
     with pytest.raises(ValueError, match="cycle"):
-        Graph("loop").add_node("a", fetch).add_node("b", fetch).add_edge("a", "b").add_edge("b", "a").start_with("a").end_with("b").validate()
+        Graph("loop").add_node("a", fetch).add_node("b", fetch).add_edge("a", "b").add_edge("b", "a").start_with(
+            "a"
+        ).end_with("b").validate()
 
 
 def test_flux_tasks_call_forms():
@@ -156,14 +184,23 @@ def test_flux_tasks_call_forms():
         squares = await parallel(*(square(n) for n in range(4)), max_concurrent=2)
         picked = await randrange(10, 20, 5)
         note = await pause({"free": "form name"})
-        return {"squares": squares, "picked": picked in (10, 15), "note": note,
-                "when": datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)}
+        return {
+            "squares": squares,
+            "picked": picked in (10, 15),
+            "note": note,
+            "when": datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC),
+        }
 
     run = forms.run()
     assert run.wait["name"] == "pause" and run.wait["payload"] == {"free": "form name"}
     done = forms.resume(run.execution_id, "ok")
     assert done.output == {"squares": [0, 1, 4, 9], "picked": True, "note": "ok", "when": "2030-01-01T00:00:00+00:00"}
-    assert {event["name"] for event in done.events if event["type"] == "TASK_COMPLETED"} == {"square_0", "square_1", "square_2", "square_3"}
+    assert {event["name"] for event in done.events if event["type"] == "TASK_COMPLETED"} == {
+        "square_0",
+        "square_1",
+        "square_2",
+        "square_3",
+    }
 
 
 def test_a_failure_carries_flux_core_type_and_message_of_the_innermost_task():
@@ -223,10 +260,12 @@ def test_flux_core_import_paths_leave_flux_task_and_workflow_the_decorators():
     import subprocess
     import sys
 
-    code = ("from flux.task import task\nfrom flux.workflow import workflow\nimport flux, flux.tasks, flux.domain.schedule\n"
-            "from flux.domain import ExecutionContext\nfrom flux.domain.execution_context import ExecutionContext as Same\n"
-            "assert flux.task is task and flux.workflow is workflow and type(task).__name__ == '_TaskDecorator'\n"
-            "assert ExecutionContext is Same and ExecutionContext[str] is ExecutionContext")
+    code = (
+        "from flux.task import task\nfrom flux.workflow import workflow\nimport flux, flux.tasks, flux.domain.schedule\n"
+        "from flux.domain import ExecutionContext\nfrom flux.domain.execution_context import ExecutionContext as Same\n"
+        "assert flux.task is task and flux.workflow is workflow and type(task).__name__ == '_TaskDecorator'\n"
+        "assert ExecutionContext is Same and ExecutionContext[str] is ExecutionContext"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 

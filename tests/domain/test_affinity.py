@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 import flux
 from flux import DoesNotExist, Exists, Gt, In, Lt, NotIn, workflow
 from flux.domain.affinity import affinity_from_json, affinity_key, normalise_affinity
+from flux.domain.resources import Resources
+from flux.model.workflow import validate_affinity
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Reason, check
 from flux.scheduling.filters.affinity import check_affinity
 from flux.scheduling.placement import place
-from flux.domain.resources import Resources
 from flux.scheduling.snapshot import WorkerView
-from flux.model.workflow import validate_affinity
 
 OWNER = "workflow 'train'"
 
@@ -34,7 +34,9 @@ def mismatch(affinity, labels) -> str | None:
 def worker(name: str = "w", labels=None, available=None, **overrides) -> WorkerView:
     """cpu 8, memory 32 GiB, disk 1 TiB, all available but what ``available`` says."""
     total = Resources(cpu=8.0, memory=2**35, disk=2**40)
-    return WorkerView(name=name, labels=labels or {}, total=total, available=total.updated(available or {}), **overrides)
+    return WorkerView(
+        name=name, labels=labels or {}, total=total, available=total.updated(available or {}), **overrides
+    )
 
 
 # --- each operator: matching, mismatching, messages -------------------------------------
@@ -153,9 +155,15 @@ def test_operators_are_checked_before_resources_and_route_placement():
         ({"cuda": Lt(float("nan"))}, "workflow 'train': affinity['cuda']: Lt needs a finite number, got nan"),
         ({"cuda": Gt(True)}, "workflow 'train': affinity['cuda']: Gt needs a finite number, got True"),
         ({"zone": In()}, "workflow 'train': affinity['zone']: In needs at least one value, got none"),
-        ({"zone": NotIn("a", None)}, "workflow 'train': affinity['zone']: NotIn values must be strings or numbers, got None"),
+        (
+            {"zone": NotIn("a", None)},
+            "workflow 'train': affinity['zone']: NotIn values must be strings or numbers, got None",
+        ),
         ({"zone": {"op": "Near", "value": 1}}, "workflow 'train': affinity['zone']: unknown operator 'Near'"),
-        ({"zone": {"op": "In", "values": "ab"}}, "workflow 'train': affinity['zone']: In needs a list of values, got 'ab'"),
+        (
+            {"zone": {"op": "In", "values": "ab"}},
+            "workflow 'train': affinity['zone']: In needs a list of values, got 'ab'",
+        ),
         ({"zone": {"op": "In"}}, "workflow 'train': affinity['zone']: In needs 'values'"),
         ({"ssd": {"op": "Exists", "value": 1}}, "workflow 'train': affinity['ssd']: Exists takes only 'op'"),
         ({"zone": {"values": ["a"]}}, "workflow 'train': affinity['zone']: unknown operator None"),
@@ -174,13 +182,16 @@ def test_validation_errors_name_owner_key_and_bad_value(affinity, expected):
 
 def test_invalid_operator_fails_at_decoration_naming_the_workflow():
     with pytest.raises(ValueError, match=r"workflow 'train': affinity\['cuda'\]: Gt needs a finite number, got 'x'"):
+
         @workflow.with_options(affinity={"cuda": Gt("x")})
         async def train(ctx): ...
 
 
 def test_validate_affinity_in_flux_workflow_is_the_same_function():
     # flux.server.workflows re-validates API payloads with this name.
-    assert validate_affinity({"zone": {"op": "In", "values": ["a", 1]}}, OWNER) == {"zone": {"op": "In", "values": ["a", "1"]}}
+    assert validate_affinity({"zone": {"op": "In", "values": ["a", 1]}}, OWNER) == {
+        "zone": {"op": "In", "values": ["a", "1"]}
+    }
     assert validate_affinity({"zone": "a", "n": 1}, OWNER) == {"zone": "a", "n": "1"}
     assert validate_affinity({}, OWNER) is None and validate_affinity(None, OWNER) is None
     with pytest.raises(ValueError, match="workflow 'train'"):
@@ -224,11 +235,25 @@ def test_plain_dicts_keep_meaning_equality():
 
 
 def test_json_round_trip_and_operators_back():
-    affinity = {"zone": In("a", "b"), "ssd": Exists(), "legacy": DoesNotExist(), "cuda": Gt(11), "gen": Lt(9.5), "r": "x"}
+    affinity = {
+        "zone": In("a", "b"),
+        "ssd": Exists(),
+        "legacy": DoesNotExist(),
+        "cuda": Gt(11),
+        "gen": Lt(9.5),
+        "r": "x",
+    }
     stored = json.loads(json.dumps(normalise_affinity(affinity, OWNER)))
     assert normalise_affinity(stored, OWNER) == stored
     assert affinity_from_json(stored) == affinity
-    assert {type(v).__name__ for v in affinity_from_json(stored).values()} == {"In", "Exists", "DoesNotExist", "Gt", "Lt", "str"}
+    assert {type(v).__name__ for v in affinity_from_json(stored).values()} == {
+        "In",
+        "Exists",
+        "DoesNotExist",
+        "Gt",
+        "Lt",
+        "str",
+    }
     assert affinity_from_json(None) == {}
 
 
@@ -302,14 +327,21 @@ def test_property_normalising_is_idempotent_and_round_trips(affinity):
 
 # Issue 31: caps as Kubernetes sets them for label selectors (flux/domain/labels.py).
 
-@pytest.mark.parametrize("affinity, message", [
-    ({f"k{i}": "v" for i in range(65)}, "workflow 'w': affinity has 65 entries, at most 64"),
-    ({"k" * 64: "v"}, "has a name of 64 characters, at most 63"),
-    ({"a" * 254 + "/k": "v"}, "has a prefix of 254 characters, at most 253"),
-    ({"zone": "v" * 64}, "label value 'vvvv"),
-    ({"zone": {"op": "In", "values": [str(i) for i in range(65)]}}, "affinity['zone']: In values has 65 entries, at most 64"),
-    ({"zone": {"op": "NotIn", "values": ["v" * 64]}}, "NotIn: label value"),
-])
+
+@pytest.mark.parametrize(
+    "affinity, message",
+    [
+        ({f"k{i}": "v" for i in range(65)}, "workflow 'w': affinity has 65 entries, at most 64"),
+        ({"k" * 64: "v"}, "has a name of 64 characters, at most 63"),
+        ({"a" * 254 + "/k": "v"}, "has a prefix of 254 characters, at most 253"),
+        ({"zone": "v" * 64}, "label value 'vvvv"),
+        (
+            {"zone": {"op": "In", "values": [str(i) for i in range(65)]}},
+            "affinity['zone']: In values has 65 entries, at most 64",
+        ),
+        ({"zone": {"op": "NotIn", "values": ["v" * 64]}}, "NotIn: label value"),
+    ],
+)
 def test_affinity_is_capped_like_kubernetes_label_selectors(affinity, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         normalise_affinity(affinity, "workflow 'w'")
@@ -323,6 +355,7 @@ def test_the_largest_affinity_is_accepted():
 
 def test_decorating_a_workflow_with_ten_thousand_labels_is_refused():
     with pytest.raises(ValueError, match=re.escape("affinity has 10000 entries, at most 64")):
+
         @workflow.with_options(affinity={f"k{i}": "v" for i in range(10_000)})
         async def crowded(ctx):  # pragma: no cover - never registered
             return None

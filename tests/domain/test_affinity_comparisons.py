@@ -10,10 +10,15 @@ from flux.domain.affinity import affinity_from_json, label_mismatch, normalise_a
 KEY = "flux.gpu/compute-capability"
 
 
-@pytest.mark.parametrize(("spelled", "operator"), [
-    (">=8.0", {"op": "Ge", "value": 8.0}), ("<= 9", {"op": "Le", "value": 9}),
-    (">7.5", {"op": "Gt", "value": 7.5}), ("<10", {"op": "Lt", "value": 10}),
-])
+@pytest.mark.parametrize(
+    ("spelled", "operator"),
+    [
+        (">=8.0", {"op": "Ge", "value": 8.0}),
+        ("<= 9", {"op": "Le", "value": 9}),
+        (">7.5", {"op": "Gt", "value": 7.5}),
+        ("<10", {"op": "Lt", "value": 10}),
+    ],
+)
 def test_a_comparison_spelled_as_a_string_is_that_operator(spelled, operator):
     assert normalise_affinity({KEY: spelled}, "w") == {KEY: operator}
 

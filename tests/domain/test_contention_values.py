@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flux.domain.concurrency import Concurrency, MissingField, check_concurrency
 from flux.domain.priority import Preemption, PriorityClasses, UnknownPriorityClass, check_priority, parse_class

@@ -6,14 +6,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flux.domain.hooks import (
-    FLEET_EVENTS, HookEvent, HookEventType, Subscription, forbidden_address, parse_event_types, retry_delay, signature, verify,
+    FLEET_EVENTS,
+    HookEvent,
+    HookEventType,
+    Subscription,
+    forbidden_address,
+    parse_event_types,
+    retry_delay,
+    signature,
+    verify,
 )
 
 T = HookEventType
 
 
 def test_event_names_parse_in_order_without_repeats_and_unknown_ones_are_named():
-    assert parse_event_types(["execution.failed", "worker.evicted", "execution.failed"]) == [T.EXECUTION_FAILED, T.WORKER_EVICTED]
+    assert parse_event_types(["execution.failed", "worker.evicted", "execution.failed"]) == [
+        T.EXECUTION_FAILED,
+        T.WORKER_EVICTED,
+    ]
     with pytest.raises(ValueError, match="unknown event.*'execution.exploded'.*known: execution.scheduled"):
         parse_event_types(["execution.exploded"])
     with pytest.raises(ValueError, match="unknown"):
@@ -58,8 +69,23 @@ def test_the_backoff_doubles_up_to_its_cap_with_half_of_it_jittered(failures, dr
     assert ceiling / 2 <= delay <= ceiling
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "10.0.0.8", "172.16.3.4", "192.168.1.1", "169.254.169.254",
-                                     "fe80::1", "fc00::1", "100.64.1.1", "0.0.0.0", "224.0.0.1", "::ffff:127.0.0.1"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "::1",
+        "10.0.0.8",
+        "172.16.3.4",
+        "192.168.1.1",
+        "169.254.169.254",
+        "fe80::1",
+        "fc00::1",
+        "100.64.1.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "::ffff:127.0.0.1",
+    ],
+)
 def test_the_servers_own_network_is_forbidden(address):
     assert forbidden_address(address)
 

@@ -74,9 +74,7 @@ def test_spec_cpu_accepts_cores_and_millicores(value, expected):
 
 
 def test_spec_example_request_is_accepted():
-    request = ResourceRequest(
-        cpu=4, memory="8Gi", disk=10_000_000_000, gpu=1, packages=["torch>=2.0", "transformers"]
-    )
+    request = ResourceRequest(cpu=4, memory="8Gi", disk=10_000_000_000, gpu=1, packages=["torch>=2.0", "transformers"])
     assert (request.cpu, request.memory, request.disk, request.gpu) == (4.0, 8 * Gi, 10_000_000_000, 1)
     assert request.packages == ("torch>=2.0", "transformers")
     assert request.describe() == "cpu=4, memory=8Gi, disk=10G, gpu=1, packages=[torch>=2.0, transformers]"
@@ -153,8 +151,7 @@ def test_unparsable_memory_message_shows_accepted_formats():
     with pytest.raises(InvalidResourceRequest) as excinfo:
         ResourceRequest(memory="8Gb")
     assert str(excinfo.value) == (
-        "ResourceRequest.memory: cannot parse '8Gb' as a quantity "
-        "(use bytes or a suffix like 512Mi, 8Gi, 1G, 500M)"
+        "ResourceRequest.memory: cannot parse '8Gb' as a quantity (use bytes or a suffix like 512Mi, 8Gi, 1G, 500M)"
     )
 
 
@@ -239,10 +236,15 @@ def test_to_dict_round_trips_through_from_dict(request):
 
 
 @pytest.mark.parametrize("field", ["memory", "disk"])
-@pytest.mark.parametrize("value", ["99999999999999999999999999Ei", "8Ei", "9223372036854775808", 2**63, 10**400, 1e19, float("inf")])
+@pytest.mark.parametrize(
+    "value", ["99999999999999999999999999Ei", "8Ei", "9223372036854775808", 2**63, 10**400, 1e19, float("inf")]
+)
 def test_quantities_above_int64_are_refused_naming_the_field(field, value):
     """Issue 31: '99999999999999999999999999Ei' was stored as ~1.15e44 bytes."""
-    with pytest.raises(InvalidResourceRequest, match=f"ResourceRequest.{field}: .* is more than the largest quantity, 2\\*\\*63-1 bytes"):
+    with pytest.raises(
+        InvalidResourceRequest,
+        match=f"ResourceRequest.{field}: .* is more than the largest quantity, 2\\*\\*63-1 bytes",
+    ):
         ResourceRequest(**{field: value})
 
 
@@ -252,7 +254,10 @@ def test_the_largest_quantity_is_int64_max():
     assert ResourceRequest(memory="7Ei").memory == 7 * 1024**6
 
 
-@pytest.mark.parametrize("kwargs", [dict(gpu=2**63), dict(cpu=10**400), dict(resources={"fpga": 10**400}), dict(resources={"fpga": float("inf")})])
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(gpu=2**63), dict(cpu=10**400), dict(resources={"fpga": 10**400}), dict(resources={"fpga": float("inf")})],
+)
 def test_counts_past_int64_are_refused_not_an_overflow(kwargs):
     with pytest.raises(InvalidResourceRequest, match="up to 2\\*\\*63-1|must be a positive number"):
         ResourceRequest(**kwargs)

@@ -13,11 +13,11 @@ import pytest
 import flux
 from flux import In, RoutingPolicy, label, load, metric, score, workflow
 from flux.domain.resource_request import ResourceRequest
+from flux.domain.resources import Resources
 from flux.domain.routing import LabelEquals, LoadTerm, MetricTerm
 from flux.scheduling import placement
 from flux.scheduling.demand import Demand, demand_from_row
 from flux.scheduling.ranking import best, score_value, score_worker
-from flux.domain.resources import Resources
 from flux.scheduling.snapshot import WorkerView
 
 
@@ -29,7 +29,9 @@ def place(demands, workers) -> list[tuple[str, str]]:
 def worker(name: str = "w", labels=None, available=None, **overrides) -> WorkerView:
     """cpu 8, memory 32 GiB, disk 1 TiB, all available but what ``available`` says."""
     total = Resources(cpu=8.0, memory=2**35, disk=2**40)
-    return WorkerView(name=name, labels=labels or {}, total=total, available=total.updated(available or {}), **overrides)
+    return WorkerView(
+        name=name, labels=labels or {}, total=total, available=total.updated(available or {}), **overrides
+    )
 
 
 POLICY = score((label("zone") == "a") * 10, metric("queue_depth") * -1, load() * -5)
@@ -84,7 +86,10 @@ def test_from_dict_defaults_weight_to_one():
         (lambda: score("zone"), "score() term 1: 'zone' is not a routing term"),
         (lambda: score(load(), 3), "score() term 2: 3 is not a routing term"),
         (lambda: score(label("zone")), "score() term 1: label('zone') needs a comparison"),
-        (lambda: score(metric("q") * math.inf), "score() term 1: metric('q') * inf: weight must be a finite number, got inf"),
+        (
+            lambda: score(metric("q") * math.inf),
+            "score() term 1: metric('q') * inf: weight must be a finite number, got inf",
+        ),
         (lambda: score(load() * math.nan), "score() term 1: load() * nan: weight must be a finite number, got nan"),
         (lambda: score(label("") == "a"), "score() term 1: (label('') == 'a'): label key must be a non-empty string"),
         (lambda: score(label("z") == None), "score() term 1: (label('z') == None): label z must be compared with"),  # noqa: E711
@@ -145,7 +150,9 @@ def test_score_breakdown_explains_each_term():
 
 def test_score_breakdown_for_misses_and_missing_values():
     w = worker(labels={"zone": "b"}, max_concurrent_executions=0, metrics={"bad": math.nan})
-    policy = score((label("zone") == "a") * 10, label("rack") == "r1", metric("queue_depth") * -1, metric("bad"), load())
+    policy = score(
+        (label("zone") == "a") * 10, label("rack") == "r1", metric("queue_depth") * -1, metric("bad"), load()
+    )
     total, breakdown = score_worker(policy, w)
     assert [text for text, _ in breakdown] == [
         "label zone=b, not a: 0",
@@ -158,7 +165,11 @@ def test_score_breakdown_for_misses_and_missing_values():
 
 
 def test_builtin_metrics():
-    w = worker(max_concurrent_executions=4, running=3, metrics={"flux.cpu_percent": 40.0, "flux.memory_percent": 55.5, "flux.running": 99})
+    w = worker(
+        max_concurrent_executions=4,
+        running=3,
+        metrics={"flux.cpu_percent": 40.0, "flux.memory_percent": 55.5, "flux.running": 99},
+    )
     policy = score(-metric("flux.cpu_percent"), metric("flux.memory_percent") * 2, metric("flux.running"))
     total, breakdown = score_worker(policy, w)
     assert [c for _, c in breakdown] == [-40.0, 111.0, 3.0]  # flux.running comes from `running`, not metrics
@@ -220,7 +231,9 @@ def test_full_workers_are_never_chosen_however_high_they_score():
     full = worker("full", {"zone": "a"}, max_concurrent_executions=1, running=1)
     spare = worker("spare", {"zone": "b"}, max_concurrent_executions=1, registered_seq=1)
     policy = score((label("zone") == "a") * 1000)
-    assert place([Demand("e1", None, None, policy), Demand("e2", None, None, policy)], [full, spare]) == [("e1", "spare")]
+    assert place([Demand("e1", None, None, policy), Demand("e2", None, None, policy)], [full, spare]) == [
+        ("e1", "spare")
+    ]
 
 
 def test_demand_from_row_parses_and_caches_routing_json():
@@ -287,8 +300,10 @@ def test_workflow_accepts_the_json_form():
 )
 def test_invalid_routing_fails_at_decoration_naming_the_workflow(routing, message):
     with pytest.raises(ValueError) as error:
+
         @workflow.with_options(routing=routing)
         async def wf(ctx): ...
+
     assert message in str(error.value)
 
 
@@ -297,6 +312,7 @@ def test_public_names_are_exported():
 
 
 # Issue 31: at most 64 terms, label keys and values as long as Kubernetes allows.
+
 
 def test_routing_is_capped_at_64_terms_and_kubernetes_label_lengths():
     assert len(score(*[metric(f"m{i}") for i in range(64)]).terms) == 64

@@ -29,6 +29,7 @@ def worker(name: str, labels: dict, available: dict, **fields) -> WorkerView:
     total = Resources(cpu=8.0, memory=2**35, disk=2**40)
     return WorkerView(name=name, labels=labels, total=total, available=total.updated(available), **fields)
 
+
 ZONES = ("a", "b", "c")
 LABEL_VALUES = ("a", "b", "c", "10", "11", "12", "x")
 finite = st.floats(-1e6, 1e6, allow_nan=False)
@@ -48,7 +49,9 @@ def fleets(draw, max_size=6):
                 max_concurrent_executions=slots,
                 running=draw(st.integers(0, slots + 1)),
                 registered_seq=draw(st.integers(0, 3)),
-                metrics=draw(st.dictionaries(st.sampled_from(["queue_depth", "flux.cpu_percent", "gpu_temp"]), metric_values)),
+                metrics=draw(
+                    st.dictionaries(st.sampled_from(["queue_depth", "flux.cpu_percent", "gpu_temp"]), metric_values)
+                ),
             )
         )
     return result
@@ -66,11 +69,19 @@ operators = st.one_of(
 affinities = st.none() | st.dictionaries(st.sampled_from(["zone", "cuda", "tier"]), operators, max_size=2).map(
     lambda a: normalise_affinity(a, "property")
 )
-requests = st.none() | st.sampled_from([ResourceRequest(), ResourceRequest(cpu=1), ResourceRequest(cpu=4), ResourceRequest(cpu=16)])
+requests = st.none() | st.sampled_from(
+    [ResourceRequest(), ResourceRequest(cpu=1), ResourceRequest(cpu=4), ResourceRequest(cpu=16)]
+)
 weights = st.integers(-100, 100) | finite
 terms = st.one_of(
-    st.builds(lambda k, v, w: (label(k) == v) * w, st.sampled_from(["zone", "cuda"]), st.sampled_from(LABEL_VALUES), weights),
-    st.builds(lambda n, w: metric(n) * w, st.sampled_from(["queue_depth", "flux.cpu_percent", "flux.running", "absent"]), weights),
+    st.builds(
+        lambda k, v, w: (label(k) == v) * w, st.sampled_from(["zone", "cuda"]), st.sampled_from(LABEL_VALUES), weights
+    ),
+    st.builds(
+        lambda n, w: metric(n) * w,
+        st.sampled_from(["queue_depth", "flux.cpu_percent", "flux.running", "absent"]),
+        weights,
+    ),
     st.builds(lambda w: load() * w, weights),
 )
 policies = st.lists(terms, min_size=1, max_size=4).map(lambda t: score(*t))
@@ -148,7 +159,9 @@ def legacy_check(request, affinity, w) -> bool:
     return labels_ok and check(request, None, w) is None
 
 
-equality_affinities = st.none() | st.dictionaries(st.sampled_from(["zone", "cuda", "tier"]), st.sampled_from(LABEL_VALUES), max_size=2)
+equality_affinities = st.none() | st.dictionaries(
+    st.sampled_from(["zone", "cuda", "tier"]), st.sampled_from(LABEL_VALUES), max_size=2
+)
 
 
 @given(fleets(), st.lists(st.tuples(requests, equality_affinities), max_size=8))

@@ -20,8 +20,14 @@ from flux.domain.samples import (
 
 GiB = 1024**3
 WIRE = {
-    "cpu_total": 8.0, "cpu_available": 8.0, "cpu_percent": 5.0, "memory_total": 16 * GiB, "memory_available": 8 * GiB,
-    "disk_total": 100 * GiB, "disk_free": 50 * GiB, "gpus": [],
+    "cpu_total": 8.0,
+    "cpu_available": 8.0,
+    "cpu_percent": 5.0,
+    "memory_total": 16 * GiB,
+    "memory_available": 8 * GiB,
+    "disk_total": 100 * GiB,
+    "disk_free": 50 * GiB,
+    "gpus": [],
 }
 
 
@@ -35,7 +41,11 @@ def test_the_wire_keeps_its_fields_and_carries_other_dimensions_in_two_mappings(
     assert from_wire(wider) == (total.updated({"scratch": 10 * GiB}), available.updated({"scratch": 4 * GiB}))
 
 
-@given(st.dictionaries(st.sampled_from(["cpu", "memory", "disk", "scratch", "nvme.fast"]), st.integers(0, 2**50), min_size=1))
+@given(
+    st.dictionaries(
+        st.sampled_from(["cpu", "memory", "disk", "scratch", "nvme.fast"]), st.integers(0, 2**50), min_size=1
+    )
+)
 def test_property_wire_round_trip(total):
     total = Resources(total)
     available = Resources({name: amount // 2 for name, amount in total.items()})
@@ -47,7 +57,10 @@ def test_property_wire_round_trip(total):
 
 def test_shown_fields_by_dimension():
     assert [available_field(name) for name in ("cpu", "memory", "disk", "scratch")] == [
-        "cpu_available", "memory_available", "disk_free", "scratch_available"
+        "cpu_available",
+        "memory_available",
+        "disk_free",
+        "scratch_available",
     ]
 
 
@@ -66,7 +79,9 @@ def moved(**changes) -> bool:
 def test_material_changes_of_the_well_known_dimensions_are_as_before():
     assert not moved()
     assert moved(cpu_available=7.0) and moved(cpu_total=4.0) and moved(memory_total=15 * GiB) and moved(disk_total=1)
-    assert not moved(memory_available=8 * GiB - 100 * 1024**2) and moved(memory_available=8 * GiB - 200 * 1024**2)  # 1% of 16 GiB
+    assert not moved(memory_available=8 * GiB - 100 * 1024**2) and moved(
+        memory_available=8 * GiB - 200 * 1024**2
+    )  # 1% of 16 GiB
     small = {**WIRE, "memory_total": GiB, "memory_available": GiB // 2}  # 1% is under the 64 MiB floor
     assert not resources_changed(small, {**small, "memory_available": GiB // 2 - (MIN_BYTES_DELTA - 1)})
     assert resources_changed(small, {**small, "memory_available": GiB // 2 - MIN_BYTES_DELTA})

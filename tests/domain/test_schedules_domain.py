@@ -14,7 +14,16 @@ from hypothesis import strategies as st
 
 from flux import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
 from flux.domain.schedules import (
-    MAX_EVERY, MAX_ON_TIME, MAX_TIME, MIN_EVERY, MIN_TIME, StuckSchedule, iso, jitter_offset, parse_duration, plan,
+    MAX_EVERY,
+    MAX_ON_TIME,
+    MAX_TIME,
+    MIN_EVERY,
+    MIN_TIME,
+    StuckSchedule,
+    iso,
+    jitter_offset,
+    parse_duration,
+    plan,
 )
 from flux.server.schedules.schemas import CatchUp, Overlap
 
@@ -78,7 +87,10 @@ def test_cron_forms_and_aliases():
 def test_intervals_sit_on_a_grid_from_their_anchor():
     assert Schedule.parse(every="1m").upcoming(90.5, 2) == [120.0, 180.0]  # the Unix epoch by default
     anchored = Schedule.parse(every=3600, anchor="2024-01-01T00:15:00+00:00")
-    assert datetime.fromtimestamp(anchored.after(at(2024, 5, 5, 7, 20, zone=ZoneInfo("UTC"))), ZoneInfo("UTC")).minute == 15
+    assert (
+        datetime.fromtimestamp(anchored.after(at(2024, 5, 5, 7, 20, zone=ZoneInfo("UTC"))), ZoneInfo("UTC")).minute
+        == 15
+    )
     assert [parse_duration(v) for v in ("30s", "5m", "1h30m", "1500ms", 2, "1.5")] == [30, 300, 5400, 1.5, 2, 1.5]
 
 
@@ -90,30 +102,33 @@ def test_a_one_off_fires_once():
     assert steps.fire == [once.at] and steps.next_due is None
 
 
-@pytest.mark.parametrize("fields, reason", [
-    (dict(cron="61 * * * *"), "is not a valid expression: Bad minute"),
-    (dict(cron="* * *"), "needs 5 fields"),
-    (dict(every=0), "more than 0 seconds"),
-    (dict(every="-5s"), "is not a duration"),
-    (dict(every="5 parsecs"), "is not a duration"),
-    (dict(every="1s", timezone="Mars/Olympus_Mons"), "unknown IANA time zone"),
-    (dict(), "exactly one of cron, every or at"),
-    (dict(cron="@daily", every="1h"), "exactly one of cron, every or at"),
-    (dict(at="next tuesday"), "not an ISO 8601 time"),
-    (dict(cron="@daily", anchor=0), "only an 'every' schedule has an anchor"),
-    (dict(every=1e-9), "between 1 second and"),
-    (dict(every="250ms"), "between 1 second and"),
-    (dict(every=1e20), "between 1 second and"),
-    (dict(every=10**400), "every: must be"),
-    (dict(every="101w" * 52), "between 1 second and"),
-    (dict(at=1e300), "not a time between 1970-01-01 and 9999-12-31"),
-    (dict(at=-1e18), "not a time between"),
-    (dict(at=10**400), "not a time between"),
-    (dict(at="10000-01-01T00:00:00"), "not an ISO 8601 time"),
-    (dict(at="0001-01-01T00:00:00+14:00"), "not a time between"),
-    (dict(every=60, anchor=1e300), r"anchor: 1e\+300 is not a time between"),
-    (dict(every=60, anchor=float("nan")), "anchor: nan is not a time"),
-])
+@pytest.mark.parametrize(
+    "fields, reason",
+    [
+        (dict(cron="61 * * * *"), "is not a valid expression: Bad minute"),
+        (dict(cron="* * *"), "needs 5 fields"),
+        (dict(every=0), "more than 0 seconds"),
+        (dict(every="-5s"), "is not a duration"),
+        (dict(every="5 parsecs"), "is not a duration"),
+        (dict(every="1s", timezone="Mars/Olympus_Mons"), "unknown IANA time zone"),
+        (dict(), "exactly one of cron, every or at"),
+        (dict(cron="@daily", every="1h"), "exactly one of cron, every or at"),
+        (dict(at="next tuesday"), "not an ISO 8601 time"),
+        (dict(cron="@daily", anchor=0), "only an 'every' schedule has an anchor"),
+        (dict(every=1e-9), "between 1 second and"),
+        (dict(every="250ms"), "between 1 second and"),
+        (dict(every=1e20), "between 1 second and"),
+        (dict(every=10**400), "every: must be"),
+        (dict(every="101w" * 52), "between 1 second and"),
+        (dict(at=1e300), "not a time between 1970-01-01 and 9999-12-31"),
+        (dict(at=-1e18), "not a time between"),
+        (dict(at=10**400), "not a time between"),
+        (dict(at="10000-01-01T00:00:00"), "not an ISO 8601 time"),
+        (dict(at="0001-01-01T00:00:00+14:00"), "not a time between"),
+        (dict(every=60, anchor=1e300), r"anchor: 1e\+300 is not a time between"),
+        (dict(every=60, anchor=float("nan")), "anchor: nan is not a time"),
+    ],
+)
 def test_bad_input_says_why(fields, reason):
     with pytest.raises(InvalidSchedule, match=reason):
         Schedule.parse(**fields)
@@ -165,8 +180,12 @@ ZONES = sorted(available_timezones())
 #: Any float, the hostile ones included, or one in the accepted ranges (so that most
 #: draws are accepted and the property has something to check).
 ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True)
-EVERY = st.one_of(ANY_FLOAT, st.floats(MIN_EVERY, MAX_EVERY), st.integers(-1, 2 * int(MAX_EVERY)),
-                  st.sampled_from(["1s", "1500ms", "999ms", "5m", "1h30m", "5217w", "5215w"]))
+EVERY = st.one_of(
+    ANY_FLOAT,
+    st.floats(MIN_EVERY, MAX_EVERY),
+    st.integers(-1, 2 * int(MAX_EVERY)),
+    st.sampled_from(["1s", "1500ms", "999ms", "5m", "1h30m", "5217w", "5215w"]),
+)
 MOMENT = st.floats(MIN_TIME, MAX_TIME)
 TIME = st.one_of(ANY_FLOAT, MOMENT, st.integers(-(2**70), 2**70))
 
@@ -175,12 +194,18 @@ TIME = st.one_of(ANY_FLOAT, MOMENT, st.integers(-(2**70), 2**70))
 def crons(draw) -> str:
     def field(low: int, high: int) -> str:
         a, b = sorted(draw(st.integers(low, high)) for _ in range(2))
-        return draw(st.sampled_from(["*", f"*/{max(b - low, 1)}", str(a), f"{a}-{b}", f"{a},{b}", f"{a}-{b}/{max(b - a, 1)}"]))
+        return draw(
+            st.sampled_from(["*", f"*/{max(b - low, 1)}", str(a), f"{a}-{b}", f"{a},{b}", f"{a}-{b}/{max(b - a, 1)}"])
+        )
 
     fields = [field(0, 59), field(0, 23), field(1, 28), field(1, 12), field(0, 6)]
     if draw(st.booleans()):
         fields.insert(0, field(0, 59))
-    return draw(st.one_of(st.just(" ".join(fields)), st.sampled_from(["@daily", "@hourly", "@yearly", "0 0 29 2 *", "* * * * * *"])))
+    return draw(
+        st.one_of(
+            st.just(" ".join(fields)), st.sampled_from(["@daily", "@hourly", "@yearly", "0 0 29 2 *", "* * * * * *"])
+        )
+    )
 
 
 SCHEDULES = st.one_of(

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from waiting import eventually
 
 from flux.client import FluxClient, FluxClientError
 from flux.local import LocalCluster
-from waiting import eventually
 
 pytestmark = pytest.mark.integration
 
-FLOWS = '''\
+FLOWS = """\
 import fakedep
 import helpers
 from flux import ResourceRequest, task, workflow
@@ -43,7 +43,7 @@ async def wait_for(gate):
 async def pricing(ctx):
     await wait_for((ctx.input or {{}}).get("gate"))
     return {{"version": VERSION, "total": helpers.double(PRICES["apple"]), "dep": fakedep.NAME}}
-'''
+"""
 
 
 def write_project(root: Path, version: int) -> Path:
@@ -69,7 +69,9 @@ def fake_distribution(site: Path, version: str = "1.2") -> Path:
     (site / "fakedep").mkdir(parents=True)
     (site / "fakedep" / "__init__.py").write_text("NAME = 'fakedep'\n")
     (site / f"fakedep-{version}.dist-info").mkdir()
-    (site / f"fakedep-{version}.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: fakedep\nVersion: {version}\n")
+    (site / f"fakedep-{version}.dist-info" / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: fakedep\nVersion: {version}\n"
+    )
     return site
 
 
@@ -84,7 +86,12 @@ def test_a_package_registers_without_its_dependencies_runs_and_keeps_its_version
     gate = tmp_path / "gate"
     with FluxClient(cluster.server_url) as client:
         [v1] = client.register(project)
-        assert (v1["name"], v1["version"], v1["filename"], v1["module"]) == ("pricing", 1, "shop/flows.py", "shop.flows")
+        assert (v1["name"], v1["version"], v1["filename"], v1["module"]) == (
+            "pricing",
+            1,
+            "shop/flows.py",
+            "shop.flows",
+        )
         assert v1["requests"]["packages"] == ["fakedep>=1.0"]  # from requirements.txt
         assert client.register(project)[0]["version"] == 1  # the same content: the same version
 
@@ -110,7 +117,9 @@ def test_a_package_registers_without_its_dependencies_runs_and_keeps_its_version
         needs = tmp_path / "needs"
         needs.mkdir()
         (needs / "requirements.txt").write_text("fakedep>=9\n")
-        (needs / "flow.py").write_text("from flux import workflow\n\n@workflow\nasync def needs_new(ctx):\n    return 1\n")
+        (needs / "flow.py").write_text(
+            "from flux import workflow\n\n@workflow\nasync def needs_new(ctx):\n    return 1\n"
+        )
         [registered] = client.register(needs)
         assert registered["requests"]["packages"] == ["fakedep>=9"]
         waiting = client.run("needs_new")
@@ -132,7 +141,9 @@ def test_bad_bundles_are_refused_with_the_file_and_line(make_cluster, tmp_path):
     cluster: LocalCluster = make_cluster(server_args=("--max-bundle-size", "8Ki"))
     url = cluster.server_url
     with FluxClient(url) as client:
-        slip = httpx.post(f"{url}/bundles", content=zip_of({"../evil.py": "x = 1"}), headers={"Content-Type": "application/zip"})
+        slip = httpx.post(
+            f"{url}/bundles", content=zip_of({"../evil.py": "x = 1"}), headers={"Content-Type": "application/zip"}
+        )
         assert slip.status_code == 422 and "'../evil.py'" in slip.json()["detail"], slip.text
         absolute = httpx.post(f"{url}/bundles", content=zip_of({"/etc/evil.py": "x = 1"}))
         assert absolute.status_code == 422 and "/etc/evil.py" in absolute.json()["detail"]
@@ -148,9 +159,19 @@ def test_bad_bundles_are_refused_with_the_file_and_line(make_cluster, tmp_path):
         header = "from flux import workflow\n"
         assert refused({"flows.py": header + "@workflow\nasync def a(ctx:\n"}).startswith("flows.py:3: syntax error")
         assert refused({"notes.py": "import torch\n"}).startswith("notes.py: no @workflow found")
-        twice = refused({"a.py": header + "@workflow\nasync def same(ctx): ...\n", "b.py": header + "\n@workflow\nasync def same(ctx): ...\n"})
+        twice = refused(
+            {
+                "a.py": header + "@workflow\nasync def same(ctx): ...\n",
+                "b.py": header + "\n@workflow\nasync def same(ctx): ...\n",
+            }
+        )
         assert twice == "b.py:4: workflow 'same' is defined twice (first at a.py:3)"
-        dynamic = refused({"d.py": header + "import os\n@workflow.with_options(pending_timeout=float(os.environ['T']))\nasync def d(ctx): ...\n"})
+        dynamic = refused(
+            {
+                "d.py": header
+                + "import os\n@workflow.with_options(pending_timeout=float(os.environ['T']))\nasync def d(ctx): ...\n"
+            }
+        )
         assert dynamic.startswith("d.py:3: 'float' is not a Flux constructor; allowed:")
         with pytest.raises(FluxClientError, match="HTTP 422: x.py:2: workflow 'x': pending_timeout must be"):
             path = tmp_path / "x.py"

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import eventually
 
 from flux.client import FluxClient, FluxClientError
-from waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,9 @@ def registered(make_cluster, workflow_file, marks):
 
 
 def _accel_worker(cluster, name: str, accel: int = 1) -> None:
-    cluster.start_worker(name, max_concurrent_executions=4, extra_args=("--resource", f"accel={accel}", "--allocation", "reserve"))
+    cluster.start_worker(
+        name, max_concurrent_executions=4, extra_args=("--resource", f"accel={accel}", "--allocation", "reserve")
+    )
 
 
 def _events(client: FluxClient, execution_id: str, type_: str) -> list[dict]:
@@ -104,7 +106,9 @@ def _events(client: FluxClient, execution_id: str, type_: str) -> list[dict]:
 
 
 def _state(client: FluxClient, execution_id: str, state: str) -> dict:
-    return eventually(lambda: (e := client.execution(execution_id))["state"] == state and e, WAIT, f"{execution_id} never {state}")
+    return eventually(
+        lambda: (e := client.execution(execution_id))["state"] == state and e, WAIT, f"{execution_id} never {state}"
+    )
 
 
 def test_a_preempted_execution_replays_elsewhere_and_completes_exactly_once(registered, marks):
@@ -144,7 +148,9 @@ def test_a_non_preemptible_execution_is_never_chosen(registered):
     assert not _events(client, steady["id"], "PREEMPTED")
 
 
-def test_a_victim_whose_worker_is_lost_during_the_grace_period_is_requeued_as_any_lost_attempt(make_cluster, workflow_file, marks):
+def test_a_victim_whose_worker_is_lost_during_the_grace_period_is_requeued_as_any_lost_attempt(
+    make_cluster, workflow_file, marks
+):
     cluster = make_cluster(server_args=("--preemption-grace", "30"), eviction_grace_period=2)
     client = FluxClient(cluster.server_url)
     client.register_file(workflow_file(SOURCE.format(marks=str(marks))))
@@ -187,8 +193,14 @@ def test_a_namespace_never_holds_more_than_its_quota(make_cluster, workflow_file
     client.register_file(workflow_file(SOURCE.format(marks=str(marks))))
     _accel_worker(cluster, "w1", accel=3)
     runs = [client.run("plain", {"seconds": 1}) for _ in range(3)]
-    note = eventually(lambda: "quota" in (client.execution(runs[2]["id"])["placement_note"] or "") and
-                      client.execution(runs[2]["id"])["placement_note"], WAIT, "no quota note")
+    note = eventually(
+        lambda: (
+            "quota" in (client.execution(runs[2]["id"])["placement_note"] or "")
+            and client.execution(runs[2]["id"])["placement_note"]
+        ),
+        WAIT,
+        "no quota note",
+    )
     assert "namespace ml holds accel 1 of its quota 1" in note
     deadline = time.monotonic() + WAIT
     ids = {r["id"] for r in runs}
@@ -232,13 +244,26 @@ def test_the_cli_sets_quotas_weights_and_priorities_and_explain_and_metrics_show
     cluster, client = registered
     url = cluster.server_url
     flux("namespace", "create", "ml", server_url=url)
-    shown = flux("namespace", "quota", "ml", "cpu=16", "memory=64Gi", "gpu=4", "executions=100", "resources.fpga=2",
-                 "--format", "json", server_url=url)
+    shown = flux(
+        "namespace",
+        "quota",
+        "ml",
+        "cpu=16",
+        "memory=64Gi",
+        "gpu=4",
+        "executions=100",
+        "resources.fpga=2",
+        "--format",
+        "json",
+        server_url=url,
+    )
     assert '"fpga": 2' in shown.stdout and '"executions": 100' in shown.stdout
     assert '"weight": 2.0' in flux("namespace", "set", "ml", "--weight", "2", "--format", "json", server_url=url).stdout
     bad = flux("namespace", "quota", "ml", "cpu", server_url=url, check=False)
     assert bad.returncode != 0 and "NAME=VALUE" in bad.stderr
-    run = flux("workflow", "run", "plain", '{"seconds": 0}', "--priority", "critical", "--format", "json", server_url=url)
+    run = flux(
+        "workflow", "run", "plain", '{"seconds": 0}', "--priority", "critical", "--format", "json", server_url=url
+    )
     execution_id = __import__("json").loads(run.stdout)["id"]
     explained = flux("execution", "explain", execution_id, server_url=url).stdout
     assert "priority: 1000 (critical); position 1 in its namespace's queue" in explained

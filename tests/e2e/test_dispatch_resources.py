@@ -25,8 +25,8 @@ import httpx
 import psutil
 import pytest
 
-from flux.worker import probe
 from flux.client import FluxClientError
+from flux.worker import probe
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,10 @@ def _field_errors(response: httpx.Response) -> list[tuple[str, ...]]:
 def test_spec_affinity_routes_to_worker_with_matching_label(cluster, client, workflow_file):
     cluster.start_worker("us", labels={"region": "us-east-1"})
     cluster.start_worker("eu", labels={"region": "eu-west-1"})
-    client.register_file(workflow_file(BASE + """
+    client.register_file(
+        workflow_file(
+            BASE
+            + """
 @workflow.with_options(affinity={"region": "us-east-1"})
 async def in_us(ctx):
     return await where("us")
@@ -105,7 +108,9 @@ async def in_us(ctx):
 @workflow.with_options(affinity={"region": "eu-west-1"})
 async def in_eu(ctx):
     return await where("eu")
-"""))
+"""
+        )
+    )
     # Submitted together, so least-loaded spreading would put some on the other
     # worker if affinity were only a preference; it is a hard constraint.
     us = [client.run("in_us", i)["id"] for i in range(4)]
@@ -125,7 +130,10 @@ def test_spec_packages_threshold_runs_when_installed_and_waits_scheduled_until_c
     cluster, client, workflow_file
 ):
     cluster.start_worker("w1")
-    client.register_file(workflow_file(BASE + """
+    client.register_file(
+        workflow_file(
+            BASE
+            + """
 @workflow.with_options(requests=ResourceRequest(packages=["flux-engine>=0.1"]))
 async def needs_flux(ctx):
     return await where("ok")
@@ -144,7 +152,9 @@ async def needs_missing(ctx):
 @workflow.with_options(requests=ResourceRequest(packages=["flux-engine>=999"]))
 async def needs_future_flux(ctx):
     return await where("never")
-"""))
+"""
+        )
+    )
     missing = client.run("needs_missing")
     too_new = client.run("needs_future_flux")
     assert missing["requests"] == {"packages": ["definitely-not-installed-pkg"]}
@@ -168,7 +178,10 @@ async def needs_future_flux(ctx):
 def test_spec_every_dimension_is_a_greater_or_equal_threshold(cluster, client, workflow_file):
     cluster.start_worker("w1")
     cpu_available = client.show_worker("w1")["resources"]["cpu_available"]
-    client.register_file(workflow_file(BASE + f"""
+    client.register_file(
+        workflow_file(
+            BASE
+            + f"""
 @workflow.with_options(requests=ResourceRequest(cpu={cpu_available!r}))
 async def cpu_exactly_available(ctx):
     return await where("ok")
@@ -182,7 +195,9 @@ async def cpu_one_more(ctx):
 @workflow.with_options(requests=ResourceRequest(cpu=1, memory="64Mi", disk="1Mi", packages=["packaging>=20"]))
 async def modest(ctx):
     return await where("ok")
-"""))
+"""
+        )
+    )
     one_more = client.run("cpu_one_more")
     for name in ("cpu_exactly_available", "modest"):
         execution = _completed(client.run(name, wait=WAIT))
@@ -193,7 +208,10 @@ async def modest(ctx):
 def test_spec_request_larger_than_any_worker_stays_scheduled(cluster, client, workflow_file):
     cluster.start_worker("w1")
     cluster.start_worker("w2", labels={"region": "us-east-1"})
-    client.register_file(workflow_file(BASE + """
+    client.register_file(
+        workflow_file(
+            BASE
+            + """
 @workflow.with_options(requests=ResourceRequest(cpu=4096))
 async def huge_cpu(ctx):
     return await where("never")
@@ -222,7 +240,9 @@ async def huge_cpu_in_us(ctx):
 @workflow
 async def anything(ctx):
     return await where("ok")
-"""))
+"""
+        )
+    )
     stuck = [client.run(name)["id"] for name in ("huge_cpu", "huge_memory", "huge_disk", "needs_gpu", "huge_cpu_in_us")]
     # Queued behind the stuck ones, and still dispatched: unmatched work does not block the queue.
     execution = _completed(client.run("anything", wait=WAIT))
@@ -235,7 +255,10 @@ async def anything(ctx):
 def test_spec_when_no_worker_matches_execution_stays_scheduled_until_a_satisfying_worker_registers(
     cluster, client, workflow_file
 ):
-    client.register_file(workflow_file(BASE + """
+    client.register_file(
+        workflow_file(
+            BASE
+            + """
 @workflow.with_options(affinity={"pool": "late"})
 async def late_pool(ctx):
     return await where("late")
@@ -244,7 +267,9 @@ async def late_pool(ctx):
 @workflow
 async def anything(ctx):
     return await where("ok")
-"""))
+"""
+        )
+    )
     waiting = client.run("late_pool")
     assert waiting["state"] == "SCHEDULED"
     cluster.start_worker("early", labels={"pool": "early"})
@@ -264,7 +289,10 @@ def test_spec_unconstrained_runs_anywhere_and_default_choice_is_least_loaded(clu
     # test could not tell least-loaded from "first registered worker with a free slot".
     cluster.start_worker("a", max_concurrent_executions=2, labels={"pool": "x"})
     cluster.start_worker("b", max_concurrent_executions=2, labels={"pool": "y"})
-    client.register_file(workflow_file(BASE + """
+    client.register_file(
+        workflow_file(
+            BASE
+            + """
 @workflow
 async def sleepy(ctx):
     return await nap(1.5)
@@ -273,7 +301,9 @@ async def sleepy(ctx):
 @workflow.with_options(requests=ResourceRequest(packages=["flux-engine"]))
 async def sleepy_constrained(ctx):
     return await nap(1.5)
-"""))
+"""
+        )
+    )
     unconstrained = [client.run("sleepy")["id"] for _ in range(2)]
     claims = _wait_for_claims(client, unconstrained)
     assert sorted(claims.values()) == ["a", "b"], claims
@@ -292,7 +322,9 @@ async def sleepy_constrained(ctx):
 
 
 def test_spec_resource_request_is_serialised_with_the_workflow(cluster, client, workflow_file):
-    path = workflow_file(BASE + """
+    path = workflow_file(
+        BASE
+        + """
 @workflow.with_options(
     requests=ResourceRequest(
         cpu=4,
@@ -310,7 +342,8 @@ async def train(ctx):
 @workflow.with_options(requests=ResourceRequest.with_cpu("500m").with_memory("512Mi"))
 async def short_form(ctx):
     return await where("never")
-""")
+"""
+    )
     client.register_file(path)
     expected = {
         "cpu": 4.0,
@@ -325,9 +358,21 @@ async def short_form(ctx):
     assert client.show_workflow("short_form")["requests"] == {"cpu": 0.5, "memory": 512 * 1024**2}
 
     result = subprocess.run(
-        [sys.executable, "-m", "flux.cli", "workflow", "show", "train",
-         "--server-url", cluster.server_url, "--format", "json"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "flux.cli",
+            "workflow",
+            "show",
+            "train",
+            "--server-url",
+            cluster.server_url,
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     from_cli = json.loads(result.stdout)
@@ -341,11 +386,14 @@ async def short_form(ctx):
 
 
 def test_spec_unknown_resource_fields_are_rejected_at_decoration_time(client, workflow_file):
-    path = workflow_file(BASE + """
+    path = workflow_file(
+        BASE
+        + """
 @workflow.with_options(requests=ResourceRequest(cpu=1, fpga=1))
 async def wants_fpga(ctx):
     return await where("never")
-""")
+"""
+    )
     with pytest.raises(FluxClientError) as excinfo:
         client.register_file(path)
     assert "unknown field 'fpga'" in str(excinfo.value)
@@ -383,16 +431,29 @@ def test_spec_worker_publishes_resources_runtime_labels_slots_and_packages(clust
 
 # --- a worker with GPUs, registered by hand ----------------------------------------------
 
+
 def test_spec_gpu_counts_published_gpus_with_free_memory_and_thresholds_are_inclusive(cluster, client, workflow_file):
     """No GPU here, so a worker with two NVIDIA GPUs (one with no free memory) registers
     over the API with fixed figures. Dispatch assigns to it (CLAIMED, worker_name set);
     nothing claims the work, which is fine: placement is what is under test."""
     token = (cluster.home / "bootstrap-token").read_text().strip()
     gpus = [
-        {"index": 0, "uuid": "GPU-free", "name": "NVIDIA H100", "memory_total": 80 * Gi,
-         "memory_available": 10 * Gi, "utilization": 12.5},
-        {"index": 1, "uuid": "GPU-full", "name": "NVIDIA H100", "memory_total": 80 * Gi,
-         "memory_available": 0, "utilization": 100.0},
+        {
+            "index": 0,
+            "uuid": "GPU-free",
+            "name": "NVIDIA H100",
+            "memory_total": 80 * Gi,
+            "memory_available": 10 * Gi,
+            "utilization": 12.5,
+        },
+        {
+            "index": 1,
+            "uuid": "GPU-full",
+            "name": "NVIDIA H100",
+            "memory_total": 80 * Gi,
+            "memory_available": 0,
+            "utilization": 100.0,
+        },
     ]
     registration = _registration("gpu-box")
     registration.update(
@@ -401,15 +462,27 @@ def test_spec_gpu_counts_published_gpus_with_free_memory_and_thresholds_are_incl
         packages=[{"name": "torch", "version": "2.1.0+cu121"}, {"name": "numpy", "version": "1.26.4"}],
     )
     registration["resources"].update(
-        cpu_total=8.0, cpu_available=8.0, memory_total=32 * Gi, memory_available=16 * Gi,
-        disk_total=200 * 10**9, disk_free=100 * 10**9, gpus=gpus,
+        cpu_total=8.0,
+        cpu_available=8.0,
+        memory_total=32 * Gi,
+        memory_available=16 * Gi,
+        disk_total=200 * 10**9,
+        disk_free=100 * 10**9,
+        gpus=gpus,
     )
-    response = httpx.post(f"{cluster.server_url}/workers/register", json=registration,
-                          headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    response = httpx.post(
+        f"{cluster.server_url}/workers/register",
+        json=registration,
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    )
     assert response.status_code == 200, response.text
     assert client.show_worker("gpu-box")["resources"]["gpus"] == gpus
 
-    client.register_file(workflow_file(BASE + """
+    client.register_file(
+        workflow_file(
+            BASE
+            + """
 @workflow.with_options(requests=ResourceRequest(gpu=2))
 async def two_gpus(ctx):
     return 0
@@ -430,7 +503,9 @@ async def newer_torch(ctx):
 ))
 async def exactly_what_it_has(ctx):
     return 0
-"""))
+"""
+        )
+    )
     stuck = [client.run(name)["id"] for name in ("two_gpus", "one_byte_too_much", "newer_torch")]
     fits = client.run("exactly_what_it_has")["id"]
     assert _wait_for_claims(client, [fits]) == {fits: "gpu-box"}
@@ -487,14 +562,23 @@ def test_spec_malformed_worker_registration_is_refused_with_a_reason(cluster):
 def test_spec_invalid_request_in_api_workflow_registration_is_refused(cluster):
     source = "from flux import workflow\n\n@workflow\nasync def x(ctx):\n    return 1\n"
     with httpx.Client(base_url=cluster.server_url, timeout=10) as http:
-        for requests, named in (({"memory": "8Gb"}, "memory"), ({"cpu": 1, "fpga": 1}, "fpga"), ({"gpu": 0}, "gpu"),
-                                ({"gpu": 1.5}, "gpu"), ({"gpu": 0.5, "gpu_memory": "lots"}, "gpu_memory")):
-            response = http.post("/workflows", json={"source": source, "workflows": [{"name": "x", "requests": requests}]})
+        for requests, named in (
+            ({"memory": "8Gb"}, "memory"),
+            ({"cpu": 1, "fpga": 1}, "fpga"),
+            ({"gpu": 0}, "gpu"),
+            ({"gpu": 1.5}, "gpu"),
+            ({"gpu": 0.5, "gpu_memory": "lots"}, "gpu_memory"),
+        ):
+            response = http.post(
+                "/workflows", json={"source": source, "workflows": [{"name": "x", "requests": requests}]}
+            )
             assert response.status_code == 422, response.text
             detail = response.json()["detail"]
             assert isinstance(detail, str) and named in detail and "workflow 'x'" in detail
         assert http.get("/workflows/x").status_code == 404
 
-        response = http.post("/workflows", json={"source": source, "workflows": [{"name": "x", "requests": {"memory": "8Gi"}}]})
+        response = http.post(
+            "/workflows", json={"source": source, "workflows": [{"name": "x", "requests": {"memory": "8Gi"}}]}
+        )
         assert response.status_code == 201
         assert response.json()[0]["requests"] == {"memory": 8 * 1024**3}

@@ -80,7 +80,9 @@ def kill_and_resume(cluster, client: FluxClient, execution_id: str, gate) -> dic
     return client.wait(execution_id, 60)
 
 
-def test_saga_rolls_back_in_reverse_and_a_worker_killed_mid_rollback_resumes_without_repeats(make_cluster, workflow_file, tmp_path):
+def test_saga_rolls_back_in_reverse_and_a_worker_killed_mid_rollback_resumes_without_repeats(
+    make_cluster, workflow_file, tmp_path
+):
     cluster = make_cluster(eviction_grace_period=1.5)
     log, gate = tmp_path / "effects.log", tmp_path / "gate"
     with FluxClient(cluster.server_url) as client:
@@ -157,8 +159,14 @@ SECRET = "s3cr3t-VALUE-4b1d"
 def flux(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     import os
 
-    return subprocess.run([sys.executable, "-m", "flux.cli", *args], input=stdin, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "flux.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.slow  # over ~20 s: CI's second step
@@ -193,7 +201,9 @@ def test_cache_survives_a_kill_after_its_write_and_secrets_reach_only_the_task(m
     assert second["state"] == third["state"] == "COMPLETED"
     # ran in attempt 1 (cached), replayed in attempt 2, a cache hit for the second run, run again after the clear
     assert log.read_text().splitlines().count("expensive 7") == 2
-    assert of(responses[1], "TASK_CACHE_HIT") == ["expensive:1"] and "expensive:1" not in of(responses[1], "TASK_STARTED")
+    assert of(responses[1], "TASK_CACHE_HIT") == ["expensive:1"] and "expensive:1" not in of(
+        responses[1], "TASK_STARTED"
+    )
     assert json.loads(cleared.stdout) == {"deleted": 1}, cleared.stderr
     assert "expensive:1" in of(responses[2], "TASK_STARTED")
     assert 'flux_cache_lookups_total{result="hit"} 1.0' in metrics
@@ -247,7 +257,9 @@ COMPOSED = """
 """
 
 
-def test_pipeline_and_map_resume_after_a_kill_mid_map_without_rerunning_completed_items(make_cluster, workflow_file, tmp_path):
+def test_pipeline_and_map_resume_after_a_kill_mid_map_without_rerunning_completed_items(
+    make_cluster, workflow_file, tmp_path
+):
     cluster = make_cluster(eviction_grace_period=1.5)
     log, gate = tmp_path / "effects.log", tmp_path / "gate"
     with FluxClient(cluster.server_url) as client:
@@ -262,4 +274,12 @@ def test_pipeline_and_map_resume_after_a_kill_mid_map_without_rerunning_complete
     assert done["attempt"] == 2
     lines = log.read_text().splitlines()
     assert lines == ["parse", "square 0", "square 1", "square 2", "square 3", "square 4"], lines  # each once
-    assert of(events, "TASK_COMPLETED") == ["parse:1", "square:1", "square:2", "square:3", "square:4", "square:5", "total:1"]
+    assert of(events, "TASK_COMPLETED") == [
+        "parse:1",
+        "square:1",
+        "square:2",
+        "square:3",
+        "square:4",
+        "square:5",
+        "total:1",
+    ]

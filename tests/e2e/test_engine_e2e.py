@@ -6,9 +6,9 @@ import time
 
 import httpx
 import pytest
+from waiting import eventually
 
 from flux.client import FluxClientError
-from waiting import eventually
 
 STEPS = """
     import asyncio, os
@@ -68,9 +68,16 @@ def test_execution_completes_with_full_event_log(cluster, steps, runner):
     assert execution["state"] == "COMPLETED" and execution["output"] == 3
     assert execution["worker_name"] == "w1" and execution["attempt"] == 1
     assert [e["type"] for e in steps.events(execution["id"])] == [
-        "WORKFLOW_SCHEDULED", "WORKFLOW_CLAIMED", "ATTEMPT_STARTED", "WORKFLOW_STARTED",
-        "TASK_STARTED", "TASK_COMPLETED", "TASK_STARTED", "TASK_COMPLETED",
-        "ATTEMPT_ENDED", "WORKFLOW_COMPLETED",
+        "WORKFLOW_SCHEDULED",
+        "WORKFLOW_CLAIMED",
+        "ATTEMPT_STARTED",
+        "WORKFLOW_STARTED",
+        "TASK_STARTED",
+        "TASK_COMPLETED",
+        "TASK_STARTED",
+        "TASK_COMPLETED",
+        "ATTEMPT_ENDED",
+        "WORKFLOW_COMPLETED",
     ]
     assert execution["scheduled_at"] <= execution["claimed_at"] <= execution["started_at"] <= execution["finished_at"]
 
@@ -128,9 +135,13 @@ def test_malformed_payloads_get_4xx_with_reason_and_write_nothing(cluster, clien
     base = cluster.server_url
     response = httpx.post(f"{base}/workflows", content=b"{not json", headers={"content-type": "application/json"})
     assert response.status_code == 422 and "JSON" in response.text
-    response = httpx.post(f"{base}/workflows", json={"source": "def (:", "filename": "x.py", "workflows": [{"name": "x"}]})
+    response = httpx.post(
+        f"{base}/workflows", json={"source": "def (:", "filename": "x.py", "workflows": [{"name": "x"}]}
+    )
     assert response.status_code == 422 and "syntax error" in response.json()["detail"]
-    response = httpx.post(f"{base}/workflows", json={"source": "x = 1", "workflows": [{"name": "x", "requests": {"gpu": 1.5}}]})
+    response = httpx.post(
+        f"{base}/workflows", json={"source": "x = 1", "workflows": [{"name": "x", "requests": {"gpu": 1.5}}]}
+    )
     assert response.status_code == 422 and "gpu" in response.json()["detail"]
     assert client.list_workflows() == []
 
@@ -143,14 +154,23 @@ def test_worker_auth_bootstrap_session_and_ownership(cluster, steps):
 
     registration = {
         "name": "intruder",
-        "resources": {"cpu_total": 1, "cpu_available": 1, "memory_total": 1, "memory_available": 1, "disk_total": 1, "disk_free": 1},
+        "resources": {
+            "cpu_total": 1,
+            "cpu_available": 1,
+            "memory_total": 1,
+            "memory_available": 1,
+            "disk_total": 1,
+            "disk_free": 1,
+        },
         "runtime": {"python_version": "3.11", "os_name": "Linux", "os_version": "x", "hostname": "h"},
     }
     wrong = httpx.post(f"{base}/workers/register", json=registration, headers={"Authorization": "Bearer wrong"})
     assert wrong.status_code == 401 and "bootstrap token" in wrong.json()["detail"]
 
     token = (cluster.home / "bootstrap-token").read_text().strip()
-    session = httpx.post(f"{base}/workers/register", json=registration, headers={"Authorization": f"Bearer {token}"}).json()["session_token"]
+    session = httpx.post(
+        f"{base}/workers/register", json=registration, headers={"Authorization": f"Bearer {token}"}
+    ).json()["session_token"]
     headers = {"Authorization": f"Bearer {session}"}
     checkpoint = {"attempt": 1, "batch": 1, "events": [{"type": "WORKFLOW_COMPLETED", "value": 1, "time": time.time()}]}
     stolen = httpx.post(f"{base}/executions/{execution['id']}/checkpoint", json=checkpoint, headers=headers)
@@ -187,11 +207,21 @@ def test_lost_claim_response_is_requeued_by_heartbeat_reconciliation(cluster, st
     base = cluster.server_url
     token = (cluster.home / "bootstrap-token").read_text().strip()
     registration = {
-        "name": "forgetful", "heartbeat_interval": 0.1,
-        "resources": {"cpu_total": 1, "cpu_available": 1, "memory_total": 1, "memory_available": 1, "disk_total": 1, "disk_free": 1},
+        "name": "forgetful",
+        "heartbeat_interval": 0.1,
+        "resources": {
+            "cpu_total": 1,
+            "cpu_available": 1,
+            "memory_total": 1,
+            "memory_available": 1,
+            "disk_total": 1,
+            "disk_free": 1,
+        },
         "runtime": {"python_version": "3.11", "os_name": "Linux", "os_version": "x", "hostname": "h"},
     }
-    session = httpx.post(f"{base}/workers/register", json=registration, headers={"Authorization": f"Bearer {token}"}).json()
+    session = httpx.post(
+        f"{base}/workers/register", json=registration, headers={"Authorization": f"Bearer {token}"}
+    ).json()
     headers = {"Authorization": f"Bearer {session['session_token']}"}
     execution = steps.run("two_steps", 1)
     claimed = httpx.post(f"{base}/workers/forgetful/claim", json={"wait": 10}, headers=headers, timeout=20).json()

@@ -6,7 +6,6 @@ whole traceback with ``--full``."""
 from __future__ import annotations
 
 import pytest
-
 from shared import flux
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

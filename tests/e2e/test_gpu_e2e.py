@@ -28,11 +28,15 @@ WORK = """
 """
 
 
-def test_one_whole_and_two_half_gpus_share_two_cards_by_uuid_fake_nvml(cluster, client, workflow_file, monkeypatch, tmp_path):
+def test_one_whole_and_two_half_gpus_share_two_cards_by_uuid_fake_nvml(
+    cluster, client, workflow_file, monkeypatch, tmp_path
+):
     monkeypatch.setenv("PYTHONPATH", str(TESTS))
     monkeypatch.setenv("FLUX_FAKE_NVML_EVENTS", str(tmp_path / "faults.json"))
     client.register_file(workflow_file(WORK))
-    cluster.start_worker("h200-box", max_concurrent_executions=3, extra_args=("--gpu-source", "nvml:fakes:TWO_FAKE_H200"))
+    cluster.start_worker(
+        "h200-box", max_concurrent_executions=3, extra_args=("--gpu-source", "nvml:fakes:TWO_FAKE_H200")
+    )
     shown = client.show_worker("h200-box")
     assert shown["labels"]["flux.gpu/model"] == "NVIDIA-H200"
     assert shown["labels"]["flux.gpu/compute-capability"] == "9.0"
@@ -42,21 +46,30 @@ def test_one_whole_and_two_half_gpus_share_two_cards_by_uuid_fake_nvml(cluster, 
     assert halves[0] == halves[1] and halves[0][1] == "0.5"  # both halves on one card
     assert whole[1] is None and {whole[0], halves[0][0]} == {"GPU-fake-h200-0", "GPU-fake-h200-1"}
     allotment = client.placement(ids[0])["chosen"]["allotment"]
-    assert allotment["devices"] == [{"uuid": halves[0][0], "index": int(halves[0][0][-1]), "fraction": 0.5,
-                                     "memory": 20 * 1024**3}]
+    assert allotment["devices"] == [
+        {"uuid": halves[0][0], "index": int(halves[0][0][-1]), "fraction": 0.5, "memory": 20 * 1024**3}
+    ]
     json.dumps(shown)  # plain JSON all through
 
 
 def test_a_card_failing_under_an_execution_ends_its_attempt_as_a_device_failure_and_it_runs_elsewhere_fake_nvml(
-    cluster, client, workflow_file, monkeypatch, tmp_path,
+    cluster,
+    client,
+    workflow_file,
+    monkeypatch,
+    tmp_path,
 ):
     faults = tmp_path / "faults.json"
     monkeypatch.setenv("PYTHONPATH", str(TESTS))
     monkeypatch.setenv("FLUX_FAKE_NVML_EVENTS", str(faults))
     client.register_file(workflow_file(WORK))
-    cluster.start_worker("h200-box", max_concurrent_executions=2, extra_args=("--gpu-source", "nvml:fakes:TWO_FAKE_H200"))
+    cluster.start_worker(
+        "h200-box", max_concurrent_executions=2, extra_args=("--gpu-source", "nvml:fakes:TWO_FAKE_H200")
+    )
     execution_id = client.run("whole_gpu", 4.0)["id"]
-    first = eventually(lambda: (client.placement(execution_id).get("chosen") or {}).get("allotment"), 30, "never placed")
+    first = eventually(
+        lambda: (client.placement(execution_id).get("chosen") or {}).get("allotment"), 30, "never placed"
+    )
     failing = first["devices"][0]["uuid"]
     holders = eventually(lambda: client.show_worker("h200-box")["gpu_allotments"], 30, "allotment never shown")
     assert [(a["uuid"], a["execution_id"], a["fraction"]) for a in holders] == [(failing, execution_id, 1.0)]

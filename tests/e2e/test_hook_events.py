@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-
-from flux.client import FluxClient
-from flux.local import LocalCluster
 from receivers import Receiver
 from shared import HELLO
 from waiting import eventually
+
+from flux.client import FluxClient
+from flux.local import LocalCluster
 
 TESTS = Path(__file__).parents[1]
 SECRET = "s3cret-of-the-tests-0123456789"
@@ -44,7 +44,9 @@ def receiver():
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-def test_an_execution_unschedulable_past_the_threshold_is_told_once(make_cluster, monkeypatch, receiver, workflow_file, database, request):
+def test_an_execution_unschedulable_past_the_threshold_is_told_once(
+    make_cluster, monkeypatch, receiver, workflow_file, database, request
+):
     monkeypatch.setenv("FLUX_SECRETS_KEY", Fernet.generate_key().decode())
     url = request.getfixturevalue("pg_url") if database == "postgresql" else None
     cluster = make_cluster(server_args=(*ALLOW, "--hooks-unschedulable-after", "3s"), database_url=url)
@@ -91,12 +93,16 @@ def test_a_device_that_became_unhealthy_is_told_once_fake_nvml(make_cluster, mon
 
 @pytest.mark.timeout(180)  # ~12 s on an idle machine; minutes where the machine is shared
 @pytest.mark.slow  # over ~20 s: CI's second step
-def test_two_replicas_deliver_each_event_once_per_delivery_id(tmp_path: Path, pg_url, monkeypatch, receiver, workflow_file):
+def test_two_replicas_deliver_each_event_once_per_delivery_id(
+    tmp_path: Path, pg_url, monkeypatch, receiver, workflow_file
+):
     """Both replicas run the delivery loop on one outbox (rows leased with SKIP LOCKED)
     and both take submissions; a worker on each. Every event arrives, each delivery id once."""
     monkeypatch.setenv("FLUX_SECRETS_KEY", Fernet.generate_key().decode())
     home = tmp_path / "home"
-    servers = [LocalCluster(home, database_url=pg_url, log_dir=tmp_path / f"logs{i}", server_args=ALLOW) for i in range(2)]
+    servers = [
+        LocalCluster(home, database_url=pg_url, log_dir=tmp_path / f"logs{i}", server_args=ALLOW) for i in range(2)
+    ]
     events = ["execution.scheduled", "execution.started", "execution.completed"]
     try:
         for server in servers:

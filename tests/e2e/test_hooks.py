@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-
-from flux.client import FluxClient, FluxClientError
-from flux.domain.hooks import SIGNATURE_HEADER, verify
 from receivers import Receiver
 from shared import HELLO, error_line, flux
 from waiting import eventually
+
+from flux.client import FluxClient, FluxClientError
+from flux.domain.hooks import SIGNATURE_HEADER, verify
 
 SECRET = "s3cret-of-the-tests-0123456789"
 ALLOW = ("--hooks-allow-private", "--hooks-backoff", "0.2", "--hooks-timeout", "2")
@@ -76,7 +76,9 @@ def test_every_event_arrives_once_per_delivery_id_across_a_server_sigkill(hooked
             return {(b["data"]["execution_id"], b["type"]) for b in receiver.bodies()}
 
         eventually(lambda: arrived() >= expected, 60, f"missing: {expected - arrived()}")
-        outbox = {d["id"]: d for d in eventually(lambda: _all_delivered(client, "all"), 10, "not all recorded as delivered")}
+        outbox = {
+            d["id"]: d for d in eventually(lambda: _all_delivered(client, "all"), 10, "not all recorded as delivered")
+        }
     bodies = receiver.bodies()
     by_event: dict[tuple, set[str]] = {}
     for body in bodies:
@@ -97,28 +99,45 @@ def test_every_event_arrives_once_per_delivery_id_across_a_server_sigkill(hooked
 def test_an_endpoint_answering_500_three_times_is_retried_until_it_succeeds(hooked, receivers):
     receiver = receivers(answers=[500, 500, 500])
     cluster = hooked()
-    created = json.loads(flux("hook", "create", "flaky", "--url", receiver.url, "--event", "execution.failed", "--format", "json",
-                              server_url=cluster.server_url).stdout)
+    created = json.loads(
+        flux(
+            "hook",
+            "create",
+            "flaky",
+            "--url",
+            receiver.url,
+            "--event",
+            "execution.failed",
+            "--format",
+            "json",
+            server_url=cluster.server_url,
+        ).stdout
+    )
     assert created["secret"].startswith("whsec_")  # made by the server, shown this once
     with FluxClient(cluster.server_url) as client:
         assert client.show_hook("flaky")["secret"] is None
         delivery = client.test_hook("flaky")
-        done = eventually(lambda: (d := client.hook_delivery("flaky", delivery["id"]))["state"] != "pending" and d, 30,
-                          "never delivered")
+        done = eventually(
+            lambda: (d := client.hook_delivery("flaky", delivery["id"]))["state"] != "pending" and d,
+            30,
+            "never delivered",
+        )
         assert done["state"] == "delivered"
         assert [a["status_code"] for a in done["attempts"]] == [500, 500, 500, 200]
         assert all(a["latency"] >= 0 for a in done["attempts"])
         gaps = [b["at"] - a["at"] for a, b in zip(done["attempts"], done["attempts"][1:])]
         # backing off: 0.1-0.2 s, then 0.2-0.4, then 0.4-0.8. A loaded machine only lengthens a gap,
         # so each one's lower bound is what is checked (comparing two gaps failed on CI under load)
-        assert all(gap >= 0.1 * 2 ** i - 0.01 for i, gap in enumerate(gaps)), gaps
+        assert all(gap >= 0.1 * 2**i - 0.01 for i, gap in enumerate(gaps)), gaps
     assert {b["id"] for b in receiver.bodies()} == {delivery["id"]}
     flux("hook", "redeliver", "flaky", delivery["id"], server_url=cluster.server_url)
     with FluxClient(cluster.server_url) as client:
         eventually(lambda: len(client.hook_delivery("flaky", delivery["id"])["attempts"]) == 5, 10, "never redelivered")
     assert {b["id"] for b in receiver.bodies()} == {delivery["id"]}  # the same id: a receiver deduplicates it
     shown = json.loads(flux("hook", "show", "flaky", "--format", "json", server_url=cluster.server_url).stdout)
-    assert [(d["id"], d["state"], len(d["attempts"])) for d in shown["deliveries"]] == [(delivery["id"], "delivered", 5)]
+    assert [(d["id"], d["state"], len(d["attempts"])) for d in shown["deliveries"]] == [
+        (delivery["id"], "delivered", 5)
+    ]
     assert "delivered" in flux("hook", "show", "flaky", server_url=cluster.server_url, env={"COLUMNS": "200"}).stdout
     metrics = FluxClient(cluster.server_url)._http.get("/metrics").text
     assert re.search(r'flux_hook_deliveries_total\{outcome="failed"\} 3\.0', metrics)
@@ -132,7 +151,9 @@ def _claim_latency(client: FluxClient, i: int) -> float:
 
 
 @pytest.mark.timeout(120)
-def test_a_hanging_endpoint_delays_neither_placement_nor_other_hooks(make_cluster, monkeypatch, receivers, workflow_file):
+def test_a_hanging_endpoint_delays_neither_placement_nor_other_hooks(
+    make_cluster, monkeypatch, receivers, workflow_file
+):
     """Runs of a namespace whose every event goes to a hanging hook, alternated with
     runs of one without hooks (the same load on both): submit->claimed is the same."""
     monkeypatch.setenv("FLUX_SECRETS_KEY", Fernet.generate_key().decode())
@@ -153,7 +174,9 @@ def test_a_hanging_endpoint_delays_neither_placement_nor_other_hooks(make_cluste
         eventually(lambda: len(healthy.bodies()) >= 14, 10, "the healthy hook waited on the hanging one")
         assert time.monotonic() - started < 25  # well before the hanging POSTs time out
     baseline, hooked_median = statistics.median(without[2:]), statistics.median(with_hook[2:])  # the first two warm up
-    print(f"submit->claimed median: {baseline * 1000:.1f} ms without hooks, {hooked_median * 1000:.1f} ms with a hanging one")
+    print(
+        f"submit->claimed median: {baseline * 1000:.1f} ms without hooks, {hooked_median * 1000:.1f} ms with a hanging one"
+    )
     assert hooked_median <= max(3 * baseline, baseline + 0.05), (without, with_hook)
     assert len(hanging.bodies()) <= 4  # its four slots, nothing more while they hang
 
@@ -177,21 +200,31 @@ def test_the_documented_receiver_verifies_real_deliveries(hooked, receivers, mon
     with FluxClient(cluster.server_url) as client:
         client.create_hook("documented", receiver.url, ["execution.failed"], secret=SECRET)
         delivery = client.test_hook("documented")
-        done = eventually(lambda: (d := client.hook_delivery("documented", delivery["id"]))["attempts"] and d, 30, "no attempt")
+        done = eventually(
+            lambda: (d := client.hook_delivery("documented", delivery["id"]))["attempts"] and d, 30, "no attempt"
+        )
         assert done["attempts"][0]["status_code"] == 204  # the example verified the signature
         tested = flux("hook", "test", "documented", server_url=cluster.server_url, env={"COLUMNS": "200"})
         assert "delivered" in tested.stdout and "204" in tested.stdout
         client.delete_hook("documented")
         client.create_hook("documented", receiver.url, ["execution.failed"], secret="another-secret-0123456789")
         refused = client.test_hook("documented")
-        done = eventually(lambda: (d := client.hook_delivery("documented", refused["id"]))["attempts"] and d, 30, "no attempt")
+        done = eventually(
+            lambda: (d := client.hook_delivery("documented", refused["id"]))["attempts"] and d, 30, "no attempt"
+        )
         assert done["attempts"][0]["status_code"] == 401  # a wrong secret does not verify
     header, body = "t=1,v1=00", b"{}"
     assert not example["verified"](SECRET.encode(), header, body)
 
 
-PRIVATE = ["http://127.0.0.1:9/x", "http://169.254.169.254/latest", "http://10.1.2.3/", "http://[::1]:8080/",
-           "http://localhost/", "https://100.64.0.1/"]
+PRIVATE = [
+    "http://127.0.0.1:9/x",
+    "http://169.254.169.254/latest",
+    "http://10.1.2.3/",
+    "http://[::1]:8080/",
+    "http://localhost/",
+    "https://100.64.0.1/",
+]
 
 
 @pytest.mark.timeout(60)
@@ -204,8 +237,19 @@ def test_a_url_to_the_servers_own_network_is_refused(make_cluster, monkeypatch):
                 client.create_hook("inside", url, ["execution.failed"])
             assert refused.value.status == 422, url
         assert client.list_hooks() == []
-    line = error_line(flux("hook", "create", "inside", "--url", PRIVATE[0], "--event", "execution.failed",
-                           server_url=cluster.server_url, check=False))
+    line = error_line(
+        flux(
+            "hook",
+            "create",
+            "inside",
+            "--url",
+            PRIVATE[0],
+            "--event",
+            "execution.failed",
+            server_url=cluster.server_url,
+            check=False,
+        )
+    )
     assert "--hooks-allow-private" in line
 
 

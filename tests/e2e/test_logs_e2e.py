@@ -6,8 +6,9 @@ from __future__ import annotations
 import signal
 import time
 
-from flux.client import FluxClient
 from waiting import eventually
+
+from flux.client import FluxClient
 
 CHATTY = """
     import logging, subprocess, sys, time
@@ -58,18 +59,18 @@ def test_prints_logs_errors_and_subprocess_output_are_complete_and_ordered(clust
         done = client.run("chatty", 200, wait=60)
         lines = list(client.logs(done["id"]))
     assert done["state"] == "FAILED"
-    stdout = [l["message"] for l in lines if l["stream"] == "stdout" and l["task_id"] == "talk:1"]
+    stdout = [line["message"] for line in lines if line["stream"] == "stdout" and line["task_id"] == "talk:1"]
     assert stdout == [f"line {i}" for i in range(200)]  # complete and in order
-    messages = {(l["stream"], l["task_id"], l["message"].splitlines()[0]) for l in lines}
+    messages = {(line["stream"], line["task_id"], line["message"].splitlines()[0]) for line in lines}
     assert ("stdout", None, "the workflow body speaks") in messages
     assert ("stderr", "talk:1", "to stderr") in messages
     assert ("stdout", None, "from a subprocess") in messages  # fd 1 of a child process
-    warning = next(l for l in lines if l["stream"] == "log" and l["message"] == "careful: 200")
+    warning = next(line for line in lines if line["stream"] == "log" and line["message"] == "careful: 200")
     assert (warning["level"], warning["logger"], warning["task_id"]) == ("WARNING", "chatty", "talk:1")
-    caught = next(l for l in lines if l["stream"] == "log" and l["message"].startswith("caught it"))
+    caught = next(line for line in lines if line["stream"] == "log" and line["message"].startswith("caught it"))
     assert "ZeroDivisionError" in caught["message"] and caught["level"] == "ERROR"
-    assert [l["seq"] for l in lines] == sorted(l["seq"] for l in lines)
-    assert all(l["attempt"] == 1 for l in lines)
+    assert [line["seq"] for line in lines] == sorted(line["seq"] for line in lines)
+    assert all(line["attempt"] == 1 for line in lines)
 
 
 def test_a_worker_killed_mid_run_keeps_the_lines_it_had_shipped(make_cluster, workflow_file, tmp_path):
@@ -84,5 +85,5 @@ def test_a_worker_killed_mid_run_keeps_the_lines_it_had_shipped(make_cluster, wo
         time.sleep(0.5)
         kept = list(client.logs(execution["id"]))
         client.cancel(execution["id"])
-    ticks = [l["message"] for l in kept if l["stream"] == "stdout"]
+    ticks = [line["message"] for line in kept if line["stream"] == "stdout"]
     assert len(ticks) >= 10 and ticks == [f"tick {i}" for i in range(len(ticks))]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import httpx
 from cryptography.fernet import Fernet
+from waiting import eventually
 
 from flux.client import FluxClient
-from waiting import eventually
 
 VERSION = """
     from flux import call, task, workflow
@@ -112,7 +112,9 @@ def test_a_forced_delete_cancels_what_runs_and_the_namespace_goes_once_it_has_en
     assert refused.status_code == 409 and "holds 2 unfinished execution(s)" in refused.json()["detail"]
     # TERMINATING: what ran (one, or both) had not ended when the purge was tried; by the count
     # that follows, its worker may have stopped it already (a loaded run saw 0)
-    assert deletion["state"] == "TERMINATING" and deletion["cancelled"] == 2 and 0 <= deletion["unfinished"] <= 2, deletion
+    assert deletion["state"] == "TERMINATING" and deletion["cancelled"] == 2 and 0 <= deletion["unfinished"] <= 2, (
+        deletion
+    )
     assert refused_run.status_code == 409 and refused_run.json()["detail"] == "namespace 'doomed' is being deleted"
     assert gone.status_code == 404 and gone.json()["detail"] == "namespace 'doomed' not found"
     assert names == ["default"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from waiting import eventually
 
 from flux.client import FluxClient
-from waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,10 @@ async def warped(ctx):
 
 
 def local_pool(client: FluxClient, name: str = "accel", **spec) -> dict:
-    body = {**dict(resources={"cpu": 1, "accel": 2}, slots=2, min=0, max=2, idle_timeout=3, options={"worker_args": FAST}), **spec}
+    body = {
+        **dict(resources={"cpu": 1, "accel": 2}, slots=2, min=0, max=2, idle_timeout=3, options={"worker_args": FAST}),
+        **spec,
+    }
     return client.create_pool(name, "local", **body)
 
 
@@ -54,8 +57,14 @@ def test_scales_from_zero_and_back_and_starts_nothing_for_unfit_work(cluster, cl
     unfit = client.run("warped")["id"]
     ids = [client.run("accelerated", 0.5)["id"] for _ in range(3)]
     # a worker of the pool is asked for, and explain says so while it starts
-    note = eventually(lambda: "a worker of pool accel is starting" in client.placement(ids[0])["summary"]
-                      and client.placement(ids[0])["summary"], 20, "explain never named the starting worker")
+    note = eventually(
+        lambda: (
+            "a worker of pool accel is starting" in client.placement(ids[0])["summary"]
+            and client.placement(ids[0])["summary"]
+        ),
+        20,
+        "explain never named the starting worker",
+    )
     assert "(requested " in note
     for execution_id in ids:
         execution = client.wait(execution_id, WAIT)
@@ -65,8 +74,11 @@ def test_scales_from_zero_and_back_and_starts_nothing_for_unfit_work(cluster, cl
     assert 1 <= pool["starting"] + pool["running"] + pool["stopping"] <= 2, pool  # accel=1 x3 on accel=2: 2 workers
     assert "1 waiting executions fit no pool" in pool["decision"], pool
     # idle past the timeout: drained, stopped, gone; the unfit execution still waits, explained
-    eventually(lambda: client.show_pool("accel")["workers"] == [] and not workers_of(client, "accel"), 40,
-               "the idle workers were never stopped")
+    eventually(
+        lambda: client.show_pool("accel")["workers"] == [] and not workers_of(client, "accel"),
+        40,
+        "the idle workers were never stopped",
+    )
     assert client.show_pool("accel")["desired"] == 0
     assert client.execution(unfit)["state"] == "SCHEDULED"
     assert client.placement(unfit)["unschedulable"]
@@ -80,8 +92,11 @@ def test_a_worker_chosen_for_scale_down_that_gets_work_is_not_stopped(cluster, c
     assert client.wait(first, WAIT)["state"] == "COMPLETED"
     worker = client.execution(first)["worker_name"]
     # wait until the pass has chosen it (draining), then give it work at once by undraining by hand
-    eventually(lambda: client.show_pool("accel")["stopping"] == 1 or not workers_of(client, "accel"), 20,
-               "never chosen for scale-down")
+    eventually(
+        lambda: client.show_pool("accel")["stopping"] == 1 or not workers_of(client, "accel"),
+        20,
+        "never chosen for scale-down",
+    )
     if client.show_pool("accel")["stopping"] != 1:
         pytest.skip("stopped before the test could race it (a slow pass)")
     client.undrain_worker(worker)
@@ -98,7 +113,7 @@ def test_a_worker_chosen_for_scale_down_that_gets_work_is_not_stopped(cluster, c
 @pytest.mark.slow
 def test_a_failing_provider_is_retried_with_backoff_and_reported(cluster, client, tmp_path):
     script = tmp_path / "scale.sh"
-    script.write_text("#!/bin/sh\necho \"no quota for $FLUX_POOL ($1)\" >&2\nexit 1\n")
+    script.write_text('#!/bin/sh\necho "no quota for $FLUX_POOL ($1)" >&2\nexit 1\n')
     script.chmod(0o755)
     client.create_pool("broken", "command", resources={"cpu": 1}, min=1, max=2, options={"command": [str(script)]})
     local_pool(client, "fine", resources={"cpu": 1}, min=1)
@@ -112,8 +127,11 @@ def test_a_failing_provider_is_retried_with_backoff_and_reported(cluster, client
     assert client.show_pool("broken")["failures"] - first <= 1  # backing off, not once a pass
     # a deleted pool's workers are drained and stopped, its minimum notwithstanding; then it is gone
     client.delete_pool("fine")
-    eventually(lambda: [p["name"] for p in client.list_pools()] == ["broken"] and not workers_of(client, "fine"), 30,
-               "the deleted pool's worker was never stopped")
+    eventually(
+        lambda: [p["name"] for p in client.list_pools()] == ["broken"] and not workers_of(client, "fine"),
+        30,
+        "the deleted pool's worker was never stopped",
+    )
 
 
 @pytest.mark.slow

@@ -8,9 +8,9 @@ work was placed at all. Found by tests/scheduling/test_contention_ledger_propert
 from __future__ import annotations
 
 import pytest
+from waiting import eventually
 
 from flux.client import FluxClient
-from waiting import eventually
 
 pytestmark = pytest.mark.integration
 

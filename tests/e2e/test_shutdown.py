@@ -32,7 +32,9 @@ def test_server_stops_cleanly_while_a_worker_and_a_client_long_poll(cluster, cli
     execution = client.run("stranded")  # no worker matches: it stays SCHEDULED
     answers: list[httpx.Response] = []
     waiter = threading.Thread(
-        target=lambda: answers.append(httpx.get(f"{cluster.server_url}/executions/{execution['id']}", params={"wait": 60}, timeout=90))
+        target=lambda: answers.append(
+            httpx.get(f"{cluster.server_url}/executions/{execution['id']}", params={"wait": 60}, timeout=90)
+        )
     )
     waiter.start()
     time.sleep(1.0)  # the worker's claim and the client's wait are both parked on the server

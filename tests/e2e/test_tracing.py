@@ -10,9 +10,9 @@ import sys
 import textwrap
 
 import pytest
+from waiting import eventually
 
 from flux import tracing
-from waiting import eventually
 
 pytest.importorskip("opentelemetry.sdk.trace")
 
@@ -85,7 +85,11 @@ def test_one_trace_chains_submit_to_each_task_across_processes(traced, runner):
     for span in spans:
         by_name.setdefault(span["name"], []).append(span)
     assert {name: len(found) for name, found in by_name.items()} == {
-        "flux.submit": 1, "flux.dispatch": 1, "flux.claim": 1, "flux.execution": 1, "flux.task": 2,
+        "flux.submit": 1,
+        "flux.dispatch": 1,
+        "flux.claim": 1,
+        "flux.execution": 1,
+        "flux.task": 2,
     }
     assert len({span["trace_id"] for span in spans}) == 1
     ids = {span["span_id"]: span for span in spans}
@@ -98,12 +102,18 @@ def test_one_trace_chains_submit_to_each_task_across_processes(traced, runner):
     assert by_name["flux.submit"][0]["parent_id"] is None
     child = "flux-child" if runner == "subprocess" else "flux-worker"
     assert {name: found[0]["service"] for name, found in by_name.items()} == {
-        "flux.submit": "flux-server", "flux.dispatch": "flux-server", "flux.claim": "flux-server",
-        "flux.execution": "flux-worker", "flux.task": child,
+        "flux.submit": "flux-server",
+        "flux.dispatch": "flux-server",
+        "flux.claim": "flux-server",
+        "flux.execution": "flux-worker",
+        "flux.task": child,
     }
     assert sorted(s["attributes"]["flux.task_id"] for s in by_name["flux.task"]) == ["step:1", "step:2"]
     assert by_name["flux.claim"][0]["attributes"] == {
-        "flux.execution_id": execution["id"], "flux.workflow": "two_steps", "flux.worker": "w1", "flux.attempt": 1,
+        "flux.execution_id": execution["id"],
+        "flux.workflow": "two_steps",
+        "flux.worker": "w1",
+        "flux.attempt": 1,
     }
     assert all(span["status"] != "ERROR" for span in spans)
 

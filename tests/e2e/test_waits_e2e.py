@@ -12,9 +12,9 @@ import time
 
 import httpx
 import pytest
+from waiting import eventually
 
 from flux.client import FluxClient, FluxClientError
-from waiting import eventually
 
 WAITS = """
     import asyncio, pathlib, time
@@ -74,8 +74,13 @@ DURABLE = {"FLUX_DURABLE_SLEEP_THRESHOLD": "1"}
 
 
 def _flux(cluster, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flux", *args, "--server-url", cluster.server_url],
-                          capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "flux", *args, "--server-url", cluster.server_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def _gauge(cluster, state: str) -> float:
@@ -103,7 +108,12 @@ def test_sleep_and_pause_survive_sigkilled_workers_and_resume_elsewhere(make_clu
         cluster.start_worker("second", labels={"role": "cpu"}, heartbeat_interval=0.2, env=DURABLE)
 
         paused = eventually(lambda: (e := client.execution(eid))["state"] == "PAUSED" and e, 30, "never paused")
-        assert paused["wait"] == {"kind": "pause", "id": "pause:approval:1", "name": "approval", "payload": {"first": "before"}}
+        assert paused["wait"] == {
+            "kind": "pause",
+            "id": "pause:approval:1",
+            "name": "approval",
+            "payload": {"first": "before"},
+        }
         listed = _flux(cluster, "execution", "list", "--state", "PAUSED")
         assert listed.returncode == 0 and eid[:8] in listed.stdout and "PAUSED: approval" in listed.stdout
         with pytest.raises(FluxClientError) as refused:
@@ -125,8 +135,12 @@ def test_sleep_and_pause_survive_sigkilled_workers_and_resume_elsewhere(make_clu
     ends = [e["value"]["end"] for e in events if e["type"] == "ATTEMPT_ENDED" and e["value"]["end"] != "handed_back"]
     assert ends == ["suspended", "suspended", "finished"]
     waits = [(e["type"], e["task_id"]) for e in events if e["type"] in ("WORKFLOW_SUSPENDED", "WAIT_COMPLETED")]
-    assert waits == [("WORKFLOW_SUSPENDED", "sleep:1"), ("WAIT_COMPLETED", "sleep:1"),
-                     ("WORKFLOW_SUSPENDED", "pause:approval:1"), ("WAIT_COMPLETED", "pause:approval:1")]
+    assert waits == [
+        ("WORKFLOW_SUSPENDED", "sleep:1"),
+        ("WAIT_COMPLETED", "sleep:1"),
+        ("WORKFLOW_SUSPENDED", "pause:approval:1"),
+        ("WAIT_COMPLETED", "pause:approval:1"),
+    ]
 
 
 @pytest.mark.integration
@@ -142,7 +156,9 @@ def test_a_cpu_parent_calls_a_gpu_child_that_survives_its_worker_and_cancel_and_
         cluster.start_worker("gpu-1", labels={"role": "gpu"}, heartbeat_interval=0.2, env=DURABLE)
         parent = client.run("pipeline", {"log": str(log), "gate": str(gate), "n": 21})["id"]
 
-        waiting = eventually(lambda: (e := client.execution(parent))["state"] == "AWAITING_CHILD" and e, 30, "never called")
+        waiting = eventually(
+            lambda: (e := client.execution(parent))["state"] == "AWAITING_CHILD" and e, 30, "never called"
+        )
         child = waiting["wait"]["child"]
         eventually(lambda: any(e["task_id"] == "gate:1" for e in client.events(child)), 30, "child never ran")
         assert client.execution(child)["worker_name"] == "gpu-1"
@@ -163,8 +179,14 @@ def test_a_cpu_parent_calls_a_gpu_child_that_survives_its_worker_and_cancel_and_
         # cancelling a parent that waits on its child cancels the child; a paused one ends at once
         gate.unlink()
         cancelled = client.run("pipeline", {"log": str(log), "gate": str(gate), "n": 1})["id"]
-        waiting = eventually(lambda: (e := client.execution(cancelled))["state"] == "AWAITING_CHILD" and e, 30, "never called")
-        eventually(lambda: any(e["task_id"] == "gate:1" for e in client.events(waiting["wait"]["child"])), 30, "child never ran")
+        waiting = eventually(
+            lambda: (e := client.execution(cancelled))["state"] == "AWAITING_CHILD" and e, 30, "never called"
+        )
+        eventually(
+            lambda: any(e["task_id"] == "gate:1" for e in client.events(waiting["wait"]["child"])),
+            30,
+            "child never ran",
+        )
         assert client.cancel(cancelled)["state"] == "CANCELLED"
         assert client.wait(waiting["wait"]["child"], 30)["state"] == "CANCELLED"
         assert "WAIT_COMPLETED" not in {e["type"] for e in client.events(cancelled)}  # the parent ended first

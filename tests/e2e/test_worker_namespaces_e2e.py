@@ -5,11 +5,11 @@ explain names the restriction, an unrestricted worker takes the rest."""
 from __future__ import annotations
 
 import httpx
-
-from flux.client import FluxClient
 from protocol import ONE_TASK, sample
 from shared import assert_error, flux
 from waiting import eventually
+
+from flux.client import FluxClient
 
 RESTRICTED = "serves namespaces ml only"
 
@@ -37,7 +37,10 @@ def test_a_dedicated_worker_runs_its_namespace_only_and_explain_names_why(cluste
     assert explained["state"] == "SCHEDULED"
     assert explained["summary"] == "0/1 workers are available: 1 serves other namespaces."
     assert explained["workers"] == [{"name": "ml-1", "state": "ONLINE", "available": False, "reason": RESTRICTED}]
-    assert explained["unschedulable"] == "no registered worker serves namespace 'default': all 1 serve other namespaces only"
+    assert (
+        explained["unschedulable"]
+        == "no registered worker serves namespace 'default': all 1 serve other namespaces only"
+    )
     assert workers["ml-1"]["namespaces"] == ["ml"]
     assert any("namespaces" in line and "ml" in line for line in shown.splitlines())
     assert RESTRICTED in told and "serves other namespaces" in told
@@ -58,12 +61,18 @@ def test_a_restricted_worker_is_shown_and_a_pool_may_come_before_its_namespace(c
 def test_registration_with_a_bad_namespace_name_is_422(cluster):
     bootstrap = (cluster.home / "bootstrap-token").read_text().strip()
     body = {
-        "name": "w-bad", "resources": sample(), "namespaces": ["ml", "no/slash"],
+        "name": "w-bad",
+        "resources": sample(),
+        "namespaces": ["ml", "no/slash"],
         "runtime": {"python_version": "3.11.7", "os_name": "Linux", "os_version": "6", "hostname": "h"},
     }
-    reply = httpx.post(f"{cluster.server_url}/workers/register", json=body, headers={"Authorization": f"Bearer {bootstrap}"})
+    reply = httpx.post(
+        f"{cluster.server_url}/workers/register", json=body, headers={"Authorization": f"Bearer {bootstrap}"}
+    )
     errors = assert_error(reply, 422, "validation_error")["errors"]
     assert errors[0]["loc"] == ["body", "namespaces"] and "namespace name 'no/slash'" in errors[0]["msg"]
     too_many = {**body, "namespaces": [f"ns{i}" for i in range(65)]}
-    reply = httpx.post(f"{cluster.server_url}/workers/register", json=too_many, headers={"Authorization": f"Bearer {bootstrap}"})
+    reply = httpx.post(
+        f"{cluster.server_url}/workers/register", json=too_many, headers={"Authorization": f"Bearer {bootstrap}"}
+    )
     assert "at most 64 namespaces" in assert_error(reply, 422, "validation_error")["errors"][0]["msg"]

@@ -10,11 +10,12 @@ import uuid
 
 import pytest
 
-from flux import TaskFailedError, choice, map as flux_map, now, pipeline, randint, random, task, uuid4, workflow
-from flux.model import caching
+from flux import TaskFailedError, choice, now, pipeline, randint, random, task, uuid4, workflow
+from flux import map as flux_map
 from flux.domain.events import ExecutionState
-from flux.registration import StaticError, read_source
+from flux.model import caching
 from flux.model.runtime import ExecutionContext, run_workflow
+from flux.registration import StaticError, read_source
 
 
 def of(events: list[dict], type_: str) -> list[str]:
@@ -27,8 +28,16 @@ def replay(flow, events: list[dict], **context) -> tuple[list[dict], object]:
     recorded = {e["task_id"]: e["value"] for e in events if e["type"] == "VALUE_RECORDED"}
     ended = {e["task_id"] for e in events if e["type"] in ("ROLLBACK_COMPLETED", "ROLLBACK_FAILED")}
     again: list[dict] = []
-    ctx = ExecutionContext("x", flow.name, attempt=2, completed_tasks=completed, recorded=recorded, rolled_back=ended,
-                           emit=again.append, **context)
+    ctx = ExecutionContext(
+        "x",
+        flow.name,
+        attempt=2,
+        completed_tasks=completed,
+        recorded=recorded,
+        rolled_back=ended,
+        emit=again.append,
+        **context,
+    )
     outcome = asyncio.run(run_workflow(flow, ctx))
     return again, outcome
 
@@ -52,7 +61,13 @@ def test_a_fallback_result_is_the_task_result_and_is_replayed_not_rerun():
     run = shop.run()
     assert run.output == "cached 1" and ran == [("flaky", 1), ("flaky", 1), ("rescue", 1)]
     assert [e["type"] for e in run.events if e["task_id"]] == [
-        "TASK_STARTED", "TASK_FAILED", "TASK_STARTED", "TASK_FAILED", "TASK_FALLBACK", "TASK_COMPLETED"]
+        "TASK_STARTED",
+        "TASK_FAILED",
+        "TASK_STARTED",
+        "TASK_FAILED",
+        "TASK_FALLBACK",
+        "TASK_COMPLETED",
+    ]
     events, (outcome, output) = replay(shop, run.events)
     assert output == "cached 1" and len(ran) == 3 and of(events, "TASK_STARTED") == []
 
@@ -99,11 +114,16 @@ def test_rollbacks_run_when_the_workflow_fails_newest_first_and_a_failing_one_st
     assert run.state is ExecutionState.FAILED and "declined" in run.output["error"]
     assert undone == [("c", "booking-c"), ("a", "booking-a")]
     assert of(run.events, "ROLLBACK_STARTED") == ["book:3", "book:2", "book:1"]
-    assert of(run.events, "ROLLBACK_FAILED") == ["book:2"] and of(run.events, "ROLLBACK_COMPLETED") == ["book:3", "book:1"]
+    assert of(run.events, "ROLLBACK_FAILED") == ["book:2"] and of(run.events, "ROLLBACK_COMPLETED") == [
+        "book:3",
+        "book:1",
+    ]
     assert run.events[-1]["type"] == "WORKFLOW_FAILED"
 
     # a replay after a crash mid-rollback: c's ended (not run again), a's did not
-    crashed = run.events[: run.events.index(next(e for e in run.events if e["type"] == "ROLLBACK_STARTED" and e["task_id"] == "book:1"))]
+    crashed = run.events[
+        : run.events.index(next(e for e in run.events if e["type"] == "ROLLBACK_STARTED" and e["task_id"] == "book:1"))
+    ]
     undone.clear()
     events, (outcome, _) = replay(trip, crashed)
     assert undone == [("a", "booking-a")] and of(events, "ROLLBACK_STARTED") == ["book:1"]
@@ -301,12 +321,16 @@ def test_the_server_stores_cache_entries_on_checkpoint_and_keeps_secrets_encrypt
     engine = make_engine(url)
     request.getfixturevalue("monkeypatch").setenv(secrets.KEY_ENV, Fernet.generate_key().decode())
     keys = secrets.keyring()
-    event = lambda type_, value, at=1.0: SimpleNamespace(type=type_, name="square", task_id="square:1", value=value, time=at)  # noqa: E731
+    def event(type_, value, at=1.0):
+        return SimpleNamespace(type=type_, name="square", task_id="square:1", value=value, time=at)
+
     execution = SimpleNamespace(id="e" * 32, namespace="default")
     with Session(engine) as session, session.begin():
         batch = [event("TASK_COMPLETED", 81), event("TASK_CACHE_STORED", {"key": "a" * 64, "ttl": 10})]
         assert task_cache.record(session, execution, batch) == 1
-        assert task_cache.record(session, execution, [event("TASK_COMPLETED", 82), batch[1]]) == 1  # replaced, not a conflict
+        assert (
+            task_cache.record(session, execution, [event("TASK_COMPLETED", 82), batch[1]]) == 1
+        )  # replaced, not a conflict
         assert task_cache.lookup(session, "a" * 64, now=5.0) == (True, 82)
         assert task_cache.lookup(session, "a" * 64, now=12.0) == (False, None)  # past its ttl
         assert task_cache.clear(session, task="other") == 0 and task_cache.clear(session, task="square") == 1
@@ -329,6 +353,13 @@ def test_event_types_are_listed_in_the_openapi_schema(tmp_path):
     from flux.server.settings import ServerSettings
 
     schema = json.dumps(create_app(ServerSettings(home=tmp_path)).openapi())
-    for name in ("TASK_FALLBACK", "TASK_CACHE_HIT", "TASK_CACHE_STORED", "ROLLBACK_STARTED", "ROLLBACK_COMPLETED",
-                 "ROLLBACK_FAILED", "VALUE_RECORDED"):
+    for name in (
+        "TASK_FALLBACK",
+        "TASK_CACHE_HIT",
+        "TASK_CACHE_STORED",
+        "ROLLBACK_STARTED",
+        "ROLLBACK_COMPLETED",
+        "ROLLBACK_FAILED",
+        "VALUE_RECORDED",
+    ):
         assert f'"{name}"' in schema

@@ -97,7 +97,9 @@ def test_options_and_waits_are_validated_naming_what_is_wrong():
     assert workflow.with_options(timeout=90)(_noop).metadata()["timeout"] == 90.0
     assert "timeout" not in workflow(_noop).metadata()
 
-    reading = read_source("from flux import workflow\n@workflow.with_options(timeout=3600)\nasync def w(ctx): pass\n", "x.py")
+    reading = read_source(
+        "from flux import workflow\n@workflow.with_options(timeout=3600)\nasync def w(ctx): pass\n", "x.py"
+    )
     assert reading.workflows[0].options.timeout == 3600.0
     with pytest.raises(StaticError, match="x.py:2: workflow 'w': timeout must be"):
         read_source("from flux import workflow\n@workflow.with_options(timeout=-5)\nasync def w(ctx): pass\n", "x.py")

@@ -36,8 +36,10 @@ def test_local_run_returns_output_and_event_log():
     assert execution.state is ExecutionState.COMPLETED and execution.output == 11
     assert types(execution) == [
         "WORKFLOW_STARTED",
-        "TASK_STARTED", "TASK_COMPLETED",
-        "TASK_STARTED", "TASK_COMPLETED",
+        "TASK_STARTED",
+        "TASK_COMPLETED",
+        "TASK_STARTED",
+        "TASK_COMPLETED",
         "WORKFLOW_COMPLETED",
     ]
     assert [e["task_id"] for e in execution.events if e["type"] == "TASK_COMPLETED"] == ["double:1", "sync_add:1"]
@@ -204,13 +206,16 @@ def test_spec_public_api_decorates_as_written():
 )
 def test_invalid_workflow_options_fail_at_decoration_naming_the_field(options, message):
     with pytest.raises((ValueError, InvalidResourceRequest)) as error:
+
         @workflow.with_options(**options)
         async def wf(ctx): ...
+
     assert message in str(error.value)
 
 
 def test_workflow_must_be_async():
     with pytest.raises(TypeError, match="async def"):
+
         @workflow
         def not_async(ctx): ...
 
@@ -226,6 +231,7 @@ def test_workflow_must_be_async():
 )
 def test_invalid_task_options_fail_at_decoration(options, field):
     with pytest.raises(ValueError, match=field):
+
         @task.with_options(**options)
         async def t(): ...
 

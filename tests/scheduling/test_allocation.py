@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import eventually
 
 from flux.domain.allotment import Allotment
 from flux.domain.resource_request import ResourceRequest
@@ -16,7 +17,6 @@ from flux.scheduling.demand import Demand
 from flux.scheduling.filters.gpu import usable_gpus
 from flux.scheduling.placement import place
 from flux.scheduling.snapshot import GPU, WorkerView
-from waiting import eventually
 
 GiB = 1024**3
 TESTS = Path(__file__).parents[1]
@@ -24,9 +24,12 @@ TESTS = Path(__file__).parents[1]
 
 def worker(allocation="sample", max_concurrent_executions=4, gpus=2, cpu=2.0, custom=None) -> WorkerView:
     return WorkerView(
-        name="w", labels={}, total=Resources(cpu=cpu, memory=8 * GiB, disk=100 * GiB, **(custom or {})),
+        name="w",
+        labels={},
+        total=Resources(cpu=cpu, memory=8 * GiB, disk=100 * GiB, **(custom or {})),
         gpus=tuple(GPU(i, f"GPU-{i}", "Fake", 80 * GiB, 80 * GiB) for i in range(gpus)),
-        max_concurrent_executions=max_concurrent_executions, allocation=allocation,
+        max_concurrent_executions=max_concurrent_executions,
+        allocation=allocation,
     )
 
 
@@ -56,8 +59,15 @@ def test_reserve_mode_refuses_the_third_cpu1_on_a_2cpu_worker_within_one_round()
 
 
 def test_running_allotments_reduce_reserve_availability_and_mark_gpus():
-    view = with_allotments(worker("reserve"), map(Allotment.from_json, [{"cpu": 1, "memory": 6 * GiB, "gpus": [1]}, {}]))
-    assert (view.available["cpu"], view.available["memory"], view.gpu_allotted, usable_gpus(view)) == (1, 2 * GiB, {1: 1}, 1)
+    view = with_allotments(
+        worker("reserve"), map(Allotment.from_json, [{"cpu": 1, "memory": 6 * GiB, "gpus": [1]}, {}])
+    )
+    assert (view.available["cpu"], view.available["memory"], view.gpu_allotted, usable_gpus(view)) == (
+        1,
+        2 * GiB,
+        {1: 1},
+        1,
+    )
     sampled = with_allotments(worker("sample"), [Allotment.from_json({"cpu": 1, "gpus": [1]})])
     assert (sampled.available["cpu"], usable_gpus(sampled)) == (2, 2)  # sample mode: only the live sample counts
 
@@ -89,10 +99,14 @@ GPU_WORK = """
 """
 
 
-def test_two_gpu1_executions_on_a_fake_two_gpu_worker_see_different_devices(cluster, client, workflow_file, monkeypatch):
+def test_two_gpu1_executions_on_a_fake_two_gpu_worker_see_different_devices(
+    cluster, client, workflow_file, monkeypatch
+):
     monkeypatch.setenv("PYTHONPATH", str(TESTS))
     client.register_file(workflow_file(GPU_WORK))
-    cluster.start_worker("gpu-box", max_concurrent_executions=2, extra_args=("--gpu-source", "nvml:fakes:TWO_FREE_GPUS"))
+    cluster.start_worker(
+        "gpu-box", max_concurrent_executions=2, extra_args=("--gpu-source", "nvml:fakes:TWO_FREE_GPUS")
+    )
     assert [g["uuid"] for g in client.show_worker("gpu-box")["resources"]["gpus"]] == ["GPU-fake-0", "GPU-fake-1"]
     ids = [client.run("one_gpu", 1.0)["id"] for _ in range(2)]
     outputs = sorted(client.wait(i, 30)["output"] for i in ids)

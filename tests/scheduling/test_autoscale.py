@@ -3,7 +3,8 @@ bounds, idle timeouts, and never a worker for work no template fits."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import Resources
@@ -12,7 +13,9 @@ from flux.scheduling.demand import Demand
 
 GiB = 1024**3
 CPU8 = PoolTemplate("cpu8", resources=Resources(cpu=8, memory=32 * GiB), slots=4, maximum=20)
-GPU = PoolTemplate("gpu", labels={"accel": "a100"}, resources=Resources(cpu=16, memory=64 * GiB), gpus=2, slots=8, maximum=3)
+GPU = PoolTemplate(
+    "gpu", labels={"accel": "a100"}, resources=Resources(cpu=16, memory=64 * GiB), gpus=2, slots=8, maximum=3
+)
 
 
 def demand(n: int, **request) -> Demand:
@@ -45,7 +48,12 @@ def test_goes_to_the_pool_whose_template_fits():
 
 def test_existing_and_starting_room_is_used_first():
     idle = template_view(CPU8, "cpu8-a")
-    assert plan([CPU8], [demand(0, cpu=1)], [idle], [Member("cpu8-a", "cpu8", MemberState.RUNNING)]).decisions["cpu8"].start == 0
+    assert (
+        plan([CPU8], [demand(0, cpu=1)], [idle], [Member("cpu8-a", "cpu8", MemberState.RUNNING)])
+        .decisions["cpu8"]
+        .start
+        == 0
+    )
     starting = [Member("cpu8-b", "cpu8", MemberState.STARTING)]
     decision = plan([CPU8], [demand(i, cpu=1) for i in range(4)], [], starting).decisions["cpu8"]
     assert (decision.start, decision.desired, decision.waiting) == (0, 1, 4)
@@ -69,16 +77,29 @@ shapes = st.builds(
 )
 templates = st.builds(
     lambda name, cpu, gpus, accel, slots, lo, hi: PoolTemplate(
-        name, resources=Resources(cpu=cpu, **({"accel": accel} if accel else {})), gpus=gpus, slots=slots,
-        minimum=lo, maximum=lo + hi),
-    st.sampled_from(["a", "b", "c"]), st.sampled_from([1, 2, 8]), st.integers(0, 2), st.integers(0, 2),
-    st.integers(1, 4), st.integers(0, 2), st.integers(0, 6),
+        name,
+        resources=Resources(cpu=cpu, **({"accel": accel} if accel else {})),
+        gpus=gpus,
+        slots=slots,
+        minimum=lo,
+        maximum=lo + hi,
+    ),
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from([1, 2, 8]),
+    st.integers(0, 2),
+    st.integers(0, 2),
+    st.integers(1, 4),
+    st.integers(0, 2),
+    st.integers(0, 6),
 )
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(templates, min_size=1, max_size=3, unique_by=lambda t: t.name), st.lists(shapes, max_size=30),
-       st.integers(0, 3))
+@given(
+    st.lists(templates, min_size=1, max_size=3, unique_by=lambda t: t.name),
+    st.lists(shapes, max_size=30),
+    st.integers(0, 3),
+)
 def test_properties(pools, requests, starting):
     waiting = [Demand(f"e{i}", ResourceRequest(**r) if r else None, None) for i, r in enumerate(requests)]
     members = [Member(f"{pools[0].name}-s{i}", pools[0].name, MemberState.STARTING) for i in range(starting)]

@@ -27,8 +27,12 @@ MiB = 1024**2
 
 def view(total: dict, available: dict | None = None, allocation: str = "sample", slots: int = 4) -> WorkerView:
     return WorkerView(
-        name="w", labels={}, total=Resources(total), available=None if available is None else Resources(available),
-        max_concurrent_executions=slots, allocation=allocation,
+        name="w",
+        labels={},
+        total=Resources(total),
+        available=None if available is None else Resources(available),
+        max_concurrent_executions=slots,
+        allocation=allocation,
     )
 
 
@@ -50,7 +54,11 @@ def test_reasons_keep_the_fields_the_api_shows():
         "memory_available 4.0Gi < requested 8.0Gi",
         "disk_free 10.0Gi < requested 20.0Gi",
     ]
-    reserving = view({"cpu": 8.0, "memory": 32 * GiB, "disk": 500 * GiB}, {"cpu": 2.0, "memory": 4 * GiB, "disk": 10 * GiB}, "reserve")
+    reserving = view(
+        {"cpu": 8.0, "memory": 32 * GiB, "disk": 500 * GiB},
+        {"cpu": 2.0, "memory": 4 * GiB, "disk": 10 * GiB},
+        "reserve",
+    )
     assert CPU.check(request, None, reserving).message == "cpu_available 2.0 after reservations < requested 4"
 
 
@@ -83,7 +91,9 @@ def test_property_a_capacity_passes_exactly_when_available_covers_the_request(ca
         if reason is not None:
             assert (reason.filter, reason.phrase) == (f.name, f"Insufficient {f.name}")
             assert reason.message.startswith(f"{f.field} ")
-    assert (filters.check(request, None, w) is None) == (request is None or w.available.covers(request.quantities.without(["gpu"])))
+    assert (filters.check(request, None, w) is None) == (
+        request is None or w.available.covers(request.quantities.without(["gpu"]))
+    )
 
 
 @given(views_and_requests(), st.lists(st.dictionaries(st.sampled_from(DIMENSIONS), st.integers(0, 2**40)), max_size=4))
@@ -112,7 +122,9 @@ def test_property_what_a_round_takes_is_what_a_fresh_view_applies(case, placemen
     fresh = with_allotments(w.evolve(), [allotment] * placements)
     if w.reserves:
         for name in request.quantities:
-            assert fresh.available[name] == min(w.available[name], w.total[name] - placements * request.quantities[name])
+            assert fresh.available[name] == min(
+                w.available[name], w.total[name] - placements * request.quantities[name]
+            )
             assert counted.available[name] == w.available[name] - placements * request.quantities[name]
     else:
         assert counted.available == fresh.available == w.available
@@ -139,8 +151,14 @@ def scratch():
 
 def scratch_box(allocation="sample", free=6 * GiB) -> WorkerView:
     total = Resources(cpu=4.0, memory=8 * GiB, disk=100 * GiB, scratch=10 * GiB)
-    return WorkerView(name="box", labels={}, total=total, available=total.updated({"scratch": free}),
-                      max_concurrent_executions=4, allocation=allocation)
+    return WorkerView(
+        name="box",
+        labels={},
+        total=total,
+        available=total.updated({"scratch": free}),
+        max_concurrent_executions=4,
+        allocation=allocation,
+    )
 
 
 def needs_scratch(i, gib=4) -> Demand:
@@ -148,13 +166,25 @@ def needs_scratch(i, gib=4) -> Demand:
 
 
 def test_a_new_probed_dimension_is_one_capacity_registered_at_run_time(scratch):
-    assert [f.name for f in filters.PIPELINE] == ["affinity", "cpu", "memory", "disk", "scratch", "gpu", "packages", "custom"]
+    assert [f.name for f in filters.PIPELINE] == [
+        "affinity",
+        "cpu",
+        "memory",
+        "disk",
+        "scratch",
+        "gpu",
+        "packages",
+        "custom",
+    ]
     request = ResourceRequest(resources={"scratch": 8 * GiB})
     assert filters.active(request, None) == (scratch,)  # the custom filter leaves it to its own filter
     assert verdict(request, None, scratch_box()).reason == Reason(
         "scratch", "Insufficient scratch", "scratch_available 6.0Gi < requested 8.0Gi"
     )
-    assert verdict(request, None, scratch_box("reserve")).message == "scratch_available 6.0Gi after reservations < requested 8.0Gi"
+    assert (
+        verdict(request, None, scratch_box("reserve")).message
+        == "scratch_available 6.0Gi after reservations < requested 8.0Gi"
+    )
     assert infeasibility(request, None, [scratch_box()]) is None  # 10 GiB when idle
     assert infeasibility(ResourceRequest(resources={"scratch": 11 * GiB}), None, [scratch_box()]) == (
         "no registered worker could ever satisfy it, even idle: 1 Insufficient scratch (of 1)"

@@ -23,14 +23,18 @@ ACCEL = ResourceRequest(resources={"accel": 1})
 def fleet(*holders: Holder, accel: int = 2, names=("w1",)) -> FreePool:
     views = []
     for name in names:
-        view = WorkerView(name=name, labels={}, total=Resources(accel=accel), max_concurrent_executions=4, allocation="reserve")
+        view = WorkerView(
+            name=name, labels={}, total=Resources(accel=accel), max_concurrent_executions=4, allocation="reserve"
+        )
         mine = [h.allotment for h in holders if h.worker == name]
         views.append(with_allotments(view.evolve(running=len(mine)), mine))
     return FreePool(views)
 
 
 def holder(i: int, priority: int, claimed_at: float = 0.0, worker: str = "w1", **fields) -> Holder:
-    return Holder(f"r{i}", worker, priority=priority, allotment=Allotment(Resources(accel=1)), claimed_at=claimed_at, **fields)
+    return Holder(
+        f"r{i}", worker, priority=priority, allotment=Allotment(Resources(accel=1)), claimed_at=claimed_at, **fields
+    )
 
 
 def test_the_youngest_lowest_priority_attempt_is_the_victim_and_room_is_held_for_the_preemptor():
@@ -56,9 +60,15 @@ def test_a_class_that_never_preempts_waits_with_its_room_held():
     holders = [holder(1, -100), holder(2, -100)]
     contention = Contention(holders, floor=-100)
     pool = fleet(*holders)
-    place([Demand("h", ACCEL, None, priority=100, may_preempt=False), Demand("l", ACCEL, None, priority=-100)], pool, contention)
+    place(
+        [Demand("h", ACCEL, None, priority=100, may_preempt=False), Demand("l", ACCEL, None, priority=-100)],
+        pool,
+        contention,
+    )
     assert contention.preemptions == []
-    assert "room is held for it on worker w1 until r2 end" in contention.waiting["h"].message  # the fewest that must end
+    assert (
+        "room is held for it on worker w1 until r2 end" in contention.waiting["h"].message
+    )  # the fewest that must end
 
 
 def test_non_preemptible_work_is_never_a_victim():
@@ -93,6 +103,9 @@ def test_a_concurrency_key_admits_its_limit_within_one_round():
 
 
 def test_order_is_priority_then_submission():
-    demands = [Demand("a", None, None, priority=0, scheduled_at=1), Demand("b", None, None, priority=5, scheduled_at=2),
-               Demand("c", None, None, priority=0, scheduled_at=3)]
+    demands = [
+        Demand("a", None, None, priority=0, scheduled_at=1),
+        Demand("b", None, None, priority=5, scheduled_at=2),
+        Demand("c", None, None, priority=0, scheduled_at=3),
+    ]
     assert [d.execution_id for d in order(demands)] == ["b", "a", "c"]

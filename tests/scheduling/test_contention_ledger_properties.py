@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from contention_cases import NAMESPACES, demands, seeded, workers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contention_cases import NAMESPACES, demands, seeded, workers
 from flux.domain.quotas import Quota
 from flux.domain.resources import Resources
 from flux.scheduling.contention import Contention
@@ -25,7 +25,9 @@ KEYS = {"customer:a": 1, "customer:b": 2, "model:x": 3}
 def quotas(draw) -> dict[str, Quota]:
     found = {}
     for namespace in draw(st.lists(st.sampled_from(NAMESPACES), unique=True, max_size=3)):
-        limits = draw(st.dictionaries(st.sampled_from(["cpu", "memory", "gpu", "accel"]), st.integers(0, 6), max_size=3))
+        limits = draw(
+            st.dictionaries(st.sampled_from(["cpu", "memory", "gpu", "accel"]), st.integers(0, 6), max_size=3)
+        )
         if "memory" in limits:
             limits["memory"] *= 1024**3
         executions = draw(st.none() | st.integers(0, 5))
@@ -36,7 +38,9 @@ def quotas(draw) -> dict[str, Quota]:
 def _used(holders, placements, asked) -> dict[str, tuple[Resources, int]]:
     """Each namespace's holders' allotments and the round's placements' requests, and their count."""
     used: dict[str, tuple[Resources, int]] = {}
-    for namespace, quantities in [(h.namespace, h.quantities) for h in holders] + [asked[p.execution_id] for p in placements]:
+    for namespace, quantities in [(h.namespace, h.quantities) for h in holders] + [
+        asked[p.execution_id] for p in placements
+    ]:
         held, count = used.get(namespace, (Resources(), 0))
         used[namespace] = (held + quantities, count + 1)
     return used
@@ -49,7 +53,9 @@ def test_a_round_never_takes_a_namespace_over_its_quota(data):
     seeds = data.draw(demands("h", data.draw(st.integers(0, 10))))
     holders = seeded(fleet, seeds, Contention(quotas=QuotaLedger(limits, [])))  # what holds is within quota too
     queue = data.draw(demands("e", data.draw(st.integers(0, 30))))
-    contention = Contention(holders, QuotaLedger(limits, holders), floor=min(d.priority for d in [*seeds, *queue]) if queue else 0)
+    contention = Contention(
+        holders, QuotaLedger(limits, holders), floor=min(d.priority for d in [*seeds, *queue]) if queue else 0
+    )
     placements = place(order(queue), fleet, contention)
     asked = {d.execution_id: (d.namespace, d.request.quantities if d.request else Resources()) for d in queue}
     for namespace, (held, count) in _used(holders, placements, asked).items():

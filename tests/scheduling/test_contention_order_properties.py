@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from contention_cases import NAMESPACES, REQUESTS, demands, fresh, seeded, workers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contention_cases import NAMESPACES, REQUESTS, demands, fresh, seeded, workers
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
 from flux.scheduling.fairshare import FairShare, capacity_of, dominant_share, interleave
@@ -43,8 +43,10 @@ def test_order_puts_higher_priority_first_and_keeps_fifo_within_a_namespace_and_
     assert priorities == sorted(priorities, reverse=True)
     for namespace in NAMESPACES:
         for priority in {d.priority for d in queue}:
+
             def same(ds):
                 return [d.execution_id for d in ds if d.namespace == namespace and d.priority == priority]
+
             assert same(ordered) == same(queue)
 
 
@@ -60,8 +62,9 @@ def _equal(namespaces: dict[str, int], request=None) -> list[Demand]:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.dictionaries(st.sampled_from(NAMESPACES), st.integers(1, 40), min_size=2),
-       st.sampled_from(REQUESTS), st.data())
+@given(
+    st.dictionaries(st.sampled_from(NAMESPACES), st.integers(1, 40), min_size=2), st.sampled_from(REQUESTS), st.data()
+)
 def test_interleave_with_equal_weights_lets_no_namespace_get_two_ahead(counts, request, data):
     fleet = data.draw(workers())
     queue = _equal(counts, request)
@@ -95,23 +98,30 @@ def test_interleave_starts_from_what_each_namespace_already_holds():
     assert [d.namespace for d in interleave(queue, fair)][:5] == ["data"] * 4 + ["ml"]
 
 
-@pytest.mark.parametrize(("held", "capacity", "weight", "share"), [
-    ({}, {"cpu": 8, SLOTS: 4}, 1.0, 0.0),
-    ({"cpu": 2}, {"cpu": 8, SLOTS: 4}, 1.0, 0.25),
-    ({"cpu": 2, SLOTS: 3}, {"cpu": 8, SLOTS: 4}, 1.0, 0.75),  # the dominant dimension
-    ({"cpu": 2, SLOTS: 3}, {"cpu": 8, SLOTS: 4}, 3.0, 0.25),  # over the weight
-    ({"cpu": 4}, {"cpu": 8}, 0.0, 0.5),  # a weight of 0 counts as 1
-    ({"accel": 5, "cpu": 4}, {"accel": 0, "cpu": 8}, 1.0, 0.5),  # a dimension the fleet lacks is ignored
-    ({"gpu": 1}, {"cpu": 8}, 1.0, 0.0),  # so is one it does not have at all
-])
+@pytest.mark.parametrize(
+    ("held", "capacity", "weight", "share"),
+    [
+        ({}, {"cpu": 8, SLOTS: 4}, 1.0, 0.0),
+        ({"cpu": 2}, {"cpu": 8, SLOTS: 4}, 1.0, 0.25),
+        ({"cpu": 2, SLOTS: 3}, {"cpu": 8, SLOTS: 4}, 1.0, 0.75),  # the dominant dimension
+        ({"cpu": 2, SLOTS: 3}, {"cpu": 8, SLOTS: 4}, 3.0, 0.25),  # over the weight
+        ({"cpu": 4}, {"cpu": 8}, 0.0, 0.5),  # a weight of 0 counts as 1
+        ({"accel": 5, "cpu": 4}, {"accel": 0, "cpu": 8}, 1.0, 0.5),  # a dimension the fleet lacks is ignored
+        ({"gpu": 1}, {"cpu": 8}, 1.0, 0.0),  # so is one it does not have at all
+    ],
+)
 def test_dominant_share_is_the_largest_fraction_over_the_weight(held, capacity, weight, share):
     assert dominant_share(held, capacity, weight) == pytest.approx(share)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.dictionaries(st.sampled_from(["cpu", "accel", SLOTS]), st.floats(0, 50), max_size=3),
-       st.dictionaries(st.sampled_from(["cpu", "accel", SLOTS]), st.floats(1, 100), min_size=1, max_size=3),
-       st.sampled_from(["cpu", "accel", SLOTS]), st.floats(0, 10), st.floats(0.5, 4))
+@given(
+    st.dictionaries(st.sampled_from(["cpu", "accel", SLOTS]), st.floats(0, 50), max_size=3),
+    st.dictionaries(st.sampled_from(["cpu", "accel", SLOTS]), st.floats(1, 100), min_size=1, max_size=3),
+    st.sampled_from(["cpu", "accel", SLOTS]),
+    st.floats(0, 10),
+    st.floats(0.5, 4),
+)
 def test_dominant_share_grows_with_what_is_held_and_shrinks_with_weight(held, capacity, more, extra, weight):
     before = dominant_share(held, capacity, weight)
     assert before >= 0

@@ -7,11 +7,12 @@ import sys
 import time
 from pathlib import Path
 
+from waiting import eventually
+
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import Resources
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.snapshot import GPU, WorkerView
-from waiting import eventually
 
 TESTS = Path(__file__).parents[1]
 GiB = 1024**3
@@ -20,7 +21,9 @@ GiB = 1024**3
 def view(name, available=None, **kw) -> WorkerView:
     """cpu 2, memory 8 GiB, disk 100 GiB, all available but what ``available`` says."""
     total = Resources(cpu=2.0, memory=8 * GiB, disk=100 * GiB)
-    base = dict(name=name, labels={}, total=total, available=total.updated(available or {}), max_concurrent_executions=1)
+    base = dict(
+        name=name, labels={}, total=total, available=total.updated(available or {}), max_concurrent_executions=1
+    )
     return WorkerView(**{**base, **kw})
 
 
@@ -141,12 +144,16 @@ def test_explanation_names_each_workers_first_failing_check(cluster, client, wor
 
     result = subprocess.run(
         [sys.executable, "-m", "flux.cli", "execution", "explain", cpu["id"], "--server-url", cluster.server_url],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert "0/3 workers are available" in result.stdout and "cpu_available 2.0 < requested 64" in result.stdout
 
 
-def test_gpu8_on_one_gpu_workers_is_flagged_at_once_and_warned_at_registration(cluster, client, workflow_file, monkeypatch):
+def test_gpu8_on_one_gpu_workers_is_flagged_at_once_and_warned_at_registration(
+    cluster, client, workflow_file, monkeypatch
+):
     monkeypatch.setenv("PYTHONPATH", str(TESTS))
     cluster.start_worker("g1", extra_args=("--gpu-source", "nvml:fakes:ONE_FREE_GPU"))
     cluster.start_worker("g2", extra_args=("--gpu-source", "nvml:fakes:ONE_FREE_GPU"))
@@ -166,9 +173,19 @@ def test_gpu8_on_one_gpu_workers_is_flagged_at_once_and_warned_at_registration(c
     assert client.execution(execution["id"])["state"] == "SCHEDULED"  # it still waits: a worker may register
 
     result = subprocess.run(
-        [sys.executable, "-m", "flux.cli", "workflow", "register", str(workflow_file(PENDING, "again.py")),
-         "--server-url", cluster.server_url],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "flux.cli",
+            "workflow",
+            "register",
+            str(workflow_file(PENDING, "again.py")),
+            "--server-url",
+            cluster.server_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert "Warning: workflow 'needs_8_gpus': no registered worker could ever satisfy it" in result.stderr
 
@@ -186,7 +203,9 @@ def test_pending_timeout_fails_with_the_reason(cluster, client, workflow_file):
 
 def test_custom_resources_matched_exhausted_and_released_under_reserve(cluster, client, workflow_file):
     client.register_file(workflow_file(PENDING))
-    cluster.start_worker("f", max_concurrent_executions=4, extra_args=("--resource", "fpga=2", "--allocation", "reserve"))
+    cluster.start_worker(
+        "f", max_concurrent_executions=4, extra_args=("--resource", "fpga=2", "--allocation", "reserve")
+    )
     assert client.show_worker("f")["custom_resources"] == {"fpga": 2.0}
     ids = [client.run("one_fpga", 1.5)["id"] for _ in range(3)]
     eventually(lambda: [client.execution(i)["state"] for i in ids].count("RUNNING") == 2)

@@ -63,7 +63,9 @@ def test_a_registered_filter_places_and_explains_its_own_dimension(shm):
     assert [f.name for f in filters.PIPELINE][-3:] == ["packages", "shm", "custom"]
     box = worker()
     placed = place([needs_shm(i) for i in range(3)], [box])
-    assert [(p.execution_id, p.allotment.to_json()) for p in placed] == [(f"e{i}", {"resources": {"shm": GiB}}) for i in range(2)]
+    assert [(p.execution_id, p.allotment.to_json()) for p in placed] == [
+        (f"e{i}", {"resources": {"shm": GiB}}) for i in range(2)
+    ]
 
     third = verdict(ResourceRequest(resources={"shm": GiB}), None, box)
     assert third.reason == Reason("shm", "Insufficient shm", "shm 0Gi free < requested 1Gi")
@@ -105,7 +107,9 @@ def test_register_refuses_a_taken_name_and_an_unknown_position(shm):
 
 def test_every_reason_names_its_filter_and_phrase():
     poor = worker(
-        labels={"zone": "b"}, available={"cpu": 0.5, "memory": 1, "disk": 1}, shm_gib=0,
+        labels={"zone": "b"},
+        available={"cpu": 0.5, "memory": 1, "disk": 1},
+        shm_gib=0,
         packages={"torch": "1.0"},
     )
     request = ResourceRequest(cpu=1, memory="1Gi", disk="1Gi", gpu=1, packages=["torch>=2"], resources={"fpga": 1})

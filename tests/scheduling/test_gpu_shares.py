@@ -24,8 +24,14 @@ def card(i, gib=80, **more) -> GPU:
 
 
 def worker(*gpus: GPU, allocation="sample", slots=32, name="w") -> WorkerView:
-    return WorkerView(name=name, labels={}, total=Resources(cpu=64.0, memory=512 * GiB, disk=GiB), gpus=gpus,
-                      max_concurrent_executions=slots, allocation=allocation)
+    return WorkerView(
+        name=name,
+        labels={},
+        total=Resources(cpu=64.0, memory=512 * GiB, disk=GiB),
+        gpus=gpus,
+        max_concurrent_executions=slots,
+        allocation=allocation,
+    )
 
 
 def demand(i, affinity=None, **request) -> Demand:
@@ -70,19 +76,33 @@ def test_a_whole_card_is_never_given_with_shares_on_it_nor_shared_when_whole():
     asks = [demand(1, gpu=0.5), demand(2, gpu=1), demand(3, gpu=0.5), demand(4, gpu=0.5), demand(5, gpu=1)]
     placed = place(asks, [worker(card(0), card(1))])
     # sample mode: the second gpu=1 shares the whole card (the spec), never the shared one
-    assert {p.execution_id: devices(p)[0][0] for p in placed} == {"e1": "GPU-0", "e2": "GPU-1", "e3": "GPU-0", "e5": "GPU-1"}
+    assert {p.execution_id: devices(p)[0][0] for p in placed} == {
+        "e1": "GPU-0",
+        "e2": "GPU-1",
+        "e3": "GPU-0",
+        "e5": "GPU-1",
+    }
     reserved = place(asks, [worker(card(0), card(1), allocation="reserve")])
     assert [p.execution_id for p in reserved] == ["e1", "e2", "e3"]
 
 
 def test_memory_shares_count_against_the_card_and_best_fit_picks_the_fullest():
     w = worker(card(0, gib=40), card(1, gib=80))
-    placed = place([demand(1, gpu=0.25, gpu_memory="30Gi"), demand(2, gpu=0.25, gpu_memory="30Gi"),
-                    demand(3, gpu=0.25, gpu_memory="30Gi")], [w])
+    placed = place(
+        [
+            demand(1, gpu=0.25, gpu_memory="30Gi"),
+            demand(2, gpu=0.25, gpu_memory="30Gi"),
+            demand(3, gpu=0.25, gpu_memory="30Gi"),
+        ],
+        [w],
+    )
     assert [devices(p)[0][0] for p in placed] == ["GPU-0", "GPU-1", "GPU-1"]
     assert w.gpu_shared == {0: (0.25, 30 * GiB), 1: (0.5, 60 * GiB)}
     refused = check(ResourceRequest(gpu=0.1, gpu_memory="30Gi"), None, w)
-    assert refused.message == "no gpu has room for gpu=0.1, gpu_memory=30Gi: gpu0 10Gi of memory left; gpu1 20Gi of memory left"
+    assert (
+        refused.message
+        == "no gpu has room for gpu=0.1, gpu_memory=30Gi: gpu0 10Gi of memory left; gpu1 20Gi of memory left"
+    )
 
 
 def test_running_shares_are_applied_to_a_fresh_view_and_old_allotments_still_read():
@@ -98,19 +118,34 @@ def test_running_shares_are_applied_to_a_fresh_view_and_old_allotments_still_rea
 
 def test_mig_slices_go_only_to_requests_with_a_profile_affinity():
     parent = card(0, mig=True)
-    slices = [GPU(2 + i, f"MIG-{i}", "A100 MIG 1g.10gb", 10 * GiB, 10 * GiB, mig_profile="1g.10gb", parent="GPU-0")
-              for i in range(2)]
+    slices = [
+        GPU(2 + i, f"MIG-{i}", "A100 MIG 1g.10gb", 10 * GiB, 10 * GiB, mig_profile="1g.10gb", parent="GPU-0")
+        for i in range(2)
+    ]
     w = worker(parent, card(1), *slices)
     w.labels = {"flux.gpu/mig": "true", "flux.gpu/mig-profile": "1g.10gb"}  # what the probe publishes
     profile = {"flux.gpu/mig-profile": "1g.10gb"}
-    placed = place([demand(1, gpu=1), demand(2, profile, gpu=1), demand(3, profile, gpu=1), demand(4, profile, gpu=1),
-                    demand(5, gpu=1)], [w])
+    placed = place(
+        [
+            demand(1, gpu=1),
+            demand(2, profile, gpu=1),
+            demand(3, profile, gpu=1),
+            demand(4, profile, gpu=1),
+            demand(5, gpu=1),
+        ],
+        [w],
+    )
     assert {p.execution_id: devices(p) for p in placed} == {
-        "e1": [("GPU-1", 1.0, None)], "e2": [("MIG-0", 1.0, None)], "e3": [("MIG-1", 1.0, None)],
+        "e1": [("GPU-1", 1.0, None)],
+        "e2": [("MIG-0", 1.0, None)],
+        "e3": [("MIG-1", 1.0, None)],
         "e5": [("GPU-1", 1.0, None)],  # sample mode: a whole card is shared once all are allotted, a slice never
     }
-    other = check(ResourceRequest(gpu=1), {"flux.gpu/mig-profile": {"op": "In", "values": ["1g.10gb", "3g.40gb"]}},
-                  worker(parent, *slices[:1]).evolve(labels=w.labels, gpu_allotted={2: 1}))
+    other = check(
+        ResourceRequest(gpu=1),
+        {"flux.gpu/mig-profile": {"op": "In", "values": ["1g.10gb", "3g.40gb"]}},
+        worker(parent, *slices[:1]).evolve(labels=w.labels, gpu_allotted={2: 1}),
+    )
     assert other.message == "gpus with free memory 0 < requested 1"
 
 
@@ -118,7 +153,10 @@ def test_an_unhealthy_card_is_never_allotted_and_explain_says_which_and_why():
     w = worker(card(0, unhealthy="XID 79"), card(1), name="box")
     placed = place([demand(1, gpu=1), demand(2, gpu=0.5), demand(3, gpu=1)], [w.evolve(allocation="reserve")])
     assert [(p.execution_id, devices(p)[0][0]) for p in placed] == [("e1", "GPU-1")]
-    assert verdict(ResourceRequest(gpu=2), None, w).message == "gpus with free memory 1 < requested 2; gpu0 unhealthy: XID 79"
+    assert (
+        verdict(ResourceRequest(gpu=2), None, w).message
+        == "gpus with free memory 1 < requested 2; gpu0 unhealthy: XID 79"
+    )
     assert check(ResourceRequest(gpu=0.5), None, w.evolve(gpus=w.gpus[:1])).message == (
         "no gpu has room for gpu=0.5: gpu0 unhealthy: XID 79"
     )
@@ -197,20 +235,28 @@ def test_compute_capability_affinity_compares_the_published_label_as_a_number():
 
 
 @settings(max_examples=150, deadline=None)
-@given(asks=st.lists(ASKS, max_size=30), shape=st.lists(st.tuples(st.integers(1, 3), st.integers(1, 6)), min_size=1, max_size=5),
-       allocation=st.sampled_from(["sample", "reserve"]))
+@given(
+    asks=st.lists(ASKS, max_size=30),
+    shape=st.lists(st.tuples(st.integers(1, 3), st.integers(1, 6)), min_size=1, max_size=5),
+    allocation=st.sampled_from(["sample", "reserve"]),
+)
 def test_a_share_opens_a_fresh_card_only_when_no_shared_card_in_the_fleet_holds_it(asks, shape, allocation):
     """Packing leaves whole cards free when it can: across workers, a share goes to a card
     already shared whenever one with room is on a worker with a free slot (best fit)."""
     from flux.scheduling.filters.gpu import ask_of, refusal
 
-    fleet = [worker(*(card(i) for i in range(cards)), allocation=allocation, slots=slots, name=f"w{n}")
-             for n, (cards, slots) in enumerate(shape)]
+    fleet = [
+        worker(*(card(i) for i in range(cards)), allocation=allocation, slots=slots, name=f"w{n}")
+        for n, (cards, slots) in enumerate(shape)
+    ]
     for i, ask in enumerate(asks):
         wanted = demand(i, **ask)
         before = {(w.name, i) for w in fleet for i in w.gpu_shared}
         could = wanted.request.shares_gpu and any(
-            w.free_slots > 0 and refusal(w, g, ask_of(wanted.request)) is None for w in fleet for g in w.gpus if g.index in w.gpu_shared
+            w.free_slots > 0 and refusal(w, g, ask_of(wanted.request)) is None
+            for w in fleet
+            for g in w.gpus
+            if g.index in w.gpu_shared
         )
         for p in place([wanted], fleet):
             for d in p.allotment.devices:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from flux.domain.resource_request import ResourceRequest, request_or_none
 from flux.domain.resources import Resources
+from flux.model.workflow import workflow
 from flux.scheduling import filters
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Reason, check
@@ -21,7 +22,6 @@ from flux.scheduling.filters.gpu import usable_gpus
 from flux.scheduling.placement import place
 from flux.scheduling.ranking import candidate_key
 from flux.scheduling.snapshot import GPU, WorkerView, resampled, worker_view
-from flux.model.workflow import workflow
 
 Gi = 1024**3
 
@@ -284,7 +284,9 @@ def test_equal_load_breaks_ties_by_fewer_running_then_registration_order():
 def test_spec_first_satisfying_worker_in_order_wins():
     idle_small = worker("idle-small", available={"cpu": 2.0}, max_concurrent_executions=4, running=0, registered_seq=0)
     busier_big = worker("busier-big", available={"cpu": 16.0}, max_concurrent_executions=4, running=1, registered_seq=1)
-    busiest_big = worker("busiest-big", available={"cpu": 16.0}, max_concurrent_executions=4, running=2, registered_seq=2)
+    busiest_big = worker(
+        "busiest-big", available={"cpu": 16.0}, max_concurrent_executions=4, running=2, registered_seq=2
+    )
     workers = [busiest_big, idle_small, busier_big]
     assert chosen(ResourceRequest(cpu=8), None, workers) is busier_big
     assert chosen(ResourceRequest(cpu=1), None, workers) is idle_small
@@ -327,12 +329,15 @@ def test_an_empty_request_is_no_request():
 
 def test_a_view_is_built_from_plain_data_by_field_name():
     sample = dict(
-        total={"cpu": 8.0, "memory": 32 * Gi, "disk": 500 * Gi}, available={"cpu": 6.0, "memory": 16 * Gi, "disk": 100 * Gi},
+        total={"cpu": 8.0, "memory": 32 * Gi, "disk": 500 * Gi},
+        available={"cpu": 6.0, "memory": 16 * Gi, "disk": 100 * Gi},
         metrics={"q": 3.0, "bad": float("nan")},
         gpus=[dict(index=0, uuid="GPU-0", name="H100", memory_total=80 * Gi, memory_available=8 * Gi, utilization=0.5)],
     )
     labels = {"zone": "a"}
-    view = worker_view(name="w", labels=labels, packages={"Typing_Extensions": "4.12"}, max_concurrent_executions=2, **sample)
+    view = worker_view(
+        name="w", labels=labels, packages={"Typing_Extensions": "4.12"}, max_concurrent_executions=2, **sample
+    )
     assert view.gpus == (GPU(0, "GPU-0", "H100", 80 * Gi, 8 * Gi, 0.5),)
     assert (view.metrics, view.packages, view.free_slots) == ({"q": 3.0}, {"typing-extensions": "4.12"}, 2)
     assert view.labels == labels and view.labels is not labels
@@ -358,7 +363,11 @@ def matching_pairs(draw):
     """A worker and a request it satisfies (request values drawn at or below the worker's)."""
     installed = draw(st.dictionaries(package_names, versions))
     w = worker(
-        available={"cpu": draw(st.floats(0.1, 128)), "memory": draw(st.integers(1, 2**40)), "disk": draw(st.integers(1, 2**42))},
+        available={
+            "cpu": draw(st.floats(0.1, 128)),
+            "memory": draw(st.integers(1, 2**40)),
+            "disk": draw(st.integers(1, 2**42)),
+        },
         gpus=[gpu(i, free=draw(st.integers(0, 80 * Gi))) for i in range(draw(st.integers(0, 4)))],
         packages=installed,
     )

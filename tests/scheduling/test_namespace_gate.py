@@ -18,7 +18,9 @@ NAMESPACES = ["default", "ml", "data"]
 
 
 def box(name: str, namespaces=None, slots: int = 2, cpu: float = 8.0) -> WorkerView:
-    return worker_view(name=name, labels={"zone": "a"}, total={"cpu": cpu}, max_concurrent_executions=slots, namespaces=namespaces)
+    return worker_view(
+        name=name, labels={"zone": "a"}, total={"cpu": cpu}, max_concurrent_executions=slots, namespaces=namespaces
+    )
 
 
 @st.composite
@@ -88,4 +90,7 @@ def test_infeasible_when_every_worker_serves_other_namespaces():
     )
     assert infeasibility(None, None, fleet, "ml") is None
     too_big = infeasibility(ResourceRequest(cpu=64), None, [*fleet, box("any")], "default")
-    assert too_big == "no registered worker could ever satisfy it, even idle: 2 serves other namespaces, 1 Insufficient cpu (of 3)"
+    assert (
+        too_big
+        == "no registered worker could ever satisfy it, even idle: 2 serves other namespaces, 1 Insufficient cpu (of 3)"
+    )

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flux.domain.resource_request import ResourceRequest
-from flux.domain.routing import LoadTerm, RoutingPolicy
 from flux.domain.resources import Resources
+from flux.domain.routing import LoadTerm, RoutingPolicy
 from flux.scheduling.demand import Demand
 from flux.scheduling.placement import place
 from flux.scheduling.pool import FreePool
@@ -26,9 +26,14 @@ DEMANDS = (
 
 def view(i: int, running: int, state: str, slots: int, zone: str | None = None) -> WorkerView:
     return WorkerView(
-        name=f"w{i}", labels={"zone": zone or "ab"[i % 2]}, total=Resources(cpu=8.0, memory=1, disk=1),
+        name=f"w{i}",
+        labels={"zone": zone or "ab"[i % 2]},
+        total=Resources(cpu=8.0, memory=1, disk=1),
         available=Resources(cpu=float(i % 9), memory=1, disk=1),
-        max_concurrent_executions=slots, running=running, registered_seq=i % 3, state=state,
+        max_concurrent_executions=slots,
+        running=running,
+        registered_seq=i % 3,
+        state=state,
     )
 
 
@@ -37,11 +42,14 @@ def copy_of(w: WorkerView) -> WorkerView:
 
 
 changes = st.lists(
-    st.tuples(st.integers(0, 14), st.integers(0, 3), st.sampled_from(STATES), st.integers(0, 3), st.sampled_from("abc")),
-    max_size=8
+    st.tuples(
+        st.integers(0, 14), st.integers(0, 3), st.sampled_from(STATES), st.integers(0, 3), st.sampled_from("abc")
+    ),
+    max_size=8,
 )
 demands = st.lists(
-    st.tuples(st.sampled_from(DEMANDS), st.sampled_from((None, {"zone": "a"}, {"zone": "c"})), st.booleans()), max_size=12
+    st.tuples(st.sampled_from(DEMANDS), st.sampled_from((None, {"zone": "a"}, {"zone": "c"})), st.booleans()),
+    max_size=12,
 )
 
 

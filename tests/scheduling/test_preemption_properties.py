@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from contention_cases import REQUESTS, demands, fresh, seeded, workers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contention_cases import REQUESTS, demands, fresh, seeded, workers
 from flux.domain.allotment import Allotment
 from flux.domain.quotas import Quota
 from flux.domain.resource_request import ResourceRequest
@@ -62,15 +62,29 @@ def crowded(draw, max_workers: int = 3):
             sizes.append(min(left, draw(st.sampled_from((1, 1, 2)))))
             left -= sizes[-1]
         for size in sizes:
-            holders.append(Holder(
-                f"h{n}", f"w{i}", priority=draw(st.sampled_from(PRIORITIES)), preemptible=draw(st.sampled_from((True, True, False))),
-                allotment=Allotment(Resources(accel=size, cpu=1)), claimed_at=float(draw(st.integers(0, 5))),
-                leaving=draw(st.sampled_from((False, False, False, True))),
-            ))
+            holders.append(
+                Holder(
+                    f"h{n}",
+                    f"w{i}",
+                    priority=draw(st.sampled_from(PRIORITIES)),
+                    preemptible=draw(st.sampled_from((True, True, False))),
+                    allotment=Allotment(Resources(accel=size, cpu=1)),
+                    claimed_at=float(draw(st.integers(0, 5))),
+                    leaving=draw(st.sampled_from((False, False, False, True))),
+                )
+            )
             n += 1
-        view = WorkerView(name=f"w{i}", labels={}, total=Resources(cpu=float(len(sizes) + 1), accel=accel), registered_seq=i,
-                          max_concurrent_executions=len(sizes) + draw(st.integers(0, 1)), allocation="reserve")
-        fleet.append(with_allotments(view.evolve(running=len(sizes)), [h.allotment for h in holders if h.worker == view.name]))
+        view = WorkerView(
+            name=f"w{i}",
+            labels={},
+            total=Resources(cpu=float(len(sizes) + 1), accel=accel),
+            registered_seq=i,
+            max_concurrent_executions=len(sizes) + draw(st.integers(0, 1)),
+            allocation="reserve",
+        )
+        fleet.append(
+            with_allotments(view.evolve(running=len(sizes)), [h.allotment for h in holders if h.worker == view.name])
+        )
     request = ResourceRequest(resources={"accel": draw(st.integers(1, 6))}, cpu=draw(st.sampled_from((None, 1, 2))))
     waiting = Demand("p", request, None, priority=draw(st.sampled_from((-50, 0, 100))), scheduled_at=100.0)
     return fleet, holders, waiting
@@ -139,13 +153,17 @@ def best_room(rooms):
 @given(cases(max_workers=3))
 def test_best_room_picks_the_worker_whose_victims_matter_least(case):
     fleet, holders, demand = case
-    rooms = [find_room(_checks(demand), w, [h for h in holders if h.worker == w.name], (), _evictable(demand)) for w in fleet]
+    rooms = [
+        find_room(_checks(demand), w, [h for h in holders if h.worker == w.name], (), _evictable(demand)) for w in fleet
+    ]
     chosen = best_room(rooms)
     found = [r for r in rooms if r is not None]
     assert (chosen is None) == (not found)
     if chosen is not None:  # the worker whose most important victim is least important (none at all best)
+
         def most(room):
             return max((v.priority for v in room.victims), default=None)
+
         if any(not r.victims for r in found):
             assert not chosen.victims
         else:
@@ -176,8 +194,11 @@ def test_make_room_preempts_sound_minimal_sets_and_never_the_same_victim_twice(c
     if contention.preemptions and contention.preemptions[0].preemptor == "p0":
         # the first of the round is what find_room and best_room choose over the fleet as it was
         p = contention.preemptions[0]
-        rooms = [find_room(_checks(demand), w, [h for h in holders if h.worker == w.name], (), _evictable(demand))
-                 for w in before.values() if any(h.worker == w.name for h in holders)]
+        rooms = [
+            find_room(_checks(demand), w, [h for h in holders if h.worker == w.name], (), _evictable(demand))
+            for w in before.values()
+            if any(h.worker == w.name for h in holders)
+        ]
         room = best_room(rooms)
         assert room.worker.name == p.worker and {v.execution_id for v in room.victims} == set(p.victims)
         _assert_sound(room, [h for h in holders if h.worker == p.worker], demand)

@@ -12,7 +12,7 @@ from flux.domain.resources import Resources
 from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
-from flux.scheduling.holders import Holdings, Holder
+from flux.scheduling.holders import Holder, Holdings
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import WorkerView
 from flux.server import topics
@@ -22,8 +22,12 @@ BIG = ResourceRequest(cpu=64.0)
 
 
 def pool(workers: int = 4, slots: int = 10) -> FreePool:
-    return FreePool([WorkerView(name=f"w{i}", labels={}, total=Resources(cpu=8.0), max_concurrent_executions=slots)
-                     for i in range(workers)])
+    return FreePool(
+        [
+            WorkerView(name=f"w{i}", labels={}, total=Resources(cpu=8.0), max_concurrent_executions=slots)
+            for i in range(workers)
+        ]
+    )
 
 
 def demands(count: int, start: int = 0, request: ResourceRequest | None = None) -> list[Demand]:
@@ -62,9 +66,17 @@ def holder(i: int, namespace: str, priority: int, cpu: float) -> Holder:
     return Holder(f"h{i}", "w0", namespace, priority, allotment=Allotment(Resources(cpu=cpu)))
 
 
-HOLDERS = st.lists(st.builds(holder, st.integers(0, 10_000), st.sampled_from(["a", "b", "c"]),
-                             st.sampled_from([-100, 0, 100]), st.sampled_from([0.5, 1.0, 2.0])),
-                   max_size=30, unique_by=lambda h: h.execution_id)
+HOLDERS = st.lists(
+    st.builds(
+        holder,
+        st.integers(0, 10_000),
+        st.sampled_from(["a", "b", "c"]),
+        st.sampled_from([-100, 0, 100]),
+        st.sampled_from([0.5, 1.0, 2.0]),
+    ),
+    max_size=30,
+    unique_by=lambda h: h.execution_id,
+)
 
 
 @settings(max_examples=100, deadline=None)
@@ -74,8 +86,9 @@ def test_held_kept_across_rounds_equals_held_summed_afresh(before, after):
     kept.update([h for h in after if h not in before], [h for h in before if h not in after])
     fresh = Holdings.of(after)
     assert kept.priorities == fresh.priorities and kept.lowest == fresh.lowest
-    assert {ns: {k: round(v, 9) for k, v in sums.items()} for ns, sums in kept.quantities.items()} == \
-        {ns: {k: round(v, 9) for k, v in sums.items()} for ns, sums in fresh.quantities.items()}
+    assert {ns: {k: round(v, 9) for k, v in sums.items()} for ns, sums in kept.quantities.items()} == {
+        ns: {k: round(v, 9) for k, v in sums.items()} for ns, sums in fresh.quantities.items()
+    }
 
 
 class Reads:

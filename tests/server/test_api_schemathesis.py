@@ -25,8 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from flux.worker import probe
 from flux.local import LocalCluster
+from flux.worker import probe
 
 #: The whole module runs in CI's slow step (~95 s): its fixture checks, at teardown, that
 #: every operation got past authentication in one of its two tests.
@@ -76,9 +76,11 @@ class Api:
             token = self.session_token
         elif path == "/workers/{name}/shutdown":
             token = self.session_token
-        elif path in ("/executions/{execution_id}/checkpoint", "/cache/lookup") or (
-            path == "/executions/{execution_id}/logs" and case.operation.method.upper() == "POST"
-        ) or (path == "/bundles/{sha256}" and case.operation.method.upper() == "GET"):
+        elif (
+            path in ("/executions/{execution_id}/checkpoint", "/cache/lookup")
+            or (path == "/executions/{execution_id}/logs" and case.operation.method.upper() == "POST")
+            or (path == "/bundles/{sha256}" and case.operation.method.upper() == "GET")
+        ):
             token = self.session_token
         else:
             token = self.api_token
@@ -106,9 +108,14 @@ def api(tmp_path_factory) -> Iterator[Api]:
         bootstrap = (cluster.home / "bootstrap-token").read_text().strip()
         registration = {"name": "fuzz", **probe.get_resources_info({}, 1, gpu_source="none")}
         with httpx.Client(base_url=cluster.server_url, timeout=10) as http:
-            session = http.post("/workers/register", json=registration, headers={"Authorization": f"Bearer {bootstrap}"})
-            created = http.post("/workflows", json={"source": WORKFLOW, "workflows": [{"name": "hello"}]},
-                                headers={"Authorization": f"Bearer {api_token}"})
+            session = http.post(
+                "/workers/register", json=registration, headers={"Authorization": f"Bearer {bootstrap}"}
+            )
+            created = http.post(
+                "/workflows",
+                json={"source": WORKFLOW, "workflows": [{"name": "hello"}]},
+                headers={"Authorization": f"Bearer {api_token}"},
+            )
             assert session.status_code == 200 and created.status_code == 201
         api = Api(cluster.server_url, api_token, bootstrap, session.json()["session_token"])
         yield api
@@ -165,5 +172,13 @@ def test_stateful_sequences(api: Api, api_schema):
             case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
 
     # The server's state changes as it runs, so replaying a sequence is not exact: no shrinking.
-    Sequences.run(settings=settings(max_examples=30 * SCALE, stateful_step_count=6, deadline=None, database=None,
-                                    phases=[Phase.generate], suppress_health_check=list(HealthCheck)))
+    Sequences.run(
+        settings=settings(
+            max_examples=30 * SCALE,
+            stateful_step_count=6,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+    )

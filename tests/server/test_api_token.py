@@ -15,11 +15,24 @@ from flux.server.settings import is_loopback
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flux.cli", *args], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "flux.cli", *args], capture_output=True, text=True, timeout=60, env=env
+    )
 
 
-@pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("[::1]", True),
-                                            ("localhost", True), ("0.0.0.0", False), ("::", False), ("flux.example", False)])
+@pytest.mark.parametrize(
+    "host, loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("flux.example", False),
+    ],
+)
 def test_loopback_hosts(host, loopback):
     assert is_loopback(host) is loopback
 
@@ -65,5 +78,7 @@ def test_the_server_reads_its_api_token_from_a_file(make_cluster, monkeypatch, t
     cluster.stop_server()
     cluster.start_server(extra_args=("--api-token-file", str(token_file)))
     assert httpx.get(f"{cluster.server_url}/workflows").status_code == 401
-    assert httpx.get(f"{cluster.server_url}/workflows", headers={"Authorization": "Bearer from-a-file"}).status_code == 200
+    assert (
+        httpx.get(f"{cluster.server_url}/workflows", headers={"Authorization": "Bearer from-a-file"}).status_code == 200
+    )
     assert not (cluster.home / "api-token").exists()

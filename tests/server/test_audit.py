@@ -12,13 +12,15 @@ import time
 
 import httpx
 import pytest
-
 from shared import HELLO, flux
 from waiting import eventually
 
 ADMIN_TOKEN = "audit-test-admin-token-0123456789"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-SOURCE = {"source": "from flux import workflow\n\n@workflow\nasync def hello(ctx):\n    return 1\n", "workflows": [{"name": "hello"}]}
+SOURCE = {
+    "source": "from flux import workflow\n\n@workflow\nasync def hello(ctx):\n    return 1\n",
+    "workflows": [{"name": "hello"}],
+}
 
 
 def bearer(token: str | None) -> dict:
@@ -32,8 +34,12 @@ def guarded(make_cluster, monkeypatch):
     made = httpx.post(f"{cluster.server_url}/namespaces", json={"name": "other"}, headers=ADMIN, timeout=30)
     assert made.status_code == 201, made.text  # a failure here says why (it once surfaced as a KeyError below)
     tokens = {}
-    for name, role, namespaces in (("dev", "developer", None), ("view", "viewer", None), ("ops-other", "operator", ["other"]),
-                                   ("dev-other", "developer", ["other"])):
+    for name, role, namespaces in (
+        ("dev", "developer", None),
+        ("view", "viewer", None),
+        ("ops-other", "operator", ["other"]),
+        ("dev-other", "developer", ["other"]),
+    ):
         body = {"name": name, "role": role, "namespaces": namespaces}
         response = httpx.post(f"{cluster.server_url}/tokens", json=body, headers=ADMIN, timeout=30)
         assert response.status_code == 201, response.text
@@ -77,7 +83,10 @@ def test_each_mutating_call_is_one_row_allowed_or_refused_and_reads_none(guarded
     for (name, method, path, _, status, action), row in zip(calls, reversed(rows)):
         assert (row["token"], row["role"]) == ((name, roles[name]) if name in roles else (None, None)), row
         assert (row["method"], row["target"], row["status"], row["client"]) == (method, path, status, "127.0.0.1"), row
-        assert (row["action"], row["namespace"]) == (action, None if action in ("drain", "manage_tokens") else "default")
+        assert (row["action"], row["namespace"]) == (
+            action,
+            None if action in ("drain", "manage_tokens") else "default",
+        )
         assert since <= row["time"] <= time.time()
     for row in rows:
         assert not any(secret in json.dumps(row) for secret in [ADMIN_TOKEN, *tokens.values()])
@@ -91,7 +100,9 @@ def test_rows_are_paged_filtered_and_seen_by_namespace(guarded):
     rows = eventually(lambda: len(rows := audit(url, token="dev")) == 5 and rows, 5)
     pages, after = [], None
     while True:  # keyset pages of 2, as the CLI and the console follow them
-        response = httpx.get(f"{url}/audit", params={"token": "dev", "limit": 2, **({"after": after} if after else {})}, headers=ADMIN)
+        response = httpx.get(
+            f"{url}/audit", params={"token": "dev", "limit": 2, **({"after": after} if after else {})}, headers=ADMIN
+        )
         pages.append(response.json())
         after = response.headers.get("X-Next-Cursor")
         if after is None:
@@ -131,19 +142,50 @@ def test_no_token_is_in_a_log_an_argv_or_an_event(guarded, workflow_file):
     dev = {"FLUX_API_TOKEN": tokens["dev"]}
     flux("workflow", "register", str(workflow_file(HELLO)), server_url=url, env=dev)
     cluster.start_worker("w1")
-    ran = json.loads(flux("workflow", "run", "hello", '"auditor"', "--wait", "--timeout", "60", "--format", "json", server_url=url, env=dev).stdout)
+    ran = json.loads(
+        flux(
+            "workflow",
+            "run",
+            "hello",
+            '"auditor"',
+            "--wait",
+            "--timeout",
+            "60",
+            "--format",
+            "json",
+            server_url=url,
+            env=dev,
+        ).stdout
+    )
     assert ran["state"] == "COMPLETED"
-    created = flux("token", "create", "late", "--role", "viewer", "--format", "json", server_url=url, env={"FLUX_API_TOKEN": ADMIN_TOKEN})
+    created = flux(
+        "token",
+        "create",
+        "late",
+        "--role",
+        "viewer",
+        "--format",
+        "json",
+        server_url=url,
+        env={"FLUX_API_TOKEN": ADMIN_TOKEN},
+    )
     secrets = [ADMIN_TOKEN, *tokens.values(), json.loads(created.stdout)["token"]]
     httpx.post(f"{url}/workflows/hello/run", json={}, headers=bearer("flux_" + "x" * 43))  # a wrong one, refused
     events = httpx.get(f"{url}/executions/{ran['id']}/events", headers=ADMIN).text
     logs = httpx.get(f"{url}/executions/{ran['id']}/logs", headers=ADMIN).text
     rows = json.dumps(eventually(lambda: len(rows := audit(url)) >= 8 and rows, 5))
-    argv = [open(f"/proc/{process.pid}/cmdline", "rb").read().decode(errors="replace")
-            for process in (cluster.server, *cluster.workers.values())]
+    argv = [
+        open(f"/proc/{process.pid}/cmdline", "rb").read().decode(errors="replace")
+        for process in (cluster.server, *cluster.workers.values())
+    ]
     cluster.close()  # every line the processes had to write is in their log files
-    texts = {"events": events, "logs": logs, "audit": rows, "argv": " ".join(argv),
-             **{path.name: path.read_text(errors="replace") for path in cluster.log_dir.glob("*.log")}}
+    texts = {
+        "events": events,
+        "logs": logs,
+        "audit": rows,
+        "argv": " ".join(argv),
+        **{path.name: path.read_text(errors="replace") for path in cluster.log_dir.glob("*.log")},
+    }
     assert "server.log" in texts and "worker-w1.log" in texts
     for where, text in texts.items():
         for secret in secrets:

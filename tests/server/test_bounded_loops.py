@@ -12,9 +12,7 @@ import pytest
 
 from flux.server.timers import BATCH
 
-SOURCE = ("from flux import workflow\n\n"
-          "@workflow\n"
-          "async def brief(ctx):\n    return 1\n")
+SOURCE = "from flux import workflow\n\n@workflow\nasync def brief(ctx):\n    return 1\n"
 
 
 @pytest.mark.timeout(120)
@@ -22,7 +20,10 @@ SOURCE = ("from flux import workflow\n\n"
 def test_a_thousand_deadlines_at_once_expire_in_batches_while_the_api_answers(cluster):
     count = 2 * BATCH + 100
     with httpx.Client(base_url=cluster.server_url, timeout=30) as http:
-        assert http.post("/workflows", json={"source": SOURCE, "workflows": [{"name": "brief", "timeout": 2}]}).status_code == 201
+        assert (
+            http.post("/workflows", json={"source": SOURCE, "workflows": [{"name": "brief", "timeout": 2}]}).status_code
+            == 201
+        )
         for _ in range(count):  # no worker: each waits SCHEDULED until its deadline
             assert http.post("/workflows/brief/run", json={"input": None}).status_code == 201
         health = []

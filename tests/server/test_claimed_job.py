@@ -5,11 +5,11 @@ the runner's ceilings and GPU pinning read it and nothing else."""
 from __future__ import annotations
 
 import pytest
+from protocol import GiB, ProtocolWorker
+from waiting import eventually
 
 from flux.domain.allotment import Allotment
 from flux.protocol import ClaimedExecution
-from protocol import GiB, ProtocolWorker
-from waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,14 @@ SHAPED = """
         return 1
 """
 
-GPU = {"index": 0, "uuid": "GPU-0", "name": "Fake", "memory_total": 8 * GiB, "memory_available": 8 * GiB, "utilization": 0.0}
+GPU = {
+    "index": 0,
+    "uuid": "GPU-0",
+    "name": "Fake",
+    "memory_total": 8 * GiB,
+    "memory_available": 8 * GiB,
+    "utilization": 0.0,
+}
 
 
 def test_a_claimed_job_carries_its_allotment(cluster, client, workflow_file):
@@ -38,7 +45,10 @@ def test_a_claimed_job_carries_its_allotment(cluster, client, workflow_file):
         assert job["id"] == shaped
         assert job["allotment"] == {"cpu": 1.5, "memory": GiB, "gpus": [0], "devices": [{"uuid": "GPU-0", "index": 0}]}
         assert job["allotment"] == client.placement(shaped)["chosen"]["allotment"]
-        assert (job["requests"], job["gpus"]) == ({"cpu": 1.5, "memory": GiB, "gpu": 1}, [0])  # as before, for older workers
+        assert (job["requests"], job["gpus"]) == (
+            {"cpu": 1.5, "memory": GiB, "gpu": 1},
+            [0],
+        )  # as before, for older workers
         decoded = ClaimedExecution.model_validate(job).allotment
         assert (decoded.cpu, decoded.memory, decoded.disk, decoded.gpus) == (1.5, GiB, None, (0,))
         assert decoded == Allotment.from_json(job["allotment"]) and decoded.to_json() == job["allotment"]
@@ -51,4 +61,3 @@ def test_a_claimed_job_carries_its_allotment(cluster, client, workflow_file):
         worker.complete(job, 1)
     finally:
         worker.close()
-

@@ -17,14 +17,22 @@ from pathlib import Path
 
 import httpx
 import pytest
+from waiting import eventually
 
 from flux.client import FluxClient
 from flux.local import LocalCluster
-from waiting import eventually
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)", allow_module_level=True)
@@ -187,7 +195,9 @@ def test_every_page_loads_reads_at_both_widths_and_follows_the_system_theme(page
     expect(page.locator("#run-input")).to_be_visible()
     expect(page.locator("svg.chart-durations rect.bar")).to_have_count(1)  # drawn by the server: no script, no CDN
     expect(page.locator("svg.chart-outcomes rect.outcome-completed")).to_have_count(1)
-    expect(page.locator("svg.chart-success rect.outcome-completed")).to_have_count(1)  # success rate over time, bucketed
+    expect(page.locator("svg.chart-success rect.outcome-completed")).to_have_count(
+        1
+    )  # success rate over time, bucketed
     page.screenshot(path=shots / "workflow.png", full_page=True)
 
     page.goto(f"/ui/executions/{done['id']}")
@@ -213,7 +223,9 @@ def test_every_page_loads_reads_at_both_widths_and_follows_the_system_theme(page
     page.goto("/ui/executions?schedule=hourly-greeting")
     expect(page.locator("table tr[data-id]")).to_have_count(1)
 
-    phone = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", base_url=cluster.server_url)
+    phone = browser.new_context(
+        viewport={"width": 390, "height": 844}, color_scheme="dark", base_url=cluster.server_url
+    )
     try:
         tab = phone.new_page()
         tab.goto(f"/ui/executions/{done['id']}")
@@ -297,19 +309,25 @@ def test_the_fleet_page_is_live_summarised_and_reads_cpu_from_the_sample(page, f
     cluster, client = fleet
     page.goto("/ui/fleet")
     card = page.locator('section.worker[data-worker="w1"]')
-    expect(card.locator('.meter', has_text="cpu")).to_contain_text("% busy of")  # the sample's reading, not the mask
+    expect(card.locator(".meter", has_text="cpu")).to_contain_text("% busy of")  # the sample's reading, not the mask
     expect(page.locator('[data-summary="queued"]')).to_have_text("0")
     expect(page.locator(".fleet-charts svg.chart-slots polyline")).to_have_count(3)  # busy, slots, queued over time
     expect(page.locator(".fleet-charts svg.chart-use polyline")).to_have_count(2)  # cpu, memory
     history = httpx.get(f"{cluster.server_url}/fleet/history").json()
-    assert history["period"] == 15.0 and {"time", "slots", "busy", "queued", "cpu_percent"} <= set(history["points"][-1])
+    assert history["period"] == 15.0 and {"time", "slots", "busy", "queued", "cpu_percent"} <= set(
+        history["points"][-1]
+    )
     pending = client.run("huge")  # never fits: queued and unschedulable, shown without a reload
     expect(page.locator('[data-summary="queued"]')).to_contain_text("1")
     expect(page.locator('[data-summary="unschedulable"]')).to_have_text("1")
     summary = httpx.get(f"{cluster.server_url}/fleet").json()
     assert summary["queued"] == 1 and summary["unschedulable"] == 1 and summary["workers"] == {"ONLINE": 1}
-    drained = subprocess.run([sys.executable, "-m", "flux", "worker", "drain", "w1", "--server-url", cluster.server_url],
-                             capture_output=True, text=True, timeout=60)  # from the command line, not the page
+    drained = subprocess.run(
+        [sys.executable, "-m", "flux", "worker", "drain", "w1", "--server-url", cluster.server_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # from the command line, not the page
     assert drained.returncode == 0, drained.stderr
     expect(card.locator(".badge")).to_have_text("DRAINED", timeout=5_000)
     page.screenshot(path=shots / "fleet-live.png", full_page=True)
@@ -329,7 +347,7 @@ def test_a_failed_execution_shows_its_traceback_in_an_error_panel(page, fleet, s
     expect(panel.locator("pre.problem")).to_contain_text("bad input 'x'")
     traceback = panel.locator("pre[data-traceback]")
     expect(traceback).to_contain_text("in parse")  # the user's frames, where it was raised
-    expect(traceback).to_contain_text("raise ValueError(f\"bad input {text!r}\")")
+    expect(traceback).to_contain_text('raise ValueError(f"bad input {text!r}")')
     expect(traceback).not_to_contain_text("flux/model/runtime.py")
     expect(panel.locator("details.task-failure")).to_contain_text("read_order:1")
     page.screenshot(path=shots / "execution-failed.png", full_page=True)
@@ -344,8 +362,10 @@ def test_a_running_executions_gantt_header_and_logs_move_without_a_reload(page, 
     running = client.run("steps")
     page.goto(f"/ui/executions/{running['id'][:8]}")  # a prefix leads to it
     expect(page).to_have_url(re.compile(f"/ui/executions/{running['id']}$"))
-    page.evaluate("window.notReloaded = true; window.facts = document.querySelector('dl.facts');"
-                  "window.tasks = document.querySelector('[data-live-tasks]')")
+    page.evaluate(
+        "window.notReloaded = true; window.facts = document.querySelector('dl.facts');"
+        "window.tasks = document.querySelector('[data-live-tasks]')"
+    )
     expect(page.locator(".gantt-row")).to_have_count(3, timeout=15_000)  # bars appear as tasks start
     expect(page.locator(".gantt-bar.outcome-running")).to_have_count(1)
     expect(page.locator("[data-live-state] .badge")).to_have_text("RUNNING")
@@ -353,12 +373,18 @@ def test_a_running_executions_gantt_header_and_logs_move_without_a_reload(page, 
     # "Ran" advances by itself. The page redraws each second and on each event, so a fixed sleep
     # can land between two redraws that are under a second apart (2.1 s -> 3.0 s, seen on CI):
     # poll the text instead, for at most 3 s (the workflow runs ~5 s)
-    page.wait_for_function("""(ran) => {
+    page.wait_for_function(
+        """(ran) => {
         const [number, unit] = document.querySelector('[data-live-ran]').textContent.split(' ');
-        return parseFloat(number) / (unit === 'ms' ? 1000 : 1) >= ran + 1; }""", arg=ran, timeout=3000)
+        return parseFloat(number) / (unit === 'ms' ? 1000 : 1) >= ran + 1; }""",
+        arg=ran,
+        timeout=3000,
+    )
     # patched in place from the event stream, not read again: the same header and Gantt nodes
-    assert page.evaluate("window.notReloaded === true && window.facts === document.querySelector('dl.facts')"
-                         " && window.tasks === document.querySelector('[data-live-tasks]')")
+    assert page.evaluate(
+        "window.notReloaded === true && window.facts === document.querySelector('dl.facts')"
+        " && window.tasks === document.querySelector('[data-live-tasks]')"
+    )
     line = page.locator("pre.logs .line", has_text="step 0")
     assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", line.locator("time").inner_text())  # each line has its time
     page.screenshot(path=shots / "execution-running.png", full_page=True)
@@ -385,10 +411,16 @@ def test_schedules_read_as_the_cli_says_and_are_created_and_deleted_from_the_pag
     expect(row.locator("td").nth(4)).to_contain_text("all")
     expect(row.locator("td").nth(6)).to_contain_text("paused")
     page.evaluate("window.notReloaded = true")
-    resumed = subprocess.run([sys.executable, "-m", "flux", "schedule", "resume", "ten-seconds", "--server-url", cluster.server_url],
-                             capture_output=True, text=True, timeout=60)  # from the CLI: the open page follows GET /schedules?follow=true
+    resumed = subprocess.run(
+        [sys.executable, "-m", "flux", "schedule", "resume", "ten-seconds", "--server-url", cluster.server_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # from the CLI: the open page follows GET /schedules?follow=true
     assert resumed.returncode == 0, resumed.stderr
-    expect(page.locator("table.schedules tr", has_text="ten-seconds").locator("td").nth(6)).to_have_text("active", timeout=5_000)
+    expect(page.locator("table.schedules tr", has_text="ten-seconds").locator("td").nth(6)).to_have_text(
+        "active", timeout=5_000
+    )
     assert page.evaluate("window.notReloaded === true")
     page.screenshot(path=shots / "schedules-live.png", full_page=True)
     page.locator("table.schedules tr", has_text="ten-seconds").locator("button:has-text('Pause')").click()
@@ -410,7 +442,12 @@ def test_schedules_read_as_the_cli_says_and_are_created_and_deleted_from_the_pag
     expect(created).to_contain_text("every 5m")
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", created.locator("td").nth(5).inner_text())  # not raw ISO
     made = client.show_schedule("from-the-page")
-    assert (made["input"], made["overlap"], made["catch_up"], made["timezone"]) == ({"name": "Lovelace"}, "queue_one", "none", "Europe/Paris")
+    assert (made["input"], made["overlap"], made["catch_up"], made["timezone"]) == (
+        {"name": "Lovelace"},
+        "queue_one",
+        "none",
+        "Europe/Paris",
+    )
     page.screenshot(path=shots / "schedules-actions.png", full_page=True)
     page.once("dialog", lambda dialog: dialog.accept())
     created.locator("button:has-text('Delete')").click()
@@ -441,8 +478,12 @@ def test_an_action_without_a_csrf_token_is_refused(fleet, page):
     forged = httpx.post(f"{url}/ui/workers/w1/drain", data={"csrf": "0" * 64}, cookies={"flux_csrf": seed})
     assert forged.status_code == 403
     token = page.locator("input[name=csrf]").first.input_value()
-    cross_site = httpx.post(f"{url}/ui/workers/w1/drain", data={"csrf": token}, cookies={"flux_csrf": seed},
-                            headers={"Origin": "https://evil.example"})
+    cross_site = httpx.post(
+        f"{url}/ui/workers/w1/drain",
+        data={"csrf": token},
+        cookies={"flux_csrf": seed},
+        headers={"Origin": "https://evil.example"},
+    )
     assert cross_site.status_code == 403
     assert client.show_worker("w1")["state"] == "ONLINE"  # none of them drained it
 
@@ -528,12 +569,22 @@ def test_each_token_sees_what_its_role_may_do_and_the_server_still_refuses(brows
 
             csrf = page.locator("form.logout input[name=csrf]").get_attribute("value")
             forged = context.request.post(f"/ui/executions/{waiting['id']}/cancel", form={"csrf": csrf})
-            assert forged.status == 403 and "role viewer may not cancel executions (developer or above)" in forged.text()
+            assert (
+                forged.status == 403 and "role viewer may not cancel executions (developer or above)" in forged.text()
+            )
 
             page.click("button:has-text('Log out')")
             sign_in(operator)
             expect(page).to_have_url(re.compile(r"/ui/fleet$"))
-            assert page.locator("nav a").all_inner_texts() == ["Fleet", "Executions", "Queue", "Workflows", "Schedules", "Hooks", "Audit"]
+            assert page.locator("nav a").all_inner_texts() == [
+                "Fleet",
+                "Executions",
+                "Queue",
+                "Workflows",
+                "Schedules",
+                "Hooks",
+                "Audit",
+            ]
             page.goto(f"/ui/executions/{waiting['id']}")
             expect(page.locator("button:has-text('Cancel')")).to_have_count(1)
             page.goto("/ui/audit?token=watcher")

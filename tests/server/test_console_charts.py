@@ -8,8 +8,13 @@ from flux.server.console.charts import bins, buckets, duration_histogram, outcom
 
 def run(i: int, state: str = "COMPLETED", ran: float | None = 1.0) -> dict:
     started = 100.0 + i
-    return {"id": f"{i:032x}", "state": state, "scheduled_at": started - 1, "started_at": started,
-            "finished_at": started + ran if ran is not None else None}
+    return {
+        "id": f"{i:032x}",
+        "state": state,
+        "scheduled_at": started - 1,
+        "started_at": started,
+        "finished_at": started + ran if ran is not None else None,
+    }
 
 
 def test_bins_cover_every_duration_from_shortest_to_longest():
@@ -39,8 +44,19 @@ def test_the_fleet_charts_draw_each_series_over_the_kept_points():
 
     trend = FleetTrend(keep=3)
     for i in range(5):  # only the newest three are kept
-        summary = FleetSummary(workers={"ONLINE": 1}, slots=4, busy=i % 4, queued=i, unschedulable=0, waiting=0, running=i % 4,
-                               oldest_queued_at=None, cpu_percent=50.0, memory_used=1.0, memory_total=4.0)
+        summary = FleetSummary(
+            workers={"ONLINE": 1},
+            slots=4,
+            busy=i % 4,
+            queued=i,
+            unschedulable=0,
+            waiting=0,
+            running=i % 4,
+            oldest_queued_at=None,
+            cpu_percent=50.0,
+            memory_used=1.0,
+            memory_total=4.0,
+        )
         trend.add(summary, at=1000.0 + 15 * i)
     points = [p.model_dump() for p in trend.history().points]
     assert [p["queued"] for p in points] == [2, 3, 4]
@@ -55,18 +71,30 @@ def test_the_fleet_charts_draw_each_series_over_the_kept_points():
 
 def test_the_success_rate_is_bucketed_in_time_with_a_width_that_suits_the_span():
     hour = 3600.0
-    runs = [ended(0.0, "COMPLETED"), ended(10.0, "FAILED"), ended(10 * hour + 5, "COMPLETED"), ended(11 * hour, "RUNNING")]
+    runs = [
+        ended(0.0, "COMPLETED"),
+        ended(10.0, "FAILED"),
+        ended(10 * hour + 5, "COMPLETED"),
+        ended(11 * hour, "RUNNING"),
+    ]
     width, made = buckets(runs)
     assert width == hour  # ten hours apart: an hour a bucket (15 minutes would be over 24 of them)
     assert [(b.ended, b.completed) for b in made] == [(2, 1)] + [(0, 0)] * 9 + [(1, 1)]  # empty hours kept: gaps
     assert buckets([ended(0.0, "COMPLETED"), ended(30.0, "CANCELLED")])[0] == 60.0
     svg = str(success_over_time(runs))
-    assert svg.startswith('<svg class="chart chart-success"') and "Success rate per hour of the last 3 ended runs" in svg
+    assert (
+        svg.startswith('<svg class="chart chart-success"') and "Success rate per hour of the last 3 ended runs" in svg
+    )
     assert svg.count("<g>") == 2 and "1 of 2 completed (50%)" in svg and "1 of 1 completed (100%)" in svg
     assert str(success_over_time([ended(0.0, "RUNNING")])) == ""  # nothing ended: no chart
 
 
 def ended(after: float, state: str) -> dict:
     at = 1_699_999_200.0 + after  # on the hour
-    return {"id": f"{int(at):032x}", "state": state, "scheduled_at": at - 1, "started_at": at - 1,
-            "finished_at": at if state != "RUNNING" else None}
+    return {
+        "id": f"{int(at):032x}",
+        "state": state,
+        "scheduled_at": at - 1,
+        "started_at": at - 1,
+        "finished_at": at if state != "RUNNING" else None,
+    }

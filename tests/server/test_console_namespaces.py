@@ -10,10 +10,10 @@ import re
 import textwrap
 
 import pytest
+from test_console import browser, expect  # noqa: F401 - the fixture; skips with it: no Playwright or no Chromium
 
 from flux.client import FluxClient
 from flux.local import LocalCluster
-from test_console import browser, expect  # noqa: F401 - the fixture; skips with it: no Playwright or no Chromium
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 

@@ -13,20 +13,27 @@ def event(type_, at, task_id=None, value=None):  # noqa: ANN001
 
 
 def test_the_gantt_has_a_bar_per_try_within_each_attempt():
-    chart = gantt([
-        event("ATTEMPT_STARTED", 0, value={"attempt": 1}),
-        event("TASK_STARTED", 1, "fetch:1", {"attempt": 1}),
-        event("TASK_FAILED", 2, "fetch:1", {"attempt": 1, "error": "boom", "will_retry": True}),
-        event("TASK_STARTED", 3, "fetch:1", {"attempt": 2}),
-        event("TASK_COMPLETED", 5, "fetch:1", 42),
-        event("TASK_STARTED", 5, "store:2", {"attempt": 1}),
-        event("ATTEMPT_ENDED", 6, value={"attempt": 1, "end": "worker_lost"}),
-        event("ATTEMPT_STARTED", 7, value={"attempt": 2}),
-        event("TASK_STARTED", 8, "store:2", {"attempt": 1}),
-    ], now=11)
+    chart = gantt(
+        [
+            event("ATTEMPT_STARTED", 0, value={"attempt": 1}),
+            event("TASK_STARTED", 1, "fetch:1", {"attempt": 1}),
+            event("TASK_FAILED", 2, "fetch:1", {"attempt": 1, "error": "boom", "will_retry": True}),
+            event("TASK_STARTED", 3, "fetch:1", {"attempt": 2}),
+            event("TASK_COMPLETED", 5, "fetch:1", 42),
+            event("TASK_STARTED", 5, "store:2", {"attempt": 1}),
+            event("ATTEMPT_ENDED", 6, value={"attempt": 1, "end": "worker_lost"}),
+            event("ATTEMPT_STARTED", 7, value={"attempt": 2}),
+            event("TASK_STARTED", 8, "store:2", {"attempt": 1}),
+        ],
+        now=11,
+    )
     rows = [(b.task_id, b.attempt, b.retry, b.outcome) for b in chart.bars]
-    assert rows == [("fetch:1", 1, 1, "failed"), ("fetch:1", 1, 2, "completed"), ("store:2", 1, 1, "interrupted"),
-                    ("store:2", 2, 1, "running")]
+    assert rows == [
+        ("fetch:1", 1, 1, "failed"),
+        ("fetch:1", 1, 2, "completed"),
+        ("store:2", 1, 1, "interrupted"),
+        ("store:2", 2, 1, "running"),
+    ]
     assert chart.bars[0].error == "boom"
     assert (chart.start, chart.end) == (1, 11)
     assert chart.bars[0].left == 0 and chart.bars[-1].left == 70 and chart.bars[-1].width == 30
@@ -52,8 +59,18 @@ def test_filters_are_urls():
 
 
 def test_a_fleet_row_has_a_bar_for_each_probed_dimension_the_worker_publishes():
-    res = {"cpu_total": 8.0, "cpu_available": 8.0, "cpu_percent": 25.4, "memory_total": 100, "memory_available": 50, "disk_total": 10,
-           "disk_free": 10, "capacity": {"scratch": 200}, "available": {"scratch": 50}, "gpus": []}
+    res = {
+        "cpu_total": 8.0,
+        "cpu_available": 8.0,
+        "cpu_percent": 25.4,
+        "memory_total": 100,
+        "memory_available": 50,
+        "disk_total": 10,
+        "disk_free": 10,
+        "capacity": {"scratch": 200},
+        "available": {"scratch": 50},
+        "gpus": [],
+    }
     bars = usage({"resources": res})
     assert [(b["label"], b["pct"]) for b in bars] == [("cpu", 25), ("memory", 50), ("disk", 0), ("scratch", 75)]
     assert bars[-1]["text"] == "150 / 200"
@@ -63,7 +80,11 @@ def test_a_fleet_row_has_a_bar_for_each_probed_dimension_the_worker_publishes():
 def test_a_traceback_is_marked_for_the_stylesheet_and_escaped():
     from flux.server.console.views import traceback_html
 
-    html = str(traceback_html('Traceback (most recent call last):\n  File "a.py", line 3, in f\n    raise ValueError("<x>")\nValueError: <x>'))
+    html = str(
+        traceback_html(
+            'Traceback (most recent call last):\n  File "a.py", line 3, in f\n    raise ValueError("<x>")\nValueError: <x>'
+        )
+    )
     assert '<span class="tb-where">  File &#34;a.py&#34;, line 3, in f</span>' in html
     assert '<span class="tb-code">    raise ValueError(&#34;&lt;x&gt;&#34;)</span>' in html
     assert '<span class="tb-raised">ValueError: &lt;x&gt;</span>' in html and "<x>" not in html

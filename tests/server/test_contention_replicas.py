@@ -42,9 +42,20 @@ def _sql(url: str, query: str) -> list[tuple]:
 def test_two_replicas_never_exceed_a_quota_or_a_concurrency_limit_together(replicas, workflow_file, pg_url):
     urls = [r.server_url for r in replicas]
     for i, replica in enumerate(replicas):  # each worker attached to a different replica
-        replica.start_worker(f"w{i}", max_concurrent_executions=6, runner="inprocess", heartbeat_interval=0.5,
-                             extra_args=("--server-url", ",".join(urls[i:] + urls[:i]), "--resource", "accel=4",
-                                         "--allocation", "reserve"))
+        replica.start_worker(
+            f"w{i}",
+            max_concurrent_executions=6,
+            runner="inprocess",
+            heartbeat_interval=0.5,
+            extra_args=(
+                "--server-url",
+                ",".join(urls[i:] + urls[:i]),
+                "--resource",
+                "accel=4",
+                "--allocation",
+                "reserve",
+            ),
+        )
     admin = FluxClient(urls[0])
     admin.create_namespace("ml")
     admin.update_namespace("ml", quota={"resources.accel": 2})
@@ -55,9 +66,14 @@ def test_two_replicas_never_exceed_a_quota_or_a_concurrency_limit_together(repli
     most_held = most_keyed = 0
     deadline = time.monotonic() + 180
     while True:
-        held = _sql(pg_url, f"SELECT count(*) FROM executions WHERE workflow_name = 'held' AND state IN {HOLDING}")[0][0]
-        keyed = _sql(pg_url, f"SELECT concurrency::text, count(*) FROM executions WHERE workflow_name = 'keyed' "
-                             f"AND state IN {HOLDING} GROUP BY 1")
+        held = _sql(pg_url, f"SELECT count(*) FROM executions WHERE workflow_name = 'held' AND state IN {HOLDING}")[0][
+            0
+        ]
+        keyed = _sql(
+            pg_url,
+            f"SELECT concurrency::text, count(*) FROM executions WHERE workflow_name = 'keyed' "
+            f"AND state IN {HOLDING} GROUP BY 1",
+        )
         most_held = max(most_held, held)
         most_keyed = max([most_keyed, *(count for _, count in keyed)])
         assert held <= 2 and all(count <= 1 for _, count in keyed), (held, keyed)

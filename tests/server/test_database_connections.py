@@ -4,11 +4,11 @@ failover, an idle timeout): the next requests still succeed, with real processes
 from __future__ import annotations
 
 import psycopg
-
 from conftest import POSTGRES_URL
+from protocol import ONE_TASK
+
 from flux.client import FluxClient
 from flux.local import LocalCluster
-from protocol import ONE_TASK
 
 
 def terminate_backends(database: str) -> int:

@@ -56,9 +56,13 @@ def refused(response: httpx.Response, loc: list, status: int = 422) -> str:
 
 def test_json_nested_past_the_depth_limit_is_refused_naming_the_path(http):
     assert http.post("/workflows/x/run", json={"input": nested(63)}).status_code == 201  # 64 levels with the body
-    assert "nested deeper than 64" in refused(http.post("/workflows/x/run", json={"input": nested(64)}), ["body", "input", *[0] * 63])
+    assert "nested deeper than 64" in refused(
+        http.post("/workflows/x/run", json={"input": nested(64)}), ["body", "input", *[0] * 63]
+    )
     # Once accepted and then unreadable: every listing that carried it answered 500.
-    assert "nested deeper" in refused(http.post("/workflows/x/run", json={"input": nested(300)}), ["body", "input", *[0] * 63])
+    assert "nested deeper" in refused(
+        http.post("/workflows/x/run", json={"input": nested(300)}), ["body", "input", *[0] * 63]
+    )
     deep = b'{"input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     assert "nested deeper" in refused(http.post("/workflows/x/run", content=deep, headers=JSON), ["body"])
     assert http.get("/executions").status_code == 200
@@ -86,7 +90,9 @@ def test_non_finite_numbers_are_refused(http):
 
 def test_a_json_body_that_is_not_text_is_refused(http):
     # Found by schemathesis: FastAPI answered 400, outside the documented contract.
-    assert "UTF-8" in refused(http.post("/workflows/x/run", content=b'{"input": "\xff\xfe\xfa"}', headers=JSON), ["body"])
+    assert "UTF-8" in refused(
+        http.post("/workflows/x/run", content=b'{"input": "\xff\xfe\xfa"}', headers=JSON), ["body"]
+    )
 
 
 def test_nul_characters_are_refused_in_body_path_and_query(http):
@@ -131,7 +137,12 @@ def test_the_body_limit_is_a_setting_and_zero_turns_it_off(make_cluster):
         body = json.dumps({"source": "x = 1\n" + "#" * MiB, "workflows": [{"name": "x"}]})
         assert http.post("/workflows", content=body, headers=JSON).status_code == 413
         assert http.post("/workflows", content=stream(2 * MiB), headers=JSON).status_code == 413
-        assert http.post("/workflows", json={"source": "x = 1", "workflows": [{"name": "x", "requests": {"a": [1]}}]}).status_code == 422
+        assert (
+            http.post(
+                "/workflows", json={"source": "x = 1", "workflows": [{"name": "x", "requests": {"a": [1]}}]}
+            ).status_code
+            == 422
+        )
     off = make_cluster()
     off.stop_server()
     off.start_server(extra_args=("--max-body-size", "0"))
@@ -144,7 +155,14 @@ def test_anonymous_calls_are_refused_before_their_body_is_read(make_cluster, mon
     monkeypatch.setenv("FLUX_API_TOKEN", "client-secret")
     cluster = make_cluster()
     head = "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
-    for path in ("/workers/register", "/workers/w/claim", "/executions/e/checkpoint", "/executions/e/logs", "/workflows", "/workflows/x/run"):
+    for path in (
+        "/workers/register",
+        "/workers/w/claim",
+        "/executions/e/checkpoint",
+        "/executions/e/logs",
+        "/workflows",
+        "/workflows/x/run",
+    ):
         assert raw_request(cluster.server_url, head.format(path=path)) == "HTTP/1.1 401 Unauthorized", path
     response = httpx.post(f"{cluster.server_url}/workers/register", json={})
     assert response.status_code == 401 and "bootstrap token" in response.json()["detail"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from shared import SOURCE, assert_error
 
 from flux.client import FluxClientError
-from shared import SOURCE, assert_error
 
 
 def test_every_error_has_one_shape(cluster):
@@ -17,12 +17,22 @@ def test_every_error_has_one_shape(cluster):
         assert_error(http.post("/workers/register", json={}), 401, "unauthorized")
         assert_error(http.post("/workflows", json={"source": "def (:", "workflows": [{"name": "x"}]}), 422, "invalid")
 
-        body = assert_error(http.post("/workflows", json={"source": SOURCE, "workflows": [{"name": "x", "pending_timeout": "soon"}]}), 422, "validation_error")
-        assert body["errors"] == [{"loc": ["body", "workflows", 0, "pending_timeout"], "msg": "Input should be a valid number"}]
+        body = assert_error(
+            http.post("/workflows", json={"source": SOURCE, "workflows": [{"name": "x", "pending_timeout": "soon"}]}),
+            422,
+            "validation_error",
+        )
+        assert body["errors"] == [
+            {"loc": ["body", "workflows", 0, "pending_timeout"], "msg": "Input should be a valid number"}
+        ]
         assert "workflows.0.pending_timeout" in body["detail"]
         body = assert_error(http.get("/executions", params={"limit": 0}), 422, "validation_error")
         assert body["errors"][0]["loc"] == ["query", "limit"]
-        body = assert_error(http.post("/workflows", content=b"{not json", headers={"content-type": "application/json"}), 422, "validation_error")
+        body = assert_error(
+            http.post("/workflows", content=b"{not json", headers={"content-type": "application/json"}),
+            422,
+            "validation_error",
+        )
         assert "JSON" in body["detail"]
 
         assert http.post("/workflows", json={"source": SOURCE, "workflows": [{"name": "x"}]}).status_code == 201

@@ -17,13 +17,11 @@ import time
 
 import httpx
 import pytest
-
-from flux.client import FluxClient
-from flux.local import LocalCluster
 from protocol import ONE_TASK, GiB, ProtocolWorker, metric, sample, statements
 from waiting import eventually
 
-
+from flux.client import FluxClient
+from flux.local import LocalCluster
 
 SLOW = """
     import asyncio
@@ -112,7 +110,9 @@ def test_a_real_worker_publishes_a_changed_metric_within_one_heartbeat(cluster, 
 
 def test_a_waiting_claim_issues_no_query_until_work_arrives_then_wakes_at_once(cluster, client, workflow_file):
     client.register_file(workflow_file(ONE_TASK))
-    protocol_worker = ProtocolWorker(cluster.server_url, cluster.home, "waiter", heartbeat_interval=5)  # not stale within the test
+    protocol_worker = ProtocolWorker(
+        cluster.server_url, cluster.home, "waiter", heartbeat_interval=5
+    )  # not stale within the test
     protocol_worker.register()
     protocol_worker.claim(wait=0)
     time.sleep(1.5)  # the dispatcher reads the new worker's row within a second (dispatch.WARM_SCAN)
@@ -130,7 +130,9 @@ def test_a_waiting_claim_issues_no_query_until_work_arrives_then_wakes_at_once(c
     protocol_worker.close()
 
 
-def test_a_new_workers_first_claim_reads_nothing_and_work_queued_before_it_came_reaches_it(cluster, client, workflow_file):
+def test_a_new_workers_first_claim_reads_nothing_and_work_queued_before_it_came_reaches_it(
+    cluster, client, workflow_file
+):
     """A worker that has just registered holds nothing undelivered: its first claim
     waits for a wake-up instead of querying. Work that queued before it registered is
     placed by the round its registration kicks, and that claim gets it at once."""
@@ -161,7 +163,9 @@ def test_a_session_token_is_revoked_at_once_by_re_registration(cluster, protocol
     protocol_worker.heartbeat()  # cached by now
     protocol_worker.register()
     reply = httpx.post(
-        f"{cluster.server_url}/workers/synthetic/heartbeat", json={"running": []}, headers={"Authorization": f"Bearer {old}"}
+        f"{cluster.server_url}/workers/synthetic/heartbeat",
+        json={"running": []},
+        headers={"Authorization": f"Bearer {old}"},
     )
     assert reply.status_code == 401
     assert protocol_worker.heartbeat()["state"] == "ONLINE"
@@ -221,8 +225,21 @@ def test_a_lease_interval_past_a_third_of_the_grace_period_is_refused_on_postgre
 
     from flux import cli
 
-    result = CliRunner().invoke(cli.main, ["start", "server", "--home", str(tmp_path), "--database-url", pg_url,
-                                           "--eviction-grace-period", "30", "--lease-interval", "11"])
+    result = CliRunner().invoke(
+        cli.main,
+        [
+            "start",
+            "server",
+            "--home",
+            str(tmp_path),
+            "--database-url",
+            pg_url,
+            "--eviction-grace-period",
+            "30",
+            "--lease-interval",
+            "11",
+        ],
+    )
     assert result.exit_code != 0 and "more than a third of the eviction grace period" in result.output
 
 
@@ -282,8 +299,10 @@ def test_a_healthy_worker_heard_by_one_replica_is_never_stale_on_the_other(tmp_p
     and must not call that STALE (dispatch would skip a healthy worker). Before
     2026-12-04 it did past one period and two beats."""
     home = tmp_path / "home"
-    replicas = [LocalCluster(home, database_url=pg_url, log_dir=tmp_path / f"logs{i}",
-                             server_args=("--lease-interval", "1")) for i in range(2)]
+    replicas = [
+        LocalCluster(home, database_url=pg_url, log_dir=tmp_path / f"logs{i}", server_args=("--lease-interval", "1"))
+        for i in range(2)
+    ]
     worker = None
     try:
         for replica in replicas:
@@ -316,12 +335,20 @@ def test_a_checkpoint_batch_sent_twice_is_recorded_once(cluster, client, workflo
         worker.register()
         execution = client.run("one_task", 1)
         job = eventually(lambda: worker.claim(wait=5)["executions"], timeout=10)[0]
-        started = {"attempt": job["attempt"], "batch": 1, "events": [{"type": "WORKFLOW_STARTED", "name": "one_task", "time": time.time()}]}
+        started = {
+            "attempt": job["attempt"],
+            "batch": 1,
+            "events": [{"type": "WORKFLOW_STARTED", "name": "one_task", "time": time.time()}],
+        }
         for _ in range(2):
             assert worker.post(f"/executions/{job['id']}/checkpoint", started).json()["state"] == "RUNNING"
         skipped = {**started, "batch": 3}
         assert worker.post(f"/executions/{job['id']}/checkpoint", skipped).status_code == 409
-        done = {"attempt": job["attempt"], "batch": 2, "events": [{"type": "WORKFLOW_COMPLETED", "name": "one_task", "value": 1, "time": time.time()}]}
+        done = {
+            "attempt": job["attempt"],
+            "batch": 2,
+            "events": [{"type": "WORKFLOW_COMPLETED", "name": "one_task", "value": 1, "time": time.time()}],
+        }
         for _ in range(2):  # the final batch again: acknowledged with the final state, not a conflict
             reply = worker.post(f"/executions/{job['id']}/checkpoint", done)
             assert (reply.status_code, reply.json()["state"]) == (200, "COMPLETED")
@@ -351,9 +378,25 @@ def test_a_second_worker_process_with_a_taken_name_exits_with_the_reason(cluster
     cluster.workers["w1"] = first  # the cluster stops the one that runs
     assert "already running on this host" in cluster.log("worker-w1")
     other_host = subprocess.run(  # another machine: another home, no token of w1's
-        [sys.executable, "-m", "flux.cli", "start", "worker", "w1", "--server-url", cluster.server_url,
-         "--home", str(tmp_path / "elsewhere"), "--runner", "inprocess", "--gpu-source", "none"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "flux.cli",
+            "start",
+            "worker",
+            "w1",
+            "--server-url",
+            cluster.server_url,
+            "--home",
+            str(tmp_path / "elsewhere"),
+            "--runner",
+            "inprocess",
+            "--gpu-source",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "FLUX_BOOTSTRAP_TOKEN": (cluster.home / "bootstrap-token").read_text().strip()},
     )
     assert other_host.returncode != 0
@@ -367,7 +410,9 @@ def test_a_worker_restarted_after_a_crash_takes_its_name_back_at_once(cluster, c
     eventually(lambda: client.execution(execution["id"])["state"] == "RUNNING")
     cluster.kill_worker("w1")  # SIGKILL: no shutdown, no release
     cluster.start_worker("w1", heartbeat_interval=0.3)  # presents the token it kept on this host
-    events = eventually(lambda: [e for e in client.events(execution["id"]) if e["type"] == "WORKFLOW_RESCHEDULED"], timeout=10)
+    events = eventually(
+        lambda: [e for e in client.events(execution["id"]) if e["type"] == "WORKFLOW_RESCHEDULED"], timeout=10
+    )
     assert "restarted without it" in events[0]["value"]["reason"]
     client.cancel(execution["id"])
 

@@ -6,18 +6,29 @@ workers speak the protocol from the test)."""
 from __future__ import annotations
 
 import httpx
-
 from protocol import GiB, ProtocolWorker
 from waiting import eventually
 
-GPU = {"index": 0, "uuid": "GPU-a", "name": "H100", "memory_total": 80 * GiB, "memory_available": 60 * GiB, "utilization": 40.0}
+GPU = {
+    "index": 0,
+    "uuid": "GPU-a",
+    "name": "H100",
+    "memory_total": 80 * GiB,
+    "memory_available": 60 * GiB,
+    "utilization": 40.0,
+}
 
 
 def test_the_summary_adds_up_the_live_workers_samples(cluster, client):
     workers = [ProtocolWorker(cluster.server_url, cluster.home, name) for name in ("a", "b", "gone")]
     try:
-        workers[0].register(memory_available=6 * GiB, cpu_percent=50.0, capacity={"scratch": 100 * GiB},
-                            available={"scratch": 40 * GiB}, gpus=[GPU])
+        workers[0].register(
+            memory_available=6 * GiB,
+            cpu_percent=50.0,
+            capacity={"scratch": 100 * GiB},
+            available={"scratch": 40 * GiB},
+            gpus=[GPU],
+        )
         workers[1].register(memory_available=16 * GiB, cpu_total=12.0, cpu_available=12.0, cpu_percent=10.0)
         workers[2].register()
         assert workers[2].post("/workers/gone/shutdown", {}).status_code == 200

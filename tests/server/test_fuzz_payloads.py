@@ -14,18 +14,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flux.worker import probe
 from flux.domain.events import EventType
 from flux.local import LocalCluster
+from flux.worker import probe
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 WORKFLOW = "from flux import workflow\n\n@workflow\nasync def hello(ctx):\n    return ctx.input\n"
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.text(max_size=20),
-    st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=True, allow_infinity=True),
+    st.none(),
+    st.booleans(),
+    st.text(max_size=20),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
 )
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
 
 
 @st.composite
@@ -55,7 +62,9 @@ class Server:
     def post(self, path: str, payload: Any, token: str) -> httpx.Response:
         # json.dumps, not httpx's json=: NaN and Infinity go out as the literals a sloppy client sends.
         body = json.dumps(payload).encode()
-        return self.http.post(path, content=body, headers={"Authorization": f"Bearer {token}", "content-type": "application/json"})
+        return self.http.post(
+            path, content=body, headers={"Authorization": f"Bearer {token}", "content-type": "application/json"}
+        )
 
 
 def registration(name: str = "fuzz") -> dict:
@@ -68,11 +77,15 @@ def server(tmp_path_factory) -> Iterator[Server]:
         cluster.start_server()
         bootstrap = (cluster.home / "bootstrap-token").read_text().strip()
         with httpx.Client(base_url=cluster.server_url, timeout=10) as http:
-            session = http.post("/workers/register", json=registration(), headers={"Authorization": f"Bearer {bootstrap}"})
+            session = http.post(
+                "/workers/register", json=registration(), headers={"Authorization": f"Bearer {bootstrap}"}
+            )
             http.post("/workflows", json={"source": WORKFLOW, "workflows": [{"name": "hello"}]}).raise_for_status()
             execution = http.post("/workflows/hello/run", json={"input": 1}).json()["id"]
             token = session.json()["session_token"]
-            claimed = http.post("/workers/fuzz/claim", json={"wait": 5}, headers={"Authorization": f"Bearer {token}"}).json()
+            claimed = http.post(
+                "/workers/fuzz/claim", json={"wait": 5}, headers={"Authorization": f"Bearer {token}"}
+            ).json()
             assert [e["id"] for e in claimed["executions"]] == [execution]  # checkpoints reach a live execution
             yield Server(http, bootstrap, token, execution)
         assert "Traceback" not in cluster.log("server")
@@ -107,10 +120,17 @@ event = st.fixed_dictionaries(
 
 
 @FUZZ
-@given(payload=st.one_of(
-    st.fixed_dictionaries({"attempt": st.integers(-1, 3) | json_values, "batch": st.integers(-1, 3) | json_values,
-                           "events": st.lists(event, max_size=4) | json_values}),
-    mutated({"attempt": 1, "batch": 1, "events": [{"type": "TASK_STARTED", "time": time.time()}]}),
-))
+@given(
+    payload=st.one_of(
+        st.fixed_dictionaries(
+            {
+                "attempt": st.integers(-1, 3) | json_values,
+                "batch": st.integers(-1, 3) | json_values,
+                "events": st.lists(event, max_size=4) | json_values,
+            }
+        ),
+        mutated({"attempt": 1, "batch": 1, "events": [{"type": "TASK_STARTED", "time": time.time()}]}),
+    )
+)
 def test_checkpoint(server: Server, payload):
     assert_no_server_error(server.post(f"/executions/{server.execution_id}/checkpoint", payload, server.session))

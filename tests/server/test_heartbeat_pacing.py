@@ -9,12 +9,12 @@ import sys
 import time
 
 import pytest
+from protocol import ProtocolWorker, metric
+from waiting import eventually
 
 from flux.client import FluxClient
 from flux.domain.workers import paced_interval
 from flux.local import LocalCluster
-from protocol import ProtocolWorker, metric
-from waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -92,11 +92,17 @@ def test_a_fleet_that_shrank_does_not_find_a_worker_stale_before_the_beat_it_was
     assert workers[0].heartbeat()["heartbeat_interval"] == 1.0  # told the pace of the smaller fleet
 
 
-@pytest.mark.parametrize("option, value", [("--max-heartbeats-per-second", "nan"), ("--max-heartbeats-per-second", "-1"),
-                                           ("--shed-after", "inf")])
+@pytest.mark.parametrize(
+    "option, value",
+    [("--max-heartbeats-per-second", "nan"), ("--max-heartbeats-per-second", "-1"), ("--shed-after", "inf")],
+)
 def test_a_limit_that_is_not_a_finite_number_in_range_stops_the_server_at_start(tmp_path, option, value):
     # nan passes every bound (each comparison is false): it would have turned the limit off
-    started = subprocess.run([sys.executable, "-m", "flux", "start", "server", "--port", "0", "--home", str(tmp_path),
-                              option, value], capture_output=True, text=True, timeout=60)
+    started = subprocess.run(
+        [sys.executable, "-m", "flux", "start", "server", "--port", "0", "--home", str(tmp_path), option, value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert started.returncode == 2 and f"Invalid value for '{option}'" in started.stderr, started.stderr
     assert "Traceback" not in started.stderr

@@ -40,8 +40,12 @@ WORKFLOWS = """
 
 
 def _flux(cluster, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flux", *args, "--server-url", cluster.server_url],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "flux", *args, "--server-url", cluster.server_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.slow
@@ -79,7 +83,9 @@ def test_pages_cover_the_history_once_without_payloads_unless_asked(make_cluster
         names = [w["name"] for w in client.list_workflows()]
         assert names == ["big", "echo", "echo0", "echo1", "echo2"]
         first = httpx.get(f"{cluster.server_url}/workflows", params={"limit": 2})
-        rest = httpx.get(f"{cluster.server_url}/workflows", params={"limit": 100, "after": first.headers["X-Next-Cursor"]})
+        rest = httpx.get(
+            f"{cluster.server_url}/workflows", params={"limit": 100, "after": first.headers["X-Next-Cursor"]}
+        )
         assert [w["name"] for w in first.json() + rest.json()] == names and "X-Next-Cursor" not in rest.headers
         assert httpx.get(f"{cluster.server_url}/workers", params={"limit": 1}).json() == []
 
@@ -107,13 +113,18 @@ def test_each_payload_is_stored_once_and_the_limit_names_what_is_too_large(make_
 
         failed = client.run("big", 2 * 1024**2, wait=60)
         assert failed["state"] == "FAILED"
-        assert "the result of task 'produce' (produce:1) is 2.0 MiB of JSON, over the payload limit of 1.0 MiB" in failed["error"]
+        assert (
+            "the result of task 'produce' (produce:1) is 2.0 MiB of JSON, over the payload limit of 1.0 MiB"
+            in failed["error"]
+        )
         fine = client.run("big", 1000, wait=60)
         assert fine["state"] == "COMPLETED" and fine["output"] == 1000
 
     cluster.close()
     with sqlite3.connect(cluster.home / "flux.db") as db:
-        stored = dict(db.execute("SELECT type, value FROM execution_events WHERE execution_id = ?", (done["id"],)).fetchall())
+        stored = dict(
+            db.execute("SELECT type, value FROM execution_events WHERE execution_id = ?", (done["id"],)).fetchall()
+        )
     assert json.loads(stored["WORKFLOW_SCHEDULED"]) == {"input": {"$flux": "input"}}
     assert json.loads(stored["WORKFLOW_COMPLETED"]) == {"$flux": "output"}
 
@@ -126,7 +137,9 @@ def test_prune_and_retention_delete_only_finished_executions_with_their_events(m
     with FluxClient(cluster.server_url) as client:
         client.register_file(workflow_file(WORKFLOWS))
         finished = [client.run("echo", i, wait=60)["id"] for i in range(3)]
-        time.sleep(5)  # older than 5 s at the prune; fresh (stopping the worker, a CLI start) is not, even on a busy machine
+        time.sleep(
+            5
+        )  # older than 5 s at the prune; fresh (stopping the worker, a CLI start) is not, even on a busy machine
         fresh = client.run("echo", "fresh", wait=60)["id"]
         cluster.stop_worker("w1")
         queued = client.run("echo", "queued")["id"]
@@ -205,29 +218,57 @@ def test_finished_counts_follow_every_change_and_delete(engine):
     """The triggers of migration 0009 keep ``execution_counts`` equal to a full count."""
     now = time.time()
     rows = [
-        dict(id=f"{i:032x}", workflow_id=1, workflow_name="etl", workflow_version=1, state="SCHEDULED", row_version=1,
-             scheduled_at=now - 1000 + i, attempt=0, crashes=0, max_attempts=3, version_pinned=False, delivered=False,
-             last_seq=0, checkpoint_batch=0, last_log_seq=0, log_batch=0, log_truncated=False)
+        dict(
+            id=f"{i:032x}",
+            workflow_id=1,
+            workflow_name="etl",
+            workflow_version=1,
+            state="SCHEDULED",
+            row_version=1,
+            scheduled_at=now - 1000 + i,
+            attempt=0,
+            crashes=0,
+            max_attempts=3,
+            version_pinned=False,
+            delivered=False,
+            last_seq=0,
+            checkpoint_batch=0,
+            last_log_seq=0,
+            log_batch=0,
+            log_truncated=False,
+        )
         for i in range(30)
     ]
     with Session(engine) as session, session.begin():
-        session.execute(text("INSERT INTO workflows (id, name, version, source, source_digest, filename, created_at) "
-                             "VALUES (1, 'etl', 1, '', '', 'etl.py', 0)"))
+        session.execute(
+            text(
+                "INSERT INTO workflows (id, name, version, source, source_digest, filename, created_at) "
+                "VALUES (1, 'etl', 1, '', '', 'etl.py', 0)"
+            )
+        )
         session.execute(ExecutionModel.__table__.insert(), rows)
     ends = ["COMPLETED"] * 12 + ["FAILED"] * 8 + ["CANCELLED"] * 5
     with Session(engine) as session, session.begin():
         for row, state in zip(rows, ends):
-            session.execute(ExecutionModel.__table__.update().where(ExecutionModel.id == row["id"])
-                            .values(state="RUNNING"))
-            session.execute(ExecutionModel.__table__.update().where(ExecutionModel.id == row["id"])
-                            .values(state=state, finished_at=now - 500 + int(row["id"], 16)))
+            session.execute(
+                ExecutionModel.__table__.update().where(ExecutionModel.id == row["id"]).values(state="RUNNING")
+            )
+            session.execute(
+                ExecutionModel.__table__.update()
+                .where(ExecutionModel.id == row["id"])
+                .values(state=state, finished_at=now - 500 + int(row["id"], 16))
+            )
     with Session(engine) as session, session.begin():
         assert prune_batch(session, cutoff=now - 500 + 10) == 10  # the ten oldest finished ones
     with Session(engine) as session:
         kept = dict(session.execute(select(ExecutionCountModel.state, ExecutionCountModel.count)).all())
-        counted = dict(session.execute(
-            select(ExecutionModel.state, func.count()).where(ExecutionModel.finished_at.is_not(None)).group_by(ExecutionModel.state)
-        ).all())
+        counted = dict(
+            session.execute(
+                select(ExecutionModel.state, func.count())
+                .where(ExecutionModel.finished_at.is_not(None))
+                .group_by(ExecutionModel.state)
+            ).all()
+        )
         assert {s: n for s, n in kept.items() if n} == counted == {"COMPLETED": 2, "FAILED": 8, "CANCELLED": 5}
         assert session.scalar(select(func.count()).select_from(ExecutionModel)) == 20
         terminal = {state.value for state in ExecutionState if state.is_terminal}

@@ -107,7 +107,9 @@ def test_slowloris_headers_a_byte_at_a_time_meet_the_same_deadline(server):
 def test_a_body_that_never_arrives_is_timed_out(server):
     started = time.monotonic()
     with connect(server.server_url) as sock:
-        sock.sendall(b"POST /workflows HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        sock.sendall(
+            b"POST /workflows HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+        )
         reply = answer(sock)
     assert time.monotonic() - started < TIMEOUT + 3
     assert reply.startswith("HTTP/1.1 408"), reply[:200]
@@ -158,7 +160,9 @@ def test_2000_slow_header_connections_leave_health_fast_and_are_closed(tmp_path)
                 slow.append(sock)
             times = health_ms(cluster.server_url, count=200)
             p99 = sorted(times)[int(len(times) * 0.99) - 1]
-            print(f"\n/health under 2,000 slow-header connections: median {statistics.median(times):.1f} ms, p99 {p99:.1f} ms")
+            print(
+                f"\n/health under 2,000 slow-header connections: median {statistics.median(times):.1f} ms, p99 {p99:.1f} ms"
+            )
             assert p99 < 100
             for sock in slow:
                 sock.settimeout(max(1.0, 30 - (time.monotonic() - opened)))

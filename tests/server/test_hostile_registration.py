@@ -8,7 +8,6 @@ import time
 
 import httpx
 import pytest
-
 from shared import SOURCE, assert_error
 
 pytestmark = pytest.mark.integration
@@ -26,7 +25,9 @@ def test_oversized_affinity_routing_and_quantities_are_a_422_naming_the_field(cl
         body = assert_error(register(http, affinity=crowded), 422, "invalid")
         assert "workflow 'x': affinity has 10000 entries, at most 64" in body["detail"]
         assert time.monotonic() - started < 5
-        body = assert_error(register(http, affinity={"zone": {"op": "In", "values": [str(i) for i in range(1000)]}}), 422, "invalid")
+        body = assert_error(
+            register(http, affinity={"zone": {"op": "In", "values": [str(i) for i in range(1000)]}}), 422, "invalid"
+        )
         assert "affinity['zone']: In values has 1000 entries, at most 64" in body["detail"]
         body = assert_error(register(http, affinity={"zone": "v" * 64}), 422, "invalid")
         assert "has 64 characters, at most 63" in body["detail"]

@@ -13,10 +13,21 @@ from hypothesis import strategies as st
 from flux.server.limits import json_problem, nests_within
 
 LIMIT = 4
-SCALARS = st.none() | st.booleans() | st.integers(-(2**62), 2**62) | st.floats(allow_nan=False, allow_infinity=False) | st.text(
-    alphabet=st.sampled_from('ab"\\[]{}\n\u00e9'), max_size=6)
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(
-    alphabet=st.sampled_from('k"\\[]{}'), max_size=3), inner, max_size=4), max_leaves=40)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**62), 2**62)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.sampled_from('ab"\\[]{}\n\u00e9'), max_size=6)
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(alphabet=st.sampled_from('k"\\[]{}'), max_size=3), inner, max_size=4)
+    ),
+    max_leaves=40,
+)
 
 
 def levels(value: object) -> int:
@@ -49,7 +60,13 @@ def test_hostile_texts_stay_cheap():
     answered at once at 4 MB (a backtracking string pattern took minutes here; a proof
     over millions of brackets is not tried, the body is parsed instead)."""
     size = 4 * 1024**2
-    hostile = ['"' + '\\"' * (size // 2), '\\"' * (size // 2) + "\\", "[" * size, "[]" * (size // 2),
-               ("[" * 63 + "]" * 63) * (size // 126), '["' + "x" * size]
+    hostile = [
+        '"' + '\\"' * (size // 2),
+        '\\"' * (size // 2) + "\\",
+        "[" * size,
+        "[]" * (size // 2),
+        ("[" * 63 + "]" * 63) * (size // 126),
+        '["' + "x" * size,
+    ]
     for text in hostile:
         nests_within(text, 64)

@@ -5,7 +5,6 @@ that waited for a label goes to the worker as soon as it registers with it."""
 from __future__ import annotations
 
 import pytest
-
 from protocol import ProtocolWorker
 from waiting import eventually
 
@@ -27,7 +26,9 @@ def test_work_waiting_for_a_label_goes_to_a_worker_that_registers_again_with_it(
     try:
         worker.register(labels={"zone": "a"})
         execution = client.run("zoned", 1)
-        reason = eventually(lambda: client.placement(execution["id"]).get("summary"), timeout=10, message="no explanation")
+        reason = eventually(
+            lambda: client.placement(execution["id"]).get("summary"), timeout=10, message="no explanation"
+        )
         assert "affinity" in str(reason)
         assert worker.claim(wait=0.5)["executions"] == []  # rounds ran and kept the verdict: zone a
         worker.register(labels={"zone": "b"})  # the same name and token, other labels

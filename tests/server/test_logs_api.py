@@ -14,15 +14,15 @@ from typing import Iterator
 
 import httpx
 import pytest
+from protocol import ONE_TASK, ProtocolWorker, metric
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
+from waiting import eventually
 
 from flux.client import FluxClient
 from flux.local import LocalCluster
-from flux.server.models import ExecutionLogModel, ExecutionModel
 from flux.server.database import make_engine
-from protocol import ONE_TASK, ProtocolWorker, metric
-from waiting import eventually
+from flux.server.models import ExecutionLogModel, ExecutionModel
 
 pytestmark = pytest.mark.integration
 
@@ -40,8 +40,14 @@ class Held:
         self.job = eventually(lambda: self.worker.claim(wait=2)["executions"], 10, "never claimed")[0]
         self.batch = 0
 
-    def post(self, lines: list[dict], batch: int | None = None, attempt: int | None = None, truncated: bool = False,
-             worker: ProtocolWorker | None = None) -> httpx.Response:
+    def post(
+        self,
+        lines: list[dict],
+        batch: int | None = None,
+        attempt: int | None = None,
+        truncated: bool = False,
+        worker: ProtocolWorker | None = None,
+    ) -> httpx.Response:
         if batch is None:
             self.batch += 1
             batch = self.batch
@@ -54,8 +60,10 @@ class Held:
         return reply.json()
 
     def checkpoint(self, batch: int, *types: str) -> None:
-        events = [{"type": t, "name": "one_task", "value": "done" if t == "WORKFLOW_COMPLETED" else None, "time": time.time()}
-                  for t in types]
+        events = [
+            {"type": t, "name": "one_task", "value": "done" if t == "WORKFLOW_COMPLETED" else None, "time": time.time()}
+            for t in types
+        ]
         body = {"attempt": self.job["attempt"], "batch": batch, "events": events}
         self.worker.post(f"/executions/{self.execution_id}/checkpoint", body).raise_for_status()
 
@@ -71,9 +79,21 @@ def held(cluster, workflow_file) -> Iterator[Held]:
     held.close()
 
 
-def line(message: str, stream: str = "stdout", task_id: str | None = None, level: str | None = None,
-         logger: str | None = None) -> dict:
-    return {"time": time.time(), "stream": stream, "task_id": task_id, "level": level, "logger": logger, "message": message}
+def line(
+    message: str,
+    stream: str = "stdout",
+    task_id: str | None = None,
+    level: str | None = None,
+    logger: str | None = None,
+) -> dict:
+    return {
+        "time": time.time(),
+        "stream": stream,
+        "task_id": task_id,
+        "level": level,
+        "logger": logger,
+        "message": message,
+    }
 
 
 def messages(page: dict) -> list[str]:
@@ -133,34 +153,45 @@ class Stream:
 
 
 def test_lines_are_stored_and_read_back_in_order(held):
-    first = held.post([line("hello"), line("oops", "stderr", "echo:1"),
-                       line("note", "log", "echo:1", level="INFO", logger="app.db")])
+    first = held.post(
+        [line("hello"), line("oops", "stderr", "echo:1"), line("note", "log", "echo:1", level="INFO", logger="app.db")]
+    )
     second = held.post([line("bye")])
     page = held.logs()
 
     assert first.json() == {"accepted": 3} and second.json() == {"accepted": 1}
     assert [entry["seq"] for entry in page["lines"]] == [1, 2, 3, 4]
     assert messages(page) == ["hello", "oops", "note", "bye"]
-    assert page["lines"][2] | {"time": 0} == {"seq": 3, "attempt": 1, "time": 0, "stream": "log", "task_id": "echo:1",
-                                              "level": "INFO", "logger": "app.db", "message": "note"}
+    assert page["lines"][2] | {"time": 0} == {
+        "seq": 3,
+        "attempt": 1,
+        "time": 0,
+        "stream": "log",
+        "task_id": "echo:1",
+        "level": "INFO",
+        "logger": "app.db",
+        "message": "note",
+    }
     assert page["next_after"] == 4 and page["truncated"] is False
     assert held.logs(after=4) == {"lines": [], "next_after": 4, "truncated": False}
 
 
 def test_every_filter(held):
-    held.post([
-        line("body"),
-        line("fetch 1", task_id="fetch:1"),
-        line("fetch 2", "stderr", task_id="fetch:2"),
-        line("fetcher", task_id="fetcher:1"),
-        line("underscore", task_id="fetch_x:1"),
-        line("debug", "log", "fetch:1", level="DEBUG", logger="a"),
-        line("warn", "log", "fetch:1", level="WARNING", logger="a"),
-        line("alias", "log", None, level="WARN", logger="a"),
-        line("error", "log", None, level="ERROR", logger="a"),
-        line("custom", "log", None, level="NOTICE", logger="a"),
-        line("flux note", "flux"),
-    ])
+    held.post(
+        [
+            line("body"),
+            line("fetch 1", task_id="fetch:1"),
+            line("fetch 2", "stderr", task_id="fetch:2"),
+            line("fetcher", task_id="fetcher:1"),
+            line("underscore", task_id="fetch_x:1"),
+            line("debug", "log", "fetch:1", level="DEBUG", logger="a"),
+            line("warn", "log", "fetch:1", level="WARNING", logger="a"),
+            line("alias", "log", None, level="WARN", logger="a"),
+            line("error", "log", None, level="ERROR", logger="a"),
+            line("custom", "log", None, level="NOTICE", logger="a"),
+            line("flux note", "flux"),
+        ]
+    )
 
     assert messages(held.logs(task="fetch")) == ["fetch 1", "fetch 2", "debug", "warn"]
     assert messages(held.logs(task="fetch:2")) == ["fetch 2"]
@@ -196,7 +227,9 @@ def test_paging_with_after_and_next_after(held):
 
 def test_unknown_executions_are_404(cluster, held):
     assert httpx.get(f"{cluster.server_url}/executions/nope/logs").status_code == 404
-    assert httpx.get(f"{cluster.server_url}/executions/nope/logs", params={"follow": "true"}).json()["code"] == "not_found"
+    assert (
+        httpx.get(f"{cluster.server_url}/executions/nope/logs", params={"follow": "true"}).json()["code"] == "not_found"
+    )
     assert httpx.get(f"{cluster.server_url}/executions/nope/events", params={"follow": "true"}).status_code == 404
     posted = held.worker.post("/executions/nope/logs", {"attempt": 1, "batch": 1, "lines": []})
     assert posted.status_code == 404
@@ -220,8 +253,9 @@ def test_only_the_holder_may_post(held, cluster):
     try:
         stranger.register()
         refused = held.post([line("not mine")], batch=1, worker=stranger)
-        anonymous = httpx.post(f"{cluster.server_url}/executions/{held.execution_id}/logs",
-                               json={"attempt": 1, "batch": 1, "lines": []})
+        anonymous = httpx.post(
+            f"{cluster.server_url}/executions/{held.execution_id}/logs", json={"attempt": 1, "batch": 1, "lines": []}
+        )
     finally:
         stranger.close()
     assert refused.status_code == 409 and "not held by worker 'stranger'" in refused.json()["detail"]
@@ -242,7 +276,10 @@ def test_a_stale_attempt_is_refused_and_batches_restart_with_the_next_attempt(he
     assert lost.status_code == 409 and stale.status_code == 409 and "stale" in stale.json()["detail"]
     assert fresh.json() == {"accepted": 1}
     assert [(e["attempt"], e["seq"], e["message"]) for e in held.logs()["lines"]] == [
-        (1, 1, "first attempt"), (1, 2, "more"), (2, 3, "second attempt")]
+        (1, 1, "first attempt"),
+        (1, 2, "more"),
+        (2, 3, "second attempt"),
+    ]
     assert messages(held.logs(attempt=2)) == ["second attempt"]
 
 
@@ -264,7 +301,9 @@ def test_limits(held):
     nul = held.post([line("a\x00b")], batch=2)
     long_task = held.post([line("x", task_id="t" * 161)], batch=2)
 
-    assert stored["message"].startswith("é" * 32_768) and stored["message"].endswith("14464 more bytes cut by the server]")
+    assert stored["message"].startswith("é" * 32_768) and stored["message"].endswith(
+        "14464 more bytes cut by the server]"
+    )
     assert len(stored["level"]) == 16 and len(stored["logger"]) == 128
     assert too_many.status_code == 422 and nul.status_code == 422 and long_task.status_code == 422
     assert held.post([line("after the refusals")], batch=2).json() == {"accepted": 1}  # refused batches use no number
@@ -289,8 +328,15 @@ def test_follow_streams_new_lines_and_ends_once_the_execution_has(held):
     assert stream.status == 200 and stream.content_type.startswith("text/event-stream")
     assert first["event"] == "log" and first["id"] == "1" and json.loads(first["data"])["message"] == "before"
     assert live["id"] == "2" and json.loads(live["data"]) | {"time": 0} == {
-        "seq": 2, "attempt": 1, "time": 0, "stream": "stdout", "task_id": "echo:1", "level": None, "logger": None,
-        "message": "live"}
+        "seq": 2,
+        "attempt": 1,
+        "time": 0,
+        "stream": "stdout",
+        "task_id": "echo:1",
+        "level": None,
+        "logger": None,
+        "message": "live",
+    }
     assert arrived_at - posted_at < 1.0  # pushed, not buffered nor polled
     assert [e["event"] for e in rest] == ["end"]
     assert json.loads(rest[0]["data"])["state"] == "COMPLETED"
@@ -300,7 +346,9 @@ def test_follow_resumes_after_last_event_id_with_filters(held):
     held.post([line(f"out {n}") for n in range(1, 6)] + [line("err", "stderr")])
     held.checkpoint(1, "WORKFLOW_STARTED", "WORKFLOW_COMPLETED")
     url = f"{held.cluster.server_url}/executions/{held.execution_id}/logs"
-    resumed = Stream(url, headers={"Accept": "text/event-stream", "Last-Event-ID": "3"}, params={"stream": "stdout", "limit": 1})
+    resumed = Stream(
+        url, headers={"Accept": "text/event-stream", "Last-Event-ID": "3"}, params={"stream": "stdout", "limit": 1}
+    )
     try:
         seen = resumed.until_end()
     finally:
@@ -383,7 +431,9 @@ def test_postgresql_stores_reads_follows_and_cascades(make_cluster, pg_url, work
         held.post([line("one", task_id="echo:1"), line("two", "log", level="ERROR", logger="x" * 200)])
         assert held.post([line("again")], batch=1).json() == {"accepted": 0}
         page = held.logs()
-        stream = Stream(f"{cluster.server_url}/executions/{held.execution_id}/logs", params={"follow": "true", "after": 2})
+        stream = Stream(
+            f"{cluster.server_url}/executions/{held.execution_id}/logs", params={"follow": "true", "after": 2}
+        )
         held.post([line("three")])
         live = stream.next()
         held.checkpoint(1, "WORKFLOW_STARTED", "WORKFLOW_COMPLETED")

@@ -1,9 +1,9 @@
 """0022: worker_resources_gpus gains the device columns (issue 36), up and down."""
 
 import pytest
+from test_migrations import alembic, columns, schema_diff
 
 from flux.server.database import migrate
-from test_migrations import alembic, columns, schema_diff
 
 DEVICE_COLUMNS = {"compute_capability", "mig", "mig_profile", "parent", "unhealthy"}
 

@@ -13,10 +13,30 @@ from flux.server.database import MIGRATIONS, normalise_url
 GiB = 1024**3
 #: Two workers as revision 0014 stored them.
 OLD_ROWS = [
-    dict(worker_id=1, cpu_total=8.0, cpu_available=6.0, memory_total=32 * GiB, memory_available=16 * GiB,
-         disk_total=500 * GiB, disk_free=100 * GiB, cpu_percent=12.5, metrics='{"q": 1.0}', sampled_at=1700000000.0),
-    dict(worker_id=2, cpu_total=2.0, cpu_available=2.0, memory_total=2**62, memory_available=2**61,
-         disk_total=1, disk_free=0, cpu_percent=0.0, metrics="{}", sampled_at=1700000001.0),
+    dict(
+        worker_id=1,
+        cpu_total=8.0,
+        cpu_available=6.0,
+        memory_total=32 * GiB,
+        memory_available=16 * GiB,
+        disk_total=500 * GiB,
+        disk_free=100 * GiB,
+        cpu_percent=12.5,
+        metrics='{"q": 1.0}',
+        sampled_at=1700000000.0,
+    ),
+    dict(
+        worker_id=2,
+        cpu_total=2.0,
+        cpu_available=2.0,
+        memory_total=2**62,
+        memory_available=2**61,
+        disk_total=1,
+        disk_free=0,
+        cpu_percent=0.0,
+        metrics="{}",
+        sampled_at=1700000001.0,
+    ),
 ]
 
 
@@ -38,17 +58,29 @@ def _moves_the_rows_both_ways(url: str) -> None:
     try:
         with engine.begin() as connection:
             for row in OLD_ROWS:
-                connection.execute(sa.text(
-                    "INSERT INTO workers (id, name, state, session_token_hash, labels, max_concurrent_executions, allocation,"
-                    " custom_resources, heartbeat_interval, registered_at, last_heartbeat_at, resources_version,"
-                    " packages_digest, draining) VALUES (:id, :name, 'ONLINE', :token, '{}', 1, 'sample', '{}', 5, 0, 0, 1, '', false)"
-                ), {"id": row["worker_id"], "name": f"w{row['worker_id']}", "token": f"t{row['worker_id']}"})
+                connection.execute(
+                    sa.text(
+                        "INSERT INTO workers (id, name, state, session_token_hash, labels, max_concurrent_executions, allocation,"
+                        " custom_resources, heartbeat_interval, registered_at, last_heartbeat_at, resources_version,"
+                        " packages_digest, draining) VALUES (:id, :name, 'ONLINE', :token, '{}', 1, 'sample', '{}', 5, 0, 0, 1, '', false)"
+                    ),
+                    {"id": row["worker_id"], "name": f"w{row['worker_id']}", "token": f"t{row['worker_id']}"},
+                )
                 names = ", ".join(row)
-                connection.execute(sa.text(f"INSERT INTO worker_resources ({names}) VALUES ({', '.join(':' + n for n in row)})"), row)
+                connection.execute(
+                    sa.text(f"INSERT INTO worker_resources ({names}) VALUES ({', '.join(':' + n for n in row)})"), row
+                )
 
         command.upgrade(config, "head")
         assert {"capacity", "available"} <= _columns(engine)
-        assert not {"cpu_total", "cpu_available", "memory_total", "memory_available", "disk_total", "disk_free"} & _columns(engine)
+        assert not {
+            "cpu_total",
+            "cpu_available",
+            "memory_total",
+            "memory_available",
+            "disk_total",
+            "disk_free",
+        } & _columns(engine)
         table = sa.Table("worker_resources", sa.MetaData(), autoload_with=engine)
         with engine.connect() as connection:
             rows = {r.worker_id: r for r in connection.execute(sa.select(table).order_by(table.c.worker_id))}
@@ -60,9 +92,15 @@ def _moves_the_rows_both_ways(url: str) -> None:
 
         command.downgrade(config, "0014")
         with engine.connect() as connection:
-            back = [dict(r._mapping) for r in connection.execute(sa.text(
-                "SELECT worker_id, cpu_total, cpu_available, memory_total, memory_available, disk_total, disk_free"
-                " FROM worker_resources ORDER BY worker_id"))]
+            back = [
+                dict(r._mapping)
+                for r in connection.execute(
+                    sa.text(
+                        "SELECT worker_id, cpu_total, cpu_available, memory_total, memory_available, disk_total, disk_free"
+                        " FROM worker_resources ORDER BY worker_id"
+                    )
+                )
+            ]
         assert back == [{name: row[name] for name in back[0]} for row in OLD_ROWS]
         assert "capacity" not in _columns(engine)
     finally:

@@ -11,15 +11,15 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from shared import SOURCE
 from sqlalchemy import MetaData, create_engine, inspect
 
 import flux.server.access_models  # noqa: F401 - its tables are part of Base.metadata
-import flux.server.service_models  # noqa: F401 - so are these
 import flux.server.hook_models  # noqa: F401 - and these
 import flux.server.pool_models  # noqa: F401 - and the pools' tables
+import flux.server.service_models  # noqa: F401 - so are these
 from flux.server.database import MIGRATIONS, migrate, normalise_url
 from flux.server.models import Base
-from shared import SOURCE
 
 
 def alembic(url: str) -> SimpleNamespace:
@@ -27,7 +27,9 @@ def alembic(url: str) -> SimpleNamespace:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", normalise_url(url))
-    return SimpleNamespace(upgrade=lambda rev: command.upgrade(config, rev), downgrade=lambda rev: command.downgrade(config, rev))
+    return SimpleNamespace(
+        upgrade=lambda rev: command.upgrade(config, rev), downgrade=lambda rev: command.downgrade(config, rev)
+    )
 
 
 def schema_diff(url: str) -> list:
@@ -79,7 +81,9 @@ def columns(url: str, table: str) -> set[str]:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-@pytest.mark.parametrize(("table", "column", "before"), [("workers", "namespaces", "0017"), ("executions", "failure", "0018")])
+@pytest.mark.parametrize(
+    ("table", "column", "before"), [("workers", "namespaces", "0017"), ("executions", "failure", "0018")]
+)
 def test_a_column_migration_goes_up_and_down(backend, table, column, before, tmp_path, request):
     """0018: workers.namespaces; 0021: executions.failure (docs/failures.md)."""
     url = f"sqlite:///{tmp_path / 'columns.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
@@ -91,7 +95,6 @@ def test_a_column_migration_goes_up_and_down(backend, table, column, before, tmp
     assert schema_diff(url) == []
 
 
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_the_pools_migration_goes_up_and_down(backend, tmp_path, request):
     url = f"sqlite:///{tmp_path / 'pools.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
@@ -101,6 +104,7 @@ def test_the_pools_migration_goes_up_and_down(backend, tmp_path, request):
     assert not {"pools", "pool_workers"} & tables(url)
     migrate(url)
     assert schema_diff(url) == []
+
 
 # --- 0016: namespaces (docs/namespaces.md) -----------------------------------------------
 
@@ -114,22 +118,83 @@ def _fill_before_namespaces(url: str, now: float) -> list[str]:
     ids = [f"{n:032x}" for n in range(1, 6)]
     states = ["COMPLETED", "FAILED", "CANCELLED", "SCHEDULED", "SCHEDULED"]
     with engine.begin() as connection:
-        connection.execute(tables.tables["workflows"].insert(), [dict(
-            id=1, name="etl", version=1, source=SOURCE, source_digest="d" * 64, filename="etl.py", created_at=now)])
-        connection.execute(tables.tables["executions"].insert(), [dict(
-            id=execution_id, workflow_id=1, workflow_name="etl", workflow_version=1, state=state, input={"n": n},
-            attempt=0, crashes=0, max_attempts=3, version_pinned=False, delivered=False, last_seq=1, checkpoint_batch=0,
-            last_log_seq=0, log_batch=0, log_truncated=False, row_version=1, scheduled_at=now + n,
-            finished_at=now + n if state not in ("SCHEDULED",) else None,
-        ) for n, (execution_id, state) in enumerate(zip(ids, states))])
-        connection.execute(tables.tables["execution_events"].insert(), [dict(
-            execution_id=execution_id, seq=1, type="WORKFLOW_SCHEDULED", name="etl", value=None, time=now,
-        ) for execution_id in ids])
-        connection.execute(tables.tables["schedules"].insert(), [dict(
-            name="nightly", workflow_name="etl", cron="0 3 * * *", anchor=0.0, timezone="UTC", overlap="skip",
-            catch_up="latest", catch_up_limit=100, jitter=0.0, paused=True, created_at=now, updated_at=now)])
-        connection.execute(tables.tables["task_cache"].insert(), [dict(
-            key="a" * 64, task_name="square", value=81, created_at=now)])
+        connection.execute(
+            tables.tables["workflows"].insert(),
+            [
+                dict(
+                    id=1,
+                    name="etl",
+                    version=1,
+                    source=SOURCE,
+                    source_digest="d" * 64,
+                    filename="etl.py",
+                    created_at=now,
+                )
+            ],
+        )
+        connection.execute(
+            tables.tables["executions"].insert(),
+            [
+                dict(
+                    id=execution_id,
+                    workflow_id=1,
+                    workflow_name="etl",
+                    workflow_version=1,
+                    state=state,
+                    input={"n": n},
+                    attempt=0,
+                    crashes=0,
+                    max_attempts=3,
+                    version_pinned=False,
+                    delivered=False,
+                    last_seq=1,
+                    checkpoint_batch=0,
+                    last_log_seq=0,
+                    log_batch=0,
+                    log_truncated=False,
+                    row_version=1,
+                    scheduled_at=now + n,
+                    finished_at=now + n if state not in ("SCHEDULED",) else None,
+                )
+                for n, (execution_id, state) in enumerate(zip(ids, states))
+            ],
+        )
+        connection.execute(
+            tables.tables["execution_events"].insert(),
+            [
+                dict(
+                    execution_id=execution_id,
+                    seq=1,
+                    type="WORKFLOW_SCHEDULED",
+                    name="etl",
+                    value=None,
+                    time=now,
+                )
+                for execution_id in ids
+            ],
+        )
+        connection.execute(
+            tables.tables["schedules"].insert(),
+            [
+                dict(
+                    name="nightly",
+                    workflow_name="etl",
+                    cron="0 3 * * *",
+                    anchor=0.0,
+                    timezone="UTC",
+                    overlap="skip",
+                    catch_up="latest",
+                    catch_up_limit=100,
+                    jitter=0.0,
+                    paused=True,
+                    created_at=now,
+                    updated_at=now,
+                )
+            ],
+        )
+        connection.execute(
+            tables.tables["task_cache"].insert(), [dict(key="a" * 64, task_name="square", value=81, created_at=now)]
+        )
     engine.dispose()
     return ids
 

@@ -8,7 +8,6 @@ import time
 
 import httpx
 import pytest
-
 from shared import SOURCE, assert_error
 from waiting import eventually
 
@@ -33,9 +32,18 @@ def test_an_execution_of_another_namespace_is_absent_never_forbidden(http):
 
     assert ours["namespace"] == "team-a" and theirs["namespace"] == "default"
     assert http.get(f"/namespaces/default/executions/{theirs['id']}").json()["id"] == theirs["id"]
-    for path in (f"/namespaces/default/executions/{ours['id']}", f"/executions/{ours['id']}",
-                 f"/namespaces/team-a/executions/{theirs['id']}"):
-        for method, suffix in (("GET", ""), ("GET", "/events"), ("GET", "/logs"), ("GET", "/placement"), ("POST", "/cancel")):
+    for path in (
+        f"/namespaces/default/executions/{ours['id']}",
+        f"/executions/{ours['id']}",
+        f"/namespaces/team-a/executions/{theirs['id']}",
+    ):
+        for method, suffix in (
+            ("GET", ""),
+            ("GET", "/events"),
+            ("GET", "/logs"),
+            ("GET", "/placement"),
+            ("POST", "/cancel"),
+        ):
             answer = http.request(method, path + suffix)
             body = assert_error(answer, 404, "not_found")
             assert body["detail"].startswith("execution '"), (path + suffix, body)
@@ -46,15 +54,22 @@ def test_an_execution_of_another_namespace_is_absent_never_forbidden(http):
 
 
 def test_an_unknown_namespace_is_404_with_its_name_and_a_bad_name_is_the_422_shape(http):
-    for method, path in (("GET", "/namespaces/nope/workflows"), ("POST", "/namespaces/nope/workflows/x/run"),
-                         ("GET", "/namespaces/nope/executions/ab12"), ("GET", "/namespaces/nope"),
-                         ("DELETE", "/namespaces/nope"), ("GET", "/namespaces/nope/watch/executions")):
+    for method, path in (
+        ("GET", "/namespaces/nope/workflows"),
+        ("POST", "/namespaces/nope/workflows/x/run"),
+        ("GET", "/namespaces/nope/executions/ab12"),
+        ("GET", "/namespaces/nope"),
+        ("DELETE", "/namespaces/nope"),
+        ("GET", "/namespaces/nope/watch/executions"),
+    ):
         body = assert_error(http.request(method, path, json={"input": None}), 404, "not_found")
         assert body["detail"] == "namespace 'nope' not found", (method, path)
-    for method, path, body, loc in (("GET", "/namespaces/.hidden/executions", None, ["path", "namespace"]),
-                                    ("GET", "/namespaces/a%20b/workflows", None, ["path", "namespace"]),
-                                    ("POST", "/namespaces", {"name": ".hidden"}, ["body", "name"]),
-                                    ("POST", "/namespaces", {"name": "a" * 129}, ["body", "name"])):
+    for method, path, body, loc in (
+        ("GET", "/namespaces/.hidden/executions", None, ["path", "namespace"]),
+        ("GET", "/namespaces/a%20b/workflows", None, ["path", "namespace"]),
+        ("POST", "/namespaces", {"name": ".hidden"}, ["body", "name"]),
+        ("POST", "/namespaces", {"name": "a" * 129}, ["body", "name"]),
+    ):
         answer = assert_error(http.request(method, path, json=body), 422, "validation_error")
         assert [error["loc"] for error in answer["errors"]] == [loc], answer
     assert_error(http.post("/namespaces", json={"name": "team-a"}), 409, "conflict")
@@ -68,7 +83,10 @@ def test_names_are_unique_within_a_namespace_only(http):
     assert_error(http.post("/schedules", json=schedule), 409, "conflict")
     assert [s["name"] for s in http.get("/namespaces/team-a/schedules").json()] == ["nightly"]
     assert http.delete("/namespaces/team-a/schedules/nightly").status_code == 204
-    assert http.get("/schedules/nightly").status_code == 200 and http.get("/namespaces/team-a/schedules/nightly").status_code == 404
+    assert (
+        http.get("/schedules/nightly").status_code == 200
+        and http.get("/namespaces/team-a/schedules/nightly").status_code == 404
+    )
     versions = http.get("/namespaces/team-a/workflows/x/versions").json()
     assert [v["version"] for v in versions] == [1]
 
@@ -77,7 +95,9 @@ def test_a_schedule_fires_into_its_own_namespace(http):
     register(http, "team-a")
     created = http.post("/namespaces/team-a/schedules", json={"name": "often", "workflow": "x", "every": "1s"})
     assert created.status_code == 201, created.text
-    fired = eventually(lambda: http.get("/namespaces/team-a/executions", params={"schedule": "often"}).json(), 15, "never fired")
+    fired = eventually(
+        lambda: http.get("/namespaces/team-a/executions", params={"schedule": "often"}).json(), 15, "never fired"
+    )
     assert fired[0]["namespace"] == "team-a" and fired[0]["schedule"] == "often"
     assert http.get("/executions").json() == []
     trigger = http.post("/namespaces/team-a/schedules/often/trigger").json()
@@ -100,7 +120,9 @@ def test_show_counts_and_delete_refuses_while_unfinished_unless_forced(http):
     assert_error(http.get(f"/executions/{queued[0]['id']}"), 404, "not_found")
     # made again, it is empty
     assert http.post("/namespaces", json={"name": "team-a"}).status_code == 201
-    assert http.get("/namespaces/team-a/workflows").json() == [] and http.get("/namespaces/team-a/executions").json() == []
+    assert (
+        http.get("/namespaces/team-a/workflows").json() == [] and http.get("/namespaces/team-a/executions").json() == []
+    )
 
 
 def test_an_empty_namespace_is_deleted_at_once_and_the_list_shows_the_rest(http):
@@ -116,20 +138,29 @@ def test_a_namespace_made_on_one_replica_is_usable_on_another_within_a_second(ma
         assert http.get(f"{second.server_url}/namespaces/team-b/workflows").status_code == 404  # its cache knows none
         assert http.post(f"{first.server_url}/namespaces", json={"name": "team-b"}).status_code == 201
         started = time.monotonic()
-        eventually(lambda: http.get(f"{second.server_url}/namespaces/team-b/workflows").status_code == 200, 5, "never seen")
+        eventually(
+            lambda: http.get(f"{second.server_url}/namespaces/team-b/workflows").status_code == 200, 5, "never seen"
+        )
         assert time.monotonic() - started < 2.0
         assert http.delete(f"{first.server_url}/namespaces/team-b").status_code == 200
-        eventually(lambda: http.get(f"{second.server_url}/namespaces/team-b/workflows").status_code == 404, 5, "still seen")
+        eventually(
+            lambda: http.get(f"{second.server_url}/namespaces/team-b/workflows").status_code == 404, 5, "still seen"
+        )
 
 
 def test_the_schema_documents_the_prefix_and_hides_the_aliases(http):
     paths = http.get("/openapi.json").json()["paths"]
     scoped = [p for p in paths if p.startswith("/namespaces/{namespace}/")]
-    assert "/namespaces/{namespace}/executions/{execution_id}" in scoped and "/namespaces/{namespace}/workflows/{name}/run" in scoped
+    assert (
+        "/namespaces/{namespace}/executions/{execution_id}" in scoped
+        and "/namespaces/{namespace}/workflows/{name}/run" in scoped
+    )
     assert not any(p.startswith(("/workflows", "/schedules", "/secrets", "/watch")) or p == "/cache" for p in paths)
     assert "/executions" not in paths and "/executions/{execution_id}/checkpoint" in paths  # the worker's stay
     assert {"/bundles", "/cache/lookup", "/namespaces", "/namespaces/{name}"} <= set(paths)
-    param = next(p for p in paths["/namespaces/{namespace}/executions"]["get"]["parameters"] if p["name"] == "namespace")
+    param = next(
+        p for p in paths["/namespaces/{namespace}/executions"]["get"]["parameters"] if p["name"] == "namespace"
+    )
     assert param["in"] == "path" and param["schema"]["pattern"].startswith("^[A-Za-z0-9_-]")
 
 

@@ -33,7 +33,11 @@ def opened(url: str):
     database = Database(url)
     copy = outbox.Subscriptions(max_age=60.0)
     database.context[outbox.SLOT] = copy
-    database.transaction(lambda s: store.create(s, KEYS, "default", HookCreate(name="h", url="https://example.com/x", events=["execution.failed"])))
+    database.transaction(
+        lambda s: store.create(
+            s, KEYS, "default", HookCreate(name="h", url="https://example.com/x", events=["execution.failed"])
+        )
+    )
     copy.hooks = database.transaction(outbox.subscriptions)
     return database
 
@@ -85,7 +89,9 @@ def test_a_subjects_later_delivery_waits_for_the_earlier_one(both):
         both.transaction(lambda s, subject=subject: outbox.enqueue(s, event(subject)))
     jobs = both.transaction(lambda s: delivery.claim(s, time.time(), set(), {}, lease=30))
     assert [job.body["data"]["execution_id"] for job in jobs] == ["e1", "e2"]
-    assert both.transaction(lambda s: delivery.claim(s, time.time() + 60, set(), {}, lease=30)) == []  # leased, and blocked
+    assert (
+        both.transaction(lambda s: delivery.claim(s, time.time() + 60, set(), {}, lease=30)) == []
+    )  # leased, and blocked
     both.transaction(lambda s: delivery.record(s, jobs[0], Outcome(200, 0.01, None), base=1.0))
     after = both.transaction(lambda s: delivery.claim(s, time.time(), set(), {}, lease=30))
     assert [job.seq for job in after] == [jobs[0].seq + 1]
@@ -98,7 +104,9 @@ def test_a_failure_is_retried_later_until_its_age_then_dead(db):
     assert db.transaction(lambda s: delivery.claim(s, time.time(), set(), {}, lease=30)) == []  # backing off
     [again] = db.transaction(lambda s: delivery.claim(s, time.time() + 1.0, set(), {}, lease=30))
     assert again.number == 2
-    assert db.transaction(lambda s: delivery.record(s, again, Outcome(None, 0.01, "refused"), base=100.0)) == "dead"  # past 60 s
+    assert (
+        db.transaction(lambda s: delivery.record(s, again, Outcome(None, 0.01, "refused"), base=100.0)) == "dead"
+    )  # past 60 s
 
 
 def test_a_full_hook_gets_no_more_and_a_deleted_hooks_deliveries_go(db):

@@ -35,8 +35,15 @@ async def registered(client: FluxClient, names: set[str], timeout: float = 60.0)
 def test_workers_are_forked_from_the_launcher_and_started_from_scratch_without_it(cluster, client, tmp_path):
     token = ServerSettings(home=cluster.home).bootstrap_token_path.read_text().strip()
     provider = LocalProvider(Context(cluster.server_url, str(tmp_path), token))
-    template = {"pool": "quick", "provider": "local", "labels": {"tier": "a"}, "resources": {"accel": 2}, "gpus": 0, "slots": 2,
-                "options": {"worker_args": ["--heartbeat-interval", "0.5", "--warm-children", "0"]}}
+    template = {
+        "pool": "quick",
+        "provider": "local",
+        "labels": {"tier": "a"},
+        "resources": {"accel": 2},
+        "gpus": 0,
+        "slots": 2,
+        "options": {"worker_args": ["--heartbeat-interval", "0.5", "--warm-children", "0"]},
+    }
 
     async def scenario() -> None:
         provider.prepare()  # what the first pass that sees a local pool does
@@ -52,7 +59,9 @@ def test_workers_are_forked_from_the_launcher_and_started_from_scratch_without_i
             assert online[name]["max_concurrent_executions"] == 2
         await provider.close()  # the server stops: its workers drain and exit, the launcher with them
         for pid in (int(forked["quick-forked"]), int(fresh["quick-fresh"])):
-            assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
+            assert (
+                not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
+            )
         assert provider.launcher.process.returncode is not None
 
     asyncio.run(scenario())

@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 
 import httpx
-
 from shared import assert_error, flux
 from waiting import eventually
 
-GOOD = {"resources": {"cpu": 8, "memory": "32Gi", "gpu": 1, "accel": 2}, "provider": "command", "options": {"command": ["true"]}}
+GOOD = {
+    "resources": {"cpu": 8, "memory": "32Gi", "gpu": 1, "accel": 2},
+    "provider": "command",
+    "options": {"command": ["true"]},
+}
 
 
 BAD = [
@@ -37,10 +40,15 @@ def test_bad_pools_are_refused_with_the_reason(cluster):
 
 
 def test_create_show_list_apply_delete(cluster, client):
-    created = client.create_pool("gpu-a100", labels={"accel": "a100"}, packages=["torch==2.5.1"], max=20,
-                                 idle_timeout="5m", **GOOD)
+    created = client.create_pool(
+        "gpu-a100", labels={"accel": "a100"}, packages=["torch==2.5.1"], max=20, idle_timeout="5m", **GOOD
+    )
     assert (created["resources"], created["idle_timeout"], created["min"], created["max"]) == (
-        {"cpu": 8.0, "memory": 32 * 1024**3, "accel": 2.0, "gpu": 1}, 300.0, 0, 20)
+        {"cpu": 8.0, "memory": 32 * 1024**3, "accel": 2.0, "gpu": 1},
+        300.0,
+        0,
+        20,
+    )
     assert created["options"] == {"command": ["true"], "timeout": 60.0}
     assert_error(httpx.post(f"{cluster.server_url}/pools", json={"name": "gpu-a100", **GOOD}), 409, "conflict")
     assert_error(httpx.get(f"{cluster.server_url}/pools/nope"), 404, "not_found")
@@ -58,16 +66,40 @@ def test_create_show_list_apply_delete(cluster, client):
 
 def test_the_command_line_creates_applies_shows_and_deletes(cluster, tmp_path):
     url = cluster.server_url
-    flux("pool", "create", "cpu", "--resources", "cpu=2,memory=4Gi", "--labels", "tier=batch,zone=a", "--min", "0",
-         "--max", "3", "--idle-timeout", "90s", "--provider", "command", "--command", "true --quiet", server_url=url)
+    flux(
+        "pool",
+        "create",
+        "cpu",
+        "--resources",
+        "cpu=2,memory=4Gi",
+        "--labels",
+        "tier=batch,zone=a",
+        "--min",
+        "0",
+        "--max",
+        "3",
+        "--idle-timeout",
+        "90s",
+        "--provider",
+        "command",
+        "--command",
+        "true --quiet",
+        server_url=url,
+    )
     config = tmp_path / "pools.toml"
-    config.write_text('[pools.gpu]\nresources = {cpu = 8, gpu = 1}\nmax = 2\nprovider = "kubernetes"\n'
-                      '[pools.gpu.options]\nnamespace = "flux"\ndeployment = "workers-gpu"\n')
+    config.write_text(
+        '[pools.gpu]\nresources = {cpu = 8, gpu = 1}\nmax = 2\nprovider = "kubernetes"\n'
+        '[pools.gpu.options]\nnamespace = "flux"\ndeployment = "workers-gpu"\n'
+    )
     flux("pool", "apply", str(config), server_url=url)
     listed = json.loads(flux("pool", "list", "--format", "json", server_url=url).stdout)
     assert {p["name"]: p["provider"] for p in listed} == {"cpu": "command", "gpu": "kubernetes"}
     cpu = json.loads(flux("pool", "show", "cpu", "--format", "json", server_url=url).stdout)
-    assert (cpu["labels"], cpu["idle_timeout"], cpu["options"]["command"]) == ({"tier": "batch", "zone": "a"}, 90.0, ["true", "--quiet"])
+    assert (cpu["labels"], cpu["idle_timeout"], cpu["options"]["command"]) == (
+        {"tier": "batch", "zone": "a"},
+        90.0,
+        ["true", "--quiet"],
+    )
     assert "idle_timeout" in flux("pool", "show", "cpu", server_url=url).stdout
     bad = flux("pool", "create", "x", "--resources", "cpu", "--provider", "local", server_url=url, check=False)
     assert bad.returncode == 2 and "Invalid value for --resources: 'cpu' is not KEY=VALUE" in bad.stderr

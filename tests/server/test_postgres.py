@@ -68,9 +68,14 @@ def _start_workers(servers, count=2):
     urls = [s.server_url for s in servers]
     for i in range(count):
         primary = servers[i % len(servers)]
-        ordered = ",".join(urls[i % len(urls):] + urls[: i % len(urls)])  # attached to a different replica each
-        primary.start_worker(f"w{i}", max_concurrent_executions=20, runner="inprocess", heartbeat_interval=0.5,
-                             extra_args=("--server-url", ordered))
+        ordered = ",".join(urls[i % len(urls) :] + urls[: i % len(urls)])  # attached to a different replica each
+        primary.start_worker(
+            f"w{i}",
+            max_concurrent_executions=20,
+            runner="inprocess",
+            heartbeat_interval=0.5,
+            extra_args=("--server-url", ordered),
+        )
 
 
 def _submit(servers, workflow_file, n, workflow="trivial"):
@@ -97,7 +102,9 @@ def test_two_replicas_500_executions_each_completes_exactly_once(replicas, workf
     _start_workers(replicas)
     clients, ids = _submit(replicas, workflow_file, 500)
     _wait_all_completed(pg_url, 500, timeout=240)
-    started = sql(pg_url, "SELECT execution_id, count(*) FROM execution_events WHERE type = 'WORKFLOW_STARTED' GROUP BY 1")
+    started = sql(
+        pg_url, "SELECT execution_id, count(*) FROM execution_events WHERE type = 'WORKFLOW_STARTED' GROUP BY 1"
+    )
     assert len(started) == 500 and {count for _, count in started} == {1}
     outputs = dict(sql(pg_url, "SELECT id, output::text FROM executions"))
     assert all(outputs[i] == str(n) for n, i in enumerate(ids))
@@ -115,7 +122,9 @@ def test_replica_killed_mid_run_the_rest_finish_on_the_other(replicas, workflow_
     assert in_flight > 0, "the replica died after all the work was done: nothing was tested"
     _wait_all_completed(pg_url, 200, timeout=240)
     assert "switching to server" in replicas[0].log("worker-w0")  # w0 was attached to the dead replica
-    completed = sql(pg_url, "SELECT execution_id, count(*) FROM execution_events WHERE type = 'WORKFLOW_COMPLETED' GROUP BY 1")
+    completed = sql(
+        pg_url, "SELECT execution_id, count(*) FROM execution_events WHERE type = 'WORKFLOW_COMPLETED' GROUP BY 1"
+    )
     assert len(completed) == 200 and {count for _, count in completed} == {1}
     for client in clients:
         client.close()

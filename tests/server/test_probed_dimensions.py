@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import httpx
 import pytest
-
 from protocol import ONE_TASK, GiB, ProtocolWorker, metric, sample
 from waiting import eventually
 
@@ -40,7 +39,11 @@ def test_a_probed_dimension_is_stored_shown_and_judged_by_the_same_rule(cluster,
 def test_a_request_for_it_is_placed_by_what_the_worker_has(cluster, client, worker, workflow_file):
     """The server here has no filter of its own for scratch: it is counted as a custom resource."""
     worker.register(capacity={"scratch": 100 * GiB}, available={"scratch": 40 * GiB})
-    client.register_file(workflow_file(ONE_TASK.replace("@workflow", '@workflow.with_options(requests={"resources": {"scratch": 30 * 1024**3}})')))
+    client.register_file(
+        workflow_file(
+            ONE_TASK.replace("@workflow", '@workflow.with_options(requests={"resources": {"scratch": 30 * 1024**3}})')
+        )
+    )
     execution = client.run("one_task", 1)
     job = eventually(lambda: worker.claim(wait=2)["executions"], 10, "never claimed")[0]
     assert job["id"] == execution["id"]

@@ -74,15 +74,27 @@ EXPECTED = {
     ("PATCH", "/namespaces/{name}"): Role.ADMIN,  # its weight and quota (docs/contention.md)
 }
 #: Operations about no namespace: a token of another namespace is judged by its role alone.
-UNNAMESPACED = {op for op, role in EXPECTED.items() if role == "fleet" or op[1].startswith(("/workers", "/pools", "/tokens", "/audit"))}
+UNNAMESPACED = {
+    op
+    for op, role in EXPECTED.items()
+    if role == "fleet" or op[1].startswith(("/workers", "/pools", "/tokens", "/audit"))
+}
 UNNAMESPACED |= {("GET", "/namespaces"), ("POST", "/namespaces")}  # the list shows each token what it sees
 UNNAMESPACED |= {("POST", "/bundles")}  # a bundle is stored once for all; registering it is namespaced
 #: The worker protocol and what needs no token: not client operations.
 NOT_CLIENT = {
-    ("GET", "/health"), ("GET", "/metrics"), ("GET", "/whoami"), ("POST", "/workers/register"),
-    ("POST", "/workers/{name}/heartbeat"), ("POST", "/workers/{name}/claim"), ("POST", "/workers/{name}/shutdown"),
-    ("POST", "/executions/{execution_id}/checkpoint"), ("POST", "/executions/{execution_id}/logs"),
-    ("POST", "/executions/{execution_id}/secrets"), ("GET", "/bundles/{sha256}"), ("POST", "/cache/lookup"),
+    ("GET", "/health"),
+    ("GET", "/metrics"),
+    ("GET", "/whoami"),
+    ("POST", "/workers/register"),
+    ("POST", "/workers/{name}/heartbeat"),
+    ("POST", "/workers/{name}/claim"),
+    ("POST", "/workers/{name}/shutdown"),
+    ("POST", "/executions/{execution_id}/checkpoint"),
+    ("POST", "/executions/{execution_id}/logs"),
+    ("POST", "/executions/{execution_id}/secrets"),
+    ("GET", "/bundles/{sha256}"),
+    ("POST", "/cache/lookup"),
 }
 
 
@@ -125,7 +137,9 @@ def call(url: str, method: str, path: str, token: str) -> httpx.Response:
     concrete = path.replace("{execution_id}", "0" * 32).replace("{name}", "nope").replace("{namespace}", "default")
     headers = {"Authorization": f"Bearer {token}"}
     if path == "/bundles":
-        return httpx.request(method, url + concrete, content=b"", headers={**headers, "Content-Type": "application/zip"})
+        return httpx.request(
+            method, url + concrete, content=b"", headers={**headers, "Content-Type": "application/zip"}
+        )
     body = {} if method in ("POST", "PUT", "PATCH") else None
     return httpx.request(method, url + concrete, json=body, headers=headers, timeout=30)
 
@@ -177,7 +191,9 @@ def test_each_role_is_allowed_what_its_role_allows_and_refused_the_rest(server, 
     for _, needed, response, what in answers(server, role, "all"):
         if allowed(role, True, needed):
             assert response.status_code not in (401, 403), what
-            assert "namespace 'default' not found" not in response.text, what  # a 404 is the thing's, not the namespace's
+            assert "namespace 'default' not found" not in response.text, (
+                what
+            )  # a 404 is the thing's, not the namespace's
         else:
             assert response.status_code == 403, what
             body = response.json()
@@ -212,7 +228,11 @@ def test_whoami_answers_any_valid_token_and_no_other(server):
     url, tokens, _ = server
     for (role, scope), token in tokens.items():
         who = httpx.get(f"{url}/whoami", headers={"Authorization": f"Bearer {token}"}).json()
-        assert who == {"name": f"{role}-{scope}", "role": role.value, "namespaces": None if scope == "all" else ["other"]}
+        assert who == {
+            "name": f"{role}-{scope}",
+            "role": role.value,
+            "namespaces": None if scope == "all" else ["other"],
+        }
     assert httpx.get(f"{url}/whoami", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).json()["name"] == "api-token"
     assert httpx.get(f"{url}/whoami", headers={"Authorization": "Bearer flux_nope"}).status_code == 401
     assert httpx.get(f"{url}/whoami").status_code == 401
@@ -221,13 +241,17 @@ def test_whoami_answers_any_valid_token_and_no_other(server):
 def test_a_developer_of_one_namespace_registers_a_bundle_there(server, tmp_path):
     """The upload (``POST /bundles``, stored once for every namespace) is not judged in
     ``default``; the registration that follows is, in the token's namespace."""
-    from flux.client import FluxClient, FluxClientError
     from shared import SOURCE
+
+    from flux.client import FluxClient, FluxClientError
 
     url, tokens, _ = server
     (tmp_path / "flows.py").write_text(SOURCE)
     with FluxClient(url, api_token=tokens[Role.DEVELOPER, "other"], namespace="other") as client:
         assert [w["name"] for w in client.register(tmp_path / "flows.py")] == ["x"]
-    with FluxClient(url, api_token=tokens[Role.DEVELOPER, "other"]) as client, pytest.raises(FluxClientError) as refused:
+    with (
+        FluxClient(url, api_token=tokens[Role.DEVELOPER, "other"]) as client,
+        pytest.raises(FluxClientError) as refused,
+    ):
         client.register(tmp_path / "flows.py")
     assert refused.value.status == 404 and "namespace 'default' not found" in str(refused.value)

@@ -9,10 +9,10 @@ import socket
 
 import httpx
 import pytest
-
-from flux.server.registry import Member
 from protocol import ProtocolWorker, metric
 from waiting import eventually
+
+from flux.server.registry import Member
 
 pytestmark = pytest.mark.integration
 
@@ -66,12 +66,17 @@ def _hung_up_claim(server_url: str, worker: ProtocolWorker, wait: float) -> None
     url = httpx.URL(server_url)
     body = json.dumps({"wait": wait}).encode()
     with socket.create_connection((url.host, url.port), timeout=5) as conn:
-        conn.sendall(f"POST /workers/{worker.name}/claim HTTP/1.1\r\nHost: {url.host}\r\nAuthorization: Bearer {worker.token}\r\n"
-                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        conn.sendall(
+            f"POST /workers/{worker.name}/claim HTTP/1.1\r\nHost: {url.host}\r\nAuthorization: Bearer {worker.token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
         eventually(lambda: metric(server_url, "flux_long_poll_waiters") >= 1, timeout=10)
 
 
-def test_a_claim_that_hung_up_stops_listening_and_what_was_placed_meanwhile_stays_undelivered(cluster, client, workflow_file):
+def test_a_claim_that_hung_up_stops_listening_and_what_was_placed_meanwhile_stays_undelivered(
+    cluster, client, workflow_file
+):
     client.register_file(workflow_file(SOURCE))
     worker = ProtocolWorker(cluster.server_url, cluster.home, "gone", heartbeat_interval=5)
     try:

@@ -8,11 +8,11 @@ import time
 
 import httpx
 import pytest
-
-import flux.client.sdk
 from protocol import metric
 from shared import assert_error
 from waiting import eventually
+
+import flux.client.sdk
 
 pytestmark = pytest.mark.integration
 

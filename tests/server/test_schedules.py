@@ -13,11 +13,11 @@ import time
 
 import httpx
 import pytest
+from shared import flux
+from waiting import eventually
 
 from flux.client import FluxClient
 from flux.local import LocalCluster
-from shared import flux
-from waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -42,10 +42,15 @@ def test_schedules_through_the_api_and_the_cli(cluster, client, workflow_file):
     client.register_file(workflow_file(NAP))
     url = f"{cluster.server_url}/schedules"
     bad = [
-        ({"cron": "61 * * * *"}, "cron"), ({"every": 0}, "every"), ({"every": "-5s"}, "every"),
-        ({"every": "5m", "timezone": "Mars/Olympus_Mons"}, "timezone"), ({}, "exactly one of cron, every or at"),
-        ({"cron": "@daily", "workflow": "no_such_workflow"}, "no_such_workflow"), ({"at": "2001-01-01T00:00:00"}, "in the past"),
-        ({"every": "1m", "overlap": "sometimes"}, "overlap"), ({"every": "1m", "catch_up": "some"}, "catch_up"),
+        ({"cron": "61 * * * *"}, "cron"),
+        ({"every": 0}, "every"),
+        ({"every": "-5s"}, "every"),
+        ({"every": "5m", "timezone": "Mars/Olympus_Mons"}, "timezone"),
+        ({}, "exactly one of cron, every or at"),
+        ({"cron": "@daily", "workflow": "no_such_workflow"}, "no_such_workflow"),
+        ({"at": "2001-01-01T00:00:00"}, "in the past"),
+        ({"every": "1m", "overlap": "sometimes"}, "overlap"),
+        ({"every": "1m", "catch_up": "some"}, "catch_up"),
     ]
     for fields, reason in bad:
         reply = httpx.post(url, json={"name": "bad", "workflow": "nap", **fields})
@@ -53,12 +58,27 @@ def test_schedules_through_the_api_and_the_cli(cluster, client, workflow_file):
         assert reason in reply.text and reply.json()["code"] in ("validation_error", "invalid")
     assert client.list_schedules() == []  # nothing stored
 
-    created = flux("schedule", "create", "nightly", "nap", "--cron", "30 2 * * *", "--timezone", "America/New_York",
-                   "--input", "0", "--format", "json", server_url=cluster.server_url)
+    created = flux(
+        "schedule",
+        "create",
+        "nightly",
+        "nap",
+        "--cron",
+        "30 2 * * *",
+        "--timezone",
+        "America/New_York",
+        "--input",
+        "0",
+        "--format",
+        "json",
+        server_url=cluster.server_url,
+    )
     nightly = json.loads(created.stdout)
     assert nightly["kind"] == "cron" and nightly["overlap"] == "skip" and nightly["catch_up"] == "latest"
     assert len(nightly["next_fire_times"]) == 5
-    assert all("T02:30:00" in t or "T03:00:00" in t for t in nightly["next_fire_times"])  # 03:00 on a spring-forward day
+    assert all(
+        "T02:30:00" in t or "T03:00:00" in t for t in nightly["next_fire_times"]
+    )  # 03:00 on a spring-forward day
     refused = flux("schedule", "create", "x", "nap", "--every", "0s", server_url=cluster.server_url, check=False)
     assert refused.returncode == 2 and "more than 0 seconds" in refused.stderr
     assert "nightly" in flux("schedule", "list", server_url=cluster.server_url).stdout
@@ -69,17 +89,26 @@ def test_schedules_through_the_api_and_the_cli(cluster, client, workflow_file):
     assert [e["schedule"] for e in fired] == ["often", "often"]
     assert fired[1]["scheduled_for"] - fired[0]["scheduled_for"] == 1.0 and fired[0]["scheduled_for"].is_integer()
     assert all(0 <= e["scheduled_at"] - e["scheduled_for"] < 1 for e in fired)
-    listed = json.loads(flux("execution", "list", "--schedule", "often", "--format", "json", server_url=cluster.server_url).stdout)
+    listed = json.loads(
+        flux("execution", "list", "--schedule", "often", "--format", "json", server_url=cluster.server_url).stdout
+    )
     assert listed and {e["schedule"] for e in listed} == {"often"}
     assert client.list_executions(schedule="nightly") == []
 
-    assert flux("schedule", "pause", "often", "--format", "json", server_url=cluster.server_url).stdout.count('"paused": true') == 1
+    assert (
+        flux("schedule", "pause", "often", "--format", "json", server_url=cluster.server_url).stdout.count(
+            '"paused": true'
+        )
+        == 1
+    )
     time.sleep(0.3)
     count = len(runs(client, "often"))
     time.sleep(1.5)
     assert len(runs(client, "often")) == count  # paused: nothing fires
     assert client.show_schedule("often")["next_fire_times"] == []
-    triggered = json.loads(flux("schedule", "trigger", "often", "--format", "json", server_url=cluster.server_url).stdout)
+    triggered = json.loads(
+        flux("schedule", "trigger", "often", "--format", "json", server_url=cluster.server_url).stdout
+    )
     assert triggered["schedule"] == "often" and len(runs(client, "often")) == count + 1
     resumed = client.resume_schedule("often")
     assert not resumed["paused"] and len(resumed["next_fire_times"]) == 5
@@ -91,7 +120,9 @@ def test_schedules_through_the_api_and_the_cli(cluster, client, workflow_file):
     assert httpx.get(f"{url}/often").status_code == 404
     assert runs(client, "often")  # its runs stay
     metrics = httpx.get(f"{cluster.server_url}/metrics").text
-    assert 'flux_schedule_fires_total{how="due"}' in metrics and 'flux_schedule_fires_total{how="trigger"} 1.0' in metrics
+    assert (
+        'flux_schedule_fires_total{how="due"}' in metrics and 'flux_schedule_fires_total{how="trigger"} 1.0' in metrics
+    )
     assert "flux_schedule_lateness_seconds_count" in metrics
 
 
@@ -116,14 +147,18 @@ def test_overlap_policies_with_runs_longer_than_the_interval(cluster, client, wo
     done = {}
     for policy in policies:
         done[policy] = eventually(
-            lambda p=policy: (lambda r: r if all(e["state"] in ("COMPLETED", "CANCELLED") for e in r) else None)(runs(client, p)),
+            lambda p=policy: (lambda r: r if all(e["state"] in ("COMPLETED", "CANCELLED") for e in r) else None)(
+                runs(client, p)
+            ),
             timeout=30,
         )
     skip, queue_one, allow_all, cancel_previous = (done[p] for p in policies)
     assert 2 <= len(skip) <= 4 and not _overlapping(skip)
     assert {e["state"] for e in skip} == {"COMPLETED"}
     assert 2 <= len(queue_one) <= 4 and not _overlapping(queue_one)
-    assert any(e["scheduled_at"] - e["scheduled_for"] > 0.5 for e in queue_one)  # held, then started when the run before ended
+    assert any(
+        e["scheduled_at"] - e["scheduled_for"] > 0.5 for e in queue_one
+    )  # held, then started when the run before ended
     assert len(allow_all) >= 5 and _overlapping(allow_all)
     assert len(cancel_previous) >= 5
     assert {e["state"] for e in cancel_previous[:-1]} == {"CANCELLED"}  # each replaced by the next

@@ -9,14 +9,13 @@ import time
 
 import httpx
 import pytest
+from shared import assert_error, flux
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from flux.domain.policy import ExecutionPolicy
 from flux.server.models import Base, ScheduleModel
 from flux.server.schedules.firing import fire_due
-from shared import flux
-from shared import assert_error
 
 NAP = """
     from flux import workflow
@@ -27,9 +26,14 @@ NAP = """
 """
 
 OUT_OF_RANGE = [
-    ({"every": 1e-9}, "every"), ({"every": "250ms"}, "every"), ({"every": 1e20}, "every"),
-    ({"at": 1e300}, "at"), ({"at": -1e18}, "at"), ({"at": "0001-01-01T00:00:00+14:00"}, "at"),
-    ({"every": 60, "anchor": 1e300}, "anchor"), ({"every": 60, "anchor": -1e18}, "anchor"),
+    ({"every": 1e-9}, "every"),
+    ({"every": "250ms"}, "every"),
+    ({"every": 1e20}, "every"),
+    ({"at": 1e300}, "at"),
+    ({"at": -1e18}, "at"),
+    ({"at": "0001-01-01T00:00:00+14:00"}, "at"),
+    ({"every": 60, "anchor": 1e300}, "anchor"),
+    ({"every": 60, "anchor": -1e18}, "anchor"),
 ]
 
 
@@ -39,8 +43,9 @@ def test_schedule_times_outside_the_domain_are_a_422_naming_the_field(cluster, c
     client.create_schedule("ok", "nap", every="1h")
     with httpx.Client(base_url=cluster.server_url, timeout=10) as http:
         for fields, field in OUT_OF_RANGE:
-            body = assert_error(http.post("/schedules", json={"name": "bad", "workflow": "nap", **fields}), 422,
-                                "validation_error")
+            body = assert_error(
+                http.post("/schedules", json={"name": "bad", "workflow": "nap", **fields}), 422, "validation_error"
+            )
             assert f"{field}:" in body["detail"], (fields, body)
             patched = http.patch("/schedules/ok", json=fields)  # a field rule (every) or a domain rule (at, anchor)
             body = assert_error(patched, 422, "validation_error" if field == "every" else "invalid")
@@ -61,7 +66,9 @@ def test_a_stored_schedule_that_cannot_advance_is_paused_with_a_reason_at_start(
     cluster.stop_server()
     now = time.time()
     with sqlite3.connect(cluster.home / "flux.db") as db:  # as an older version stored them
-        db.execute("UPDATE schedules SET every = 1e-9, next_due = ?, next_fire_at = ? WHERE name = 'tiny'", (now - 5, now - 5))
+        db.execute(
+            "UPDATE schedules SET every = 1e-9, next_due = ?, next_fire_at = ? WHERE name = 'tiny'", (now - 5, now - 5)
+        )
         db.execute("UPDATE schedules SET anchor = 1e300 WHERE name = 'far'")
     cluster.start_server()
     with httpx.Client(base_url=cluster.server_url, timeout=10) as http:
@@ -69,7 +76,11 @@ def test_a_stored_schedule_that_cannot_advance_is_paused_with_a_reason_at_start(
         assert tiny["paused"] and "every: must be between 1 second and" in tiny["paused_reason"]
         assert tiny["next_fire_times"] == []
         far = http.get("/schedules/far").json()
-        assert far["paused"] and far["paused_reason"].startswith("anchor: 1e+300 is not a time") and far["anchor"] == "1e+300"
+        assert (
+            far["paused"]
+            and far["paused_reason"].startswith("anchor: 1e+300 is not a time")
+            and far["anchor"] == "1e+300"
+        )
         fine = http.get("/schedules/fine").json()
         assert not fine["paused"] and fine["paused_reason"] is None and len(fine["next_fire_times"]) == 5
         assert http.get("/workflows").status_code == 200  # the server answers
@@ -90,10 +101,24 @@ def test_the_firing_pass_pauses_a_schedule_that_cannot_advance(tmp_path):
     Base.metadata.create_all(engine)
     now = time.time()
     with Session(engine) as session:
-        session.add(ScheduleModel(
-            name="tiny", workflow_name="nap", every=1e-9, anchor=0.0, timezone="UTC", overlap="skip", catch_up="latest",
-            catch_up_limit=100, jitter=0.0, paused=False, next_due=now - 5, next_fire_at=now - 5, created_at=now, updated_at=now,
-        ))
+        session.add(
+            ScheduleModel(
+                name="tiny",
+                workflow_name="nap",
+                every=1e-9,
+                anchor=0.0,
+                timezone="UTC",
+                overlap="skip",
+                catch_up="latest",
+                catch_up_limit=100,
+                jitter=0.0,
+                paused=False,
+                next_due=now - 5,
+                next_fire_at=now - 5,
+                created_at=now,
+                updated_at=now,
+            )
+        )
         session.flush()
         done = fire_due(session, now, ExecutionPolicy())
         row = session.query(ScheduleModel).one()

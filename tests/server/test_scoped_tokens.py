@@ -8,7 +8,6 @@ import time
 
 import httpx
 import pytest
-
 from protocol import ONE_TASK, ProtocolWorker
 
 API_TOKEN = "client-secret-token"
@@ -29,7 +28,9 @@ def guarded(make_cluster, monkeypatch, workflow_file):
 
 
 def call(cluster, method: str, path: str, token: str, json=None) -> int:
-    return httpx.request(method, f"{cluster.server_url}{path}", json=json, headers={"Authorization": f"Bearer {token}"}).status_code
+    return httpx.request(
+        method, f"{cluster.server_url}{path}", json=json, headers={"Authorization": f"Bearer {token}"}
+    ).status_code
 
 
 def test_the_bootstrap_token_only_registers(guarded):
@@ -55,7 +56,9 @@ def test_a_session_token_acts_only_for_its_own_worker_and_executions(guarded):
             job = (worker.claim(wait=1)["executions"] or [None])[0] or (other.claim(wait=1)["executions"] or [None])[0]
             if job:
                 break
-        holder, stranger = (worker, other) if client.execution(execution["id"])["worker_name"] == "w1" else (other, worker)
+        holder, stranger = (
+            (worker, other) if client.execution(execution["id"])["worker_name"] == "w1" else (other, worker)
+        )
         events = {"attempt": job["attempt"], "batch": 1, "events": [{"type": "WORKFLOW_STARTED", "time": time.time()}]}
         assert stranger.post(f"/executions/{job['id']}/checkpoint", events).status_code == 409
         assert holder.post(f"/executions/{job['id']}/checkpoint", events).status_code == 200

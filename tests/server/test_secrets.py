@@ -12,12 +12,12 @@ import sys
 
 import httpx
 import pytest
+from shared import flux
 
 from flux.client import FluxClient
 from flux.local import free_port
 from flux.server.secrets import HOME_KEY, home_key
 from flux.server.settings import redact_url
-from shared import flux
 
 
 def mode(path) -> int:
@@ -41,9 +41,22 @@ def test_the_start_up_line_never_shows_the_database_password(tmp_path):
     # Nothing listens on this port: the server prints its start-up line, then fails to migrate.
     url = f"postgresql://flux:s3cret@127.0.0.1:{free_port()}/flux"
     result = subprocess.run(
-        [sys.executable, "-m", "flux.cli", "start", "server", "--home", str(tmp_path / "home"),
-         "--port", str(free_port()), "--database-url", url],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "flux.cli",
+            "start",
+            "server",
+            "--home",
+            str(tmp_path / "home"),
+            "--port",
+            str(free_port()),
+            "--database-url",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     output = result.stdout + result.stderr
     assert "postgresql://flux:***@127.0.0.1" in output
@@ -97,8 +110,13 @@ def test_secrets_work_out_of_the_box_with_a_key_made_in_the_home(make_cluster, t
     key = cluster.home / HOME_KEY
     assert mode(key) == 0o600 and len(key.read_text().strip()) == 44  # one Fernet key
     cluster.start_worker("w1")
-    stored = subprocess.run([sys.executable, "-m", "flux.cli", "secret", "set", "API_KEY", "--server-url", cluster.server_url],
-                            input="s3cret-value\n", capture_output=True, text=True, timeout=60)
+    stored = subprocess.run(
+        [sys.executable, "-m", "flux.cli", "secret", "set", "API_KEY", "--server-url", cluster.server_url],
+        input="s3cret-value\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert stored.returncode == 0, stored.stderr
     source = tmp_path / "needs_secrets.py"
     source.write_text(NEEDS_SECRETS)
@@ -107,7 +125,9 @@ def test_secrets_work_out_of_the_box_with_a_key_made_in_the_home(make_cluster, t
         assert client.run("uses", wait=60)["output"] == len("s3cret-value")
         failed = client.run("misses", wait=60)
     assert failed["state"] == "FAILED"
-    assert "SecretsUnavailable: secret(s) not set in namespace 'default': MISSING_ONE" in failed["error"], failed["error"]
+    assert "SecretsUnavailable: secret(s) not set in namespace 'default': MISSING_ONE" in failed["error"], failed[
+        "error"
+    ]
     assert "(set with: flux secret set MISSING_ONE)" in failed["error"]
     assert "AskFailed" not in failed["error"]
     listed = flux("secret", "list", server_url=cluster.server_url).stdout

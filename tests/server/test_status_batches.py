@@ -10,10 +10,10 @@ import sqlite3
 import time
 
 import pytest
-
-from flux.client import FluxClient
 from protocol import ONE_TASK, GiB, ProtocolWorker, metric, sample, statements
 from waiting import eventually
+
+from flux.client import FluxClient
 
 NEEDS_6_GIB = ONE_TASK.replace("@workflow", '@workflow.with_options(requests={"memory": 6 * 1024**3})')
 

@@ -44,7 +44,12 @@ def test_workflow_calls_refuse_coerced_values(http):
     for value in (True, "1"):
         body = {"source": SOURCE, "workflows": [{"name": "x", "pending_timeout": value}]}
         assert_refused(http.post("/workflows", json=body), ["body", "workflows", 0, "pending_timeout"])
-    assert http.post("/workflows", json={"source": SOURCE, "workflows": [{"name": "x", "pending_timeout": 60}]}).status_code == 201
+    assert (
+        http.post(
+            "/workflows", json={"source": SOURCE, "workflows": [{"name": "x", "pending_timeout": 60}]}
+        ).status_code
+        == 201
+    )
     for value in (True, "1", 1.0):
         assert_refused(http.post("/workflows/x/run", json={"version": value}), ["body", "version"])
     assert http.post("/workflows/x/run", json={"version": 1}).status_code == 201
@@ -68,6 +73,11 @@ def test_worker_calls_refuse_coerced_values(http):
     assert_refused(http.post("/workers/raw/claim", json={"wait": "0"}, headers=auth), ["body", "wait"])
     assert http.post("/workers/raw/claim", json={"wait": 0}, headers=auth).status_code == 200
     event = {"type": "TASK_STARTED", "time": time.time()}
-    assert_refused(http.post("/executions/e/checkpoint", json={"attempt": True, "batch": 1, "events": [event]}, headers=auth), ["body", "attempt"])
+    assert_refused(
+        http.post("/executions/e/checkpoint", json={"attempt": True, "batch": 1, "events": [event]}, headers=auth),
+        ["body", "attempt"],
+    )
     stringly_timed = {"attempt": 1, "batch": 1, "events": [{**event, "time": "now"}]}
-    assert_refused(http.post("/executions/e/checkpoint", json=stringly_timed, headers=auth), ["body", "events", 0, "time"])
+    assert_refused(
+        http.post("/executions/e/checkpoint", json=stringly_timed, headers=auth), ["body", "events", 0, "time"]
+    )

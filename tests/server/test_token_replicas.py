@@ -9,7 +9,6 @@ import time
 
 import httpx
 import psycopg
-
 from waiting import eventually
 
 WITHIN = 5.0
@@ -44,7 +43,9 @@ def test_revoked_and_expired_tokens_are_refused_on_both_replicas_within_5_s(repl
     with psycopg.connect(pg_url, autocommit=True) as connection:  # no notification: the replicas' refresh alone
         connection.execute("UPDATE api_tokens SET revoked_at = extract(epoch from now()) WHERE name = 'quiet'")
     started = time.monotonic()
-    eventually(lambda: refused_everywhere(urls, quiet), WITHIN, "a token revoked in the database was still accepted after 5 s")
+    eventually(
+        lambda: refused_everywhere(urls, quiet), WITHIN, "a token revoked in the database was still accepted after 5 s"
+    )
     print(f"revocation in the database: refused on both replicas after {time.monotonic() - started:.2f} s")
 
     brief = create(urls[0], "brief", expires_in=2)

@@ -10,7 +10,6 @@ import time
 
 import httpx
 import pytest
-
 from protocol import ProtocolWorker
 from shared import HELLO, assert_error, error_line, flux
 from waiting import eventually
@@ -28,7 +27,9 @@ def guarded(make_cluster, monkeypatch):
     monkeypatch.delenv("FLUX_API_TOKEN", raising=False)
     cluster = make_cluster(server_args=("--api-token", ADMIN_TOKEN))
     for namespace in ("team-a", "team-b"):
-        assert httpx.post(f"{cluster.server_url}/namespaces", json={"name": namespace}, headers=ADMIN).status_code == 201
+        assert (
+            httpx.post(f"{cluster.server_url}/namespaces", json={"name": namespace}, headers=ADMIN).status_code == 201
+        )
     return cluster
 
 
@@ -109,23 +110,42 @@ def test_client_tokens_and_worker_tokens_are_never_taken_for_one_another(guarded
     try:
         worker.register()
         for token in (admin, ADMIN_TOKEN):
-            assert httpx.post(f"{url}/workers/w1/heartbeat", json={"running": []}, headers=bearer(token)).status_code == 401
+            assert (
+                httpx.post(f"{url}/workers/w1/heartbeat", json={"running": []}, headers=bearer(token)).status_code
+                == 401
+            )
             assert httpx.post(f"{url}/workers/register", json={}, headers=bearer(token)).status_code == 401
         for token in (worker.token, worker.bootstrap):
             assert httpx.get(f"{url}/workflows", headers=bearer(token)).status_code == 401
-            assert httpx.post(f"{url}/tokens", json={"name": "x", "role": "admin"}, headers=bearer(token)).status_code == 401
+            assert (
+                httpx.post(f"{url}/tokens", json={"name": "x", "role": "admin"}, headers=bearer(token)).status_code
+                == 401
+            )
     finally:
         worker.close()
 
 
 def test_the_cli_creates_lists_and_revokes_tokens(guarded, tmp_path, workflow_file):
     url, env_admin = guarded.server_url, {"FLUX_API_TOKEN": ADMIN_TOKEN}
-    created = flux("token", "create", "dev", "--role", "developer", "--namespace", "default", "--expires", "30d",
-                   server_url=url, env=env_admin)
+    created = flux(
+        "token",
+        "create",
+        "dev",
+        "--role",
+        "developer",
+        "--namespace",
+        "default",
+        "--expires",
+        "30d",
+        server_url=url,
+        env=env_admin,
+    )
     secret = created.stdout.strip().splitlines()[-1]
     assert secret.startswith("flux_")
     assert "only time the token is shown" in created.stderr
-    as_json = json.loads(flux("token", "create", "ro", "--role", "viewer", "--format", "json", server_url=url, env=env_admin).stdout)
+    as_json = json.loads(
+        flux("token", "create", "ro", "--role", "viewer", "--format", "json", server_url=url, env=env_admin).stdout
+    )
     assert as_json["token"].startswith("flux_") and as_json["expires_at"] is None
 
     listed = flux("token", "list", "--format", "json", server_url=url, env=env_admin).stdout
@@ -135,20 +155,32 @@ def test_the_cli_creates_lists_and_revokes_tokens(guarded, tmp_path, workflow_fi
     assert "developer" in table and "default" in table and secret not in table
 
     dev = {"FLUX_API_TOKEN": secret}
-    assert json.loads(flux("token", "whoami", "--format", "json", server_url=url, env=dev).stdout)["role"] == "developer"
+    assert (
+        json.loads(flux("token", "whoami", "--format", "json", server_url=url, env=dev).stdout)["role"] == "developer"
+    )
     flux("workflow", "register", str(workflow_file(HELLO)), server_url=url, env=dev)
-    assert "may not manage tokens (admin or above)" in error_line(flux("token", "list", server_url=url, env=dev, check=False))
+    assert "may not manage tokens (admin or above)" in error_line(
+        flux("token", "list", server_url=url, env=dev, check=False)
+    )
     revoked = flux("token", "revoke", "dev", server_url=url, env=env_admin)
     assert "revoked token dev" in revoked.stderr
     assert "HTTP 401" in error_line(flux("workflow", "list", server_url=url, env=dev, check=False))
     assert "not found" in error_line(flux("token", "revoke", "nobody", server_url=url, env=env_admin, check=False))
 
 
-@pytest.mark.parametrize("expires, says", [
-    ("-1d", "'-1d' is in the past"), ("2001-01-01", "'2001-01-01' is in the past"), ("0", "must be more than 0 seconds"),
-    ("soon", "'soon' is not a duration"), ("30x", "'30x' is not a duration"),
-])
+@pytest.mark.parametrize(
+    "expires, says",
+    [
+        ("-1d", "'-1d' is in the past"),
+        ("2001-01-01", "'2001-01-01' is in the past"),
+        ("0", "must be more than 0 seconds"),
+        ("soon", "'soon' is not a duration"),
+        ("30x", "'30x' is not a duration"),
+    ],
+)
 def test_a_bad_expiry_is_a_usage_error_naming_it(expires, says):
-    result = flux("token", "create", "x", "--role", "viewer", "--expires", expires, server_url="http://127.0.0.1:9", check=False)
+    result = flux(
+        "token", "create", "x", "--role", "viewer", "--expires", expires, server_url="http://127.0.0.1:9", check=False
+    )
     assert result.returncode == 2
     assert "Invalid value for '--expires'" in result.stderr and says in result.stderr

@@ -48,18 +48,28 @@ def test_changes_as_json_and_as_a_resumable_stream(cluster, client, workflow_fil
     changes = httpx.get(f"{url}/watch/executions", params={"after": now["cursor"]}).json()
     assert [(c["id"], c["state"]) for c in changes["changes"]] == [(first["id"], "COMPLETED")]
     assert "input" not in changes["changes"][0] and changes["cursor"] > now["cursor"]
-    assert httpx.get(f"{url}/watch/executions", params={"after": now["cursor"], "state": "FAILED"}).json()["changes"] == []
+    assert (
+        httpx.get(f"{url}/watch/executions", params={"after": now["cursor"], "state": "FAILED"}).json()["changes"] == []
+    )
 
     # a stream from the cursor: the change above, then one made while it is open
     second = client.run("hello", 2)
-    seen = stream_until(url, {"follow": "true", "after": now["cursor"]}, {},
-                        lambda d: d["id"] == second["id"] and d["state"] == "COMPLETED")
+    seen = stream_until(
+        url,
+        {"follow": "true", "after": now["cursor"]},
+        {},
+        lambda d: d["id"] == second["id"] and d["state"] == "COMPLETED",
+    )
     assert seen[0][1]["id"] == first["id"]
     ids = [int(event_id) for event_id, _ in seen]
     assert ids == sorted(ids)
 
     # a client that reconnects with Last-Event-ID gets only what came after it
     third = client.run("hello", 3, wait=30)
-    resumed = stream_until(url, {"workflow": "hello"}, {"Accept": "text/event-stream", "Last-Event-ID": seen[-1][0]},
-                           lambda d: d["id"] == third["id"])
+    resumed = stream_until(
+        url,
+        {"workflow": "hello"},
+        {"Accept": "text/event-stream", "Last-Event-ID": seen[-1][0]},
+        lambda d: d["id"] == third["id"],
+    )
     assert {d["id"] for _, d in resumed} == {third["id"]}

@@ -14,9 +14,9 @@ import time
 
 import httpx
 import pytest
+from waiting import eventually
 
 from flux.client import FluxClient
-from waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +81,9 @@ def fast_cluster(make_cluster):
     ("how", "cause"),
     [("exit", "child process exited with status 3"), ("segv", "child process killed by signal SIGSEGV")],
 )
-def test_a_child_that_dies_ends_the_attempt_and_the_execution_completes_on_replay(fast_cluster, workflow_file, tmp_path, how, cause):
+def test_a_child_that_dies_ends_the_attempt_and_the_execution_completes_on_replay(
+    fast_cluster, workflow_file, tmp_path, how, cause
+):
     log = tmp_path / "side-effects.log"
     fast_cluster.start_worker("w1", heartbeat_interval=0.2)
     with FluxClient(fast_cluster.server_url) as client:
@@ -211,8 +213,11 @@ def _start_long_one(cluster, client, workflow_file, log, seconds: int, drain_tim
     execution = client.run("long_one", {"log": str(log), "seconds": seconds})
     eventually(lambda: log.exists(), 30, "the execution never started")
     # its first task is recorded, not only run: a server stopped now has it
-    eventually(lambda: any(e["type"] == "TASK_COMPLETED" for e in client.events(execution["id"])), 30,
-               "the first task was never recorded")
+    eventually(
+        lambda: any(e["type"] == "TASK_COMPLETED" for e in client.events(execution["id"])),
+        30,
+        "the first task was never recorded",
+    )
     return execution
 
 
@@ -270,7 +275,9 @@ def test_a_second_signal_stops_the_worker_at_once_and_the_work_still_resumes(clu
 
 
 @pytest.mark.slow
-def test_a_worker_that_cannot_reach_the_server_stops_at_once_and_its_work_resumes(make_cluster, workflow_file, tmp_path):
+def test_a_worker_that_cannot_reach_the_server_stops_at_once_and_its_work_resumes(
+    make_cluster, workflow_file, tmp_path
+):
     cluster = make_cluster(eviction_grace_period=2.0)
     log = tmp_path / "marks.log"
     with FluxClient(cluster.server_url) as client:
@@ -298,8 +305,23 @@ def test_flux_worker_drain_wait_returns_when_the_worker_is_empty(cluster, workfl
     with FluxClient(cluster.server_url) as client:
         execution = _start_long_one(cluster, client, workflow_file, log, 2)
         drained = subprocess.run(
-            [sys.executable, "-m", "flux.cli", "worker", "drain", "w1", "--wait", "--timeout", "30", "--format", "json"],
-            capture_output=True, text=True, timeout=60, env={**os.environ, "FLUX_SERVER_URL": cluster.server_url},
+            [
+                sys.executable,
+                "-m",
+                "flux.cli",
+                "worker",
+                "drain",
+                "w1",
+                "--wait",
+                "--timeout",
+                "30",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "FLUX_SERVER_URL": cluster.server_url},
         )
         finished = client.execution(execution["id"])
 
@@ -370,8 +392,11 @@ def test_a_worker_may_not_report_ends_that_are_the_servers_to_find(cluster, hand
     worker, job = hand_claimed
     reply = worker.post(
         f"/executions/{job['id']}/checkpoint",
-        {"attempt": job["attempt"], "batch": 1,
-         "events": [{"type": "ATTEMPT_ENDED", "value": {"end": "finished", "cause": "x"}, "time": time.time()}]},
+        {
+            "attempt": job["attempt"],
+            "batch": 1,
+            "events": [{"type": "ATTEMPT_ENDED", "value": {"end": "finished", "cause": "x"}, "time": time.time()}],
+        },
     )
     assert reply.status_code == 422 and "child_died" in reply.json()["detail"]
     assert httpx.get(f"{cluster.server_url}/health").status_code == 200

@@ -7,18 +7,20 @@ from pathlib import Path
 
 import psutil
 import pytest
+from cgroup_trees import V1_NO_LIMIT, GiB, MiB, v1_tree, v2_tree, write_tree
 
 from flux.worker import cgroups, probe
-from cgroup_trees import GiB, MiB, V1_NO_LIMIT, v1_tree, v2_tree, write_tree
 
 
 @pytest.fixture
 def proc_cgroup(tmp_path: Path):
     """A /proc/self/cgroup of a process in the root of every hierarchy (a container's view)."""
+
     def write(text: str = "0::/\n") -> Path:
         path = tmp_path / "proc-self-cgroup"
         path.write_text(text)
         return path
+
     return write
 
 
@@ -36,9 +38,17 @@ def test_v2_max_means_unlimited(tmp_path, proc_cgroup):
 def test_v2_an_ancestors_limit_binds_the_group_below_it(tmp_path, proc_cgroup):
     """A pod's limit sits on the pod's group; the container's own group may say max."""
     root = v2_tree(tmp_path / "cg", cpu_max="max 100000", memory_max="max")
-    write_tree(root, {"kubepods/pod1/cpu.max": "200000 100000", "kubepods/pod1/memory.max": str(2 * GiB),
-                      "kubepods/pod1/ctr/cpu.max": "400000 100000", "kubepods/pod1/ctr/memory.max": "max",
-                      "kubepods/pod1/ctr/memory.current": str(GiB), "kubepods/pod1/ctr/memory.stat": "inactive_file 0"})
+    write_tree(
+        root,
+        {
+            "kubepods/pod1/cpu.max": "200000 100000",
+            "kubepods/pod1/memory.max": str(2 * GiB),
+            "kubepods/pod1/ctr/cpu.max": "400000 100000",
+            "kubepods/pod1/ctr/memory.max": "max",
+            "kubepods/pod1/ctr/memory.current": str(GiB),
+            "kubepods/pod1/ctr/memory.stat": "inactive_file 0",
+        },
+    )
     limits = cgroups.read_limits(root, proc_cgroup("0::/kubepods/pod1/ctr\n"))
     assert (limits.cpus, limits.memory_limit, limits.memory_used) == (2.0, 2 * GiB, GiB)
 
@@ -99,7 +109,9 @@ def test_probe_advertises_the_smaller_of_host_and_cgroup(tmp_path):
 
 def test_probe_keeps_the_host_figures_when_the_cgroup_allows_more(tmp_path):
     unlimited = probe.sample_resources(".", "none", cgroup_root=str(v2_tree(tmp_path / "max", "max 100000", "max")))
-    roomy = probe.sample_resources(".", "none", cgroup_root=str(v1_tree(tmp_path / "v1", quota="6400000", limit=str(2**50))))
+    roomy = probe.sample_resources(
+        ".", "none", cgroup_root=str(v1_tree(tmp_path / "v1", quota="6400000", limit=str(2**50)))
+    )
     host_cpus = float(psutil.cpu_count(logical=True))
     for sample in (unlimited, roomy):
         assert sample["cpu_total"] == host_cpus and sample["memory_total"] == psutil.virtual_memory().total

@@ -73,8 +73,18 @@ def run(executions: int, delay: float, runner: Runner | None = None) -> FakeServ
         server.began = asyncio.get_running_loop().time()
         running = Executions(runner or Chain(), server.call, capture_output=False)
         for n in range(executions):
-            running.start(Job(id=f"e{n}", workflow_name="w", workflow_version=1, source="", filename="w.py", input=None,
-                              attempt=1, completed_tasks={}))
+            running.start(
+                Job(
+                    id=f"e{n}",
+                    workflow_name="w",
+                    workflow_version=1,
+                    source="",
+                    filename="w.py",
+                    input=None,
+                    attempt=1,
+                    completed_tasks={},
+                )
+            )
         assert await running.wait_empty(30, asyncio.Event())
 
     asyncio.run(scenario())
@@ -105,6 +115,9 @@ def test_an_execution_that_ends_within_the_linger_sends_one_checkpoint():
 def test_a_longer_one_sends_its_opening_checkpoint_after_the_linger_not_at_its_end():
     server = run(executions=1, delay=0.001, runner=Slow(1.0))
     (bodies,) = server.bodies.values()
-    assert [[event["type"] for event in body["events"]] for body in bodies] == [["WORKFLOW_STARTED"], ["WORKFLOW_COMPLETED"]]
+    assert [[event["type"] for event in body["events"]] for body in bodies] == [
+        ["WORKFLOW_STARTED"],
+        ["WORKFLOW_COMPLETED"],
+    ]
     opening = server.arrived[0] - server.began
     assert OPENING_LINGER <= opening < 0.5  # the linger, then at once: long before the end

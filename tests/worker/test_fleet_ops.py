@@ -8,9 +8,9 @@ import time
 import httpx
 import pytest
 from click.testing import CliRunner
+from waiting import eventually
 
 from flux.client import FluxClient
-from waiting import eventually
 
 SLEEPY = """
     import asyncio
@@ -86,14 +86,18 @@ def test_server_killed_and_restarted_loses_no_execution(cluster, sleepy):
             types = [e["type"] for e in again.events(execution["id"])]
             assert types.count("WORKFLOW_COMPLETED") == 1 and types.count("WORKFLOW_STARTED") == 1
         assert again.run("sleepy", 0, wait=30)["state"] == "COMPLETED"  # claiming resumed
-    assert "server call" in cluster.log("worker-w1") and "reachable again after" in cluster.log("worker-w1")  # it says it is back
+    assert "server call" in cluster.log("worker-w1") and "reachable again after" in cluster.log(
+        "worker-w1"
+    )  # it says it is back
 
 
 def test_metrics_endpoint_reports_fleet_queue_and_dispatch(cluster, sleepy):
     queued = sleepy.run("sleepy", 0)
     time.sleep(0.3)
     text = httpx.get(f"{cluster.server_url}/metrics").text
-    age = float(next(line.split()[-1] for line in text.splitlines() if line.startswith("flux_oldest_scheduled_age_seconds")))
+    age = float(
+        next(line.split()[-1] for line in text.splitlines() if line.startswith("flux_oldest_scheduled_age_seconds"))
+    )
     assert age > 0.2
     assert 'flux_executions{state="SCHEDULED"} 1.0' in text
 

@@ -15,11 +15,11 @@ import time
 
 import psutil
 import pytest
+from waiting import eventually
 
 from flux.client import FluxClient
 from flux.worker.runners.base import Job, Stop
 from flux.worker.runners.subprocess import SubprocessRunner
-from waiting import eventually
 
 SOURCE = textwrap.dedent(
     """
@@ -35,8 +35,16 @@ SOURCE = textwrap.dedent(
 
 
 def job(n: int, seconds: float) -> Job:
-    return Job(id=f"nap{n}", workflow_name="nap", workflow_version=1, source=SOURCE, filename="nap.py",
-               input=seconds, attempt=1, completed_tasks={})
+    return Job(
+        id=f"nap{n}",
+        workflow_name="nap",
+        workflow_version=1,
+        source=SOURCE,
+        filename="nap.py",
+        input=seconds,
+        attempt=1,
+        completed_tasks={},
+    )
 
 
 async def _burst_then_idle() -> tuple[int, int, list[int], int]:
@@ -89,8 +97,9 @@ def test_an_idle_worker_keeps_one_warm_child_and_returns_to_it_after_a_burst(mak
         during = children()
         assert all(client.wait(run, 60)["state"] == "COMPLETED" for run in runs)
     assert len(during) == 4
-    eventually(lambda: len(children()) == 1 and children()[0] not in during, 10,
-               "the pool did not shrink to one fresh child")  # the one kept warm served: a fresh fork replaced it
+    eventually(
+        lambda: len(children()) == 1 and children()[0] not in during, 10, "the pool did not shrink to one fresh child"
+    )  # the one kept warm served: a fresh fork replaced it
 
 
 @pytest.mark.integration
@@ -106,7 +115,9 @@ def test_children_are_forked_from_a_template_that_dies_with_the_worker(make_clus
         assert client.wait(client.run("nap", 0.1)["id"], 60)["state"] == "COMPLETED"
 
     os.kill(worker.pid, signal.SIGKILL)  # the worker alone: the template and its children follow
-    eventually(lambda: not any(_alive(p) for p in (template, child)), 10, "the template or its child outlived the worker")
+    eventually(
+        lambda: not any(_alive(p) for p in (template, child)), 10, "the template or its child outlived the worker"
+    )
 
 
 @pytest.mark.integration

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from fakes import FAKE_MIG_A100, FakeNVMLDevices, GiB, _card
+
 from flux.domain.devices import gpu_labels
 from flux.worker import gpu_health, nvml_devices, probe
 from flux.worker.gpu_health import HealthWatch
@@ -16,8 +17,11 @@ def test_cards_publish_compute_capability_and_labels_fake_nvml():
     assert [(g["uuid"], g["compute_capability"]) for g in gpus] == [("GPU-a", "9.0"), ("GPU-b", "8.6")]
     assert "unhealthy" not in gpus[0] and "mig" not in gpus[0]
     assert gpu_labels(gpus, "550.54.15") == {
-        "flux.gpu/model": "NVIDIA-H200", "flux.gpu/memory": "80", "flux.gpu/compute-capability": "8.6",
-        "flux.gpu/driver": "550.54.15", "flux.gpu/mig": "false",
+        "flux.gpu/model": "NVIDIA-H200",
+        "flux.gpu/memory": "80",
+        "flux.gpu/compute-capability": "8.6",
+        "flux.gpu/driver": "550.54.15",
+        "flux.gpu/mig": "false",
     }
 
 
@@ -82,7 +86,10 @@ def test_a_worker_pinned_to_one_mig_slice_publishes_it_as_its_own_device_fake_nv
     assert (only["uuid"], only["mig_profile"], only["parent"]) == ("MIG-fake-1", "1g.10gb", None)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # a card brings its slices; an index never names a slice
     assert [g["uuid"] for g in probe.detect_gpus("nvml", nvml=FAKE_MIG_A100)] == [
-        "GPU-fake-a100-mig", "MIG-fake-0", "MIG-fake-1", "MIG-fake-2"
+        "GPU-fake-a100-mig",
+        "MIG-fake-0",
+        "MIG-fake-1",
+        "MIG-fake-2",
     ]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     assert probe.detect_gpus("nvml", nvml=FAKE_MIG_A100) == []

@@ -12,13 +12,13 @@ import asyncio
 import sys
 import textwrap
 
+from flux.worker.logs import LogShipper
 from flux.worker.runners.base import Job, Stop
 from flux.worker.runners.docker import DockerRunner
 from flux.worker.runners.subprocess import SubprocessRunner
-from flux.worker.logs import LogShipper
 
 SOURCE = textwrap.dedent(
-    '''
+    """
     import logging, os, subprocess, sys
     from flux import task, workflow
 
@@ -95,13 +95,21 @@ SOURCE = textwrap.dedent(
         print("before dying")
         os.write(2, b"last words")
         os._exit(3)
-    '''
+    """
 )
 
 
 def job(name: str, value=None, n: int = 0) -> Job:
-    return Job(id=f"{name}{n}", workflow_name=name, workflow_version=1, source=SOURCE,
-               filename="capture_test.py", input=value, attempt=1, completed_tasks={})
+    return Job(
+        id=f"{name}{n}",
+        workflow_name=name,
+        workflow_version=1,
+        source=SOURCE,
+        filename="capture_test.py",
+        input=value,
+        attempt=1,
+        completed_tasks={},
+    )
 
 
 class Collected:
@@ -124,7 +132,11 @@ class Collected:
         return [event["type"] for event in self.events]
 
     def seen(self, stream: str | None = None) -> list[tuple]:
-        return [(line["stream"], line["task_id"], line["message"]) for line in self.lines if stream in (None, line["stream"])]
+        return [
+            (line["stream"], line["task_id"], line["message"])
+            for line in self.lines
+            if stream in (None, line["stream"])
+        ]
 
     def output(self) -> object:
         return self.events[-1]["value"]
@@ -148,8 +160,14 @@ async def run_jobs(*jobs: Job, sink=None, runner: SubprocessRunner | None = None
 
 def test_python_and_fd_output_are_captured_with_their_tasks():
     (run,) = asyncio.run(run_jobs(job("everything")))
-    assert run.types() == ["WORKFLOW_STARTED", "TASK_STARTED", "TASK_COMPLETED", "TASK_STARTED", "TASK_COMPLETED",
-                           "WORKFLOW_COMPLETED"]
+    assert run.types() == [
+        "WORKFLOW_STARTED",
+        "TASK_STARTED",
+        "TASK_COMPLETED",
+        "TASK_STARTED",
+        "TASK_COMPLETED",
+        "WORKFLOW_COMPLETED",
+    ]
     seen = run.seen()
     for expected in [
         ("stdout", None, "hello from the body"),
@@ -220,6 +238,7 @@ def test_a_killed_attempt_reports_nothing_more_but_keeps_what_it_printed():
         await runner.start()
         while not runner._pool:  # the warm child is up (imports done): the job starts at once
             await asyncio.sleep(0.01)
+
         async def kill_once_it_runs() -> None:  # not after a fixed time: a loaded machine starts it late
             while not collected.events or len(collected.seen("stdout")) < 3:
                 await asyncio.sleep(0.01)
@@ -282,8 +301,14 @@ exec {sys.executable} -m flux.worker.runners.child
     (run,) = asyncio.run(run_jobs(job("everything"), runner=DockerRunner("img", docker=str(docker))))
     assert run.types()[-1] == "WORKFLOW_COMPLETED"
     seen = run.seen()
-    for expected in [("stdout", None, "hello from the body"), ("stdout", "sync_step:1", "in sync task 1"),
-                     ("log", None, "info is captured"), ("stderr", None, "from-shell"), ("stderr", None, "raw fd1"),
-                     ("stderr", None, "raw fd2"), ("stdout", None, "no newline at the end")]:
+    for expected in [
+        ("stdout", None, "hello from the body"),
+        ("stdout", "sync_step:1", "in sync task 1"),
+        ("log", None, "info is captured"),
+        ("stderr", None, "from-shell"),
+        ("stderr", None, "raw fd1"),
+        ("stderr", None, "raw fd2"),
+        ("stdout", None, "no newline at the end"),
+    ]:
         assert expected in seen, expected
     assert run.arrivals[-1] == "WORKFLOW_COMPLETED"

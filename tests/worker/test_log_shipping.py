@@ -10,11 +10,11 @@ import logging
 import httpx
 import pytest
 
-from flux.worker.runners.base import Job, Runner, Stop
-from flux.model.runtime import make_event
 from flux.domain.events import EventType
+from flux.model.runtime import make_event
 from flux.worker import logs as logs_module
 from flux.worker.logs import LogShipper
+from flux.worker.runners.base import Job, Runner, Stop
 from flux.worker.running import Executions
 
 
@@ -24,7 +24,9 @@ def line(message: str, stream: str = "stdout") -> dict:
 
 def refusal(status: int, body: dict) -> httpx.HTTPStatusError:
     request = httpx.Request("POST", "http://server/executions/e1/logs")
-    return httpx.HTTPStatusError("refused", request=request, response=httpx.Response(status, json=body, request=request))
+    return httpx.HTTPStatusError(
+        "refused", request=request, response=httpx.Response(status, json=body, request=request)
+    )
 
 
 class FakeServer:
@@ -66,7 +68,10 @@ def test_batches_are_numbered_from_one_and_hold_at_most_a_thousand_lines():
 
     batches = asyncio.run(scenario()).batches()
     assert [(b["attempt"], b["batch"], len(b["lines"]), b["truncated"]) for b in batches] == [
-        (2, 1, 1000, False), (2, 2, 1000, False), (2, 3, 500, False)]
+        (2, 1, 1000, False),
+        (2, 2, 1000, False),
+        (2, 3, 500, False),
+    ]
     assert [entry["message"] for b in batches for entry in b["lines"]] == [str(i) for i in range(2500)]
 
 
@@ -95,7 +100,10 @@ def test_lines_past_max_bytes_are_dropped_after_one_note():
     shipper, server = asyncio.run(scenario())
     (batch,) = server.batches()
     assert [entry["stream"] for entry in batch["lines"]] == ["stdout"] * 3 + ["flux"]
-    assert batch["lines"][-1]["message"] == "log truncated: this attempt passed 100 B (max_log_bytes); later lines were dropped"
+    assert (
+        batch["lines"][-1]["message"]
+        == "log truncated: this attempt passed 100 B (max_log_bytes); later lines were dropped"
+    )
     assert batch["truncated"] is True and shipper.bytes == 90
     assert "10 MiB" in logs_module.truncation_note(10 * 1024**2)["message"]
 
@@ -118,8 +126,15 @@ def test_a_full_buffer_holds_the_reader_until_the_server_takes_lines():
 
 
 @pytest.mark.parametrize(
-    "answer", [refusal(409, {"detail": "not your attempt"}), refusal(404, {"detail": "Not Found"}),
-               refusal(405, {"detail": "Method Not Allowed"}), refusal(422, {"detail": "bad"}), RuntimeError("bug")])
+    "answer",
+    [
+        refusal(409, {"detail": "not your attempt"}),
+        refusal(404, {"detail": "Not Found"}),
+        refusal(405, {"detail": "Method Not Allowed"}),
+        refusal(422, {"detail": "bad"}),
+        RuntimeError("bug"),
+    ],
+)
 def test_a_refused_batch_stops_the_attempts_logs_without_raising(answer, monkeypatch):
     monkeypatch.setattr(logs_module, "_warned_no_route", False)
 
@@ -171,8 +186,18 @@ class ScriptedRunner(Runner):
 def run_one(server: FakeServer, runner: Runner, hand_back: bool = False) -> None:
     async def scenario() -> None:
         executions = Executions(runner, server.call, log_buffer_lines=100)
-        executions.start(Job(id="e1", workflow_name="w", workflow_version=1, source="", filename="w.py", input=None,
-                             attempt=3, completed_tasks={}))
+        executions.start(
+            Job(
+                id="e1",
+                workflow_name="w",
+                workflow_version=1,
+                source="",
+                filename="w.py",
+                input=None,
+                attempt=3,
+                completed_tasks={},
+            )
+        )
         if hand_back:
             await asyncio.sleep(0.1)
             executions.hand_back("worker w1 drained past its deadline")

@@ -8,11 +8,11 @@ from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
+from fakes import FakeGPUtil, FakeNVML, GiB, two_nvml_gpus
 from hypothesis import given
 from hypothesis import strategies as st
 
 from flux.worker import probe
-from fakes import FakeGPUtil, FakeNVML, GiB, two_nvml_gpus
 
 MiB = 1024**2
 
@@ -28,10 +28,18 @@ def nvidia_smi_on_path(monkeypatch):
 
 
 def fake_gputil() -> FakeGPUtil:
-    return FakeGPUtil([
-        {"id": 0, "uuid": "GPU-cccc", "name": "Tesla T4", "memoryTotal": 15360.0,
-         "memoryFree": 15000.0, "load": 0.25},
-    ])
+    return FakeGPUtil(
+        [
+            {
+                "id": 0,
+                "uuid": "GPU-cccc",
+                "name": "Tesla T4",
+                "memoryTotal": 15360.0,
+                "memoryFree": 15000.0,
+                "load": 0.25,
+            },
+        ]
+    )
 
 
 @pytest.mark.parametrize("as_bytes", [False, True])
@@ -39,10 +47,22 @@ def test_spec_worker_publishes_each_gpu_with_memory_in_bytes(as_bytes):
     nvml = two_nvml_gpus(as_bytes=as_bytes)
     gpus = probe.detect_gpus("nvml", nvml=nvml)
     assert gpus == [
-        {"index": 0, "uuid": "GPU-aaaa", "name": "NVIDIA H100", "memory_total": 80 * GiB,
-         "memory_available": 60 * GiB, "utilization": 37.0},
-        {"index": 1, "uuid": "GPU-bbbb", "name": "NVIDIA H100", "memory_total": 80 * GiB,
-         "memory_available": 0, "utilization": 100.0},
+        {
+            "index": 0,
+            "uuid": "GPU-aaaa",
+            "name": "NVIDIA H100",
+            "memory_total": 80 * GiB,
+            "memory_available": 60 * GiB,
+            "utilization": 37.0,
+        },
+        {
+            "index": 1,
+            "uuid": "GPU-bbbb",
+            "name": "NVIDIA H100",
+            "memory_total": 80 * GiB,
+            "memory_available": 0,
+            "utilization": 100.0,
+        },
     ]
     assert all(isinstance(g["uuid"], str) and isinstance(g["name"], str) for g in gpus)
     assert isinstance(gpus[0]["utilization"], float)
@@ -58,17 +78,23 @@ def test_spec_no_driver_falls_back_to_gputil_when_nvidia_smi_on_path(nvidia_smi_
     caplog.set_level(logging.DEBUG, logger="flux.worker.probe")
     nvml = FakeNVML(init_error="Driver Not Loaded")
     gpus = probe.detect_gpus("auto", nvml=nvml, gputil=fake_gputil())
-    assert gpus == [{"index": 0, "uuid": "GPU-cccc", "name": "Tesla T4",
-                     "memory_total": 15360 * MiB, "memory_available": 15000 * MiB,
-                     "utilization": 25.0}]
+    assert gpus == [
+        {
+            "index": 0,
+            "uuid": "GPU-cccc",
+            "name": "Tesla T4",
+            "memory_total": 15360 * MiB,
+            "memory_available": 15000 * MiB,
+            "utilization": 25.0,
+        }
+    ]
     assert "NVML init failed: Driver Not Loaded (no driver?)" in caplog.text
     assert nvml.shutdown_calls == 0
 
 
 def test_spec_no_driver_and_no_nvidia_smi_means_no_detected_gpus(no_nvidia_smi, caplog):
     caplog.set_level(logging.DEBUG, logger="flux.worker.probe")
-    gpus = probe.detect_gpus("auto", nvml=FakeNVML(init_error="Driver Not Loaded"),
-                             gputil=fake_gputil())
+    gpus = probe.detect_gpus("auto", nvml=FakeNVML(init_error="Driver Not Loaded"), gputil=fake_gputil())
     assert gpus == []
     assert "NVML init failed: Driver Not Loaded (no driver?)" in caplog.text
     assert "nvidia-smi not on PATH" in caplog.text
@@ -92,8 +118,18 @@ def test_spec_gputil_not_installed_means_no_detected_gpus(nvidia_smi_on_path, mo
 
 
 def test_spec_gputil_load_and_nan_fields_are_normalised(nvidia_smi_on_path):
-    gputil = FakeGPUtil([{"id": 3, "uuid": "GPU-d", "name": "A10", "memoryTotal": float("nan"),
-                          "memoryFree": float("nan"), "load": float("nan")}])
+    gputil = FakeGPUtil(
+        [
+            {
+                "id": 3,
+                "uuid": "GPU-d",
+                "name": "A10",
+                "memoryTotal": float("nan"),
+                "memoryFree": float("nan"),
+                "load": float("nan"),
+            }
+        ]
+    )
     (gpu,) = probe.detect_gpus("gputil", gputil=gputil)
     assert gpu["index"] == 3 and gpu["memory_total"] == 0 and gpu["utilization"] == 0.0
 
@@ -157,10 +193,18 @@ def test_spec_package_names_are_pep503_canonicalised(monkeypatch):
         text = header + "\nName: not-a-header\n"
         return SimpleNamespace(read_text=lambda filename: text if filename == "METADATA" else None)
 
-    monkeypatch.setattr(probe.metadata, "distributions", lambda: iter([
-        dist("Flux_Engine", "1.0"), dist(None, "9"), dist("zope.interface", "6.0"),
-        dist("flux-engine", "0.5"),
-    ]))
+    monkeypatch.setattr(
+        probe.metadata,
+        "distributions",
+        lambda: iter(
+            [
+                dist("Flux_Engine", "1.0"),
+                dist(None, "9"),
+                dist("zope.interface", "6.0"),
+                dist("flux-engine", "0.5"),
+            ]
+        ),
+    )
     assert probe.installed_packages() == {"flux-engine": "1.0", "zope-interface": "6.0"}
 
 

@@ -117,13 +117,39 @@ def test_cgroup_memory_on_a_fake_cgroupfs(tmp_path: Path):
 
 def test_docker_runner_builds_the_documented_command_line():
     runner = DockerRunner("flux:latest", memory=GiB, cpus=2, extra_args=("--network", "host"))
-    job = Job(id="abc", workflow_name="w", workflow_version=1, source="", filename="w.py", input=None, attempt=2,
-              completed_tasks={}, allotment=Allotment.from_json({"cpu": 4, "memory": 8 * GiB, "gpus": [0, 2]}))
+    job = Job(
+        id="abc",
+        workflow_name="w",
+        workflow_version=1,
+        source="",
+        filename="w.py",
+        input=None,
+        attempt=2,
+        completed_tasks={},
+        allotment=Allotment.from_json({"cpu": 4, "memory": 8 * GiB, "gpus": [0, 2]}),
+    )
     assert runner.command(job) == [
-        "docker", "run", "--rm", "-i", "--init", "--name", "flux-abc-2",
-        "--memory", str(GiB), "--cpus", "2",
-        "--gpus", '"device=0,2"', "-e", "NVIDIA_VISIBLE_DEVICES=0,2",
-        "--network", "host", "flux:latest", "python", "-m", "flux.worker.runners.child",
+        "docker",
+        "run",
+        "--rm",
+        "-i",
+        "--init",
+        "--name",
+        "flux-abc-2",
+        "--memory",
+        str(GiB),
+        "--cpus",
+        "2",
+        "--gpus",
+        '"device=0,2"',
+        "-e",
+        "NVIDIA_VISIBLE_DEVICES=0,2",
+        "--network",
+        "host",
+        "flux:latest",
+        "python",
+        "-m",
+        "flux.worker.runners.child",
     ]
     enforcing = DockerRunner("flux:latest", memory=GiB, enforce_requests=True)
     command = enforcing.command(job)
@@ -193,12 +219,28 @@ def test_docker_runner_without_an_engine_refuses_to_start_unless_a_fallback_is_a
     it warns, registers and runs executions as child processes."""
     monkeypatch.setenv("DOCKER_HOST", UNREACHABLE_ENGINE)
     refused = subprocess.run(
-        [sys.executable, "-m", "flux.cli", "start", "worker", "d0", "--runner", "docker",
-         "--server-url", cluster.server_url, "--home", str(cluster.home)],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "flux.cli",
+            "start",
+            "worker",
+            "d0",
+            "--runner",
+            "docker",
+            "--server-url",
+            cluster.server_url,
+            "--home",
+            str(cluster.home),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert refused.returncode == 1
-    assert f"cannot reach a Docker engine: Cannot connect to the Docker daemon at {UNREACHABLE_ENGINE}" in refused.stderr
+    assert (
+        f"cannot reach a Docker engine: Cannot connect to the Docker daemon at {UNREACHABLE_ENGINE}" in refused.stderr
+    )
     assert "--docker-fallback subprocess" in refused.stderr and "Traceback" not in refused.stderr
 
     cluster.start_worker("d1", runner="docker", extra_args=("--docker-fallback", "subprocess"))

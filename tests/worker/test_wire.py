@@ -32,8 +32,14 @@ class Server:
         try:
             while self.answers:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 self.requests.append(head + await reader.readexactly(length))
                 answer = self.answers.pop(0)
                 if answer is None:
@@ -50,6 +56,7 @@ class Server:
 def synchronously(scenario):  # noqa: ANN001, ANN201 - the tests are coroutines; pytest runs plain functions
     def test() -> None:
         asyncio.run(scenario())
+
     return test
 
 
@@ -75,8 +82,8 @@ async def test_requests_share_one_kept_alive_connection_and_carry_their_body():
 
 @synchronously
 async def test_chunked_empty_and_closing_answers_are_read_whole():
-    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n"
-    unframed = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"b\":2}"
+    chunked = b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{"a"\r\n3\r\n:1}\r\n0\r\n\r\n'
+    unframed = b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"b":2}'
     empty = b"HTTP/1.1 204 No Content\r\n\r\n"
     server = Server([chunked, empty, unframed, ok({"c": 3})])
     async with server as url:

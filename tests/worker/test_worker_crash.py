@@ -34,7 +34,9 @@ RESUMABLE = """
 
 
 @pytest.mark.slow
-def test_sigkilled_worker_execution_completes_once_elsewhere_without_rerunning_tasks(make_cluster, workflow_file, tmp_path):
+def test_sigkilled_worker_execution_completes_once_elsewhere_without_rerunning_tasks(
+    make_cluster, workflow_file, tmp_path
+):
     cluster = make_cluster(eviction_grace_period=1.5)
     log, gate = tmp_path / "side-effects.log", tmp_path / "gate"
     with FluxClient(cluster.server_url) as client:

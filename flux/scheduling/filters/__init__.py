@@ -29,8 +29,18 @@ from flux.scheduling.filters.packages import PACKAGES
 from flux.scheduling.snapshot import WorkerView
 
 __all__ = [
-    "PIPELINE", "Check", "Consumption", "Filter", "Reason", "active", "bound", "check", "first_bound_failure", "first_failure",
-    "register", "unregister",
+    "PIPELINE",
+    "Check",
+    "Consumption",
+    "Filter",
+    "Reason",
+    "active",
+    "bound",
+    "check",
+    "first_bound_failure",
+    "first_failure",
+    "register",
+    "unregister",
 ]
 
 #: Every filter, in checking order. Changed only through ``register`` and ``unregister``.
@@ -78,7 +88,9 @@ def first_failure(
     return None
 
 
-def bound(filters: Iterable[Filter], request: ResourceRequest | None, affinity: Mapping[str, Any] | None) -> tuple[Check, ...]:
+def bound(
+    filters: Iterable[Filter], request: ResourceRequest | None, affinity: Mapping[str, Any] | None
+) -> tuple[Check, ...]:
     """``filters`` bound to one set of constraints (``Filter.bind``), in order."""
     return tuple(f.bind(request, affinity) for f in filters)
 

@@ -189,12 +189,16 @@ class GPUs(Filter):
             if refusal(worker, gpu, ask) is None:
                 return None
         asked = ", ".join(part for part in request.describe().split(", ") if part.startswith("gpu"))
-        return self.reason(f"no gpu has room for {asked}" + (f": {_summary(worker, ask)}" if worker.gpus else ": no gpus"))
+        return self.reason(
+            f"no gpu has room for {asked}" + (f": {_summary(worker, ask)}" if worker.gpus else ": no gpus")
+        )
 
     def allot(self, request: ResourceRequest, worker: WorkerView) -> Allotment:
         return self.bind_allot(request, None)(worker)
 
-    def bind_allot(self, request: ResourceRequest, affinity: Mapping[str, Any] | None) -> Callable[[WorkerView], Allotment]:
+    def bind_allot(
+        self, request: ResourceRequest, affinity: Mapping[str, Any] | None
+    ) -> Callable[[WorkerView], Allotment]:
         ask = ask_of(request, affinity)
         memory = ask.memory if ask.share else None
 

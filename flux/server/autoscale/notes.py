@@ -18,8 +18,10 @@ from flux.server.pool_models import PoolModel, PoolWorkerModel
 def starting_for(session: Session, demand: Demand) -> str | None:
     """The note, when a starting worker's pool fits ``demand``; None otherwise."""
     rows = session.execute(
-        select(PoolWorkerModel.pool, PoolWorkerModel.requested_at).where(PoolWorkerModel.state == MemberState.STARTING)
-        .order_by(PoolWorkerModel.requested_at)).all()
+        select(PoolWorkerModel.pool, PoolWorkerModel.requested_at)
+        .where(PoolWorkerModel.state == MemberState.STARTING)
+        .order_by(PoolWorkerModel.requested_at)
+    ).all()
     for pool_name, requested_at in rows:
         pool = session.get(PoolModel, pool_name)
         if pool is not None and fits(store.template(pool), demand):

@@ -24,8 +24,12 @@ _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(==[A-Za-z0-9.+!_-]+)?$")
 class LocalOptions(Strict):
     """``flux start worker`` processes on the server's host."""
 
-    server_url: str | None = Field(default=None, max_length=512, description="The URL its workers reach the server by [this server's]")
-    worker_args: list[str] = Field(default_factory=list, max_length=64, description="More `flux start worker` arguments, e.g. --runner inprocess")
+    server_url: str | None = Field(
+        default=None, max_length=512, description="The URL its workers reach the server by [this server's]"
+    )
+    worker_args: list[str] = Field(
+        default_factory=list, max_length=64, description="More `flux start worker` arguments, e.g. --runner inprocess"
+    )
 
 
 class KubernetesOptions(Strict):
@@ -33,8 +37,12 @@ class KubernetesOptions(Strict):
 
     namespace: str = Field(default="default", max_length=63)
     deployment: str | None = Field(default=None, max_length=253, description="Scale this Deployment's replicas")
-    pod_template: dict[str, Any] | None = Field(default=None, description="Or create one Pod per worker from this manifest")
-    kubeconfig: str | None = Field(default=None, max_length=1024, description="A kubeconfig file [in-cluster, else ~/.kube/config]")
+    pod_template: dict[str, Any] | None = Field(
+        default=None, description="Or create one Pod per worker from this manifest"
+    )
+    kubeconfig: str | None = Field(
+        default=None, max_length=1024, description="A kubeconfig file [in-cluster, else ~/.kube/config]"
+    )
     context: str | None = Field(default=None, max_length=253)
 
     @model_validator(mode="after")
@@ -57,15 +65,27 @@ OPTIONS: dict[str, type[Strict]] = {"local": LocalOptions, "kubernetes": Kuberne
 class PoolSpec(Strict):
     """What a pool is: the template of its workers, its bounds and its provider."""
 
-    labels: dict[str, str] = Field(default_factory=dict, description="Labels its workers advertise (and flux.pool=NAME)")
-    resources: dict[str, int | float | str] = Field(default_factory=dict, description="cpu, memory, disk, gpu and custom resources each worker has")
-    packages: list[str] = Field(default_factory=list, max_length=1000, description="Distributions its workers have installed: name or name==version")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels its workers advertise (and flux.pool=NAME)"
+    )
+    resources: dict[str, int | float | str] = Field(
+        default_factory=dict, description="cpu, memory, disk, gpu and custom resources each worker has"
+    )
+    packages: list[str] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Distributions its workers have installed: name or name==version",
+    )
     slots: int = Field(default=4, ge=1, le=1024, description="Executions one worker runs at once")
     min: int = Field(default=0, ge=0, le=10_000)
     max: int = Field(default=10, ge=0, le=10_000)
-    idle_timeout: float | str = Field(default=300.0, description="Seconds or a duration ('5m') a worker idles above min before it is drained")
+    idle_timeout: float | str = Field(
+        default=300.0, description="Seconds or a duration ('5m') a worker idles above min before it is drained"
+    )
     provider: Provider
-    options: dict[str, Any] = Field(default_factory=dict, description="The provider's options (LocalOptions, KubernetesOptions, CommandOptions)")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="The provider's options (LocalOptions, KubernetesOptions, CommandOptions)"
+    )
 
     @field_validator("resources")
     @classmethod
@@ -101,7 +121,9 @@ class PoolSpec(Strict):
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])
-            raise ValueError(f"options for provider {self.provider}: {where + ': ' if where else ''}{first['msg']}") from None
+            raise ValueError(
+                f"options for provider {self.provider}: {where + ': ' if where else ''}{first['msg']}"
+            ) from None
         return self
 
 

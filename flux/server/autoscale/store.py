@@ -83,30 +83,54 @@ def info(session: Session, row: PoolModel) -> PoolInfo:
     workers = members(session, row.name)
     running = [w for w in workers if w.state == MemberState.RUNNING]
     return PoolInfo(
-        name=row.name, labels=row.labels, resources={**row.resources, **({"gpu": row.gpus} if row.gpus else {})},
-        packages=[f"{n}=={v}" if v else n for n, v in row.packages.items()], slots=row.slots, min=row.minimum,
-        max=row.maximum, idle_timeout=row.idle_timeout, provider=row.provider, options=row.options,
-        created_at=row.created_at, desired=row.desired,
-        starting=sum(1 for w in workers if w.state == MemberState.STARTING), running=len(running),
+        name=row.name,
+        labels=row.labels,
+        resources={**row.resources, **({"gpu": row.gpus} if row.gpus else {})},
+        packages=[f"{n}=={v}" if v else n for n, v in row.packages.items()],
+        slots=row.slots,
+        min=row.minimum,
+        max=row.maximum,
+        idle_timeout=row.idle_timeout,
+        provider=row.provider,
+        options=row.options,
+        created_at=row.created_at,
+        desired=row.desired,
+        starting=sum(1 for w in workers if w.state == MemberState.STARTING),
+        running=len(running),
         idle=sum(1 for w in running if w.idle_since is not None),
         stopping=sum(1 for w in workers if w.state == MemberState.STOPPING),
-        decision=row.decision, decided_at=row.decided_at, provider_error=row.provider_error, failures=row.failures,
-        retry_at=row.retry_at, deleting=row.deleting,
-        workers=[PoolWorkerInfo(name=w.name, state=w.state, requested_at=w.requested_at, idle_since=w.idle_since) for w in workers],
+        decision=row.decision,
+        decided_at=row.decided_at,
+        provider_error=row.provider_error,
+        failures=row.failures,
+        retry_at=row.retry_at,
+        deleting=row.deleting,
+        workers=[
+            PoolWorkerInfo(name=w.name, state=w.state, requested_at=w.requested_at, idle_since=w.idle_since)
+            for w in workers
+        ],
     )
 
 
 def template(row: PoolModel) -> PoolTemplate:
     """The pool as the planner sees it; a pool being deleted wants no worker."""
     return PoolTemplate(
-        name=row.name, labels=row.labels, resources=Resources(row.resources), gpus=row.gpus, packages=row.packages,
-        slots=row.slots, minimum=0 if row.deleting else row.minimum, maximum=0 if row.deleting else row.maximum,
+        name=row.name,
+        labels=row.labels,
+        resources=Resources(row.resources),
+        gpus=row.gpus,
+        packages=row.packages,
+        slots=row.slots,
+        minimum=0 if row.deleting else row.minimum,
+        maximum=0 if row.deleting else row.maximum,
         idle_timeout=0.0 if row.deleting else row.idle_timeout,
     )
 
 
 def desired(session: Session) -> PoolDemand:
-    return PoolDemand(pools=dict(session.execute(select(PoolModel.name, PoolModel.desired).order_by(PoolModel.name)).all()))
+    return PoolDemand(
+        pools=dict(session.execute(select(PoolModel.name, PoolModel.desired).order_by(PoolModel.name)).all())
+    )
 
 
 @dataclass(frozen=True)
@@ -123,7 +147,12 @@ def gauges(session: Session) -> list[PoolGauges]:
     found = []
     for row in session.scalars(select(PoolModel).order_by(PoolModel.name)):
         pool = info(session, row)
-        counts = {"desired": pool.desired, "starting": pool.starting, "running": pool.running, "idle": pool.idle,
-                  "stopping": pool.stopping}
+        counts = {
+            "desired": pool.desired,
+            "starting": pool.starting,
+            "running": pool.running,
+            "idle": pool.idle,
+            "stopping": pool.stopping,
+        }
         found.append(PoolGauges(row.name, row.failures, counts))
     return found

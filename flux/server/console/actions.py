@@ -23,7 +23,9 @@ TOKEN_CHECK = "/whoami"
 def register(api: APIRouter, console: Console) -> None:
     session = console.session
 
-    async def act(request: Request, path: str, back: str, body: Any = None, then: Callable[[Any], str] | None = None) -> Response:
+    async def act(
+        request: Request, path: str, back: str, body: Any = None, then: Callable[[Any], str] | None = None
+    ) -> Response:
         async def action() -> Response:
             form = await session.form(request)
             async with console.api(request) as client:
@@ -41,11 +43,15 @@ def register(api: APIRouter, console: Console) -> None:
 
     @api.post("/ui/hooks/{name}/deliveries/{delivery_id}/redeliver", include_in_schema=False)
     async def redeliver(name: str, delivery_id: str, request: Request) -> Response:
-        return await act(request, f"/hooks/{quote(name, safe='')}/deliveries/{quote(delivery_id, safe='')}/redeliver", "/ui/hooks")
+        return await act(
+            request, f"/hooks/{quote(name, safe='')}/deliveries/{quote(delivery_id, safe='')}/redeliver", "/ui/hooks"
+        )
 
     @api.post("/ui/executions/{execution_id}/cancel", include_in_schema=False)
     async def cancel(execution_id: str, request: Request) -> Response:
-        return await act(request, f"/executions/{quote(execution_id, safe='')}/cancel", f"/ui/executions/{quote(execution_id)}")
+        return await act(
+            request, f"/executions/{quote(execution_id, safe='')}/cancel", f"/ui/executions/{quote(execution_id)}"
+        )
 
     @api.post("/ui/executions/{execution_id}/resume", include_in_schema=False)
     async def resume(execution_id: str, request: Request) -> Response:
@@ -73,8 +79,10 @@ def register(api: APIRouter, console: Console) -> None:
             await session.form(request)
             async with console.api(request) as client:
                 old = await client.get(f"/executions/{quote(execution_id, safe='')}")
-                new = await client.post(f"/workflows/{quote(old['workflow_name'], safe='')}/run",
-                                        {"input": old["input"], "version": old["workflow_version"]})
+                new = await client.post(
+                    f"/workflows/{quote(old['workflow_name'], safe='')}/run",
+                    {"input": old["input"], "version": old["workflow_version"]},
+                )
             return RedirectResponse(f"/ui/executions/{new['id']}", status_code=303)
 
         return await answer(console, request, action)
@@ -106,13 +114,24 @@ def register(api: APIRouter, console: Console) -> None:
         async with console.api(request) as client:
             info = await client.get(f"/workflows/{quote(name, safe='')}")
             runs = await client.get("/executions", workflow=name, limit=20)
-        return console.render(request, "workflow.html", status=422, title=f"Workflow {name}", active="workflows",
-                              workflow=info, runs=runs, rate=None, input_text=text, problem=problem)
+        return console.render(
+            request,
+            "workflow.html",
+            status=422,
+            title=f"Workflow {name}",
+            active="workflows",
+            workflow=info,
+            runs=runs,
+            rate=None,
+            input_text=text,
+            problem=problem,
+        )
 
     @api.post("/ui/schedules/{name}/{verb}", include_in_schema=False)
     async def schedule(name: str, verb: str, request: Request) -> Response:
         path = f"/schedules/{quote(name, safe='')}"
         if verb == "delete":
+
             async def deleted() -> Response:
                 await session.form(request)  # the CSRF check
                 async with console.api(request) as client:
@@ -154,7 +173,9 @@ def register(api: APIRouter, console: Console) -> None:
     async def login_page(request: Request) -> Response:
         if not session.login:
             return RedirectResponse("/ui/fleet", status_code=303)
-        return console.render(request, "login.html", title="Sign in", next=local_path(request.query_params.get("next"), "/ui/fleet"))
+        return console.render(
+            request, "login.html", title="Sign in", next=local_path(request.query_params.get("next"), "/ui/fleet")
+        )
 
     @api.post("/ui/login", include_in_schema=False)
     async def login(request: Request) -> Response:
@@ -164,8 +185,14 @@ def register(api: APIRouter, console: Console) -> None:
             token = form.get("token", "").strip()
             if token and await _accepted(request, token):
                 return session.signed_in(request, RedirectResponse(target, status_code=303), token)
-            return console.render(request, "login.html", status=401, title="Sign in", next=target,
-                                  problem="That token was refused by the API.")
+            return console.render(
+                request,
+                "login.html",
+                status=401,
+                title="Sign in",
+                next=target,
+                problem="That token was refused by the API.",
+            )
 
         return await answer(console, request, action, who=False)
 
@@ -173,7 +200,9 @@ def register(api: APIRouter, console: Console) -> None:
     async def logout(request: Request) -> Response:
         async def action() -> Response:
             await session.form(request)
-            return session.signed_out(request, RedirectResponse("/ui/login" if session.login else "/ui/fleet", status_code=303))
+            return session.signed_out(
+                request, RedirectResponse("/ui/login" if session.login else "/ui/fleet", status_code=303)
+            )
 
         return await answer(console, request, action, who=False)
 

@@ -56,7 +56,9 @@ class Api:
         # The browser's address, so that the audit log names who pressed the button.
         client = (request.client.host, request.client.port) if request.client else ("127.0.0.1", 0)
         transport = httpx.ASGITransport(app=request.app, raise_app_exceptions=False, client=client)
-        self._client = httpx.AsyncClient(transport=transport, base_url="http://flux-console", headers=headers, timeout=30.0)
+        self._client = httpx.AsyncClient(
+            transport=transport, base_url="http://flux-console", headers=headers, timeout=30.0
+        )
         self._prefix = namespace_prefix(request)
 
     async def __aenter__(self) -> "Api":

@@ -39,14 +39,29 @@ def register(api: APIRouter, console: Console) -> None:
             fields = filters_of(request.query_params)
             after = request.query_params.get("after", "")
             after = after if after.isdigit() else ""
-            params = {"namespace": fields["namespace"], "token": fields["token"], "action": fields["action"],
-                      "limit": PAGE, "after": after}
+            params = {
+                "namespace": fields["namespace"],
+                "token": fields["token"],
+                "action": fields["action"],
+                "limit": PAGE,
+                "after": after,
+            }
             if fields["since"]:
                 params["since"] = time.time() - SINCE[fields["since"]]
             async with console.api(request) as client:
                 response = await client.call("GET", "/audit", params)
-            return console.render(request, "audit.html", title="Audit", active="audit", rows=response.json(),
-                                  fields=fields, after=after, next_cursor=response.headers.get("X-Next-Cursor"),
-                                  actions=ACTIONS, since_choices=list(SINCE), url=lambda **c: url(fields, **c))
+            return console.render(
+                request,
+                "audit.html",
+                title="Audit",
+                active="audit",
+                rows=response.json(),
+                fields=fields,
+                after=after,
+                next_cursor=response.headers.get("X-Next-Cursor"),
+                actions=ACTIONS,
+                since_choices=list(SINCE),
+                url=lambda **c: url(fields, **c),
+            )
 
         return await answer(console, request, page)

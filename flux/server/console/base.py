@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from typing import Any, AsyncIterator
+from urllib.parse import quote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.responses import Response
-from urllib.parse import quote
 
 from flux.domain.access import Action, Principal, Role
 from flux.domain.namespaces import DEFAULT
@@ -27,9 +27,15 @@ from flux.server.console.session import CSRF_FIELD, CsrfRefused, Session
 from flux.server.console.views import environment
 
 #: The menu: each page, and what its reads need (the fleet and the audit log are not for every role).
-NAV = [("fleet", "Fleet", Action.READ_FLEET), ("executions", "Executions", Action.READ), ("queue", "Queue", Action.READ),
-       ("workflows", "Workflows", Action.READ), ("schedules", "Schedules", Action.READ), ("hooks", "Hooks", Action.MANAGE_HOOKS),
-       ("audit", "Audit", Action.READ_AUDIT)]
+NAV = [
+    ("fleet", "Fleet", Action.READ_FLEET),
+    ("executions", "Executions", Action.READ),
+    ("queue", "Queue", Action.READ),
+    ("workflows", "Workflows", Action.READ),
+    ("schedules", "Schedules", Action.READ),
+    ("hooks", "Hooks", Action.MANAGE_HOOKS),
+    ("audit", "Audit", Action.READ_AUDIT),
+]
 
 
 def viewer(request: Request) -> Principal | None:
@@ -52,11 +58,18 @@ class Console:
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = self.templates.get_template(template).render(
-            request=request, csrf=self.session.csrf(request), csrf_field=CSRF_FIELD, nav=self.nav(request),
-            bridge=BRIDGE + namespace_prefix(request), namespace=current(request),
+            request=request,
+            csrf=self.session.csrf(request),
+            csrf_field=CSRF_FIELD,
+            nav=self.nav(request),
+            bridge=BRIDGE + namespace_prefix(request),
+            namespace=current(request),
             namespaces=getattr(request.state, "namespaces", []),
-            signed_in=bool(self.session.token(request)), login=self.session.login, who=viewer(request),
-            may=lambda action: may(request, action), **context,
+            signed_in=bool(self.session.token(request)),
+            login=self.session.login,
+            who=viewer(request),
+            may=lambda action: may(request, action),
+            **context,
         )
         response = HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
         return self.session.keep(request, response)
@@ -64,7 +77,9 @@ class Console:
     def error(self, request: Request, status: int, detail: str) -> Response:
         if status == 401 and self.session.login:
             return RedirectResponse(f"/ui/login?next={quote(_here(request))}", status_code=303)
-        return self.render(request, "error.html", status=status, title=f"Error {status}", status_code=status, detail=detail)
+        return self.render(
+            request, "error.html", status=status, title=f"Error {status}", status_code=status, detail=detail
+        )
 
     @contextlib.asynccontextmanager
     async def api(self, request: Request) -> AsyncIterator[Api]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from markupsafe import Markup, escape
 
@@ -23,8 +23,15 @@ BINS = 12
 #: Buckets of the success rate over time, at most; their width is the first of
 #: ``BUCKET_WIDTHS`` (a minute to a week, in seconds, as the title reads it) that keeps them to this many.
 BUCKETS = 24
-BUCKET_WIDTHS = {60: "minute", 300: "5 minutes", 900: "15 minutes", 3600: "hour", 6 * 3600: "6 hours", 86400: "day",
-                 7 * 86400: "week"}
+BUCKET_WIDTHS = {
+    60: "minute",
+    300: "5 minutes",
+    900: "15 minutes",
+    3600: "hour",
+    6 * 3600: "6 hours",
+    86400: "day",
+    7 * 86400: "week",
+}
 
 
 @dataclass(frozen=True)
@@ -63,8 +70,10 @@ def duration_histogram(runs: list[dict]) -> Markup:
             f'<rect class="bar" x="{i * step + BAR_GAP:.1f}" y="{HEIGHT - 16 - height:.1f}" width="{step - 2 * BAR_GAP:.1f}" '
             f'height="{height:.1f}"><title>{escape(label)}</title></rect>'
         )
-    axis = (f'<text x="0" y="{HEIGHT - 2}">{escape(duration(shown[0].low))}</text>'
-            f'<text x="{WIDTH}" y="{HEIGHT - 2}" text-anchor="end">{escape(duration(shown[-1].high))}</text>')
+    axis = (
+        f'<text x="0" y="{HEIGHT - 2}">{escape(duration(shown[0].low))}</text>'
+        f'<text x="{WIDTH}" y="{HEIGHT - 2}" text-anchor="end">{escape(duration(shown[-1].high))}</text>'
+    )
     return _svg("durations", f"Durations of the last {len(durations)} ended runs", "".join(bars) + axis)
 
 
@@ -76,7 +85,7 @@ def outcomes(runs: list[dict]) -> Markup:
     step = WIDTH / len(ended)
     cells = "".join(
         f'<rect class="outcome-{r["state"].lower()}" x="{i * step:.1f}" y="0" width="{max(step - 1, 1):.1f}" height="{HEIGHT // 4}">'
-        f'<title>{escape(r["id"][:12])}: {escape(r["state"])}</title></rect>'
+        f"<title>{escape(r['id'][:12])}: {escape(r['state'])}</title></rect>"
         for i, r in enumerate(ended)
     )
     completed = sum(r["state"] == ExecutionState.COMPLETED for r in ended)
@@ -93,8 +102,11 @@ class Bucket:
 def buckets(runs: list[dict], most: int = BUCKETS) -> tuple[float, list[Bucket]]:
     """The width, and the ended runs by when they ended (in buckets of it, oldest first,
     empty ones kept: a gap reads as "nothing ended then")."""
-    ended = [(r.get("finished_at") or r["scheduled_at"], r["state"] == ExecutionState.COMPLETED)
-             for r in runs if ExecutionState(r["state"]).is_terminal]
+    ended = [
+        (r.get("finished_at") or r["scheduled_at"], r["state"] == ExecutionState.COMPLETED)
+        for r in runs
+        if ExecutionState(r["state"]).is_terminal
+    ]
     if not ended:
         return 0.0, []
     first, last = min(at for at, _ in ended), max(at for at, _ in ended)
@@ -123,18 +135,22 @@ def success_over_time(runs: list[dict]) -> Markup:
         label = f"{_stamp(b.start)} to {_stamp(b.start + width)} UTC: {b.completed} of {b.ended} completed ({rate:.0%})"
         x, w = i * step + BAR_GAP / 2, max(step - BAR_GAP, 1)
         cells.append(
-            f'<g><title>{escape(label)}</title>'
+            f"<g><title>{escape(label)}</title>"
             f'<rect class="outcome-failed" x="{x:.1f}" y="0" width="{w:.1f}" height="{height * (1 - rate):.1f}"></rect>'
             f'<rect class="outcome-completed" x="{x:.1f}" y="{height * (1 - rate):.1f}" width="{w:.1f}" height="{height * rate:.1f}"></rect></g>'
         )
-    axis = (f'<text x="0" y="{HEIGHT - 2}">{escape(_stamp(shown[0].start))}</text>'
-            f'<text x="{WIDTH}" y="{HEIGHT - 2}" text-anchor="end">{escape(_stamp(shown[-1].start + width))} UTC</text>')
+    axis = (
+        f'<text x="0" y="{HEIGHT - 2}">{escape(_stamp(shown[0].start))}</text>'
+        f'<text x="{WIDTH}" y="{HEIGHT - 2}" text-anchor="end">{escape(_stamp(shown[-1].start + width))} UTC</text>'
+    )
     ended = sum(b.ended for b in shown)
-    return _svg("success", f"Success rate per {BUCKET_WIDTHS[int(width)]} of the last {ended} ended runs", "".join(cells) + axis)
+    return _svg(
+        "success", f"Success rate per {BUCKET_WIDTHS[int(width)]} of the last {ended} ended runs", "".join(cells) + axis
+    )
 
 
 def _stamp(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%m-%d %H:%M")
+    return datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%M")
 
 
 def fleet_charts(points: list[dict]) -> list[Markup]:
@@ -143,16 +159,29 @@ def fleet_charts(points: list[dict]) -> list[Markup]:
     if not points:
         return []
     drawn = points if len(points) > 1 else points * 2  # one sample: a flat line from it
-    span = f"the last {duration(drawn[-1]['time'] - drawn[0]['time'])}" if len(points) > 1 else "since the server started"
+    span = (
+        f"the last {duration(drawn[-1]['time'] - drawn[0]['time'])}" if len(points) > 1 else "since the server started"
+    )
     slots = max(max(p["slots"], p["queued"], p["busy"]) for p in drawn) or 1
-    use = [("cpu", [p["cpu_percent"] for p in drawn]), ("memory", [percent(p["memory_used"], p["memory_total"]) for p in drawn])]
+    use = [
+        ("cpu", [p["cpu_percent"] for p in drawn]),
+        ("memory", [percent(p["memory_used"], p["memory_total"]) for p in drawn]),
+    ]
     if any(p.get("gpus") for p in drawn):
         use.append(("gpu", [p.get("gpu_percent", 0.0) for p in drawn]))
     for name in sorted({name for p in drawn for name in p.get("resources") or {}}):  # custom probed dimensions
         use.append((name, [percent(*(p.get("resources") or {}).get(name, (0.0, 0.0))) for p in drawn]))
     return [
-        lines("slots", f"Slots busy, slots and queued, {span}", slots,
-              [("busy", [p["busy"] for p in drawn]), ("slots", [p["slots"] for p in drawn]), ("queued", [p["queued"] for p in drawn])]),
+        lines(
+            "slots",
+            f"Slots busy, slots and queued, {span}",
+            slots,
+            [
+                ("busy", [p["busy"] for p in drawn]),
+                ("slots", [p["slots"] for p in drawn]),
+                ("queued", [p["queued"] for p in drawn]),
+            ],
+        ),
         lines("use", f"In use (%), {span}", 100.0, use),
     ]
 
@@ -168,8 +197,13 @@ def lines(kind: str, title: str, top: float, series: list[tuple[str, list[float]
     for name, values in series:
         step = WIDTH / max(len(values) - 1, 1)
         coords = " ".join(f"{i * step:.1f},{height - height * min(v, top) / top:.1f}" for i, v in enumerate(values))
-        drawn.append(f'<polyline class="line line-{name}" points="{coords}"><title>{escape(name)}: {values[-1]:g} now</title></polyline>')
-    legend = "".join(f'<text class="legend line-{name}" x="{i * 90}" y="{HEIGHT - 2}">{escape(name)}</text>' for i, (name, _) in enumerate(series))
+        drawn.append(
+            f'<polyline class="line line-{name}" points="{coords}"><title>{escape(name)}: {values[-1]:g} now</title></polyline>'
+        )
+    legend = "".join(
+        f'<text class="legend line-{name}" x="{i * 90}" y="{HEIGHT - 2}">{escape(name)}</text>'
+        for i, (name, _) in enumerate(series)
+    )
     scale = f'<text x="{WIDTH}" y="10" text-anchor="end">{top:g}</text>'
     return _svg(kind, title, "".join(drawn) + legend + scale)
 

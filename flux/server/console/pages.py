@@ -78,13 +78,26 @@ def register(api: APIRouter, console: Console) -> None:
                 return RedirectResponse("/ui/executions", status_code=303)
             wanted = [term for term in request.query_params.getlist("label") if term.strip()]
             async with console.api(request) as client:
-                workers, summary, history = await asyncio.gather(client.get("/workers"), client.get("/fleet"), client.get("/fleet/history"))
+                workers, summary, history = await asyncio.gather(
+                    client.get("/workers"), client.get("/fleet"), client.get("/fleet/history")
+                )
                 pools = await client.get("/pools")  # worker pools (docs/autoscaling.md)
             shown = [w for w in workers if label_matches(w["labels"], wanted)]
             labels = sorted({f"{k}={v}" for w in workers for k, v in w["labels"].items()})
-            return console.render(request, "fleet.html", title="Fleet", active="fleet", workers=shown, summary=summary,
-                                  charts=charts.fleet_charts(history["points"]), pools=pools,
-                                  total=len(workers), wanted=wanted, labels=labels, now=time.time())
+            return console.render(
+                request,
+                "fleet.html",
+                title="Fleet",
+                active="fleet",
+                workers=shown,
+                summary=summary,
+                charts=charts.fleet_charts(history["points"]),
+                pools=pools,
+                total=len(workers),
+                wanted=wanted,
+                labels=labels,
+                now=time.time(),
+            )
 
         return await answer(console, request, page)
 
@@ -94,13 +107,25 @@ def register(api: APIRouter, console: Console) -> None:
             filters = Filters.of(request.query_params)
             after = request.query_params.get("after", "")
             async with console.api(request) as client:
-                cursor = (await client.get("/watch/executions"))["cursor"]  # the list follows from here: no change missed
+                cursor = (await client.get("/watch/executions"))[
+                    "cursor"
+                ]  # the list follows from here: no change missed
                 items, next_cursor = await page_of_executions(client, filters, after)
                 workflows = await client.get("/workflows")
             return console.render(
-                request, "executions.html", title="Executions", active="executions", executions=items, filters=filters,
-                after=after, next_cursor=next_cursor, cursor=cursor, states=STATES, since_choices=list(SINCE),
-                workflow_names=[w["name"] for w in workflows], now=time.time(),
+                request,
+                "executions.html",
+                title="Executions",
+                active="executions",
+                executions=items,
+                filters=filters,
+                after=after,
+                next_cursor=next_cursor,
+                cursor=cursor,
+                states=STATES,
+                since_choices=list(SINCE),
+                workflow_names=[w["name"] for w in workflows],
+                now=time.time(),
             )
 
         return await answer(console, request, page)
@@ -118,10 +143,20 @@ def register(api: APIRouter, console: Console) -> None:
                 logs = await client.get(f"/executions/{execution_id}/logs", limit=LOG_PAGE, **log_filters)
             now = time.time()
             return console.render(
-                request, "execution.html", title=f"Execution {execution_id[:12]}", active="executions",
-                execution=execution, events=events, placement=placement, logs=logs, log_filters=log_filters,
-                chart=gantt(events, now), now=now, terminal=ExecutionState(execution["state"]).is_terminal,
-                failure=Failure.parsed(execution), task_failures=task_failures(events),
+                request,
+                "execution.html",
+                title=f"Execution {execution_id[:12]}",
+                active="executions",
+                execution=execution,
+                events=events,
+                placement=placement,
+                logs=logs,
+                log_filters=log_filters,
+                chart=gantt(events, now),
+                now=now,
+                terminal=ExecutionState(execution["state"]).is_terminal,
+                failure=Failure.parsed(execution),
+                task_failures=task_failures(events),
                 tasks=sorted({e["name"] for e in events if e["type"] == "TASK_STARTED" and e.get("name")}),
             )
 
@@ -137,7 +172,9 @@ def register(api: APIRouter, console: Console) -> None:
                 workflows = await client.get("/workflows")
                 runs = await asyncio.gather(*(recent_runs(client, w["name"]) for w in workflows))
             rows = [{"workflow": w, "runs": r, "rate": success_rate(r)} for w, r in zip(workflows, runs)]
-            return console.render(request, "workflows.html", title="Workflows", active="workflows", rows=rows, now=time.time())
+            return console.render(
+                request, "workflows.html", title="Workflows", active="workflows", rows=rows, now=time.time()
+            )
 
         return await answer(console, request, page)
 
@@ -146,12 +183,25 @@ def register(api: APIRouter, console: Console) -> None:
         async def page() -> Response:
             async with console.api(request) as client:
                 info, runs, history = await asyncio.gather(
-                    client.get(f"/workflows/{name}"), recent_runs(client, name), client.get("/executions", workflow=name, limit=CHARTED)
+                    client.get(f"/workflows/{name}"),
+                    recent_runs(client, name),
+                    client.get("/executions", workflow=name, limit=CHARTED),
                 )
-            return console.render(request, "workflow.html", title=f"Workflow {name}", active="workflows", workflow=info,
-                                  runs=runs, rate=success_rate(runs), now=time.time(), input_text="", problem=None,
-                                  histogram=charts.duration_histogram(history), outcomes=charts.outcomes(history),
-                                  success=charts.success_over_time(history))
+            return console.render(
+                request,
+                "workflow.html",
+                title=f"Workflow {name}",
+                active="workflows",
+                workflow=info,
+                runs=runs,
+                rate=success_rate(runs),
+                now=time.time(),
+                input_text="",
+                problem=None,
+                histogram=charts.duration_histogram(history),
+                outcomes=charts.outcomes(history),
+                success=charts.success_over_time(history),
+            )
 
         return await answer(console, request, page)
 
@@ -160,22 +210,35 @@ def register(api: APIRouter, console: Console) -> None:
         async def page() -> Response:
             async with console.api(request) as client:
                 items, workflows = await asyncio.gather(client.get("/schedules"), client.get("/workflows"))
-            return console.render(request, "schedules.html", title="Schedules", active="schedules", schedules=items,
-                                  workflows=workflows, overlaps=get_args(Overlap), catch_ups=get_args(CatchUp), now=time.time())
+            return console.render(
+                request,
+                "schedules.html",
+                title="Schedules",
+                active="schedules",
+                schedules=items,
+                workflows=workflows,
+                overlaps=get_args(Overlap),
+                catch_ups=get_args(CatchUp),
+                now=time.time(),
+            )
 
         return await answer(console, request, page)
 
     @api.get("/ui/hooks", include_in_schema=False)
     async def hook_list(request: Request) -> Response:
         """Each hook, and its newest deliveries with their attempts (docs/hooks.md)."""
+
         async def page() -> Response:
             async with console.api(request) as client:
                 hooks = await client.get("/hooks")
-                deliveries = await asyncio.gather(*(client.get(f"/hooks/{quote(h['name'], safe='')}/deliveries") for h in hooks))
+                deliveries = await asyncio.gather(
+                    *(client.get(f"/hooks/{quote(h['name'], safe='')}/deliveries") for h in hooks)
+                )
             rows = [{"hook": h, "deliveries": d[:HOOK_DELIVERIES]} for h, d in zip(hooks, deliveries)]
             return console.render(request, "hooks.html", title="Hooks", active="hooks", rows=rows, now=time.time())
 
         return await answer(console, request, page)
+
 
 def register_not_found(api: APIRouter, console: Console) -> None:
     @api.get("/ui/{path:path}", include_in_schema=False)
@@ -192,7 +255,8 @@ async def _execution_and_events(client: Api, execution_id: str) -> tuple[dict, l
     read again: a finished page follows nothing."""
     events = await client.get(f"/executions/{execution_id}/events")
     execution, placement = await asyncio.gather(
-        client.get(f"/executions/{execution_id}"), client.get(f"/executions/{execution_id}/placement"),
+        client.get(f"/executions/{execution_id}"),
+        client.get(f"/executions/{execution_id}/placement"),
     )
     if ExecutionState(execution["state"]).is_terminal and not any(e["type"] in TERMINAL_EVENTS for e in events):
         events = await client.get(f"/executions/{execution_id}/events")

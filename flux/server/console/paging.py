@@ -42,10 +42,17 @@ class Filters:
         fields = {k: v for k, v in {**asdict(self), **changes}.items() if v}
         return "/ui/executions" + (f"?{urlencode(fields)}" if fields else "")
 
+
 async def page_of_executions(api: Api, filters: Filters, after: str, size: int = PAGE) -> tuple[list[dict], str | None]:
     """One page, newest first, and the cursor of the next one (None: the last page)."""
-    params = {"state": filters.state, "workflow": filters.workflow, "worker": filters.worker,
-              "schedule": filters.schedule, "limit": size, "after": after}
+    params = {
+        "state": filters.state,
+        "workflow": filters.workflow,
+        "worker": filters.worker,
+        "schedule": filters.schedule,
+        "limit": size,
+        "after": after,
+    }
     if filters.since:
         params["since"] = time.time() - SINCE[filters.since]
     response = await api.call("GET", "/executions", params)

@@ -22,8 +22,13 @@ def quota_bars(detail: dict) -> list[dict]:
     for name, limit in sorted((detail.get("quota") or {}).items()):
         used = held.get(name, 0)
         shown = (lambda v: size(v)) if name in BYTES else (lambda v: f"{v:g}")
-        bars.append({"label": name, "pct": min(100, round(100 * used / limit)) if limit else 100,
-                     "text": f"{shown(used)} / {shown(limit)}"})
+        bars.append(
+            {
+                "label": name,
+                "pct": min(100, round(100 * used / limit)) if limit else 100,
+                "text": f"{shown(used)} / {shown(limit)}",
+            }
+        )
     return bars
 
 
@@ -36,7 +41,14 @@ def register(api: APIRouter, console: Console) -> None:
                 detail = await client.get(f"/namespaces/{namespace}")
                 waiting = await client.get("/executions", state="SCHEDULED", limit=SHOWN)
             waiting.sort(key=lambda e: (-e.get("priority", 0), e["scheduled_at"]))
-            return console.render(request, "queue.html", title="Queue", active="queue", detail=detail,
-                                  bars=quota_bars(detail), waiting=waiting)
+            return console.render(
+                request,
+                "queue.html",
+                title="Queue",
+                active="queue",
+                detail=detail,
+                bars=quota_bars(detail),
+                waiting=waiting,
+            )
 
         return await answer(console, request, page)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,9 @@ from flux.domain.workers import WorkerState
 #: Input or output longer than this (as indented JSON) is cut on the page.
 MAX_SHOWN = 64 * 1024
 #: Keys whose values are masked, as Airflow and Prefect mask "sensitive" fields.
-SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|api[_-]?key|credential|private[_-]?key|authori[sz]ation|cookie", re.I)
+SECRET_KEY = re.compile(
+    r"pass(word|wd)?|secret|token|api[_-]?key|credential|private[_-]?key|authori[sz]ation|cookie", re.I
+)
 MASK = "•••• (redacted)"
 
 
@@ -43,8 +45,15 @@ def traceback_html(text: str) -> Markup:
     source line under it, what was raised, the notes between links."""
     lines = []
     for line in text.splitlines():
-        kind = ("tb-where" if line.startswith("  File ") else "tb-code" if line.startswith("    ")
-                else "tb-note" if line.startswith(("Traceback", "The above", "During handling", "(")) or not line else "tb-raised")
+        kind = (
+            "tb-where"
+            if line.startswith("  File ")
+            else "tb-code"
+            if line.startswith("    ")
+            else "tb-note"
+            if line.startswith(("Traceback", "The above", "During handling", "(")) or not line
+            else "tb-raised"
+        )
         lines.append(f'<span class="{kind}">{escape(line)}</span>')
     return Markup("\n".join(lines))
 
@@ -64,16 +73,16 @@ def local_time(text: str | None) -> str:
 def absolute(ts: float | None) -> str:
     if ts is None:
         return ""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def clock(ts: float | None) -> str:
     """The time of day to the millisecond, UTC (a log line's)."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%H:%M:%S.%f")[:-3] if ts else ""
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S.%f")[:-3] if ts else ""
 
 
 def iso(ts: float | None) -> str:
-    return "" if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+    return "" if ts is None else datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
 def duration(seconds: float | None) -> str:
@@ -139,10 +148,18 @@ def usage(worker: dict) -> list[dict]:
         bars.append(bar(name, total, available.get(name, 0), lambda u, t: f"{u:g} / {t:g}"))
     for gpu in res.get("gpus") or []:
         label = f"gpu{gpu['index']}"
-        bars.append(bar(label, gpu["memory_total"], gpu["memory_available"],
-                        lambda u, t, g=gpu: f"{g.get('mig_profile') or g['name']}: {size(u)} / {size(t)}, "
-                                            f"{g.get('utilization', 0):.0f}% busy"
-                                            + (f", UNHEALTHY: {g['unhealthy']}" if g.get("unhealthy") else "")))
+        bars.append(
+            bar(
+                label,
+                gpu["memory_total"],
+                gpu["memory_available"],
+                lambda u, t, g=gpu: (
+                    f"{g.get('mig_profile') or g['name']}: {size(u)} / {size(t)}, "
+                    f"{g.get('utilization', 0):.0f}% busy"
+                    + (f", UNHEALTHY: {g['unhealthy']}" if g.get("unhealthy") else "")
+                ),
+            )
+        )
     return bars
 
 
@@ -160,6 +177,19 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(ago=ago, absolute=absolute, iso=iso, duration=duration, size=size, shown=shown, short=short, usage=usage,
-                       drain_action=drain_action, local_time=local_time, traceback_html=traceback_html, every=format_duration, clock=clock)
+    env.filters.update(
+        ago=ago,
+        absolute=absolute,
+        iso=iso,
+        duration=duration,
+        size=size,
+        shown=shown,
+        short=short,
+        usage=usage,
+        drain_action=drain_action,
+        local_time=local_time,
+        traceback_html=traceback_html,
+        every=format_duration,
+        clock=clock,
+    )
     return env

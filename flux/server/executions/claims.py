@@ -21,11 +21,12 @@ from sqlalchemy.orm.attributes import set_committed_value
 from flux import tracing
 from flux.domain.allotment import Allotment
 from flux.domain.events import EventType, ExecutionState
-from flux.server.eventlog import INSERT_EVENT, append_events, numbered
 from flux.server.errors import NotFound
+from flux.server.eventlog import INSERT_EVENT, append_events, numbered
 from flux.server.executions.lifecycle import finish, finished_event
 from flux.server.executions.reads import held_by, job_for
-from flux.server.executions.setbased import T as _T, write_all
+from flux.server.executions.setbased import T as _T
+from flux.server.executions.setbased import write_all
 from flux.server.models import ExecutionModel
 from flux.server.schemas import ClaimedExecution
 
@@ -33,18 +34,32 @@ S = ExecutionState
 
 #: What a round reads of the rows it claims (no payloads, no ORM objects).
 _CLAIMING = select(
-    _T.c.id, _T.c.namespace, _T.c.workflow_name, _T.c.attempt, _T.c.last_seq, _T.c.row_version,
-    _T.c.traceparent, _T.c.pending_since,
+    _T.c.id,
+    _T.c.namespace,
+    _T.c.workflow_name,
+    _T.c.attempt,
+    _T.c.last_seq,
+    _T.c.row_version,
+    _T.c.traceparent,
+    _T.c.pending_since,
 ).where(_T.c.id.in_(bindparam("ids", expanding=True)))  # built once: its cache key too
 #: The CLAIMED transition of many rows: executed with one parameter set per row.
 _CLAIM = (
     update(_T)
     .where(_T.c.id == bindparam("b_id"), _T.c.row_version == bindparam("b_version"), _T.c.state == S.SCHEDULED.value)
     .values(
-        state=S.CLAIMED.value, worker_name=bindparam("b_worker"), attempt=_T.c.attempt + 1, checkpoint_batch=0,
-        log_batch=0, delivered=bindparam("b_delivered"), claimed_at=bindparam("b_now"),
-        allotment=bindparam("b_allotment", type_=JSON(none_as_null=True)), ready_at=None,
-        traceparent=bindparam("b_traceparent"), last_seq=_T.c.last_seq + 2, row_version=_T.c.row_version + 1,
+        state=S.CLAIMED.value,
+        worker_name=bindparam("b_worker"),
+        attempt=_T.c.attempt + 1,
+        checkpoint_batch=0,
+        log_batch=0,
+        delivered=bindparam("b_delivered"),
+        claimed_at=bindparam("b_now"),
+        allotment=bindparam("b_allotment", type_=JSON(none_as_null=True)),
+        ready_at=None,
+        traceparent=bindparam("b_traceparent"),
+        last_seq=_T.c.last_seq + 2,
+        row_version=_T.c.row_version + 1,
     )
 )
 #: Delivered to its worker (a claim read it): one parameter set per row.
@@ -62,7 +77,12 @@ def undeliver(session: Session, worker_name: str, ids: list[str]) -> None:
     if ids:
         session.execute(
             update(_T)
-            .where(_T.c.id.in_(ids), _T.c.worker_name == worker_name, _T.c.state == S.CLAIMED.value, _T.c.delivered == true())
+            .where(
+                _T.c.id.in_(ids),
+                _T.c.worker_name == worker_name,
+                _T.c.state == S.CLAIMED.value,
+                _T.c.delivered == true(),
+            )
             .values(delivered=False, row_version=_T.c.row_version + 1)
         )
 
@@ -88,14 +108,38 @@ def claim_all(session: Session, claims: list[Claim], now: float) -> list[Row]:
     for c in claims:
         row = rows[c.execution_id]
         attempt, shown = row.attempt + 1, c.allotment.to_json()
-        params.append(dict(b_id=row.id, b_version=row.row_version, b_worker=c.worker_name, b_delivered=c.delivered,
-                           b_now=now, b_allotment=shown or None, b_traceparent=_traced(row, c, attempt)))
+        params.append(
+            dict(
+                b_id=row.id,
+                b_version=row.row_version,
+                b_worker=c.worker_name,
+                b_delivered=c.delivered,
+                b_now=now,
+                b_allotment=shown or None,
+                b_traceparent=_traced(row, c, attempt),
+            )
+        )
         value = {"worker": c.worker_name, "attempt": attempt, "reason": c.reason, "allotment": shown}
-        events += numbered(row.id, row.last_seq, [
-            dict(type=EventType.WORKFLOW_CLAIMED, name=row.workflow_name, value=value, time=now, worker_name=c.worker_name),
-            dict(type=EventType.ATTEMPT_STARTED, name=row.workflow_name,
-                 value={"attempt": attempt, "worker": c.worker_name}, time=now, worker_name=c.worker_name),
-        ])
+        events += numbered(
+            row.id,
+            row.last_seq,
+            [
+                dict(
+                    type=EventType.WORKFLOW_CLAIMED,
+                    name=row.workflow_name,
+                    value=value,
+                    time=now,
+                    worker_name=c.worker_name,
+                ),
+                dict(
+                    type=EventType.ATTEMPT_STARTED,
+                    name=row.workflow_name,
+                    value={"attempt": attempt, "worker": c.worker_name},
+                    time=now,
+                    worker_name=c.worker_name,
+                ),
+            ],
+        )
     write_all(session, _CLAIM, params)
     session.execute(INSERT_EVENT, events)
     return [rows[c.execution_id] for c in claims]
@@ -105,8 +149,13 @@ def _traced(row: Row, c: Claim, attempt: int) -> str | None:
     """The span the worker's claim hangs under (docs/tracing.md), or the row's as it was."""
     if not tracing.enabled():
         return row.traceparent
-    attributes = {"flux.execution_id": row.id, "flux.workflow": row.workflow_name, "flux.worker": c.worker_name,
-                  "flux.attempt": attempt, "flux.reason": c.reason}
+    attributes = {
+        "flux.execution_id": row.id,
+        "flux.workflow": row.workflow_name,
+        "flux.worker": c.worker_name,
+        "flux.attempt": attempt,
+        "flux.reason": c.reason,
+    }
     with tracing.span("flux.dispatch", attributes, parent=row.traceparent):
         return tracing.current_traceparent()
 
@@ -133,7 +182,9 @@ def deliver(
         except UNDELIVERABLE as exc:
             execution.delivered = True
             error, now = f"cannot be delivered to a worker: {exc}", time.time()
-            failed = dict(type=EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error}, time=now)
+            failed = dict(
+                type=EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error}, time=now
+            )
             append_events(session, execution, [finished_event(execution, "workflow failed", now), failed])
             finish(session, execution, S.FAILED, {"error": error}, now)
             continue
@@ -147,8 +198,12 @@ def deliver(
 
 
 def _span_attributes(execution: ExecutionModel) -> dict[str, str | int | None]:
-    return {"flux.execution_id": execution.id, "flux.workflow": execution.workflow_name,
-            "flux.worker": execution.worker_name, "flux.attempt": execution.attempt}
+    return {
+        "flux.execution_id": execution.id,
+        "flux.workflow": execution.workflow_name,
+        "flux.worker": execution.worker_name,
+        "flux.attempt": execution.attempt,
+    }
 
 
 #: What building one execution's claim may raise; database errors still fail the transaction.

@@ -76,7 +76,11 @@ def encode_cursor(scheduled_at: float, execution_id: str) -> str:
 def decode_cursor(cursor: str) -> tuple[float, str]:
     try:
         scheduled_at, execution_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if isinstance(scheduled_at, (int, float)) and not isinstance(scheduled_at, bool) and isinstance(execution_id, str):
+        if (
+            isinstance(scheduled_at, (int, float))
+            and not isinstance(scheduled_at, bool)
+            and isinstance(execution_id, str)
+        ):
             return float(scheduled_at), execution_id
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
         pass
@@ -103,7 +107,11 @@ def list_query(where: ExecutionFilter, limit: int, after: str | None = None, inc
 
 
 def page(
-    session: Session, where: ExecutionFilter, limit: int, after: str | None = None, include: frozenset[str] = frozenset()
+    session: Session,
+    where: ExecutionFilter,
+    limit: int,
+    after: str | None = None,
+    include: frozenset[str] = frozenset(),
 ) -> Page:
     """One page of executions, newest first, and the cursor of the next."""
     rows = list(session.scalars(list_query(where, limit + 1, after, include)))  # one more: is there a next page?

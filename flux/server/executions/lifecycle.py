@@ -26,16 +26,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.domain.attempts import WORKER_REPORTED, AttemptEnd
-from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import STATE_AFTER, WAITING_STATES, WORKER_EVENTS, EventType, ExecutionState
 from flux.domain.hooks import HookEventType
-from flux.server.models import ExecutionModel
-from flux.server.eventlog import INSERT_EVENT, append_event, append_events, numbered
+from flux.domain.policy import ExecutionPolicy
+from flux.server import outbox, payloads, task_cache
 from flux.server.errors import Conflict, Invalid
-from flux.server import payloads, task_cache
+from flux.server.eventlog import INSERT_EVENT, append_event, append_events, numbered
 from flux.server.executions import finishes, setbased, waits
-from flux.server import outbox
 from flux.server.executions.reads import get_row, info
+from flux.server.models import ExecutionModel
 from flux.server.schemas import Checkpoint, CheckpointReply, ExecutionInfo, Failure
 
 S = ExecutionState
@@ -71,7 +70,9 @@ def checkpoint(
     if S(execution.state).is_terminal:
         raise Conflict(f"execution {execution_id} is already {execution.state}")
     if body.batch != execution.checkpoint_batch + 1:
-        raise Conflict(f"checkpoint batch {body.batch} of execution {execution_id} skips {execution.checkpoint_batch + 1}")
+        raise Conflict(
+            f"checkpoint batch {body.batch} of execution {execution_id} skips {execution.checkpoint_batch + 1}"
+        )
     types = [_worker_event_type(event) for event in body.events]
     task_cache.record(session, execution, body.events)  # cache=True results, in this transaction
     if not any(type_ in _ENDING or STATE_AFTER.get(type_) not in (None, S.RUNNING) for type_ in types):
@@ -88,8 +89,12 @@ def checkpoint(
             append_events(session, execution, logged)
             if execution.state == S.CANCELLING.value:  # cancelled before it could wait
                 value = {"reason": "cancelled"}
-                cancelled = dict(type=EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value=value, time=event.time)
-                append_events(session, execution, [finished_event(execution, "workflow cancelled", event.time), cancelled])
+                cancelled = dict(
+                    type=EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value=value, time=event.time
+                )
+                append_events(
+                    session, execution, [finished_event(execution, "workflow cancelled", event.time), cancelled]
+                )
                 finish(session, execution, S.CANCELLED, value, event.time)
             else:
                 waits.suspend(session, execution, event, worker_name, policy)
@@ -98,7 +103,16 @@ def checkpoint(
         if new_state is not None and new_state is not S.RUNNING:
             logged.append(finished_event(execution, f"workflow {new_state.value.lower()}", event.time))
         value = payloads.STORED.get(type_.value, event.value)  # the output: a reference to the row's copy
-        logged.append(dict(type=type_, name=event.name, task_id=event.task_id, value=value, time=event.time, worker_name=worker_name))
+        logged.append(
+            dict(
+                type=type_,
+                name=event.name,
+                task_id=event.task_id,
+                value=value,
+                time=event.time,
+                worker_name=worker_name,
+            )
+        )
         if new_state is S.RUNNING:
             execution.started_at = execution.started_at or event.time
             if execution.state == S.CLAIMED.value:
@@ -109,7 +123,9 @@ def checkpoint(
             # that the row's end and the log's go out as ONE UPDATE (the insert flushes it).
             finish(session, execution, new_state, event.value, event.time)
             append_events(session, execution, logged)
-            return CheckpointReply(state=execution.state, cancel=False), Ended.ATTEMPT if execution.parent_id else Ended.EXECUTION
+            return CheckpointReply(
+                state=execution.state, cancel=False
+            ), Ended.ATTEMPT if execution.parent_id else Ended.EXECUTION
     append_events(session, execution, logged)
     return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), Ended.NOTHING
 
@@ -123,14 +139,29 @@ def _plain_checkpoint(
 ) -> CheckpointReply:
     """A batch that ends neither the attempt nor the execution (most of them): the row's
     change is one fenced Core UPDATE (``setbased``), its events one INSERT."""
-    logged = [dict(type=type_, name=event.name, task_id=event.task_id, value=payloads.STORED.get(type_.value, event.value),
-                   time=event.time, worker_name=worker_name) for event, type_ in zip(body.events, types)]
-    started = next((event.time for event, type_ in zip(body.events, types) if STATE_AFTER.get(type_) is S.RUNNING), None)
+    logged = [
+        dict(
+            type=type_,
+            name=event.name,
+            task_id=event.task_id,
+            value=payloads.STORED.get(type_.value, event.value),
+            time=event.time,
+            worker_name=worker_name,
+        )
+        for event, type_ in zip(body.events, types)
+    ]
+    started = next(
+        (event.time for event, type_ in zip(body.events, types) if STATE_AFTER.get(type_) is S.RUNNING), None
+    )
     running = started is not None and execution.state == S.CLAIMED.value
     rows = numbered(execution.id, execution.last_seq, logged)
     setbased.checkpointed(
-        session, execution, checkpoint_batch=body.batch, last_seq=execution.last_seq + len(rows),
-        state=S.RUNNING.value if running else execution.state, started_at=execution.started_at or started,
+        session,
+        execution,
+        checkpoint_batch=body.batch,
+        last_seq=execution.last_seq + len(rows),
+        state=S.RUNNING.value if running else execution.state,
+        started_at=execution.started_at or started,
     )
     if running:
         outbox.execution_event(session, execution, HookEventType.EXECUTION_STARTED)
@@ -185,7 +216,9 @@ def cancel(session: Session, execution_id: str, namespace: str | None = None) ->
         return info(execution), [execution.worker_name]
     if state is S.SCHEDULED or state.value in WAITING_STATES or (state is S.CLAIMED and not execution.delivered):
         now = time.time()
-        value = {"reason": "cancelled before it started" if execution.attempt == 0 else f"cancelled while {state.value}"}
+        value = {
+            "reason": "cancelled before it started" if execution.attempt == 0 else f"cancelled while {state.value}"
+        }
         cancelled = dict(type=EventType.WORKFLOW_CANCELLED, name=execution.workflow_name, value=value, time=now)
         opened = [finished_event(execution, "cancelled before it started", now)] if state is S.CLAIMED else []
         append_events(session, execution, [*opened, cancelled])
@@ -204,7 +237,9 @@ def cancel_children(session: Session, parent_id: str) -> list[str]:
     return workers
 
 
-def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, cause: str, policy: ExecutionPolicy) -> None:
+def end_attempt(
+    session: Session, execution: ExecutionModel, kind: AttemptEnd, cause: str, policy: ExecutionPolicy
+) -> None:
     """End the current attempt for a reason outside the workflow, and decide what follows."""
     now = time.time()
     worker = execution.worker_name
@@ -226,7 +261,9 @@ def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, c
         finish(session, execution, S.CANCELLED, value, now)
         return
     if kind.counts and execution.crashes >= execution.max_attempts:
-        error = f"{cause} (attempt {execution.attempt}; {execution.crashes} of {execution.max_attempts} attempts crashed)"
+        error = (
+            f"{cause} (attempt {execution.attempt}; {execution.crashes} of {execution.max_attempts} attempts crashed)"
+        )
         value = {"error": error, "cause": cause, "attempts": execution.attempt}
         events.append(dict(type=EventType.WORKFLOW_FAILED, name=execution.workflow_name, value=value, time=now))
         append_events(session, execution, events)
@@ -250,6 +287,8 @@ def end_attempt(session: Session, execution: ExecutionModel, kind: AttemptEnd, c
     execution.placement_note = (
         f"backing off {delay:g}s before attempt {execution.attempt + 1} after: {cause}" if delay else None
     )
+
+
 def finish(session: Session, execution: ExecutionModel, state: ExecutionState, value: Any, at: float) -> None:
     """The execution is over: its terminal state, and its output or error; a parent
     waiting on it is queued again (docs/waits.md)."""
@@ -294,6 +333,8 @@ def expire_pending(session: Session, now: float) -> list[str]:
     for execution in expired:
         why = execution.unschedulable or execution.placement_note or "no worker took it"
         error = f"pending_timeout of {execution.pending_timeout:g}s exceeded: {why}"
-        append_event(session, execution, EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error}, at=now)
+        append_event(
+            session, execution, EventType.WORKFLOW_FAILED, name=execution.workflow_name, value={"error": error}, at=now
+        )
         finish(session, execution, S.FAILED, {"error": error}, now)
     return [e.id for e in expired]

@@ -10,10 +10,10 @@ from sqlalchemy.orm import Session, defer
 
 from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES, REPLAYED_EVENTS, ExecutionState
-from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server import payloads, workflows
-from flux.server.executions import replay
 from flux.server.errors import NotFound
+from flux.server.executions import replay
+from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server.schemas import ClaimedExecution, EventOut, ExecutionInfo, Failure
 
 
@@ -39,9 +39,14 @@ _ROW = select(ExecutionModel).where(ExecutionModel.id == bindparam("id"))
 _ROW_WITHOUT_PAYLOADS = _ROW.options(*WITHOUT_PAYLOADS)
 _STATE = select(ExecutionModel.state).where(ExecutionModel.id == bindparam("id"))
 _STATE_IN = _STATE.where(ExecutionModel.namespace == bindparam("namespace"))
-_CHILDREN = select(ExecutionModel.id).where(ExecutionModel.parent_id == bindparam("parent")).order_by(ExecutionModel.scheduled_at)
-_HELD_BY = select(ExecutionModel).where(ExecutionModel.worker_name == bindparam("worker"),
-                                        ExecutionModel.state.in_(HOLDING_STATES))
+_CHILDREN = (
+    select(ExecutionModel.id)
+    .where(ExecutionModel.parent_id == bindparam("parent"))
+    .order_by(ExecutionModel.scheduled_at)
+)
+_HELD_BY = select(ExecutionModel).where(
+    ExecutionModel.worker_name == bindparam("worker"), ExecutionModel.state.in_(HOLDING_STATES)
+)
 
 
 def get_row(session: Session, execution_id: str, namespace: str | None = None, payloads: bool = True) -> ExecutionModel:
@@ -100,8 +105,15 @@ def events(session: Session, execution_id: str, after: int = 0, namespace: str |
         .order_by(ExecutionEventModel.seq)
     )
     return [
-        EventOut(seq=r.seq, type=r.type, name=r.name, task_id=r.task_id, value=payloads.resolve(r.type, r.value, execution),
-                 time=r.time, worker_name=r.worker_name)
+        EventOut(
+            seq=r.seq,
+            type=r.type,
+            name=r.name,
+            task_id=r.task_id,
+            value=payloads.resolve(r.type, r.value, execution),
+            time=r.time,
+            worker_name=r.worker_name,
+        )
         for r in rows
     ]
 
@@ -139,10 +151,12 @@ def job_for(session: Session, execution: ExecutionModel, traceparent: str | None
 
 def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:
     rows = session.execute(
-        select(ExecutionEventModel.task_id, ExecutionEventModel.value).where(
+        select(ExecutionEventModel.task_id, ExecutionEventModel.value)
+        .where(
             ExecutionEventModel.execution_id == execution_id,
             ExecutionEventModel.type.in_(REPLAYED_EVENTS),
-        ).order_by(ExecutionEventModel.seq)  # completion order: rollbacks run in its reverse
+        )
+        .order_by(ExecutionEventModel.seq)  # completion order: rollbacks run in its reverse
     )
     return {task_id: value for task_id, value in rows}
 
@@ -188,5 +202,3 @@ def info(row: ExecutionModel, include: Collection[str] = PAYLOADS) -> ExecutionI
         preempted_by=row.preempted_by,
         preempt_deadline=row.preempt_deadline,
     )
-
-

@@ -19,10 +19,12 @@ VALUE_RECORDED = EventType.VALUE_RECORDED.value
 def recorded(session: Session, execution_id: str) -> dict[str, Any]:
     """``{"recorded": {call id: value}, "rolled_back": [task id, ...]}`` for the job."""
     rows = session.execute(
-        select(ExecutionEventModel.type, ExecutionEventModel.task_id, ExecutionEventModel.value).where(
+        select(ExecutionEventModel.type, ExecutionEventModel.task_id, ExecutionEventModel.value)
+        .where(
             ExecutionEventModel.execution_id == execution_id,
             ExecutionEventModel.type.in_([VALUE_RECORDED, *ROLLBACK_ENDED]),
-        ).order_by(ExecutionEventModel.seq)
+        )
+        .order_by(ExecutionEventModel.seq)
     )
     values: dict[str, Any] = {}
     rolled_back: list[str] = []

@@ -26,8 +26,13 @@ T = ExecutionModel.__table__
 CHECKPOINTED = (
     update(T)
     .where(T.c.id == bindparam("b_id"), T.c.row_version == bindparam("b_version"))
-    .values(checkpoint_batch=bindparam("b_checkpoint_batch"), last_seq=bindparam("b_last_seq"), state=bindparam("b_state"),
-            started_at=bindparam("b_started_at"), row_version=T.c.row_version + 1)
+    .values(
+        checkpoint_batch=bindparam("b_checkpoint_batch"),
+        last_seq=bindparam("b_last_seq"),
+        state=bindparam("b_state"),
+        started_at=bindparam("b_started_at"),
+        row_version=T.c.row_version + 1,
+    )
 )
 
 
@@ -43,8 +48,17 @@ def write_all(session: Session, statement: Update, params: list[dict]) -> None:
 
 def checkpointed(session: Session, execution: ExecutionModel, **changes: Any) -> None:
     """Write a checkpoint's changes to ``execution``'s row (``CHECKPOINTED``'s columns)."""
-    write_all(session, CHECKPOINTED, [dict(b_id=execution.id, b_version=execution.row_version,
-                                           **{f"b_{key}": value for key, value in changes.items()})])
+    write_all(
+        session,
+        CHECKPOINTED,
+        [
+            dict(
+                b_id=execution.id,
+                b_version=execution.row_version,
+                **{f"b_{key}": value for key, value in changes.items()},
+            )
+        ],
+    )
     for key, value in changes.items():
         set_committed_value(execution, key, value)
     set_committed_value(execution, "row_version", execution.row_version + 1)

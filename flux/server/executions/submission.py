@@ -11,16 +11,15 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from flux import tracing
-from flux.domain.policy import ExecutionPolicy
 from flux.domain.concurrency import Concurrency
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.hooks import HookEventType
-from flux.server import payloads, workflows
+from flux.domain.policy import ExecutionPolicy
+from flux.server import outbox, payloads, workflows
+from flux.server.errors import Invalid
 from flux.server.eventlog import INSERT_EVENT
-from flux.server import outbox
 from flux.server.executions.reads import info
 from flux.server.models import ExecutionModel
-from flux.server.errors import Invalid
 from flux.server.schemas import ExecutionInfo, RunRequest
 
 S = ExecutionState
@@ -30,8 +29,14 @@ INSERT_EXECUTION = insert(ExecutionModel.__table__)
 
 
 def submit(
-    session: Session, namespace: str, name: str, run: RunRequest, policy: ExecutionPolicy, *,
-    schedule: str | None = None, scheduled_for: float | None = None,
+    session: Session,
+    namespace: str,
+    name: str,
+    run: RunRequest,
+    policy: ExecutionPolicy,
+    *,
+    schedule: str | None = None,
+    scheduled_for: float | None = None,
 ) -> ExecutionInfo:
     """Queue a run of workflow ``name`` of ``namespace``: two plain INSERTs (the
     execution and its first event), since a burst of submissions is bounded by what
@@ -39,20 +44,34 @@ def submit(
     together (within the namespace), the fire's idempotency key."""
     execution_id = uuid.uuid4().hex
     with tracing.span("flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name}):
-        return _submit(session, namespace, execution_id, name, run, policy, schedule=schedule, scheduled_for=scheduled_for)
+        return _submit(
+            session, namespace, execution_id, name, run, policy, schedule=schedule, scheduled_for=scheduled_for
+        )
 
 
-def submit_child(session: Session, parent: ExecutionModel, execution_id: str, name: str, input: object, policy: ExecutionPolicy) -> ExecutionInfo:
+def submit_child(
+    session: Session, parent: ExecutionModel, execution_id: str, name: str, input: object, policy: ExecutionPolicy
+) -> ExecutionInfo:
     """A ``call``'s child, in its parent's namespace: its id derives from the parent
     and the call (``flux.domain.waits.child_id``)."""
-    with tracing.span("flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name, "flux.parent": parent.id}):
+    with tracing.span(
+        "flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name, "flux.parent": parent.id}
+    ):
         run = RunRequest(input=input)
         return _submit(session, parent.namespace, execution_id, name, run, policy, parent.id, inherited=parent.priority)
 
 
 def _submit(
-    session: Session, namespace: str, execution_id: str, name: str, run: RunRequest, policy: ExecutionPolicy,
-    parent_id: str | None = None, *, schedule: str | None = None, scheduled_for: float | None = None,
+    session: Session,
+    namespace: str,
+    execution_id: str,
+    name: str,
+    run: RunRequest,
+    policy: ExecutionPolicy,
+    parent_id: str | None = None,
+    *,
+    schedule: str | None = None,
+    scheduled_for: float | None = None,
     inherited: int | None = None,
 ) -> ExecutionInfo:
     workflow = workflows.header(session, namespace, name, run.version)
@@ -94,10 +113,30 @@ def _submit(
     session.execute(INSERT_EXECUTION, row)
     session.execute(
         INSERT_EVENT,
-        dict(execution_id=row["id"], seq=1, type=EventType.WORKFLOW_SCHEDULED.value, name=workflow.name,
-             task_id=None, value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value], time=now, worker_name=None),
+        dict(
+            execution_id=row["id"],
+            seq=1,
+            type=EventType.WORKFLOW_SCHEDULED.value,
+            name=workflow.name,
+            task_id=None,
+            value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value],
+            time=now,
+            worker_name=None,
+        ),
     )
-    fresh = dict.fromkeys(("output", "error", "failure", "worker_name", "unschedulable", "placement_note", "claimed_at", "started_at", "finished_at"))
+    fresh = dict.fromkeys(
+        (
+            "output",
+            "error",
+            "failure",
+            "worker_name",
+            "unschedulable",
+            "placement_note",
+            "claimed_at",
+            "started_at",
+            "finished_at",
+        )
+    )
     execution = SimpleNamespace(**row, **fresh)
     outbox.execution_event(session, execution, HookEventType.EXECUTION_SCHEDULED, scheduled_for=scheduled_for)
     return info(execution)
@@ -119,5 +158,9 @@ def _contention(workflow, run: RunRequest, policy: ExecutionPolicy, inherited: i
         rendered = [{"key": limit.render(run.input), "limit": limit.limit} for limit in keys]
     except ValueError as exc:
         raise Invalid(f"workflow {workflow.name!r}: {exc}") from None
-    return dict(priority=resolved.value, priority_class=resolved.name, preemptible=options.get("preemptible", True),
-                concurrency=rendered or None)
+    return dict(
+        priority=resolved.value,
+        priority_class=resolved.name,
+        preemptible=options.get("preemptible", True),
+        concurrency=rendered or None,
+    )

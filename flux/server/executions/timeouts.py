@@ -30,8 +30,11 @@ def expire_deadlines(session: Session, now: float, limit: int) -> tuple[list[str
     """End at most ``limit`` executions past their deadline TIMED_OUT, earliest first.
     Returns their ids and the workers to wake (those that ran them, and their children's)."""
     expired = session.scalars(
-        select(ExecutionModel).where(*_PAST, ExecutionModel.deadline < now)
-        .order_by(ExecutionModel.deadline).limit(limit).with_for_update(skip_locked=True)
+        select(ExecutionModel)
+        .where(*_PAST, ExecutionModel.deadline < now)
+        .order_by(ExecutionModel.deadline)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
     ).all()
     workers: list[str] = []
     for execution in expired:

@@ -19,11 +19,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.attempts import AttemptEnd
-from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import TERMINAL_STATES, EventType, ExecutionState
+from flux.domain.policy import ExecutionPolicy
 from flux.domain.waits import STATE_OF, WaitKind, child_id, note
-from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server import outbox
+from flux.server.errors import Conflict, Invalid, NotFound
 from flux.server.eventlog import append_events
 from flux.server.executions.reads import get_row, info
 from flux.server.executions.submission import submit_child
@@ -36,17 +36,41 @@ KEPT = {WaitKind.SLEEP: ("until",), WaitKind.PAUSE: ("name", "payload"), WaitKin
 ENDED = [state.value for state in TERMINAL_STATES]
 
 
-def suspend(session: Session, execution: ExecutionModel, event: EventIn, worker_name: str, policy: ExecutionPolicy) -> None:
+def suspend(
+    session: Session, execution: ExecutionModel, event: EventIn, worker_name: str, policy: ExecutionPolicy
+) -> None:
     """The attempt stopped at a durable wait: end it and wait without a worker."""
     wait = _wait_of(event)
     kind, now = WaitKind(wait["kind"]), time.time()
     if kind is WaitKind.CALL:
         wait["child"] = child_id(execution.id, wait["id"])
-    attempt_end = {"attempt": execution.attempt, "end": AttemptEnd.SUSPENDED.value, "cause": note(wait), "counted": False}
-    append_events(session, execution, [
-        dict(type=EventType.ATTEMPT_ENDED, name=execution.workflow_name, value=attempt_end, time=now, worker_name=worker_name),
-        dict(type=EventType.WORKFLOW_SUSPENDED, name=event.name, task_id=wait["id"], value=wait, time=event.time, worker_name=worker_name),
-    ])
+    attempt_end = {
+        "attempt": execution.attempt,
+        "end": AttemptEnd.SUSPENDED.value,
+        "cause": note(wait),
+        "counted": False,
+    }
+    append_events(
+        session,
+        execution,
+        [
+            dict(
+                type=EventType.ATTEMPT_ENDED,
+                name=execution.workflow_name,
+                value=attempt_end,
+                time=now,
+                worker_name=worker_name,
+            ),
+            dict(
+                type=EventType.WORKFLOW_SUSPENDED,
+                name=event.name,
+                task_id=wait["id"],
+                value=wait,
+                time=event.time,
+                worker_name=worker_name,
+            ),
+        ],
+    )
     execution.leave_worker()
     outbox.worker_left(session, worker_name)
     execution.state = STATE_OF[kind].value
@@ -63,17 +87,23 @@ def _wait_of(event: EventIn) -> dict:
     try:
         kind = WaitKind(value.get("kind"))
     except ValueError:
-        raise Invalid(f"WORKFLOW_SUSPENDED needs a value with 'kind': sleep, pause or call, got {value.get('kind')!r}") from None
+        raise Invalid(
+            f"WORKFLOW_SUSPENDED needs a value with 'kind': sleep, pause or call, got {value.get('kind')!r}"
+        ) from None
     if not event.task_id or value.get("id") != event.task_id:
         raise Invalid("WORKFLOW_SUSPENDED needs the wait's id as its task_id and as the value's 'id'")
     if kind is WaitKind.SLEEP and not isinstance(value.get("until"), (int, float)):
         raise Invalid("a sleep's WORKFLOW_SUSPENDED needs 'until' (Unix seconds)")
     if kind is not WaitKind.SLEEP and not isinstance(value.get("name" if kind is WaitKind.PAUSE else "workflow"), str):
-        raise Invalid(f"a {kind.value}'s WORKFLOW_SUSPENDED needs its {'name' if kind is WaitKind.PAUSE else 'workflow'}")
+        raise Invalid(
+            f"a {kind.value}'s WORKFLOW_SUSPENDED needs its {'name' if kind is WaitKind.PAUSE else 'workflow'}"
+        )
     return {"kind": kind.value, "id": event.task_id, **{key: value.get(key) for key in KEPT[kind]}}
 
 
-def _start_child(session: Session, parent: ExecutionModel, wait: dict, input: Any, policy: ExecutionPolicy, now: float) -> None:
+def _start_child(
+    session: Session, parent: ExecutionModel, wait: dict, input: Any, policy: ExecutionPolicy, now: float
+) -> None:
     """Submit the call's child, once: a replayed call finds the child it started."""
     child = session.get(ExecutionModel, wait["child"])
     if child is None:
@@ -98,9 +128,13 @@ def child_result(child: ExecutionModel) -> dict:
 
 def _continue(session: Session, execution: ExecutionModel, wait: dict, result: Any, now: float) -> None:
     """The wait is over: record its result (replayed by the next attempt) and queue it."""
-    append_events(session, execution, [
-        dict(type=EventType.WAIT_COMPLETED, name=wait["kind"], task_id=wait["id"], value=result, time=now),
-    ])
+    append_events(
+        session,
+        execution,
+        [
+            dict(type=EventType.WAIT_COMPLETED, name=wait["kind"], task_id=wait["id"], value=result, time=now),
+        ],
+    )
     execution.state = S.SCHEDULED.value
     execution.wait = None
     execution.ready_at = None
@@ -114,7 +148,9 @@ def wake_due(session: Session, now: float, limit: int) -> list[str]:
     due = session.scalars(
         select(ExecutionModel)
         .where(ExecutionModel.state == S.SLEEPING.value, ExecutionModel.ready_at <= now)
-        .order_by(ExecutionModel.ready_at).limit(limit).with_for_update(skip_locked=True)
+        .order_by(ExecutionModel.ready_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
     ).all()
     for execution in due:
         _continue(session, execution, execution.wait, None, now)
@@ -147,6 +183,8 @@ def child_ended(session: Session, child: ExecutionModel) -> str | None:
 
 def active_children(session: Session, parent_id: str) -> list[str]:
     """The children of an execution that have not ended (``ix_executions_parent``)."""
-    return list(session.scalars(
-        select(ExecutionModel.id).where(ExecutionModel.parent_id == parent_id, ExecutionModel.state.not_in(ENDED))
-    ))
+    return list(
+        session.scalars(
+            select(ExecutionModel.id).where(ExecutionModel.parent_id == parent_id, ExecutionModel.state.not_in(ENDED))
+        )
+    )

@@ -30,12 +30,12 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, aliased
 
 from flux.domain.hooks import retry_delay
+from flux.server import outbox
 from flux.server.database import Database
 from flux.server.hook_models import HookAttemptModel, HookDeliveryModel, HookModel
-from flux.server import outbox
 from flux.server.hooks import sending
-from flux.server.outbox import DEAD, DELIVERED, PENDING, Subscriptions
 from flux.server.metrics import ServerMetrics
+from flux.server.outbox import DEAD, DELIVERED, PENDING, Subscriptions
 from flux.server.settings import ServerSettings
 
 log = logging.getLogger("flux.server.hooks")
@@ -76,9 +76,13 @@ class Job:
 def claim(session: Session, now: float, full: set[int], free: dict[int, int], lease: float) -> list[Job]:
     """Lease the due deliveries that come first for their hook and subject."""
     d, earlier = HookDeliveryModel, aliased(HookDeliveryModel)
-    blocked = select(earlier.seq).where(
-        earlier.hook_id == d.hook_id, earlier.subject == d.subject, earlier.state == PENDING, earlier.seq < d.seq
-    ).exists()
+    blocked = (
+        select(earlier.seq)
+        .where(
+            earlier.hook_id == d.hook_id, earlier.subject == d.subject, earlier.state == PENDING, earlier.seq < d.seq
+        )
+        .exists()
+    )
     query = select(d).where(d.state == PENDING, d.next_attempt_at <= now, ~blocked)
     if full:
         query = query.where(d.hook_id.not_in(full))
@@ -105,8 +109,16 @@ def record(session: Session, job: Job, outcome: sending.Outcome, base: float) ->
     if row is None:
         return None
     now = time.time()
-    session.add(HookAttemptModel(delivery_seq=job.seq, number=job.number, at=now - outcome.latency,
-                                 status_code=outcome.status_code, latency=outcome.latency, error=outcome.error))
+    session.add(
+        HookAttemptModel(
+            delivery_seq=job.seq,
+            number=job.number,
+            at=now - outcome.latency,
+            status_code=outcome.status_code,
+            latency=outcome.latency,
+            error=outcome.error,
+        )
+    )
     if outcome.ok:
         row.state, row.finished_at = DELIVERED, now
     else:
@@ -135,9 +147,23 @@ def next_due(session: Session) -> float | None:
 class Deliveries:
     """The loop of one server process."""
 
-    def __init__(self, db: Database, copy: Subscriptions, keys: MultiFernet | None, settings: ServerSettings,
-                 metrics: ServerMetrics, shared: bool):
-        self.db, self.copy, self.keys, self.settings, self.metrics, self.shared = db, copy, keys, settings, metrics, shared
+    def __init__(
+        self,
+        db: Database,
+        copy: Subscriptions,
+        keys: MultiFernet | None,
+        settings: ServerSettings,
+        metrics: ServerMetrics,
+        shared: bool,
+    ):
+        self.db, self.copy, self.keys, self.settings, self.metrics, self.shared = (
+            db,
+            copy,
+            keys,
+            settings,
+            metrics,
+            shared,
+        )
         self.in_flight: Counter[int] = Counter()
         self._woken = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -159,8 +185,12 @@ class Deliveries:
         self.copy.attach(self.refresh)
         await self.refresh()
         timeout = httpx.Timeout(self.settings.hooks_timeout)
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False,
-                                     limits=httpx.Limits(max_connections=None, max_keepalive_connections=32)) as client:
+        async with httpx.AsyncClient(
+            timeout=timeout,
+            follow_redirects=False,
+            trust_env=False,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
+        ) as client:
             self._client = client
             try:
                 claimed = 0
@@ -222,7 +252,9 @@ class Deliveries:
             self.metrics.hook_deliveries.labels(outcome="delivered" if outcome.ok else "failed").inc()
             if state == DEAD:
                 self.metrics.hook_deliveries.labels(outcome="dead").inc()
-                log.warning("hook delivery %s is dead after %d attempt(s): %s", job.body["id"], job.number, outcome.error)
+                log.warning(
+                    "hook delivery %s is dead after %d attempt(s): %s", job.body["id"], job.number, outcome.error
+                )
         except Exception:  # noqa: BLE001 - the lease runs out and it is sent again
             log.exception("hook delivery %s failed to record", job.body["id"])
         finally:
@@ -236,5 +268,6 @@ class Deliveries:
             secret = None
         if secret is None:
             return sending.Outcome(None, 0.0, "the server's secrets key cannot decrypt this hook's secret")
-        return await sending.post(self._client, job.url, secret, job.body, self.settings.hooks_allow_private,
-                                  self.settings.hooks_timeout)
+        return await sending.post(
+            self._client, job.url, secret, job.body, self.settings.hooks_allow_private, self.settings.hooks_timeout
+        )

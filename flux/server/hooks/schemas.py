@@ -17,12 +17,22 @@ DeliveryState = Literal["pending", "delivered", "dead"]
 
 
 class HookCreate(Strict):
-    name: str = Field(json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with .")
+    name: str = Field(
+        json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with ."
+    )
     url: str = Field(min_length=1, max_length=MAX_URL, description="http(s) URL the events are POSTed to")
-    events: list[str] = Field(min_length=1, max_length=32, description="Event types, e.g. execution.failed, worker.evicted")
-    workflow: str | None = Field(default=None, min_length=1, max_length=128, description="Only this workflow's executions and schedules")
-    secret: str | None = Field(default=None, min_length=16, max_length=256,
-                               description="The signing secret; none given: the server makes one and returns it once")
+    events: list[str] = Field(
+        min_length=1, max_length=32, description="Event types, e.g. execution.failed, worker.evicted"
+    )
+    workflow: str | None = Field(
+        default=None, min_length=1, max_length=128, description="Only this workflow's executions and schedules"
+    )
+    secret: str | None = Field(
+        default=None,
+        min_length=16,
+        max_length=256,
+        description="The signing secret; none given: the server makes one and returns it once",
+    )
 
     @field_validator("name")
     @classmethod

@@ -61,8 +61,10 @@ async def addresses(url: str, allow_private: bool) -> list[str]:
         for address in found:
             why = forbidden_address(address)
             if why:
-                raise Refused(f"{parts.hostname} resolves to {why}; hooks may not reach the server's own network "
-                              "(the server's --hooks-allow-private allows it)")
+                raise Refused(
+                    f"{parts.hostname} resolves to {why}; hooks may not reach the server's own network "
+                    "(the server's --hooks-allow-private allows it)"
+                )
     return found
 
 
@@ -89,7 +91,9 @@ def _pinned(url: str, address: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-async def post(client: httpx.AsyncClient, url: str, secret: str, body: dict, allow_private: bool, timeout: float) -> Outcome:
+async def post(
+    client: httpx.AsyncClient, url: str, secret: str, body: dict, allow_private: bool, timeout: float
+) -> Outcome:
     """One signed POST of ``body``, the whole of it within ``timeout`` seconds."""
     started = time.monotonic()
     try:
@@ -98,12 +102,17 @@ async def post(client: httpx.AsyncClient, url: str, secret: str, body: dict, all
             content = json.dumps(body, separators=(",", ":")).encode()
             host = urlsplit(url).netloc.rpartition("@")[2]
             headers = {
-                "Content-Type": "application/json", "User-Agent": USER_AGENT, "Host": host,
+                "Content-Type": "application/json",
+                "User-Agent": USER_AGENT,
+                "Host": host,
                 SIGNATURE_HEADER: signature(secret, int(time.time()), content),
-                "Flux-Delivery": body["id"], "Flux-Event": body["type"],
+                "Flux-Delivery": body["id"],
+                "Flux-Event": body["type"],
             }
             extensions = {"sni_hostname": urlsplit(url).hostname} if url.lower().startswith("https") else {}
-            request = client.build_request("POST", _pinned(url, address), content=content, headers=headers, extensions=extensions)
+            request = client.build_request(
+                "POST", _pinned(url, address), content=content, headers=headers, extensions=extensions
+            )
             response = await client.send(request, stream=True, follow_redirects=False)
             try:
                 read = 0

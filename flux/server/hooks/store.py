@@ -17,9 +17,9 @@ from sqlalchemy import case, delete, func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.hooks import HookEvent, HookEventType
+from flux.server import outbox
 from flux.server.errors import Conflict, NotFound
 from flux.server.hook_models import HookAttemptModel, HookDeliveryModel, HookModel
-from flux.server import outbox
 from flux.server.hooks.schemas import AttemptInfo, DeliveryInfo, HookCreate, HookInfo
 from flux.server.namespaces import require_active
 from flux.server.secrets import NO_KEY
@@ -29,8 +29,17 @@ SHOWN = 100
 
 
 def _info(row: HookModel, pending: int = 0, dead: int = 0, secret: str | None = None) -> HookInfo:
-    return HookInfo(name=row.name, namespace=row.namespace, url=row.url, events=row.events, workflow=row.workflow,
-                    created_at=row.created_at, secret=secret, pending=pending, dead=dead)
+    return HookInfo(
+        name=row.name,
+        namespace=row.namespace,
+        url=row.url,
+        events=row.events,
+        workflow=row.workflow,
+        created_at=row.created_at,
+        secret=secret,
+        pending=pending,
+        dead=dead,
+    )
 
 
 def get_row(session: Session, namespace: str, name: str) -> HookModel:
@@ -43,18 +52,28 @@ def get_row(session: Session, namespace: str, name: str) -> HookModel:
 def require_key(keys: MultiFernet | None) -> MultiFernet:
     """The secrets key a hook's secret is encrypted with (409 without one)."""
     if keys is None:
-        raise Conflict(f"a hook's signing secret is stored encrypted, and {NO_KEY[len('the '):]}")
+        raise Conflict(f"a hook's signing secret is stored encrypted, and {NO_KEY[len('the ') :]}")
     return keys
 
 
 def create(session: Session, keys: MultiFernet, namespace: str, body: HookCreate) -> HookInfo:
     """A hook of ``namespace`` (its URL already checked by the caller: ``sending.check_url``)."""
     require_active(session, namespace)
-    if session.scalar(select(HookModel.id).where(HookModel.namespace == namespace, HookModel.name == body.name)) is not None:
+    if (
+        session.scalar(select(HookModel.id).where(HookModel.namespace == namespace, HookModel.name == body.name))
+        is not None
+    ):
         raise Conflict(f"hook {body.name!r} already exists (delete it first)")
     made = None if body.secret else f"whsec_{tokens.token_urlsafe(32)}"
-    row = HookModel(namespace=namespace, name=body.name, url=body.url, events=body.events, workflow=body.workflow,
-                    secret_encrypted=keys.encrypt((body.secret or made).encode()).decode(), created_at=time.time())
+    row = HookModel(
+        namespace=namespace,
+        name=body.name,
+        url=body.url,
+        events=body.events,
+        workflow=body.workflow,
+        secret_encrypted=keys.encrypt((body.secret or made).encode()).decode(),
+        created_at=time.time(),
+    )
     session.add(row)
     session.flush()
     return _info(row, secret=made)
@@ -64,8 +83,13 @@ def _counts(session: Session, hook_ids: list[int]) -> dict[int, tuple[int, int]]
     """hook id -> (pending, dead) deliveries."""
     d = HookDeliveryModel
     rows = session.execute(
-        select(d.hook_id, func.sum(case((d.state == outbox.PENDING, 1), else_=0)), func.sum(case((d.state == outbox.DEAD, 1), else_=0)))
-        .where(d.hook_id.in_(hook_ids)).group_by(d.hook_id)
+        select(
+            d.hook_id,
+            func.sum(case((d.state == outbox.PENDING, 1), else_=0)),
+            func.sum(case((d.state == outbox.DEAD, 1), else_=0)),
+        )
+        .where(d.hook_id.in_(hook_ids))
+        .group_by(d.hook_id)
     )
     return {hook_id: (int(pending or 0), int(dead or 0)) for hook_id, pending, dead in rows}
 
@@ -84,8 +108,11 @@ def show(session: Session, namespace: str, name: str) -> HookInfo:
 def delete_hook(session: Session, namespace: str, name: str) -> None:
     """Its deliveries go with it (their attempts by cascade)."""
     row = get_row(session, namespace, name)
-    session.execute(delete(HookAttemptModel).where(HookAttemptModel.delivery_seq.in_(
-        select(HookDeliveryModel.seq).where(HookDeliveryModel.hook_id == row.id))))
+    session.execute(
+        delete(HookAttemptModel).where(
+            HookAttemptModel.delivery_seq.in_(select(HookDeliveryModel.seq).where(HookDeliveryModel.hook_id == row.id))
+        )
+    )
     session.execute(delete(HookDeliveryModel).where(HookDeliveryModel.hook_id == row.id))
     session.delete(row)
 
@@ -95,9 +122,16 @@ def delete_hook(session: Session, namespace: str, name: str) -> None:
 
 def _delivery(row: HookDeliveryModel, attempts: list[HookAttemptModel], with_body: bool = False) -> DeliveryInfo:
     return DeliveryInfo(
-        id=row.id, type=row.type, state=row.state, created_at=row.created_at,
-        next_attempt_at=row.next_attempt_at if row.state == outbox.PENDING else None, finished_at=row.finished_at,
-        attempts=[AttemptInfo(number=a.number, at=a.at, status_code=a.status_code, latency=a.latency, error=a.error) for a in attempts],
+        id=row.id,
+        type=row.type,
+        state=row.state,
+        created_at=row.created_at,
+        next_attempt_at=row.next_attempt_at if row.state == outbox.PENDING else None,
+        finished_at=row.finished_at,
+        attempts=[
+            AttemptInfo(number=a.number, at=a.at, status_code=a.status_code, latency=a.latency, error=a.error)
+            for a in attempts
+        ],
         body=row.body if with_body else None,
     )
 
@@ -113,7 +147,12 @@ def _attempts(session: Session, seqs: list[int]) -> dict[int, list[HookAttemptMo
 def deliveries(session: Session, namespace: str, name: str, limit: int = SHOWN) -> list[DeliveryInfo]:
     """The hook's newest deliveries, each with its attempts."""
     hook = get_row(session, namespace, name)
-    query = select(HookDeliveryModel).where(HookDeliveryModel.hook_id == hook.id).order_by(HookDeliveryModel.seq.desc()).limit(limit)
+    query = (
+        select(HookDeliveryModel)
+        .where(HookDeliveryModel.hook_id == hook.id)
+        .order_by(HookDeliveryModel.seq.desc())
+        .limit(limit)
+    )
     rows = list(session.scalars(query))
     attempts = _attempts(session, [row.seq for row in rows])
     return [_delivery(row, attempts.get(row.seq, [])) for row in rows]
@@ -121,7 +160,9 @@ def deliveries(session: Session, namespace: str, name: str, limit: int = SHOWN) 
 
 def _delivery_row(session: Session, namespace: str, name: str, delivery_id: str) -> HookDeliveryModel:
     hook = get_row(session, namespace, name)
-    row = session.scalars(select(HookDeliveryModel).where(HookDeliveryModel.id == delivery_id, HookDeliveryModel.hook_id == hook.id)).first()
+    row = session.scalars(
+        select(HookDeliveryModel).where(HookDeliveryModel.id == delivery_id, HookDeliveryModel.hook_id == hook.id)
+    ).first()
     if row is None:
         raise NotFound(f"delivery {delivery_id!r} of hook {name!r} not found")
     return row
@@ -138,7 +179,9 @@ def redeliver(session: Session, namespace: str, name: str, delivery_id: str, max
     it missed). 409 while it is still pending."""
     row = _delivery_row(session, namespace, name, delivery_id)
     if row.state == outbox.PENDING:
-        raise Conflict(f"delivery {delivery_id} is still pending (attempt {row.attempts + 1} at {row.next_attempt_at:.0f})")
+        raise Conflict(
+            f"delivery {delivery_id} is still pending (attempt {row.attempts + 1} at {row.next_attempt_at:.0f})"
+        )
     now = time.time()
     row.state, row.next_attempt_at, row.expires_at, row.finished_at = outbox.PENDING, now, now + max_age, None
     session.flush()

@@ -3,11 +3,11 @@
 from alembic import context
 from sqlalchemy import create_engine, pool, text
 
-from flux.server.models import Base
 import flux.server.access_models  # noqa: F401 - its tables are part of Base.metadata
-import flux.server.service_models  # noqa: F401 - so are these
 import flux.server.hook_models  # noqa: F401 - and these
 import flux.server.pool_models  # noqa: F401 - and the pools' tables
+import flux.server.service_models  # noqa: F401 - so are these
+from flux.server.models import Base
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url")

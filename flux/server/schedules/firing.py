@@ -19,13 +19,12 @@ from dataclasses import dataclass, field
 from sqlalchemy import exists, func, select, tuple_
 from sqlalchemy.orm import Session
 
-from flux.domain.policy import ExecutionPolicy
 from flux.domain.events import ExecutionState
 from flux.domain.hooks import HookEvent, HookEventType
+from flux.domain.policy import ExecutionPolicy
 from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, plan
-from flux.server import executions
+from flux.server import executions, outbox
 from flux.server.errors import Conflict, Invalid, NotFound
-from flux.server import outbox
 from flux.server.models import ExecutionModel, ScheduleModel
 from flux.server.schedules.store import pause_broken, set_next, spec_of
 from flux.server.schemas import RunRequest
@@ -59,7 +58,9 @@ def fire_due(session: Session, now: float, policy: ExecutionPolicy, batch: int =
         done = _fire_batch(session, now, policy, batch)
     session.flush()
     done.next_at = session.scalar(select(func.min(ScheduleModel.next_fire_at)).where(ScheduleModel.paused.is_(False)))
-    done.queued = bool(session.scalar(select(exists().where(ScheduleModel.queued_due.is_not(None), ScheduleModel.paused.is_(False)))))
+    done.queued = bool(
+        session.scalar(select(exists().where(ScheduleModel.queued_due.is_not(None), ScheduleModel.paused.is_(False))))
+    )
     return done
 
 
@@ -112,7 +113,9 @@ def _active_runs(session: Session, rows: list[ScheduleModel]) -> dict[tuple[str,
     return runs
 
 
-def _fire_or_hold(session: Session, row: ScheduleModel, due: float, active: list[str], policy: ExecutionPolicy, done: Pass) -> None:
+def _fire_or_hold(
+    session: Session, row: ScheduleModel, due: float, active: list[str], policy: ExecutionPolicy, done: Pass
+) -> None:
     """Apply the overlap policy to one due time while ``active`` runs are not over."""
     overlap = OverlapPolicy(row.overlap)
     if active and overlap is OverlapPolicy.SKIP:
@@ -140,7 +143,9 @@ def _fire(session: Session, row: ScheduleModel, due: float, policy: ExecutionPol
     """A run of the schedule's workflow, in the schedule's namespace."""
     run = RunRequest(input=row.input, version=row.workflow_version, priority=row.priority)
     try:
-        execution = executions.submit(session, row.namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=due)
+        execution = executions.submit(
+            session, row.namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=due
+        )
     except NotFound as exc:  # the pinned version is gone: this due time cannot run
         log.warning("schedule %s skipped its run due at %s: %s", row.name, due, exc)
         _skip(session, row, due, "workflow_missing", done)
@@ -165,6 +170,11 @@ def _skip(session: Session, row: ScheduleModel, due: float, reason: str, done: P
 def _tell(session: Session, row: ScheduleModel, type_: HookEventType, **data) -> None:  # noqa: ANN003 - the event's data
     """A schedule's event, in the transaction of the pass (docs/hooks.md)."""
     if outbox.wants(session, type_):
-        event = HookEvent(type_, f"schedule:{row.name}", row.namespace, {"schedule": row.name, "workflow": row.workflow_name, **data},
-                          workflow=row.workflow_name)
+        event = HookEvent(
+            type_,
+            f"schedule:{row.name}",
+            row.namespace,
+            {"schedule": row.name, "workflow": row.workflow_name, **data},
+            workflow=row.workflow_name,
+        )
         outbox.enqueue(session, event)

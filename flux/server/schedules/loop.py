@@ -37,8 +37,15 @@ LOCKED_BACKOFF = 0.1
 
 
 class ScheduleLoop:
-    def __init__(self, db: Database, notifier: Notifier, metrics: ServerMetrics, kick: Callable[[], None],
-                 policy: ExecutionPolicy, shared: bool):
+    def __init__(
+        self,
+        db: Database,
+        notifier: Notifier,
+        metrics: ServerMetrics,
+        kick: Callable[[], None],
+        policy: ExecutionPolicy,
+        shared: bool,
+    ):
         self.db, self.notifier, self.metrics, self.kick, self.policy = db, notifier, metrics, kick, policy
         self.shared = shared
 

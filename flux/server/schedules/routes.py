@@ -9,8 +9,8 @@ from typing import AsyncIterator
 from fastapi import APIRouter, Depends, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from flux.server.auth import CLIENT
 from flux.server import topics
+from flux.server.auth import CLIENT
 from flux.server.errors import responses
 from flux.server.log_routes import FOLLOW_RECHECK, PING, SEND_TIMEOUT, SEP, wants_stream
 from flux.server.schedules import store
@@ -43,8 +43,12 @@ async def create_schedule(body: ScheduleCreate, ns: str = NS, svc: Services = SV
 
 
 @router.get("", response_model=list[ScheduleInfo], responses=READ)
-async def list_schedules(request: Request, follow: bool = Query(default=False, description="Stream the list as Server-Sent Events"),
-                         ns: str = NS, svc: Services = SVC):
+async def list_schedules(
+    request: Request,
+    follow: bool = Query(default=False, description="Stream the list as Server-Sent Events"),
+    ns: str = NS,
+    svc: Services = SVC,
+):
     """The namespace's schedules; with follow=true a 'schedules' event each time the list changes (the console's page)."""
     if wants_stream(request, follow):
         return EventSourceResponse(_lists(svc, ns), ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)
@@ -102,4 +106,3 @@ async def trigger_schedule(name: str, ns: str = NS, svc: Services = SVC):
     svc.metrics.schedule_fires.labels(how="trigger").inc()
     svc.dispatcher.kick()
     return execution
-

@@ -11,10 +11,16 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from flux.domain.names import NAME_PATTERN, check_name
-from flux.domain.schedules import (
-    MAX_JITTER, InvalidSchedule, Schedule, check_jitter, normalise_cron, parse_duration, parse_timezone,
-)
 from flux.domain.priority import check_priority
+from flux.domain.schedules import (
+    MAX_JITTER,
+    InvalidSchedule,
+    Schedule,
+    check_jitter,
+    normalise_cron,
+    parse_duration,
+    parse_timezone,
+)
 from flux.server.schemas import Priority, Strict
 
 #: Seconds, or a duration string such as "30s", "5m", "1h30m".
@@ -31,14 +37,25 @@ class _Timing(Strict):
     """The fields shared by creation and update."""
 
     version: int | None = Field(default=None, ge=1, description="A workflow version; null: the newest at each fire")
-    cron: str | None = Field(default=None, max_length=255, description="5 or 6 fields (seconds first), or @daily, @hourly, ...")
+    cron: str | None = Field(
+        default=None, max_length=255, description="5 or 6 fields (seconds first), or @daily, @hourly, ..."
+    )
     every: Duration | None = Field(default=None, description="Seconds or a duration such as '30s', '5m', '1h30m'")
     at: Moment | None = Field(default=None, description="Once, at this ISO 8601 time (or epoch seconds)")
     anchor: Moment | None = Field(default=None, description="For every: a time on the grid (default the Unix epoch)")
     input: Any = None
-    catch_up_limit: int | None = Field(default=None, ge=1, le=1000, description="For catch_up=all: the newest missed due times fired")
-    jitter: float | None = Field(default=None, ge=0, le=MAX_JITTER, description="Up to this many seconds later than due, the same delay on every replica")
-    priority: Priority | None = Field(default=None, description="Its runs' priority (a class name or an int); null: the workflow's")
+    catch_up_limit: int | None = Field(
+        default=None, ge=1, le=1000, description="For catch_up=all: the newest missed due times fired"
+    )
+    jitter: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_JITTER,
+        description="Up to this many seconds later than due, the same delay on every replica",
+    )
+    priority: Priority | None = Field(
+        default=None, description="Its runs' priority (a class name or an int); null: the workflow's"
+    )
 
     @field_validator("priority")
     @classmethod
@@ -83,11 +100,19 @@ def _checked(parse):  # noqa: ANN001, ANN202
 
 
 class ScheduleCreate(_Timing):
-    name: str = Field(json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with .")
+    name: str = Field(
+        json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ - . ; not starting with ."
+    )
     workflow: str = Field(min_length=1, max_length=128)
-    timezone: str = Field(default="UTC", max_length=64, description="IANA time zone of the cron grid and of times without offset")
-    overlap: Overlap = Field(default="skip", description="While the previous run is active: skip, queue_one, allow_all, cancel_previous")
-    catch_up: CatchUp = Field(default="latest", description="Due times missed while no server ran: latest, all (up to catch_up_limit), none")
+    timezone: str = Field(
+        default="UTC", max_length=64, description="IANA time zone of the cron grid and of times without offset"
+    )
+    overlap: Overlap = Field(
+        default="skip", description="While the previous run is active: skip, queue_one, allow_all, cancel_previous"
+    )
+    catch_up: CatchUp = Field(
+        default="latest", description="Due times missed while no server ran: latest, all (up to catch_up_limit), none"
+    )
     paused: bool = False
 
     @field_validator("name")
@@ -97,7 +122,11 @@ class ScheduleCreate(_Timing):
 
     @model_validator(mode="after")
     def _valid_timing(self) -> "ScheduleCreate":
-        _checked(lambda: Schedule.parse(cron=self.cron, every=self.every, at=self.at, anchor=self.anchor, timezone=self.timezone))
+        _checked(
+            lambda: Schedule.parse(
+                cron=self.cron, every=self.every, at=self.at, anchor=self.anchor, timezone=self.timezone
+            )
+        )
         return self
 
 
@@ -133,9 +162,18 @@ class ScheduleInfo(BaseModel):
     catch_up_limit: int
     jitter: float
     paused: bool
-    priority: str | None = Field(default=None, description="Its runs' priority (a class name or an int); null: the workflow's")
-    paused_reason: str | None = Field(default=None, description="Why the server paused it (its timing lies outside what the API accepts); null: by hand or not paused")
-    next_fire_times: list[str] = Field(description="The next due times (ISO 8601, in its time zone); empty while paused or done")
-    queued_for: str | None = Field(default=None, description="overlap=queue_one: the due time held until the active run ends")
+    priority: str | None = Field(
+        default=None, description="Its runs' priority (a class name or an int); null: the workflow's"
+    )
+    paused_reason: str | None = Field(
+        default=None,
+        description="Why the server paused it (its timing lies outside what the API accepts); null: by hand or not paused",
+    )
+    next_fire_times: list[str] = Field(
+        description="The next due times (ISO 8601, in its time zone); empty while paused or done"
+    )
+    queued_for: str | None = Field(
+        default=None, description="overlap=queue_one: the due time held until the active run ends"
+    )
     created_at: float
     updated_at: float

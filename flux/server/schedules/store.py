@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from flux.domain.policy import ExecutionPolicy
 from flux.domain.declared_schedules import DeclaredSchedule
+from flux.domain.policy import ExecutionPolicy
 from flux.domain.schedules import InvalidSchedule, Schedule, iso, jitter_offset
 from flux.server import executions, workflows
 from flux.server.errors import Conflict, Invalid, NotFound
@@ -154,10 +154,24 @@ def create(session: Session, namespace: str, body: ScheduleCreate) -> ScheduleIn
     spec = _parse(cron=body.cron, every=body.every, at=body.at, anchor=body.anchor, timezone=body.timezone)
     now = time.time()
     row = ScheduleModel(
-        namespace=namespace, name=body.name, workflow_name=body.workflow, workflow_version=body.version,
-        cron=spec.cron, every=spec.every, at=spec.at, anchor=spec.anchor, timezone=spec.timezone,
-        input=body.input, overlap=body.overlap, catch_up=body.catch_up, catch_up_limit=body.catch_up_limit or 100,
-        jitter=body.jitter or 0.0, paused=body.paused, queued_due=None, created_at=now, updated_at=now,
+        namespace=namespace,
+        name=body.name,
+        workflow_name=body.workflow,
+        workflow_version=body.version,
+        cron=spec.cron,
+        every=spec.every,
+        at=spec.at,
+        anchor=spec.anchor,
+        timezone=spec.timezone,
+        input=body.input,
+        overlap=body.overlap,
+        catch_up=body.catch_up,
+        catch_up_limit=body.catch_up_limit or 100,
+        jitter=body.jitter or 0.0,
+        paused=body.paused,
+        queued_due=None,
+        created_at=now,
+        updated_at=now,
         priority=body.priority,
     )
     set_next(row, _first_due(row, now))
@@ -172,7 +186,9 @@ TIMING = {"cron", "every", "at", "anchor", "timezone", "jitter"}
 
 def update(session: Session, namespace: str, name: str, body: ScheduleUpdate) -> ScheduleInfo:
     row = get_row(session, namespace, name)
-    given = {field for field in body.model_fields_set if getattr(body, field) is not None or field in ("version", "input")}
+    given = {
+        field for field in body.model_fields_set if getattr(body, field) is not None or field in ("version", "input")
+    }
     if "workflow" in given or "version" in given:
         row.workflow_name = body.workflow if "workflow" in given else row.workflow_name
         row.workflow_version = body.version if "version" in given else row.workflow_version
@@ -183,7 +199,13 @@ def update(session: Session, namespace: str, name: str, body: ScheduleUpdate) ->
         if "every" in timing and timing["every"] is not None:
             timing["anchor"] = body.anchor if "anchor" in given else row.anchor
         spec = _parse(**timing, timezone=body.timezone if "timezone" in given else row.timezone)
-        row.cron, row.every, row.at, row.anchor, row.timezone = spec.cron, spec.every, spec.at, spec.anchor, spec.timezone
+        row.cron, row.every, row.at, row.anchor, row.timezone = (
+            spec.cron,
+            spec.every,
+            spec.at,
+            spec.anchor,
+            spec.timezone,
+        )
         row.jitter = body.jitter if "jitter" in given else row.jitter
         set_next(row, _first_due(row, time.time()))
     for field in ("input", "overlap", "catch_up", "catch_up_limit", "priority"):
@@ -224,8 +246,9 @@ def trigger(session: Session, namespace: str, name: str, policy: ExecutionPolicy
     run`` but recorded as the schedule's, due now."""
     row = get_row(session, namespace, name)
     run = RunRequest(input=row.input, version=row.workflow_version, priority=row.priority)
-    return executions.submit(session, namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=time.time())
-
+    return executions.submit(
+        session, namespace, row.workflow_name, run, policy, schedule=row.name, scheduled_for=time.time()
+    )
 
 
 def declare(session: Session, namespace: str, workflow: str, declared: dict) -> ScheduleInfo:

@@ -14,8 +14,13 @@ from flux.server.schemas import ClaimedExecution, ClaimReply, ClaimRequest
 from flux.server.services import Services
 
 
-async def claim(svc: Services, member: Member, body: ClaimRequest, gone: Callable[[], Awaitable[bool]],
-                hang_up: Callable[[], Awaitable[Any]]) -> ClaimReply:
+async def claim(
+    svc: Services,
+    member: Member,
+    body: ClaimRequest,
+    gone: Callable[[], Awaitable[bool]],
+    hang_up: Callable[[], Awaitable[Any]],
+) -> ClaimReply:
     """What was placed on it, and what it must cancel; empty after ``body.wait``
     seconds, or once the poll is moot (``gone``: nobody reads the answer any more;
     ``hang_up`` returns when the connection closes, a SIGKILLed worker's at once)."""

@@ -5,7 +5,7 @@ or a worker starting to drain itself."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from flux.domain.samples import metrics_changed, resources_changed
 from flux.server import fleet
@@ -27,7 +27,10 @@ async def heartbeat(svc: Services, member: Member, body: Heartbeat) -> Heartbeat
     running = len(member.held or ())
     shown = fleet.display_state(svc.registry.liveness(member, now), member.draining or member.leaving, running)
     return HeartbeatReply(
-        state=shown, cancel=member.cancelling(), abandon=member.foreign(body.running), preempt=member.preempting(now),
+        state=shown,
+        cancel=member.cancelling(),
+        abandon=member.foreign(body.running),
+        preempt=member.preempting(now),
         heartbeat_interval=svc.registry.pace(member),
     )
 
@@ -41,7 +44,7 @@ def _record_status(svc: Services, member: Member, body: Heartbeat) -> None:
     if moved is None and published is None:
         return
     if moved is not None and not moved.get("sampled_at"):  # when it was heard, not when a batch wrote it
-        moved["sampled_at"] = datetime.now(timezone.utc).isoformat()
+        moved["sampled_at"] = datetime.now(UTC).isoformat()
     svc.registry.record_status(member, moved, published)
     svc.metrics.status_writes.inc()
     svc.dispatcher.kick_if_waiting()  # more room, or less, for what waits

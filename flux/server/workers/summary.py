@@ -37,8 +37,13 @@ COALESCE = 0.5
 #: ``fleet.list_workers`` (ORM objects, a ``WorkerInfo`` each) cost ~150 ms of CPU at
 #: 1,000 workers, every ``PERIOD`` for the trend, and every thread waited for it.
 _WORKERS = select(
-    WorkerModel.name, WorkerModel.state, WorkerModel.draining, WorkerModel.max_concurrent_executions,
-    WorkerResourcesModel.capacity, WorkerResourcesModel.available, WorkerResourcesModel.cpu_percent,
+    WorkerModel.name,
+    WorkerModel.state,
+    WorkerModel.draining,
+    WorkerModel.max_concurrent_executions,
+    WorkerResourcesModel.capacity,
+    WorkerResourcesModel.available,
+    WorkerResourcesModel.cpu_percent,
 ).outerjoin(WorkerResourcesModel, WorkerResourcesModel.worker_id == WorkerModel.id)
 #: The live workers' GPUs: how many, and their utilisation summed.
 _GPUS = (
@@ -65,9 +70,13 @@ def read(svc: Services):  # noqa: ANN201 - a function of a session, for ``db.rea
                 if row.capacity is not None:
                     usage.add(row.capacity, row.available or {}, row.cpu_percent or 0.0)
         gpus, utilization = session.execute(_GPUS).one()
-        executions = dict(session.execute(
-            select(ExecutionModel.state, func.count()).where(ExecutionModel.finished_at.is_(None)).group_by(ExecutionModel.state)
-        ).all())
+        executions = dict(
+            session.execute(
+                select(ExecutionModel.state, func.count())
+                .where(ExecutionModel.finished_at.is_(None))
+                .group_by(ExecutionModel.state)
+            ).all()
+        )
         scheduled = ExecutionModel.state == ExecutionState.SCHEDULED.value
         unschedulable, oldest = session.execute(
             select(func.count(ExecutionModel.unschedulable), func.min(ExecutionModel.scheduled_at)).where(scheduled)

@@ -20,8 +20,12 @@ RUNNER_NAMES = ("subprocess", "inprocess", "docker")
 #: and must not pay for the worker-side runners (the docker client, psutil) it never uses,
 #: nor the command line (which names the runners) for the programming model.
 _LAZY = {
-    "DockerRunner": "docker", "InProcessRunner": "inprocess", "SubprocessRunner": "subprocess",
-    "Job": "base", "Runner": "base", "Stop": "base",
+    "DockerRunner": "docker",
+    "InProcessRunner": "inprocess",
+    "SubprocessRunner": "subprocess",
+    "Job": "base",
+    "Runner": "base",
+    "Stop": "base",
 }
 
 

@@ -26,8 +26,8 @@ import threading
 import time
 from typing import IO
 
-from flux.worker.runners.protocol import LOG, MARK_PREFIX, MAX_LINE, OUTPUT_MARK, log_line, split_long
 from flux.model.runtime import current_task
+from flux.worker.runners.protocol import LOG, MARK_PREFIX, MAX_LINE, OUTPUT_MARK, log_line, split_long
 
 #: A batch of log lines leaves when it holds this many lines or characters...
 BATCH_LINES = 100

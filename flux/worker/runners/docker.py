@@ -34,8 +34,10 @@ from flux.worker.runners.subprocess import SubprocessRunner, attempt_name
 
 #: Seconds the engine check waits for ``docker version``.
 ENGINE_CHECK_TIMEOUT = 15.0
-ENGINE_HINT = ("start a Docker engine or point DOCKER_HOST at one, choose another --runner, "
-               "or pass --docker-fallback subprocess to run executions as child processes instead")
+ENGINE_HINT = (
+    "start a Docker engine or point DOCKER_HOST at one, choose another --runner, "
+    "or pass --docker-fallback subprocess to run executions as child processes instead"
+)
 
 
 class EngineUnreachable(Exception):
@@ -50,8 +52,9 @@ def engine_problem(docker: str = "docker", timeout: float = ENGINE_CHECK_TIMEOUT
     if shutil.which(docker) is None:
         return f"the docker runner needs the '{docker}' command, which is not on PATH"
     try:
-        result = subprocess.run([docker, "version", "--format", "{{.Server.Version}}"],
-                                capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(
+            [docker, "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return f"the Docker engine did not answer 'docker version' within {timeout:g}s"
     if result.returncode == 0 and result.stdout.strip():
@@ -117,7 +120,11 @@ class DockerRunner(SubprocessRunner):
         finally:
             # killing the 'docker run' client does not stop the container; --rm only acts on exit
             remove = await asyncio.create_subprocess_exec(
-                self.docker, "rm", "-f", self.container_name(job),
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                self.docker,
+                "rm",
+                "-f",
+                self.container_name(job),
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
             )
             await remove.wait()

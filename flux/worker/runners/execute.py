@@ -7,8 +7,8 @@ from flux.domain.events import EventType, make_event
 from flux.domain.payloads import payload_levels
 from flux.model.calls import failure_of
 from flux.model.loader import WorkflowLoadError, load_bundle_workflow, load_workflow
-from flux.worker.runners.base import Job
 from flux.model.runtime import Ask, EventSink, ExecutionContext, forget_preemption, run_workflow
+from flux.worker.runners.base import Job
 
 
 def context_for(job: Job, emit: EventSink, ask: Ask | None = None) -> ExecutionContext:
@@ -37,7 +37,11 @@ async def execute_job(job: Job, emit: EventSink, ask: Ask | None = None) -> None
         else:
             workflow = load_workflow(job.source, job.workflow_name, job.filename)
     except WorkflowLoadError as exc:
-        emit(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc), "failure": failure_of(exc)}))
+        emit(
+            make_event(
+                EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc), "failure": failure_of(exc)}
+            )
+        )
         return
     try:
         await run_workflow(workflow, context_for(job, emit, ask))

@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 from typing import Callable
 
+from flux.model.runtime import Ask, notice_preemption
 from flux.worker.runners.base import Job, Runner, Stop
 from flux.worker.runners.execute import execute_job
 from flux.worker.runners.protocol import LogSink
-from flux.model.runtime import Ask, notice_preemption
 
 
 class InProcessRunner(Runner):

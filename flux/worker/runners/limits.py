@@ -88,7 +88,7 @@ def share_hints(allotment: Allotment) -> dict[str, str]:
 
 
 def human_bytes(n: int) -> str:
-    """"2 GiB", "1.5 GiB", "512 MiB": for messages people read."""
+    """ "2 GiB", "1.5 GiB", "512 MiB": for messages people read."""
     for unit, factor in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= factor:
             return f"{n // factor} {unit}" if n % factor == 0 else f"{n / factor:.1f} {unit}"
@@ -181,7 +181,11 @@ class LimitPolicy:
     def __post_init__(self) -> None:
         self._cgroup_parent = self.cgroups.parent() if self.enforce_requests else None
         if self.enforce_requests:
-            how = f"cgroup v2 memory.max under {self._cgroup_parent}" if self._cgroup_parent else "RLIMIT_AS (no writable cgroup v2 memory controller)"
+            how = (
+                f"cgroup v2 memory.max under {self._cgroup_parent}"
+                if self._cgroup_parent
+                else "RLIMIT_AS (no writable cgroup v2 memory controller)"
+            )
             log.info("enforcing requests: CPU by sched_setaffinity, memory by %s", how)
 
     def plan(self, allotment: Allotment) -> Limits:

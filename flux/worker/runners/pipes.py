@@ -33,7 +33,15 @@ import os
 import sys
 from typing import Sequence
 
-from flux.worker.runners.protocol import MARK_PREFIX, MAX_EVENT_BYTES, MAX_LINE, PROTOCOL_FD_ENV, LogSink, log_line, split_long
+from flux.worker.runners.protocol import (
+    MARK_PREFIX,
+    MAX_EVENT_BYTES,
+    MAX_LINE,
+    PROTOCOL_FD_ENV,
+    LogSink,
+    log_line,
+    split_long,
+)
 from flux.worker.runners.template import ChildTemplate, ForkedProcess, TemplateGone
 
 log = logging.getLogger("flux.worker.runners.subprocess")
@@ -50,7 +58,9 @@ DRAIN_MOST = 30.0
 class OutputPipe:
     """One of a child's fds 1/2, read to EOF as lines of one stream."""
 
-    def __init__(self, fd: int, stream: str, reader: asyncio.StreamReader, transport: asyncio.BaseTransport, child: Child):
+    def __init__(
+        self, fd: int, stream: str, reader: asyncio.StreamReader, transport: asyncio.BaseTransport, child: Child
+    ):
         self.fd, self.stream, self.transport, self.child = fd, stream, transport, child
         #: The last output mark read on this pipe.
         self.mark: str | None = None
@@ -121,7 +131,10 @@ class Child:
     """A child process, its protocol channel and its output pipes."""
 
     def __init__(
-        self, process: asyncio.subprocess.Process | ForkedProcess, channel: asyncio.StreamReader, transport: asyncio.BaseTransport | None
+        self,
+        process: asyncio.subprocess.Process | ForkedProcess,
+        channel: asyncio.StreamReader,
+        transport: asyncio.BaseTransport | None,
     ):
         self.process = process
         self.channel = channel
@@ -206,13 +219,23 @@ async def spawn(
                 process = await template.spawn(env, stdout[1], stderr[1], channel[1])
         if process is None and channel is not None and stdout is not None:
             process = await asyncio.create_subprocess_exec(
-                *command, stdin=asyncio.subprocess.PIPE, stdout=stdout[1], stderr=stderr[1],
-                pass_fds=(channel[1],), start_new_session=True, env={**env, PROTOCOL_FD_ENV: str(channel[1])},
+                *command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=stdout[1],
+                stderr=stderr[1],
+                pass_fds=(channel[1],),
+                start_new_session=True,
+                env={**env, PROTOCOL_FD_ENV: str(channel[1])},
             )
         elif process is None:
             process = await asyncio.create_subprocess_exec(
-                *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr[1],
-                limit=MAX_EVENT_BYTES, start_new_session=True, env=env,
+                *command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr[1],
+                limit=MAX_EVENT_BYTES,
+                start_new_session=True,
+                env=env,
             )
     except BaseException:
         for read_end, _ in pairs:

@@ -62,7 +62,14 @@ def log_line(
     stream: str, message: str, task_id: str | None = None, level: str | None = None, logger: str | None = None
 ) -> dict:
     """One captured line as docs/logs.md shapes it (``time`` is when it was captured)."""
-    return {"time": time.time(), "stream": stream, "task_id": task_id, "level": level, "logger": logger, "message": message}
+    return {
+        "time": time.time(),
+        "stream": stream,
+        "task_id": task_id,
+        "level": level,
+        "logger": logger,
+        "message": message,
+    }
 
 
 def split_long(text: AnyStr) -> list[AnyStr]:

@@ -265,7 +265,11 @@ class SubprocessRunner(Runner):
                 await child.drained()  # its last words belong to the attempt it ends
                 if not stop.kill.is_set():
                     oom = cgroup is not None and CgroupMemory.oom_killed(cgroup)
-                    emit(self._lost_child_event(job, returncode, stop.cancel.is_set(), limits.describe_memory() if oom else None))
+                    emit(
+                        self._lost_child_event(
+                            job, returncode, stop.cancel.is_set(), limits.describe_memory() if oom else None
+                        )
+                    )
             watcher.cancel()
             if stop.kill.is_set():
                 kill_group(process)
@@ -378,7 +382,11 @@ async def _tell_preemption(job: Job, stop: Stop, write: Callable[[bytes], Awaita
     """A preemption notice goes down to the child, which shows it to the workflow."""
     await stop.preempt.wait()
     notice = stop.notice
-    message = {"type": PREEMPT, "execution_id": job.id, "by": notice.by if notice else None,
-               "seconds": notice.seconds if notice else 0.0}
+    message = {
+        "type": PREEMPT,
+        "execution_id": job.id,
+        "by": notice.by if notice else None,
+        "seconds": notice.seconds if notice else 0.0,
+    }
     with contextlib.suppress(ConnectionError, RuntimeError):  # the child is gone: nobody to tell
         await write(json.dumps(message).encode() + b"\n")

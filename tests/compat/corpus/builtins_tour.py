@@ -1,4 +1,5 @@
 """flux.tasks builtins under their flux-core names."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow
@@ -25,8 +26,14 @@ async def builtins_tour(ctx: ExecutionContext[int]):
     piped = await pipeline(double, inc, input=ctx.input)
     dice = await randint(1, 6)
     even = await randrange(0, 10, 2)
-    return {"pair": pair, "piped": piped, "dice_ok": 1 <= dice <= 6, "even": even % 2 == 0,
-            "stamped": started.year > 2000, "ident": len(str(ident))}
+    return {
+        "pair": pair,
+        "piped": piped,
+        "dice_ok": 1 <= dice <= 6,
+        "even": even % 2 == 0,
+        "stamped": started.year > 2000,
+        "ident": len(str(ident)),
+    }
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """except ExecutionError around a failing task; flux.utils.to_json."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

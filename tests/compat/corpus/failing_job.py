@@ -1,4 +1,5 @@
 """A failure's output carries flux-core's type and message."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, workflow

@@ -1,4 +1,5 @@
 """requires_approval=True: the task waits for a resume before it runs."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

@@ -1,4 +1,5 @@
 """The run-result API: run(), has_succeeded, to_json()."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

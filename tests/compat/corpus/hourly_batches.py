@@ -1,4 +1,5 @@
 """A task name template, schedule=interval(...), flux-core's import paths."""
+
 from __future__ import annotations
 
 from flux import task, workflow

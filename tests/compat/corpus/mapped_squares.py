@@ -1,4 +1,5 @@
 """task.map(items)."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

@@ -1,4 +1,5 @@
 """schedule=cron(...) declared on the workflow."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, cron, task, workflow

@@ -1,4 +1,5 @@
 """pause(name, output=...), then resume(execution_id, value)."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

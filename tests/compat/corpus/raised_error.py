@@ -1,5 +1,6 @@
 """ExecutionError as flux-core code raises it itself, ExecutionError(inner, message=...),
 beside the one a failed task raises."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

@@ -1,4 +1,5 @@
 """requires_approval as a predicate of the call's arguments."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

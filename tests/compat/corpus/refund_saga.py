@@ -1,4 +1,5 @@
 """rollback=: a saga compensation here (the MigrationWarning says so)."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

@@ -1,4 +1,5 @@
 """flux.tasks.Graph: a DAG of tasks with a condition on an edge."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

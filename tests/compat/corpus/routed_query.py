@@ -1,4 +1,5 @@
 """flux.routing require/score/prefer/least, static terms only."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

@@ -1,4 +1,5 @@
 """SecretManager + secret_requests (the value is masked in results here)."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

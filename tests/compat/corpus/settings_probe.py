@@ -1,5 +1,6 @@
 """flux.config.Configuration read from a task, as flux-core code reads the engine's home
 and server; a key this engine lacks raises AttributeError naming it."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

@@ -1,4 +1,5 @@
 """output_storage=LocalFileStorage() for a result that is not JSON."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow

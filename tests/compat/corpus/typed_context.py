@@ -1,4 +1,5 @@
 """ExecutionContext[dict] in a signature, without postponed annotations."""
+
 from flux import ExecutionContext, task, workflow
 
 

@@ -20,16 +20,24 @@ class CommandProvider(Provider):
     async def apply(self, change: Change) -> dict[str, str]:
         options = CommandOptions.model_validate(change.options)
         env = {
-            **os.environ, "FLUX_POOL": change.pool, "FLUX_POOL_SIZE": str(change.size),
-            "FLUX_POOL_START": " ".join(change.start), "FLUX_POOL_STOP": " ".join(s.name for s in change.stop),
+            **os.environ,
+            "FLUX_POOL": change.pool,
+            "FLUX_POOL_SIZE": str(change.size),
+            "FLUX_POOL_START": " ".join(change.start),
+            "FLUX_POOL_STOP": " ".join(s.name for s in change.stop),
             "FLUX_SERVER_URL": self.context.server_url,
         }
         for secret in ("FLUX_BOOTSTRAP_TOKEN", "FLUX_API_TOKEN"):
             env.pop(secret, None)
         try:
             process = await asyncio.create_subprocess_exec(
-                *options.command, str(change.size), env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+                *options.command,
+                str(change.size),
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+            )
         except OSError as exc:
             raise ProviderError(f"could not run {options.command[0]}: {exc.strerror or exc}") from None
         try:

@@ -74,10 +74,14 @@ class KubernetesProvider(Provider):
             core = client.CoreV1Api(api)
             if options.deployment is not None:
                 for stop in change.stop:
-                    _ignore_missing(lambda: core.patch_namespaced_pod(
-                        stop.name, options.namespace, {"metadata": {"annotations": {DELETION_COST: "-1000"}}}))
+                    _ignore_missing(
+                        lambda: core.patch_namespaced_pod(
+                            stop.name, options.namespace, {"metadata": {"annotations": {DELETION_COST: "-1000"}}}
+                        )
+                    )
                 client.AppsV1Api(api).patch_namespaced_deployment_scale(
-                    options.deployment, options.namespace, {"spec": {"replicas": change.size}})
+                    options.deployment, options.namespace, {"spec": {"replicas": change.size}}
+                )
                 return {}
             for stop in change.stop:
                 _ignore_missing(lambda: core.delete_namespaced_pod(stop.handle or stop.name, options.namespace))

@@ -65,8 +65,16 @@ class Launcher:
         errors = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "flux.cli.launcher", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=errors, env=self.env, start_new_session=True, limit=LINE_LIMIT)
+                sys.executable,
+                "-m",
+                "flux.cli.launcher",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=errors,
+                env=self.env,
+                start_new_session=True,
+                limit=LINE_LIMIT,
+            )
         finally:
             os.close(errors)
         try:

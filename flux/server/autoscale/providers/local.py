@@ -17,7 +17,14 @@ import sys
 import time
 from pathlib import Path
 
-from flux.server.autoscale.providers.base import Change, Context, Provider, ProviderError, custom_resources, worker_labels
+from flux.server.autoscale.providers.base import (
+    Change,
+    Context,
+    Provider,
+    ProviderError,
+    custom_resources,
+    worker_labels,
+)
 from flux.server.autoscale.providers.launcher import Launcher, LauncherGone
 from flux.server.autoscale.schemas import LocalOptions
 
@@ -42,9 +49,17 @@ class LocalProvider(Provider):
     def argv(self, change: Change, name: str) -> list[str]:
         """``flux`` arguments that start worker ``name`` of the change's pool."""
         options = LocalOptions.model_validate(change.options)
-        args = ["start", "worker", name,
-                "--server-url", options.server_url or self.context.server_url,
-                "--max-concurrent-executions", str(change.slots), "--gpu-source", "none" if not change.gpus else "auto"]
+        args = [
+            "start",
+            "worker",
+            name,
+            "--server-url",
+            options.server_url or self.context.server_url,
+            "--max-concurrent-executions",
+            str(change.slots),
+            "--gpu-source",
+            "none" if not change.gpus else "auto",
+        ]
         for key, value in worker_labels(change).items():
             args += ["--label", f"{key}={value}"]
         for key, amount in custom_resources(change).items():
@@ -72,8 +87,14 @@ class LocalProvider(Provider):
         """A worker from scratch: a fresh interpreter."""
         with open(log_path, "ab") as log:
             try:
-                return subprocess.Popen([sys.executable, "-m", "flux.cli", *argv], stdout=log, stderr=subprocess.STDOUT,
-                                        env=self.env, stdin=subprocess.DEVNULL, start_new_session=True)
+                return subprocess.Popen(
+                    [sys.executable, "-m", "flux.cli", *argv],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             except OSError as exc:
                 raise ProviderError(f"could not start a worker process: {exc}") from None
 

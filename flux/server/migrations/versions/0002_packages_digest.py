@@ -3,21 +3,21 @@
 Revision ID: 0002
 Revises: 0001
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
-
-revision = '0002'
-down_revision = '0001'
+revision = "0002"
+down_revision = "0001"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('workers') as batch_op:
-        batch_op.add_column(sa.Column('packages_digest', sa.String(length=64), nullable=False, server_default=''))
+    with op.batch_alter_table("workers") as batch_op:
+        batch_op.add_column(sa.Column("packages_digest", sa.String(length=64), nullable=False, server_default=""))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('workers') as batch_op:
-        batch_op.drop_column('packages_digest')
+    with op.batch_alter_table("workers") as batch_op:
+        batch_op.drop_column("packages_digest")

@@ -3,21 +3,21 @@
 Revision ID: 0003
 Revises: 0002
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
-
-revision = '0003'
-down_revision = '0002'
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('executions') as batch_op:
-        batch_op.add_column(sa.Column('checkpoint_batch', sa.Integer(), nullable=False, server_default='0'))
+    with op.batch_alter_table("executions") as batch_op:
+        batch_op.add_column(sa.Column("checkpoint_batch", sa.Integer(), nullable=False, server_default="0"))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('executions') as batch_op:
-        batch_op.drop_column('checkpoint_batch')
+    with op.batch_alter_table("executions") as batch_op:
+        batch_op.drop_column("checkpoint_batch")

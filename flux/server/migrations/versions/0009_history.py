@@ -4,22 +4,22 @@ by triggers (docs/history.md)
 Revision ID: 0009
 Revises: 0008
 """
-from alembic import op
+
 import sqlalchemy as sa
+from alembic import op
 
-
-revision = '0009'
-down_revision = '0008'
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
 #: Orders and filters of ``GET /executions`` (newest first, ties by id).
 INDEXES = {
-    'ix_executions_order': ['scheduled_at', 'id'],
-    'ix_executions_state_order': ['state', 'scheduled_at', 'id'],
-    'ix_executions_workflow_order': ['workflow_name', 'scheduled_at', 'id'],
-    'ix_executions_worker_order': ['worker_name', 'scheduled_at', 'id'],
-    'ix_executions_finished': ['finished_at'],
+    "ix_executions_order": ["scheduled_at", "id"],
+    "ix_executions_state_order": ["state", "scheduled_at", "id"],
+    "ix_executions_workflow_order": ["workflow_name", "scheduled_at", "id"],
+    "ix_executions_worker_order": ["worker_name", "scheduled_at", "id"],
+    "ix_executions_finished": ["finished_at"],
 }
 
 #: A finished execution is one with ``finished_at`` set, whatever its terminal state:
@@ -67,20 +67,20 @@ ON executions FOR EACH ROW EXECUTE FUNCTION flux_execution_counts()
 
 def upgrade() -> None:
     op.create_table(
-        'execution_counts',
-        sa.Column('state', sa.String(length=16), nullable=False),
-        sa.Column('count', sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint('state'),
+        "execution_counts",
+        sa.Column("state", sa.String(length=16), nullable=False),
+        sa.Column("count", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("state"),
     )
     op.execute(
         "INSERT INTO execution_counts (state, count) "
         "SELECT state, count(*) FROM executions WHERE finished_at IS NOT NULL GROUP BY state"
     )
-    with op.batch_alter_table('executions') as batch_op:
-        batch_op.drop_index('ix_executions_state_scheduled')
+    with op.batch_alter_table("executions") as batch_op:
+        batch_op.drop_index("ix_executions_state_scheduled")
         for name, columns in INDEXES.items():
             batch_op.create_index(name, columns, unique=False)
-    if op.get_bind().dialect.name == 'postgresql':
+    if op.get_bind().dialect.name == "postgresql":
         op.execute(POSTGRES_FUNCTION)
         op.execute(POSTGRES_TRIGGER)
     else:
@@ -89,14 +89,14 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == 'postgresql':
-        op.execute('DROP TRIGGER trg_execution_counts ON executions')
-        op.execute('DROP FUNCTION flux_execution_counts()')
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP TRIGGER trg_execution_counts ON executions")
+        op.execute("DROP FUNCTION flux_execution_counts()")
     else:
-        for name in ('insert', 'update', 'delete'):
-            op.execute(f'DROP TRIGGER trg_execution_counts_{name}')
-    with op.batch_alter_table('executions') as batch_op:
+        for name in ("insert", "update", "delete"):
+            op.execute(f"DROP TRIGGER trg_execution_counts_{name}")
+    with op.batch_alter_table("executions") as batch_op:
         for name in INDEXES:
             batch_op.drop_index(name)
-        batch_op.create_index('ix_executions_state_scheduled', ['state', 'scheduled_at'], unique=False)
-    op.drop_table('execution_counts')
+        batch_op.create_index("ix_executions_state_scheduled", ["state", "scheduled_at"], unique=False)
+    op.drop_table("execution_counts")

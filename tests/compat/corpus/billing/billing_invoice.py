@@ -1,4 +1,5 @@
 """namespace= on the workflow."""
+
 from __future__ import annotations
 
 from flux import ExecutionContext, task, workflow
