@@ -321,6 +321,7 @@ def test_the_server_stores_cache_entries_on_checkpoint_and_keeps_secrets_encrypt
     engine = make_engine(url)
     request.getfixturevalue("monkeypatch").setenv(secrets.KEY_ENV, Fernet.generate_key().decode())
     keys = secrets.keyring()
+
     def event(type_, value, at=1.0):
         return SimpleNamespace(type=type_, name="square", task_id="square:1", value=value, time=at)
 

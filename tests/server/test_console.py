@@ -17,12 +17,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browsers import CHROMIUM, require_chromium
 from waiting import eventually
 
 from flux.client import FluxClient
 from flux.local import LocalCluster
 
-CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -34,8 +34,7 @@ ARGS = [
     "--disable-sync",
 ]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)", allow_module_level=True)
+require_chromium()
 expect = sync_api.expect
 expect.set_options(timeout=20_000)
 

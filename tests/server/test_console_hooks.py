@@ -3,19 +3,16 @@ hook's deliveries with their attempts, and the redeliver button."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from browsers import CHROMIUM, require_chromium
 from cryptography.fernet import Fernet
 from receivers import Receiver
 from waiting import eventually
 
 from flux.client import FluxClient
 
-CHROMIUM = "/usr/bin/chromium"
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
-if not os.path.exists(CHROMIUM):
-    pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)", allow_module_level=True)
+require_chromium()
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
