@@ -135,8 +135,3 @@ class PriorityClasses:
         value = int(priority)
         named = self._by_value.get(value)
         return Resolved(value, named.name if named else None, named.preemption if named else Preemption.LOWER)
-
-    def name_of(self, value: int) -> str:
-        """``high`` for 100, else the number: how lists and explanations show a priority."""
-        named = self._by_value.get(value)
-        return named.name if named else str(value)

@@ -34,6 +34,7 @@ from flux.server import executions, fleet, queue, topics
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
 from flux.server.database import Database
 from flux.server.explain import record_waiting
+from flux.server.locks import AdvisoryLock
 from flux.server.metrics import Claimed, ServerMetrics
 from flux.server.namespaces import RulesCache
 from flux.server.notify import Notifier
@@ -49,8 +50,6 @@ BACKLOG_ROUND, IDLE_ROUND = 1.0, 60.0
 SLOW_ROUND = 1.0
 #: With an empty queue, the fleet's changes are read at most this often (``_keep_warm``).
 WARM_SCAN = 1.0
-#: The PostgreSQL advisory lock a replica holds while it places (one places at a time).
-PLACEMENT_LOCK = 727073
 #: Another replica holds the placement lock: try again this soon (its rounds take milliseconds).
 LOCK_RETRY = 0.05
 
@@ -208,7 +207,7 @@ class Dispatcher:
             self._keep_warm(session)
             return Round([], False)
         if session.bind.dialect.name == "postgresql" and not session.scalar(
-            text(f"SELECT pg_try_advisory_xact_lock({PLACEMENT_LOCK})")
+            text(f"SELECT pg_try_advisory_xact_lock({AdvisoryLock.PLACEMENT.value})")
         ):
             # Another replica is placing right now. Placement needs a consistent view of
             # every worker's free slots and reservations, so one replica places at a time;

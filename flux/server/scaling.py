@@ -3,7 +3,7 @@ changes (a submission: the first worker of an empty pool should not wait out the
 interval), one replica decides, for every pool, what to start and what to stop, and
 then asks the providers.
 
-A pass is one transaction under a PostgreSQL advisory lock (``AUTOSCALE_LOCK``; a
+A pass is one transaction under a PostgreSQL advisory lock (``AdvisoryLock.AUTOSCALE``; a
 replica that does not get it skips the pass), so two replicas never both count a
 pool short: the workers one pass asks for are rows (``pool_workers``, STARTING)
 before any provider is called, and the next pass, on any replica, counts them.
@@ -37,6 +37,7 @@ from flux.server import topics
 from flux.server.autoscale import store
 from flux.server.autoscale.providers import provider
 from flux.server.autoscale.providers.base import Change, Context, Provider, Stop
+from flux.server.locks import AdvisoryLock
 from flux.server.models import ExecutionModel, WorkerModel
 from flux.server.pool_models import PoolModel, PoolWorkerModel
 from flux.server.services import Services
@@ -47,8 +48,6 @@ log = logging.getLogger("flux.server.autoscale")
 #: was measured: on SQLite each pass holds the writer submissions wait for, and B18's
 #: 60 submissions took twice as long under load, for no earlier first start).
 PASS_INTERVAL, MIN_GAP = 2.0, 0.5
-#: The PostgreSQL advisory lock a replica holds during its pass (dispatch's is 727073).
-AUTOSCALE_LOCK = 727075
 #: A worker asked for and not registered after this long is given up (and stopped).
 START_TIMEOUT = 300.0
 #: A failing provider is called again after 2, 4, 8 ... seconds, at most this.
@@ -164,7 +163,7 @@ class Autoscaler:
 
     def decide(self, session: Session, now: float) -> Outcome | None:
         if session.bind.dialect.name == "postgresql" and not session.scalar(
-            text(f"SELECT pg_try_advisory_xact_lock({AUTOSCALE_LOCK})")
+            text(f"SELECT pg_try_advisory_xact_lock({AdvisoryLock.AUTOSCALE.value})")
         ):
             return None  # another replica is deciding
         pools = list(session.scalars(select(PoolModel).order_by(PoolModel.created_at, PoolModel.name)))

@@ -7,6 +7,7 @@ import flux.server.access_models  # noqa: F401 - its tables are part of Base.met
 import flux.server.hook_models  # noqa: F401 - and these
 import flux.server.pool_models  # noqa: F401 - and the pools' tables
 import flux.server.service_models  # noqa: F401 - so are these
+from flux.server.locks import AdvisoryLock
 from flux.server.models import Base
 
 config = context.config
@@ -24,7 +25,7 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             if connection.dialect.name == "postgresql":
                 # replicas starting together: one migrates, the others wait, then find it done
-                connection.execute(text("SELECT pg_advisory_xact_lock(727072)"))
+                connection.execute(text(f"SELECT pg_advisory_xact_lock({AdvisoryLock.MIGRATIONS.value})"))
             context.run_migrations()
     engine.dispose()
 
