@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_
     from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
     from flux.domain.concurrency import Concurrency
     from flux.domain.declared_schedules import cron, interval, once
+    from flux.domain.gang import Gang
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
     from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
@@ -53,6 +54,7 @@ _EXPORTS = {
     "Lt": "flux.domain.affinity",
     "NotIn": "flux.domain.affinity",
     "Concurrency": "flux.domain.concurrency",
+    "Gang": "flux.domain.gang",
     "InvalidResourceRequest": "flux.domain.resource_request",
     "ResourceRequest": "flux.domain.resource_request",
     "RoutingPolicy": "flux.domain.routing",
@@ -136,6 +138,7 @@ __all__ = [
     "ExecutionFailed",
     "ExecutionTimedOut",
     "Exists",
+    "Gang",
     "Ge",
     "Gt",
     "In",
