@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
+from waiting import eventually
 
 GiB = 1024**3
 
@@ -122,6 +123,19 @@ def statements(server_url: str) -> dict[str, float]:
             kind = line.split('kind="', 1)[1].split('"', 1)[0]
             counts[kind] = float(line.split()[-1])
     return counts
+
+
+def quiet_statements(server_url: str, period: float = 1.5) -> dict[str, float]:
+    """``statements`` once the server has run none for ``period``: the reads that follow a
+    registration (the dispatcher reads a new worker's row within ``dispatch.WARM_SCAN``,
+    1 s) are behind it, however late a loaded machine runs them."""
+
+    def settled() -> dict[str, float] | None:
+        before = statements(server_url)
+        time.sleep(period)
+        return before if statements(server_url) == before else None
+
+    return eventually(settled, timeout=60, message="the server never went a whole period without a statement")
 
 
 def metric(server_url: str, name: str) -> float:
