@@ -85,32 +85,6 @@ def test_scales_from_zero_and_back_and_starts_nothing_for_unfit_work(cluster, cl
 
 
 @pytest.mark.slow
-def test_a_worker_chosen_for_scale_down_that_gets_work_is_not_stopped(cluster, client, workflow_file):
-    client.register_file(workflow_file(SOURCE))
-    local_pool(client, max=1, idle_timeout=1)
-    first = client.run("accelerated", 0.1)["id"]
-    assert client.wait(first, WAIT)["state"] == "COMPLETED"
-    worker = client.execution(first)["worker_name"]
-    # wait until the pass has chosen it (draining), then give it work at once by undraining by hand
-    eventually(
-        lambda: client.show_pool("accel")["stopping"] == 1 or not workers_of(client, "accel"),
-        20,
-        "never chosen for scale-down",
-    )
-    if client.show_pool("accel")["stopping"] != 1:
-        pytest.skip("stopped before the test could race it (a slow pass)")
-    client.undrain_worker(worker)
-    busy = client.run("accelerated", 6)["id"]
-    eventually(lambda: client.execution(busy)["state"] in ("CLAIMED", "RUNNING"), 20, "the work never reached it")
-    assert client.execution(busy)["worker_name"] == worker
-    # the next passes see it holds work: it is undrained and kept, and the work completes on it
-    eventually(lambda: client.show_pool("accel")["stopping"] == 0, 10, "still stopping while busy")
-    assert worker in {w["name"] for w in workers_of(client, "accel")}
-    execution = client.wait(busy, WAIT)
-    assert (execution["state"], execution["worker_name"], execution["attempt"]) == ("COMPLETED", worker, 1)
-
-
-@pytest.mark.slow
 def test_a_failing_provider_is_retried_with_backoff_and_reported(cluster, client, tmp_path):
     script = tmp_path / "scale.sh"
     script.write_text('#!/bin/sh\necho "no quota for $FLUX_POOL ($1)" >&2\nexit 1\n')
