@@ -221,7 +221,7 @@ def fair_share(clients: dict[str, FluxClient], counts: Counts) -> list[Figure]:
 
 
 def quota(client: FluxClient, counts: Counts, limit: int = 2) -> list[Figure]:
-    client.update_namespace(quota={"accel": limit})
+    client.update_namespace(quota={"resources.accel": limit})
     ids = _submit(client, "share", [{"seconds": 1.0}] * counts.quota_runs)  # fewer than 100: one page lists them all
     samples, stop, sampler = [], threading.Event(), client.copy()  # the sampler has its own connection
 

@@ -44,26 +44,53 @@ def namespace_show(client: FluxClient, name: str | None) -> dict:
 @namespace_group.command("quota")
 @click.argument("name")
 @click.argument("limits", nargs=-1)
+@click.option("--unset", multiple=True, metavar="KEY", help="Remove KEY from the quota (repeatable)")
+@click.option("--replace", is_flag=True, help="Replace the whole quota with LIMITS (else the others are kept)")
 @click.option("--clear", is_flag=True, help="Remove the quota")
 @client_command
 @renders(render_record)
-def namespace_quota(client: FluxClient, name: str, limits: tuple[str, ...], clear: bool) -> dict:
-    """Set namespace NAME's quota, replacing the one it had: LIMITS such as cpu=16
-    memory=64Gi gpu=4 executions=100 resources.fpga=2 (what its executions may hold
-    at once; docs/contention.md). Without LIMITS: show it and what is held."""
+def namespace_quota(
+    client: FluxClient, name: str, limits: tuple[str, ...], unset: tuple[str, ...], replace: bool, clear: bool
+) -> dict | Output:
+    """Change namespace NAME's quota: LIMITS such as cpu=16 memory=64Gi gpu=4
+    executions=100 resources.fpga=2 (what its executions may hold at once;
+    docs/contention.md) change those keys and keep the others; --unset KEY removes one,
+    --replace makes LIMITS the whole quota. Prints the quota before and after. Without
+    LIMITS: show it and what is held."""
     from flux.domain.quotas import Quota
 
-    if clear and limits:
-        raise UsageProblem("give LIMITS or --clear, not both")
-    if clear:
-        return client.update_namespace(name, quota=None)
-    if not limits:
+    send = _quota_request(limits, unset, replace, clear)
+    if send is None:
         return client.show_namespace(name)
+    before = Quota.from_json(client.show_namespace(name).get("quota"))
+    detail = send(client, name)
+    after = Quota.from_json(detail.get("quota"))
+    return Output(
+        detail, lambda _: click.echo(f"quota of {name}\n  before: {before.describe()}\n  after:  {after.describe()}")
+    )
+
+
+def _quota_request(limits: tuple[str, ...], unset: tuple[str, ...], replace: bool, clear: bool):  # noqa: ANN202
+    """The call that makes the change asked for (checked here first: a usage error names
+    the key), or None for none (show the quota)."""
+    from flux.domain.quotas import Quota, QuotaChange
+
+    if clear and (limits or unset or replace):
+        raise UsageProblem("--clear removes the whole quota: give it alone")
+    if replace and (unset or not limits):
+        raise UsageProblem("--replace makes LIMITS the whole quota: give LIMITS, and no --unset")
     try:
-        quota = Quota.parse(limits)
+        if clear:
+            return lambda client, name: client.update_namespace(name, quota=None)
+        if replace:
+            quota = Quota.parse(limits)
+            return lambda client, name: client.replace_quota(name, quota.keys())
+        if limits or unset:
+            change = QuotaChange.parse(limits, unset)
+            return lambda client, name: client.update_namespace(name, quota=change.keys())
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
-    return client.update_namespace(name, quota=quota.to_json())
+    return None
 
 
 @namespace_group.command("set")

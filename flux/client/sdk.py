@@ -481,9 +481,14 @@ class FluxClient(HookMethods, Following):
         return self._request("GET", f"/namespaces/{segment(name or self.namespace)}")
 
     def update_namespace(self, name: str | None = None, **changes: Any) -> dict:
-        """Its ``weight`` and ``quota`` (docs/contention.md): what is given changes;
-        ``quota=None`` removes the quota."""
+        """Its ``weight`` and ``quota`` (docs/contention.md): what is given changes. The
+        quota is merged: ``quota={"gpu": 2, "cpu": None}`` sets gpu, removes cpu and keeps
+        the other keys; ``quota=None`` removes the quota."""
         return self._request("PATCH", f"/namespaces/{segment(name or self.namespace)}", json=changes)
+
+    def replace_quota(self, name: str | None, quota: dict[str, Any]) -> dict:
+        """Its whole quota, replacing the one it had (``{}`` removes it)."""
+        return self._request("PUT", f"/namespaces/{segment(name or self.namespace)}/quota", json={"quota": quota})
 
     def delete_namespace(self, name: str, force: bool = False) -> dict:
         """Delete it with everything in it: refused while executions in it have not

@@ -73,12 +73,13 @@ ACTIONS: dict[tuple[str, str], Action] = {
     ("POST", "/namespaces"): Action.MANAGE_NAMESPACES,
     ("DELETE", "/namespaces/{name}"): Action.MANAGE_NAMESPACES,
     ("PATCH", "/namespaces/{name}"): Action.MANAGE_NAMESPACES,  # its weight and quota
+    ("PUT", "/namespaces/{name}/quota"): Action.MANAGE_NAMESPACES,
 }
 #: Actions about no one namespace: the fleet, tokens, and the audit log (whose rows a
 #: principal sees are filtered by its namespaces instead).
 UNNAMESPACED = FLEET_ACTIONS | ADMIN_ACTIONS | {Action.READ_AUDIT}
 #: The routes about one namespace itself, whose ``{name}`` is that namespace...
-NAMESPACE_ROUTE = "/namespaces/{name}"
+NAMESPACE_ROUTES = frozenset({"/namespaces/{name}", "/namespaces/{name}/quota"})
 #: ...and the routes about none although their action usually is about one: the list of
 #: namespaces (each principal sees its own) and bundle uploads (a bundle is stored once
 #: for every namespace, by its sha256; registering it is what happens in a namespace).
@@ -102,7 +103,7 @@ def namespace_of(action: Action, template: str, path_params: Mapping[str, Any]) 
     None for an action about no namespace, and for ``UNNAMESPACED_ROUTES``."""
     if "namespace" in path_params:
         return str(path_params["namespace"])
-    if template == NAMESPACE_ROUTE:
+    if template in NAMESPACE_ROUTES:
         return str(path_params["name"])
     return None if action in UNNAMESPACED or template in UNNAMESPACED_ROUTES else DEFAULT
 

@@ -17,6 +17,7 @@ from flux.server.namespace_schemas import (
     NamespaceDetail,
     NamespaceInfo,
     NamespaceUpdate,
+    QuotaReplacement,
 )
 from flux.server.services import Services, services
 
@@ -48,9 +49,20 @@ async def show_namespace(name: str = NAME, svc: Services = SVC):
 
 @router.patch("/{name}", response_model=NamespaceDetail, responses=responses(401, 403, 404, 413, 422))
 async def update_namespace(body: NamespaceUpdate, name: str = NAME, svc: Services = SVC):
-    """Its fair-share weight and its quota (docs/contention.md); placement reads them at its next round."""
+    """Its fair-share weight and its quota (docs/contention.md); placement reads them at its next round.
+    The quota is merged: the keys given change, a null removes one, the others are kept."""
     changed = await svc.db.run(lambda s: namespaces.update(s, name, body))
     svc.notifier.notify(topics.NAMESPACES)  # every replica's placement reads the rules again
+    svc.dispatcher.kick()
+    return changed
+
+
+@router.put("/{name}/quota", response_model=NamespaceDetail, responses=responses(401, 403, 404, 413, 422))
+async def replace_quota(body: QuotaReplacement, name: str = NAME, svc: Services = SVC):
+    """Its whole quota, replacing the one it had (``{"quota": {}}`` removes it); ``PATCH
+    /namespaces/NAME`` changes some keys and keeps the others."""
+    changed = await svc.db.run(lambda s: namespaces.replace_quota(s, name, body.to_quota()))
+    svc.notifier.notify(topics.NAMESPACES)
     svc.dispatcher.kick()
     return changed
 

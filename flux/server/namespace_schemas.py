@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from flux.domain.names import NAME_PATTERN
 from flux.domain.namespaces import NamespaceState, check_namespace
-from flux.domain.quotas import Quota
+from flux.domain.quotas import Quota, QuotaChange
+from flux.domain.resource_request import InvalidResourceRequest
 from flux.server.schemas import Strict
 
 
@@ -34,23 +36,58 @@ class NamespaceInfo(BaseModel):
     )
     quota: dict[str, float] | None = Field(
         default=None,
-        description="The most it may hold at once: cpu, memory and disk (bytes), gpu, custom resources, executions",
+        description="The most it may hold at once: cpu, memory and disk (bytes), gpu, custom resources (by their "
+        "own name, as held counts them), executions",
     )
 
 
+def _checked_quota(read):  # noqa: ANN001, ANN202
+    """The domain's reason (``did you mean gpu?``), as a field error without pydantic's prefix."""
+    try:
+        return read()
+    except InvalidResourceRequest as exc:
+        raise PydanticCustomError("invalid_quota", str(exc)) from None
+
+
 class NamespaceUpdate(Strict):
-    """``PATCH /namespaces/NAME``: what is given changes; ``"quota": null`` removes the quota."""
+    """``PATCH /namespaces/NAME``: what is given changes. ``quota`` is a merge patch (RFC
+    7396, as ``kubectl patch --type merge``): the keys given change, a null removes its
+    key, the others are kept; ``"quota": null`` removes the whole quota."""
 
     weight: float | None = Field(default=None, gt=0, le=1e6, description="Fair-share weight (default 1)")
-    quota: dict[str, float | str] | None = Field(
+    quota: dict[str, float | str | None] | None = Field(
         default=None,
-        description="Replaces the quota: {'cpu': 16, 'memory': '64Gi', 'gpu': 4, 'executions': 100, 'fpga': 2}",
+        description="Changes the quota's keys given, keeps the others; null removes a key: "
+        "{'gpu': 2, 'resources.fpga': null}. Keys: cpu, memory, disk, gpu, executions, resources.NAME",
     )
 
     @field_validator("quota")
     @classmethod
     def _valid_quota(cls, value: dict | None) -> dict | None:
-        return None if value is None else Quota.from_mapping(value).to_json()
+        if value is not None:
+            _checked_quota(lambda: QuotaChange.from_mapping(value))
+        return value
+
+    def quota_change(self) -> QuotaChange | None:
+        """The change to the quota; None when ``quota`` was not given or is null."""
+        return None if self.quota is None else QuotaChange.from_mapping(self.quota)
+
+
+class QuotaReplacement(Strict):
+    """``PUT /namespaces/NAME/quota``: the whole quota, replacing the one it had ({} removes it)."""
+
+    quota: dict[str, float | str] = Field(
+        description="{'cpu': 16, 'memory': '64Gi', 'gpu': 4, 'executions': 100, 'resources.fpga': 2}"
+    )
+
+    @field_validator("quota")
+    @classmethod
+    def _valid_quota(cls, value: dict) -> dict:
+        _checked_quota(lambda: Quota.from_mapping(value))
+        return value
+
+    def to_quota(self) -> Quota:
+        return Quota.from_mapping(self.quota)
 
 
 class NamespaceDetail(NamespaceInfo):
@@ -70,7 +107,8 @@ class NamespaceDetail(NamespaceInfo):
 class NamespaceDeletion(BaseModel):
     name: str
     state: Literal["DELETED", "TERMINATING"] = Field(
-        description="DELETED: gone with everything in it; TERMINATING: it goes once the executions it cancelled have ended"
+        description="DELETED: gone with everything in it; "
+        "TERMINATING: it goes once the executions it cancelled have ended"
     )
     cancelled: int = Field(description="Executions this delete cancelled (force=true)")
     unfinished: int = Field(description="Executions still ending (held by workers that were asked to stop)")

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES, ExecutionState
 from flux.domain.namespaces import DEFAULT, NamespaceState
-from flux.domain.quotas import EXECUTIONS, Quota
+from flux.domain.quotas import EXECUTIONS, NO_QUOTA, Quota
 from flux.server import topics
 from flux.server.database import Database
 from flux.server.errors import Conflict, NotFound
@@ -175,12 +175,23 @@ def rules(session: Session) -> tuple[dict[str, Quota], dict[str, float]]:
 
 
 def update(session: Session, name: str, body: NamespaceUpdate) -> NamespaceDetail:
-    """Its weight and quota (docs/contention.md): what is given changes; a null quota removes it."""
+    """Its weight and quota (docs/contention.md): what is given changes; the quota's keys
+    given change and the others are kept (a merge patch); a null quota removes it."""
     row = get_row(session, name, lock=True)
     if body.weight is not None:
         row.weight = body.weight
     if "quota" in body.model_fields_set:
-        row.quota = body.quota or None
+        change = body.quota_change()
+        quota = change.applied_to(Quota.from_json(row.quota)) if change is not None else NO_QUOTA
+        row.quota = quota.to_json() or None
+    session.flush()
+    return detail(session, name)
+
+
+def replace_quota(session: Session, name: str, quota: Quota) -> NamespaceDetail:
+    """Its whole quota, replacing the one it had (an empty one removes it)."""
+    row = get_row(session, name, lock=True)
+    row.quota = quota.to_json() or None
     session.flush()
     return detail(session, name)
 

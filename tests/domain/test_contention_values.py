@@ -35,10 +35,14 @@ def test_a_bad_priority_names_its_owner(value):
 
 
 def test_quotas_parse_units_and_custom_resources_and_round_trip():
-    quota = Quota.parse(["cpu=500m", "memory=64Gi", "gpu=4", "executions=100", "resources.fpga=2", "licence=1"])
+    quota = Quota.parse(
+        ["cpu=500m", "memory=64Gi", "gpu=4", "executions=100", "resources.fpga=2", "resources.licence=1"]
+    )
     assert quota.to_json() == {"cpu": 0.5, "fpga": 2, "gpu": 4, "licence": 1, "memory": 64 * 1024**3, "executions": 100}
     assert Quota.from_json(quota.to_json()) == quota
-    for bad in (["cpu"], ["gpu=1.5"], ["gpu=abc"], ["memory=lots"], ["executions=-1"], ["BAD=1"]):
+    assert Quota.parse(["gpu=1.5"]).to_json() == {"gpu": 1.5}  # shares count as their fraction of a card
+    bad_values = (["cpu"], ["gpu=-1"], ["gpu=abc"], ["memory=lots"], ["executions=-1"], ["executions=1.5"])
+    for bad in (*bad_values, ["BAD=1"], ["licence=1"]):
         with pytest.raises(InvalidResourceRequest):
             Quota.parse(bad)
 

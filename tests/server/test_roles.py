@@ -72,6 +72,7 @@ EXPECTED = {
     ("POST", "/namespaces"): Role.ADMIN,
     ("DELETE", "/namespaces/{name}"): Role.ADMIN,
     ("PATCH", "/namespaces/{name}"): Role.ADMIN,  # its weight and quota (docs/contention.md)
+    ("PUT", "/namespaces/{name}/quota"): Role.ADMIN,  # its whole quota, replaced
 }
 #: Operations about no namespace: a token of another namespace is judged by its role alone.
 UNNAMESPACED = {
