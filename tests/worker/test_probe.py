@@ -1,11 +1,19 @@
-"""flux.worker.probe against the worker-resources spec (no real GPU on this machine)."""
+"""flux.worker.probe against the worker-resources spec.
+
+This machine has no GPU, driver, nvidia-smi or GPUtil: the tests that need one say so
+in their names (``_with_fake_nvml``, ``_with_fake_gputil``: tests/fakes.py's modules
+of the same API, handed to the probe; ``nvidia-smi`` found or not by ``shutil.which``).
+Everything else (packages, runtime, cpu, memory, disk, the affinity mask, no driver)
+is this machine's own."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import subprocess
+import sys
 from datetime import datetime
-from types import SimpleNamespace
 
 import pytest
 from fakes import FakeGPUtil, FakeNVML, GiB, two_nvml_gpus
@@ -43,7 +51,7 @@ def fake_gputil() -> FakeGPUtil:
 
 
 @pytest.mark.parametrize("as_bytes", [False, True])
-def test_spec_worker_publishes_each_gpu_with_memory_in_bytes(as_bytes):
+def test_spec_worker_publishes_each_gpu_with_memory_in_bytes_with_fake_nvml(as_bytes):
     nvml = two_nvml_gpus(as_bytes=as_bytes)
     gpus = probe.detect_gpus("nvml", nvml=nvml)
     assert gpus == [
@@ -69,12 +77,14 @@ def test_spec_worker_publishes_each_gpu_with_memory_in_bytes(as_bytes):
     assert (nvml.init_calls, nvml.shutdown_calls) == (1, 1)
 
 
-def test_spec_nvml_is_tried_first_in_auto(nvidia_smi_on_path):
+def test_spec_nvml_is_tried_first_in_auto_with_fake_nvml_and_gputil(nvidia_smi_on_path):
     gpus = probe.detect_gpus("auto", nvml=two_nvml_gpus(), gputil=fake_gputil())
     assert [g["uuid"] for g in gpus] == ["GPU-aaaa", "GPU-bbbb"]
 
 
-def test_spec_no_driver_falls_back_to_gputil_when_nvidia_smi_on_path(nvidia_smi_on_path, caplog):
+def test_spec_no_driver_falls_back_to_gputil_when_nvidia_smi_on_path_with_fake_nvml_and_gputil(
+    nvidia_smi_on_path, caplog
+):
     caplog.set_level(logging.DEBUG, logger="flux.worker.probe")
     nvml = FakeNVML(init_error="Driver Not Loaded")
     gpus = probe.detect_gpus("auto", nvml=nvml, gputil=fake_gputil())
@@ -92,7 +102,7 @@ def test_spec_no_driver_falls_back_to_gputil_when_nvidia_smi_on_path(nvidia_smi_
     assert nvml.shutdown_calls == 0
 
 
-def test_spec_no_driver_and_no_nvidia_smi_means_no_detected_gpus(no_nvidia_smi, caplog):
+def test_spec_no_driver_and_no_nvidia_smi_means_no_detected_gpus_with_fake_nvml(no_nvidia_smi, caplog):
     caplog.set_level(logging.DEBUG, logger="flux.worker.probe")
     gpus = probe.detect_gpus("auto", nvml=FakeNVML(init_error="Driver Not Loaded"), gputil=fake_gputil())
     assert gpus == []
@@ -101,23 +111,15 @@ def test_spec_no_driver_and_no_nvidia_smi_means_no_detected_gpus(no_nvidia_smi, 
     assert all(r.levelno == logging.DEBUG and r.name == "flux.worker.probe" for r in caplog.records)
 
 
-def test_spec_gputil_not_installed_means_no_detected_gpus(nvidia_smi_on_path, monkeypatch, caplog):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_gputil(name, *args, **kwargs):
-        if name == "GPUtil":
-            raise ModuleNotFoundError("No module named 'GPUtil'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_gputil)
+def test_spec_gputil_not_installed_means_no_detected_gpus(caplog):
+    if importlib.util.find_spec("GPUtil") is not None:
+        pytest.skip("GPUtil is installed on this machine")
     caplog.set_level(logging.DEBUG, logger="flux.worker.probe")
     assert probe.detect_gpus("gputil") == []
     assert "GPUtil not installed" in caplog.text
 
 
-def test_spec_gputil_load_and_nan_fields_are_normalised(nvidia_smi_on_path):
+def test_spec_gputil_load_and_nan_fields_are_normalised_with_fake_gputil(nvidia_smi_on_path):
     gputil = FakeGPUtil(
         [
             {
@@ -134,7 +136,7 @@ def test_spec_gputil_load_and_nan_fields_are_normalised(nvidia_smi_on_path):
     assert gpu["index"] == 3 and gpu["memory_total"] == 0 and gpu["utilization"] == 0.0
 
 
-def test_spec_nvml_failure_mid_query_is_no_gpus_and_shuts_down(no_nvidia_smi, caplog):
+def test_spec_nvml_failure_mid_query_is_no_gpus_and_shuts_down_with_fake_nvml(no_nvidia_smi, caplog):
     caplog.set_level(logging.DEBUG, logger="flux.worker.probe")
     nvml = two_nvml_gpus()
 
@@ -147,7 +149,7 @@ def test_spec_nvml_failure_mid_query_is_no_gpus_and_shuts_down(no_nvidia_smi, ca
     assert nvml.shutdown_calls == 1
 
 
-def test_spec_unsupported_utilization_does_not_hide_the_gpu():
+def test_spec_unsupported_utilization_does_not_hide_the_gpu_with_fake_nvml():
     nvml = two_nvml_gpus()
 
     def unsupported(handle):
@@ -158,17 +160,17 @@ def test_spec_unsupported_utilization_does_not_hide_the_gpu():
     assert len(gpus) == 2 and all(g["utilization"] == 0.0 for g in gpus)
 
 
-def test_spec_source_none_detects_nothing(nvidia_smi_on_path):
+def test_spec_source_none_detects_nothing_with_fake_nvml_and_gputil(nvidia_smi_on_path):
     nvml = two_nvml_gpus()
     assert probe.detect_gpus("none", nvml=nvml, gputil=fake_gputil()) == []
     assert nvml.init_calls == 0
 
 
-def test_spec_nvml_source_does_not_fall_back(nvidia_smi_on_path):
+def test_spec_nvml_source_does_not_fall_back_with_fake_nvml_and_gputil(nvidia_smi_on_path):
     assert probe.detect_gpus("nvml", nvml=FakeNVML(init_error="x"), gputil=fake_gputil()) == []
 
 
-def test_unknown_source_detects_nothing_without_raising():
+def test_unknown_source_detects_nothing_without_raising_with_fake_nvml():
     assert probe.detect_gpus("rocm", nvml=two_nvml_gpus()) == []
 
 
@@ -187,25 +189,21 @@ def test_spec_packages_are_published_with_canonical_names():
     assert all(name == name.lower() and "_" not in name and "." not in name for name in packages)
 
 
-def test_spec_package_names_are_pep503_canonicalised(monkeypatch):
-    def dist(name, version):  # its METADATA file: header lines, a blank line, the description
-        header = (f"Name: {name}\n" if name else "") + f"Metadata-Version: 2.1\nVersion: {version}\n"
-        text = header + "\nName: not-a-header\n"
-        return SimpleNamespace(read_text=lambda filename: text if filename == "METADATA" else None)
+def test_spec_package_names_are_pep503_canonicalised(tmp_path, monkeypatch):
+    """Distributions installed in a folder put first on sys.path, as importlib.metadata finds them."""
 
-    monkeypatch.setattr(
-        probe.metadata,
-        "distributions",
-        lambda: iter(
-            [
-                dist("Flux_Engine", "1.0"),
-                dist(None, "9"),
-                dist("zope.interface", "6.0"),
-                dist("flux-engine", "0.5"),
-            ]
-        ),
-    )
-    assert probe.installed_packages() == {"flux-engine": "1.0", "zope-interface": "6.0"}
+    def install(folder: str, header: str) -> None:  # its METADATA: header lines, a blank line, the description
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "METADATA").write_text(header + "\nName: not-a-header\n")
+
+    install("Flux_Engine-1.0.dist-info", "Metadata-Version: 2.1\nName: Flux_Engine\nVersion: 1.0\n")
+    install("nameless-9.dist-info", "Metadata-Version: 2.1\nVersion: 9\n")
+    install("zope.interface-6.0.dist-info", "Metadata-Version: 2.1\nName: zope.interface\nVersion: 6.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    packages = probe.installed_packages()
+    assert packages["zope-interface"] == "6.0"
+    assert packages["flux-engine"] == "1.0"  # first on sys.path wins over the installed flux-engine
+    assert "not-a-header" not in packages and "" not in packages
 
 
 def test_spec_runtime_info_shape():
@@ -226,14 +224,19 @@ def test_spec_worker_publishes_cpu_memory_disk_capacity():
     assert datetime.fromisoformat(r["sampled_at"]).utcoffset().total_seconds() == 0
 
 
-def test_spec_cpu_available_is_the_affinity_mask(monkeypatch):
-    if not hasattr(os, "sched_getaffinity"):
-        pytest.skip("no sched_getaffinity")
-    monkeypatch.setattr(probe.os, "sched_getaffinity", lambda pid: {0})
-    assert probe.sample_resources(gpu_source="none")["cpu_available"] == 1.0
+def test_spec_cpu_available_is_the_affinity_mask():
+    """A process pinned to one core (as ``taskset`` or a cpuset pins it) publishes 1 cpu available."""
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no sched_setaffinity")
+    pinned = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); from flux.worker import probe; "
+        "print(probe.sample_resources(gpu_source='none')['cpu_available'])"
+    )
+    result = subprocess.run([sys.executable, "-c", pinned], capture_output=True, text=True, timeout=60, check=True)
+    assert float(result.stdout) == 1.0
 
 
-def test_spec_sample_resources_passes_fake_gpus_through():
+def test_spec_sample_resources_passes_gpus_through_with_fake_nvml():
     r = probe.sample_resources(nvml=two_nvml_gpus())
     assert [g["index"] for g in r["gpus"]] == [0, 1]
 
@@ -267,7 +270,7 @@ def test_canonical_names_are_packagings(name):
     assert probe.canonical_name(name) == canonicalize_name(name)
 
 
-def test_a_sampler_that_found_no_gpu_looks_again_only_after_gpu_retry(monkeypatch):
+def test_a_sampler_that_found_no_gpu_looks_again_only_after_gpu_retry_with_fake_nvml_and_clock(monkeypatch):
     nvml = FakeNVML(init_error="Driver Not Loaded")
     sampler = probe.Sampler(gpu_source="nvml", gpu_retry=60.0)
     assert sampler.reads_devices()
@@ -281,7 +284,7 @@ def test_a_sampler_that_found_no_gpu_looks_again_only_after_gpu_retry(monkeypatc
     assert nvml.init_calls == 2
 
 
-def test_a_sampler_with_gpus_reads_them_on_every_sample():
+def test_a_sampler_with_gpus_reads_them_on_every_sample_with_fake_nvml():
     nvml = two_nvml_gpus()
     sampler = probe.Sampler(gpu_source="nvml", gpu_retry=60.0)
     for _ in range(3):
