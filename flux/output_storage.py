@@ -12,10 +12,31 @@ import json
 import os
 import pickle  # noqa: S403 - the values are this machine's own, in a private directory
 import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["InlineOutputStorage", "LocalFileStorage", "OutputStorage"]
+__all__ = ["InlineOutputStorage", "LocalFileStorage", "OutputStorage", "OutputStorageReference"]
+
+
+@dataclass(frozen=True)
+class OutputStorageReference:
+    """flux-core's reference to a stored value: what a run of a workflow with
+    ``output_storage=`` gives as its output (the log records it as ``to_dict()``)."""
+
+    storage_type: str
+    reference_id: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def of(cls, reference: Any) -> "OutputStorageReference | Any":
+        """A recorded reference (its dict) as the object; anything else as it is."""
+        if isinstance(reference, dict) and {"storage_type", "reference_id"} <= set(reference):
+            return cls(reference["storage_type"], reference["reference_id"], dict(reference.get("metadata") or {}))
+        return reference
 
 
 class OutputStorage:
@@ -69,12 +90,17 @@ class LocalFileStorage(OutputStorage):
         self._path(reference_id).write_bytes(data)
         return {"storage_type": "local_file", "reference_id": reference_id, "metadata": {"serializer": serializer}}
 
-    def retrieve(self, reference: dict[str, Any]) -> Any:
+    def retrieve(self, reference: dict[str, Any] | OutputStorageReference) -> Any:
+        if isinstance(reference, OutputStorageReference):
+            reference = reference.to_dict()
         data = self._path(reference["reference_id"]).read_bytes()
         # a reference recorded before the metadata shape kept "serializer" at the top
         if reference.get("metadata", reference).get("serializer") == "json":
             return json.loads(data)
         return pickle.loads(data)  # noqa: S301 - written by store() above, in a private directory
 
-    def delete(self, reference: dict[str, str]) -> None:
-        self._path(reference["reference_id"]).unlink(missing_ok=True)
+    def delete(self, reference: dict[str, str] | OutputStorageReference) -> None:
+        reference_id = (
+            reference.reference_id if isinstance(reference, OutputStorageReference) else reference["reference_id"]
+        )
+        self._path(reference_id).unlink(missing_ok=True)

@@ -19,12 +19,16 @@ from flux.domain.schedules import InvalidSchedule, OverlapPolicy, Schedule
 OVERLAPS = {"skip": OverlapPolicy.SKIP, "allow": OverlapPolicy.ALLOW_ALL}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class DeclaredSchedule:
     """When the workflow runs by itself, and what a due time does while one still runs."""
 
     schedule: Schedule
     overlap: OverlapPolicy = OverlapPolicy.SKIP
+
+    def __repr__(self) -> str:
+        """flux-core's: its class by flux-core's path and the object's address (``to_dict()`` says what it is)."""
+        return f"<flux.domain.schedule.{type(self).__name__} object at {id(self):#x}>"
 
     @property
     def timezone(self) -> str:

@@ -11,11 +11,13 @@ task is recorded, replayed and placed exactly like a native one.
 from __future__ import annotations
 
 import inspect
+import os
 import uuid
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from flux.model import codecs
 from flux.model.runtime import ExecutionContext, current_task
 from flux.model.waits import pause
 from flux.routing import Unmapped
@@ -37,6 +39,17 @@ def differs(construct: str, meaning: str) -> None:
         return
     _warned.add(construct)
     warnings.warn(f"{construct}: {meaning} (see {GUIDE})", MigrationWarning, stacklevel=4)
+
+
+def pickled(kind: str) -> None:
+    """A value JSON lacks was pickled (``flux.model.codecs``): fine in a local run, opt-in on a
+    worker; said once, where the worker did not opt in itself."""
+    if "pickle" not in os.environ.get(codecs.ENV, ""):
+        differs(
+            "a result that is not JSON",
+            f"a {kind} is recorded pickled (codec 'pickle'): a local run enables it; on a server "
+            f"its worker needs {codecs.ENV}=pickle, and only that fleet can read it",
+        )
 
 
 RUNNERS = ("inprocess", "subprocess", "docker", "docker-airgapped")

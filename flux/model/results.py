@@ -6,11 +6,14 @@ state and output, so a migrated script's last lines run unchanged
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
-from flux.domain.events import ExecutionState
+from flux.domain.events import EventType, ExecutionState, make_event
+from flux.model import codecs
 from flux.model.fluxcore import differs
 from flux.model.runtime import plain
+from flux.output_storage import OutputStorageReference
 
 FAILED_OUTPUT = (
     "a failed run's output is a dict {error, type, message, traceback} here (flux-core's type and "
@@ -20,13 +23,45 @@ FAILED_OUTPUT = (
 
 class Event(dict):
     """An event of a local run: the dict every API shows, readable as flux-core's event
-    objects are (``event.type``, ``event.value``)."""
+    objects are (``event.type``, ``event.value``). A pause's ``event.value`` is flux-core's
+    ``{"name", "output"}``; ``event["value"]`` stays the recorded ``{"kind", "id", "name", "payload"}``."""
 
     def __getattr__(self, name: str) -> Any:
         try:
-            return self[name]
+            value = self[name]
         except KeyError:
             raise AttributeError(name) from None
+        if name == "value" and self.get("type") == "WORKFLOW_SUSPENDED" and _is_pause(value):
+            return paused_value(value)
+        return value
+
+
+def _is_pause(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("kind") == "pause"
+
+
+def paused_value(wait: dict) -> dict[str, Any]:
+    """A pause as flux-core showed it: its name (as the code gave it) and its output."""
+    payload = wait.get("payload")
+    if isinstance(payload, dict) and set(payload) == {"name", "output"} and str(payload["name"]) != wait.get("name"):
+        return dict(payload)  # a flux-core name this engine renamed (flux.tasks.pause)
+    return {"name": wait.get("name"), "output": payload}
+
+
+def _shown(value: Any) -> Any:
+    """How ``to_json()`` shows a value JSON lacks: a date or a duration as flux-core's
+    ``to_json()`` did, anything else as the envelope the log records (``flux.model.codecs``)."""
+    try:
+        return plain(value)
+    except TypeError:
+        pass
+    to_dict = getattr(value, "to_dict", None)
+    if isinstance(value, OutputStorageReference) and callable(to_dict):
+        return to_dict()
+    try:
+        return codecs.encoder(frozenset(codecs.BY_NAME))(value)
+    except Exception:  # noqa: BLE001 - shown, never recorded: its repr rather than no answer
+        return repr(value)
 
 
 class RunResult:
@@ -80,16 +115,46 @@ class RunResult:
         return json.loads(
             json.dumps(
                 {
+                    "workflow_id": self.workflow_id,
+                    "workflow_namespace": self.workflow_namespace,
                     "workflow_name": self.workflow_name,
                     "execution_id": self.execution_id,
                     "input": self.input,
                     "output": self.paused_output() if self.is_paused else self.output,
                     "state": self.state.value,
+                    "current_worker": self.current_worker,
                     "events": self.events,
                 },
-                default=plain,
+                default=_shown,
             )
         )
+
+    @property
+    def workflow_id(self) -> str:
+        """flux-core's id of the workflow (a hex id): here derived from its namespace and name."""
+        given = getattr(self, "given_workflow_id", None)
+        return given or uuid.uuid5(uuid.NAMESPACE_URL, f"flux:{self.workflow_namespace}/{self.workflow_name}").hex
+
+    @property
+    def workflow_namespace(self) -> str:
+        return getattr(self, "namespace", None) or "default"
+
+    @property
+    def current_worker(self) -> str:
+        """The worker running it: none for a run of this process (flux-core's ``""``)."""
+        return ""
+
+    def cancel(self) -> "RunResult":
+        """flux-core's ``ctx.cancel()`` of a run not yet started (``ExecutionContext(...)``) or
+        paused: it ends CANCELLED, and ``run(execution_id=...)`` returns it as it is."""
+        if self.state.is_terminal:
+            return self
+        self.events.append(
+            Event(make_event(EventType.WORKFLOW_CANCELLED, self.workflow_name, value={"reason": "cancelled"}))
+        )
+        self.state = ExecutionState.CANCELLED
+        self.wait = None
+        return self
 
     def summary(self) -> dict[str, Any]:
         return {key: value for key, value in self.to_dict().items() if key != "events"}
@@ -103,5 +168,4 @@ class RunResult:
         return self
 
     def paused_output(self) -> dict[str, Any] | None:
-        wait = self.wait or {}
-        return {"name": wait.get("name"), "output": wait.get("payload")} if wait else None
+        return paused_value(self.wait) if self.wait else None

@@ -21,7 +21,7 @@ from flux import tracing
 from flux.domain.events import EventType, make_event
 from flux.domain.payloads import PayloadRefused, check_levels, check_size
 from flux.domain.secrets import SecretsUnavailable
-from flux.model import caching
+from flux.model import caching, codecs
 from flux.model.calls import call_with, describe_error, failure_of
 from flux.model.saga import compensate
 
@@ -181,12 +181,25 @@ def plain(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def to_json_value(value: Any, what: str, limit: int | None = None, max_levels: int | None = None) -> Any:
-    """Round-trip through JSON so a first run and a replay see identical values; over
+def _encoded(codec: str, kind: str) -> None:
+    if codec == "pickle":
+        from flux.model.fluxcore import pickled  # fluxcore imports this module
+
+        pickled(kind)
+
+
+def to_json_value(
+    value: Any, what: str, limit: int | None = None, max_levels: int | None = None, chain: bool = False
+) -> Any:
+    """The log form of a value: JSON, a value JSON lacks as its codec's envelope. Round-trip
+    through JSON so a first run and a replay see identical values; over
     ``limit`` bytes of JSON it raises ``PayloadTooLarge`` (the server's payload limit),
-    nested more than ``max_levels`` ``PayloadTooDeep`` (the server's nesting limit)."""
+    nested more than ``max_levels`` ``PayloadTooDeep`` (the server's nesting limit). ``chain``
+    (a task's result, a workflow's output): what JSON lacks is encoded by the codec chain
+    (``flux.model.codecs``), each value in its envelope; otherwise it becomes its plain form."""
+    default = codecs.encoder(on_encode=_encoded) if chain else plain
     try:
-        text = json.dumps(value, separators=(",", ":"), default=plain)
+        text = json.dumps(value, separators=(",", ":"), default=default)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from None
     check_size(text, limit, what)
@@ -228,6 +241,16 @@ class ExecutionContext:
     _fetched_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     #: Completed tasks that have a rollback: task id -> (task, args, kwargs), for ``flux.model.saga``.
     compensations: dict[str, tuple] = field(default_factory=dict, repr=False)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        """flux-core's construction, ``ExecutionContext(workflow_id=..., workflow_namespace=...,
+        workflow_name=..., input=...)``, gives a local run not yet started (``LocalExecution``):
+        ``cancel()`` it, ``ContextManager.save`` it, ``wf.run(execution_id=...)`` runs or returns it."""
+        if "workflow_id" in kwargs or "workflow_namespace" in kwargs:
+            from flux.model.workflow import created_run  # the workflow module imports this one
+
+            return created_run(**kwargs)
+        return super().__new__(cls)
 
     @property
     def preempting(self) -> Preempting | None:
@@ -296,6 +319,7 @@ class ExecutionContext:
                     f"the result of task {task.name!r} ({task_id})",
                     self.max_payload_size,
                     self.max_payload_levels,
+                    chain=True,
                 )
             except asyncio.CancelledError:
                 raise
@@ -327,11 +351,12 @@ class ExecutionContext:
         return self._completed(task, task_id, args, kwargs, result)
 
     def _completed(self, task: RunnableTask, task_id: str, args: tuple, kwargs: dict, result: Any) -> Any:
-        """A task's result, first run or replayed; one with a rollback is remembered for the saga."""
+        """A task's result, first run or replayed, as its body returned it (its log form decoded);
+        one with a rollback is remembered for the saga."""
         if getattr(task.options, "rollback", None) is not None:
             self.compensations[task_id] = (task, args, kwargs)
         self.completed_tasks.setdefault(task_id, result)
-        return result
+        return codecs.decode(result)
 
     async def secrets_for(self, task: RunnableTask) -> dict[str, str]:
         """The secrets a task asked for (``secret_requests``): from the worker, or a local run's."""
@@ -371,6 +396,7 @@ class ExecutionContext:
                 f"the fallback of task {task.name!r} ({task_id})",
                 self.max_payload_size,
                 self.max_payload_levels,
+                chain=True,
             )
         except Exception as exc:  # noqa: BLE001 - the fallback's failure is the task's
             error = f"fallback failed: {describe_error(exc)}"
@@ -416,7 +442,11 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
         if storage is not None:
             output = storage.store(f"{workflow.name}_{ctx.execution_id}", output)  # flux-core's reference id
         output = to_json_value(
-            output, f"the output of workflow {workflow.name!r}", ctx.max_payload_size, ctx.max_payload_levels
+            output,
+            f"the output of workflow {workflow.name!r}",
+            ctx.max_payload_size,
+            ctx.max_payload_levels,
+            chain=True,
         )
         outcome = (EventType.WORKFLOW_COMPLETED, output)
     except asyncio.CancelledError:

@@ -93,10 +93,15 @@ async def sleep(duration: float | int | str | timedelta) -> None:
     raise Suspended({"kind": WaitKind.SLEEP.value, "id": wait_id, "seconds": seconds, "until": time.time() + seconds})
 
 
-async def pause(name: str, payload: Any = None) -> Any:
+async def pause(name: str, payload: Any = None, *, output: Any = None) -> Any:
     """Wait for a person: the execution shows PAUSED with ``name`` (and ``payload``, any
     JSON, for whoever decides) and holds no worker until ``flux execution resume ID
-    --input JSON``; returns that input (None without one)."""
+    --input JSON``; returns that input (None without one). ``output=`` is flux-core's
+    keyword for the payload."""
+    if output is not None:
+        if payload is not None:
+            raise TypeError("pause() takes the payload once: payload= or flux-core's output=, not both")
+        payload = output
     name = check_name(name, "pause")
     ctx = _workflow_context("pause")
     payload = to_json_value(

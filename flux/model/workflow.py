@@ -27,10 +27,11 @@ from flux.domain.resource_request import ResourceRequest, request_or_none
 from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.domain.secrets import Redactor
 from flux.domain.waits import check_timeout
-from flux.model import fluxcore
+from flux.model import codecs, fluxcore
 from flux.model.results import Event, RunResult
 from flux.model.runtime import ExecutionContext
 from flux.model.waits import run_local
+from flux.output_storage import OutputStorageReference
 from flux.routing import Unmapped
 
 
@@ -51,6 +52,10 @@ class LocalExecution(RunResult):
     input: Any = None
     #: flux-core's ``start_resuming(value)``: the value a later ``run(execution_id=...)`` resumes with.
     resume_with: Any = field(default=None, repr=False)
+    #: The workflow's namespace (flux-core's ``workflow_namespace``); None: the default one.
+    namespace: str | None = None
+    #: flux-core's ``workflow_id`` where its code gave one (``ExecutionContext(workflow_id=...)``).
+    given_workflow_id: str | None = field(default=None, repr=False)
 
     @property
     def succeeded(self) -> bool:
@@ -63,9 +68,40 @@ class LocalExecution(RunResult):
         return asyncio.run(self._resume(input))
 
 
+#: Codecs a local run enables beyond ``std``: it reads back only what it wrote itself.
+LOCAL_CODECS = frozenset({"pickle"})
+
 #: This process's local runs by id, so ``Workflow.resume(id)`` finds a paused one (flux-core
 #: kept them in a database file; here the newest ``KEPT_LOCAL_RUNS`` live as long as the process).
 _LOCAL_RUNS: dict[str, LocalExecution] = {}
+
+
+def created_run(
+    workflow_name: str,
+    workflow_id: str | None = None,
+    workflow_namespace: str | None = None,
+    input: Any = None,
+    execution_id: str | None = None,
+    **ignored: Any,
+) -> LocalExecution:
+    """flux-core's ``ExecutionContext(workflow_id=..., ...)``: a run of this process not yet
+    started (SCHEDULED), which ``Workflow.run(execution_id=...)`` starts unless it was cancelled.
+    flux-core's other arguments (``state``, ``events``, ``requests``...) are not taken over."""
+    if ignored:
+        fluxcore.differs(
+            "ExecutionContext(" + ", ".join(f"{key}=" for key in sorted(ignored)) + ")",
+            "a run not yet started is built from its workflow name, namespace, input and id only",
+        )
+    run = LocalExecution(
+        execution_id or uuid.uuid4().hex,
+        ExecutionState.SCHEDULED,
+        None,
+        workflow_name=workflow_name,
+        input=input,
+        namespace=workflow_namespace,
+        given_workflow_id=workflow_id,
+    )
+    return run
 
 
 def local_run(execution_id: str) -> LocalExecution:
@@ -333,15 +369,19 @@ class Workflow:
         """Continue this process's local run ``execution_id``: a paused one goes on with
         ``input`` as its pause's value; one that ended is returned as it is (flux-core's ``resume``)."""
         run = local_run(execution_id)
+        if run.state is ExecutionState.SCHEDULED:  # flux-core's ExecutionContext(...) saved before it ran
+            return asyncio.run(self.run_async(run.input, execution_id=run.execution_id))
         if not run.is_paused:
             return run
         return run.resume(run.resume_with if input is None else input)
 
-    async def run_async(self, input: Any = None, secrets: Mapping[str, str] | None = None) -> LocalExecution:
+    async def run_async(
+        self, input: Any = None, secrets: Mapping[str, str] | None = None, execution_id: str | None = None
+    ) -> LocalExecution:
         """Run in this process; durable waits are played as the server would
         (``flux.model.waits.run_local``): a long sleep is slept, a call runs its child here.
         ``secrets``: what tasks with ``secret_requests`` receive, redacted from the events."""
-        execution_id, events, completed = uuid.uuid4().hex, [], {}
+        execution_id, events, completed = execution_id or uuid.uuid4().hex, [], {}
         secrets = {**fluxcore.LOCAL_SECRETS, **(secrets or {})}
         redactor = Redactor()
         redactor.add((secrets or {}).values())
@@ -360,7 +400,15 @@ class Workflow:
         deadline = None if self.timeout is None else time.time() + self.timeout  # from submission, as on a server
 
         async def attempts(attempt: int = 1, done: tuple[dict, Any] | None = None) -> LocalExecution:
-            state, value, last = await run_local(self, context, attempt, deadline, done)
+            token = codecs.enable_locally(LOCAL_CODECS)  # this process pickles and reads back: its own values
+            try:
+                state, value, last = await run_local(self, context, attempt, deadline, done)
+                if state is not ExecutionState.PAUSED:  # the output as its body returned it
+                    value = codecs.decode(redactor.redact(value))
+                if state is ExecutionState.COMPLETED and self.output_storage is not None:
+                    value = OutputStorageReference.of(value)  # flux-core's output: the reference object
+            finally:
+                codecs.reset_local(token)
             if state is ExecutionState.PAUSED:
                 run = LocalExecution(
                     execution_id,
@@ -371,10 +419,11 @@ class Workflow:
                     lambda given: attempts(last + 1, (value, given)),
                     self.name,
                     input,
+                    namespace=self.namespace,
                 )
             else:
                 run = LocalExecution(
-                    execution_id, state, redactor.redact(value), events, workflow_name=self.name, input=input
+                    execution_id, state, value, events, workflow_name=self.name, input=input, namespace=self.namespace
                 )
             keep_local_run(run)
             return run

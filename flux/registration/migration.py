@@ -12,8 +12,13 @@ from enum import Enum
 
 
 class Verdict(str, Enum):
+    """What a construct does here. ``SERVER``: the same for a program run with ``python
+    file.py``; it differs only once registered on a server (a schedule kept as the server's,
+    a resume from another process, a value the worker must be allowed to decode)."""
+
     RUNS = "runs"
     CHANGES = "changes meaning"
+    SERVER = "differs on a server"
     REFUSED = "refused"
 
 
@@ -41,11 +46,11 @@ REFUSED_MODULES = {
 #: Imported names that change meaning or are refused.
 NAMES = {
     "Graph": (
-        Verdict.CHANGES,
+        Verdict.RUNS,
         "its nodes run from the workflow's body, each a recorded task call (flux-core: one task)",
     ),
     "sleep": (
-        Verdict.CHANGES,
+        Verdict.SERVER,
         "durable: from FLUX_DURABLE_SLEEP_THRESHOLD (30 s) the attempt ends and the server wakes it",
     ),
     "create_workflow": (Verdict.REFUSED, "no dynamic workflows: register a module"),
@@ -58,9 +63,9 @@ NAMES = {
         "workers.server_url/labels/max_concurrent_executions as 'flux start' reads them; "
         "other keys, writes and override() raise",
     ),
-    "SecretManager": (Verdict.CHANGES, "saves secrets for local runs of this process; on a server: flux secret set"),
+    "SecretManager": (Verdict.SERVER, "saves secrets for local runs of this process; on a server: flux secret set"),
     "LocalFileStorage": (
-        Verdict.CHANGES,
+        Verdict.SERVER,
         "pickles on this machine: the storing task and the reader must share the directory",
     ),
     "create_schedule_manager": (
@@ -84,19 +89,20 @@ ROUTING_REFUSED = {
 OPTIONS = {
     "rollback": (
         Verdict.CHANGES,
-        "a saga compensation of COMPLETED tasks, newest first, when the workflow fails (flux-core: the task that failed)",
+        "a saga compensation of COMPLETED tasks, newest first, when the workflow fails "
+        "(flux-core: the task that failed)",
     ),
     "secret_requests": (Verdict.CHANGES, "secret values are masked (***) in results, events and outputs"),
-    "output_storage": (Verdict.CHANGES, "the log records the reference; LocalFileStorage needs a shared directory"),
-    "namespace": (Verdict.CHANGES, "registering into another namespace is refused: register with -n NAME"),
-    "schedule": (Verdict.CHANGES, "kept as the server schedule named after the workflow at registration"),
-    "durability": (Verdict.CHANGES, "accepted with a warning: every execution is durable here"),
+    "output_storage": (Verdict.SERVER, "the log records the reference; LocalFileStorage needs a shared directory"),
+    "namespace": (Verdict.SERVER, "registering into another namespace is refused: register with -n NAME"),
+    "schedule": (Verdict.SERVER, "kept as the server schedule named after the workflow at registration"),
+    "durability": (Verdict.SERVER, "accepted with a warning: every execution is durable here"),
     "runner": (
-        Verdict.CHANGES,
+        Verdict.SERVER,
         "accepted with a warning: the worker's own runner runs it (flux start worker --runner)",
     ),
     "requires_approval": (
-        Verdict.CHANGES,
+        Verdict.SERVER,
         'a pause before the task: resume with {"approved": true} (or false) to decide',
     ),
     "runner_options": (Verdict.REFUSED, "ceilings come from requests (ResourceRequest)"),
@@ -147,7 +153,17 @@ def check_source(source: str, filename: str) -> list[Finding]:
         ]
     findings: list[Finding] = []
     routing_names: set[str] = set()
+    uses_flux = any(
+        isinstance(node, (ast.Import, ast.ImportFrom))
+        and any(
+            module.split(".")[0] == "flux"
+            for module in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+        )
+        for node in ast.walk(tree)
+    )
     for node in ast.walk(tree):
+        if uses_flux and isinstance(node, (ast.Import, ast.ImportFrom)):
+            findings.append(_data_library(filename, node))
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "flux" and not node.level:
             findings.extend(_import(filename, node, routing_names))
         elif isinstance(node, ast.Import):
@@ -187,7 +203,15 @@ def _import(filename: str, node: ast.ImportFrom, routing_names: set[str]) -> lis
                     )
                 )
                 continue
-            found.append(Finding(filename, node.lineno, construct, Verdict.CHANGES, "translated to score()/affinity"))
+            found.append(
+                Finding(
+                    filename,
+                    node.lineno,
+                    construct,
+                    Verdict.SERVER,
+                    "translated to score()/affinity: a local run ignores placement, as flux-core's inline runs did",
+                )
+            )
         elif alias.name in NAMES:
             verdict, note = NAMES[alias.name]
             found.append(Finding(filename, node.lineno, construct, verdict, note))
@@ -224,8 +248,50 @@ def _call(filename: str, node: ast.Call, routing_names: set[str]) -> list[Findin
                 filename,
                 node.lineno,
                 f"{name}(execution_id)",
-                Verdict.CHANGES,
-                "a local run is resumed from this process's memory (flux-core: its database file)",
+                Verdict.SERVER,
+                "a local run is resumed from this process's memory: another process cannot "
+                "(flux-core: its database file)",
             )
         )
+    if name == "ExecutionContext" and node.keywords:
+        found.append(_context_construction(filename, node))
     return found
+
+
+#: What flux-core's ``ExecutionContext(...)`` keywords build here (a local run not yet started).
+CONTEXT_KEYWORDS = {"workflow_id", "workflow_namespace", "workflow_name", "input", "execution_id"}
+
+
+def _context_construction(filename: str, node: ast.Call) -> Finding:
+    others = sorted(k.arg for k in node.keywords if k.arg and k.arg not in CONTEXT_KEYWORDS)
+    if others:
+        return Finding(
+            filename,
+            node.lineno,
+            "ExecutionContext(...)",
+            Verdict.CHANGES,
+            f"a local run not yet started; {', '.join(others)} not taken over (warns)",
+        )
+    return Finding(
+        filename,
+        node.lineno,
+        "ExecutionContext(...)",
+        Verdict.RUNS,
+        "a local run not yet started: cancel() it, ContextManager.save() it, run(execution_id=) starts it",
+    )
+
+
+#: Libraries whose values JSON cannot hold: a task result of theirs is pickled (flux.model.codecs).
+DATA_LIBRARIES = ("pandas", "numpy", "polars", "pyarrow", "scipy", "sklearn", "torch")
+PICKLED = (
+    "a result JSON cannot hold (a DataFrame, an array) is recorded pickled: a local run reads it back; "
+    "on a server the worker needs FLUX_CODECS=pickle (docs/tasks.md)"
+)
+
+
+def _data_library(filename: str, node: ast.Import | ast.ImportFrom) -> Finding | None:
+    modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+    for module in modules:
+        if module.split(".")[0] in DATA_LIBRARIES:
+            return Finding(filename, node.lineno, f"results of {module.split('.')[0]}", Verdict.SERVER, PICKLED)
+    return None

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from flux import InvalidResourceRequest, ResourceRequest, TaskFailedError, parallel, task, workflow
-from flux.domain.events import ExecutionState
+from flux.domain.events import EventType, ExecutionState
 from flux.model.runtime import ExecutionContext, run_workflow
 
 
@@ -151,9 +151,12 @@ def test_results_must_be_json_serialisable():
     async def bad_result(ctx):
         return await opaque()
 
-    execution = bad_result.run()
-    assert execution.state is ExecutionState.FAILED
-    assert "must be JSON-serialisable" in execution.output["error"]
+    local = bad_result.run()  # a local run reads back what it pickled itself (flux.model.codecs)
+    assert local.state is ExecutionState.COMPLETED and type(local.output) is object
+    assert local.events[-1]["value"]["$codec"] == "pickle" and local.events[-1]["value"]["type"] == "object"
+    outcome, failure = asyncio.run(run_workflow(bad_result, ExecutionContext("e1", "bad_result")))  # a worker's
+    assert outcome is EventType.WORKFLOW_FAILED and "must be JSON-serialisable" in failure["error"]
+    assert "no enabled codec takes it (enable pickle on the worker with FLUX_CODECS=pickle" in failure["error"]
 
 
 def test_cancellation_is_recorded():

@@ -1,0 +1,267 @@
+"""Gang placement: where the members of a gang go, all or nothing (pure, no I/O; docs/gangs.md).
+
+A gang (``flux.domain.gang.Gang``) is ``size`` members, each asking the workflow's
+request, placed only when all of them fit at once on workers that share one value of
+the ``topology`` label (a *domain*: a rack, a zone). Nothing is set aside for a gang
+that only partly fits. Whether it may start at all (quotas, concurrency keys, counted
+as ``size`` x its request) is a separate, earlier step (``flux.scheduling.gang_admission``),
+as Kueue keeps admission apart from the placement of a workload's pods.
+
+Each worker is asked how many members it holds (``Fit.members``): at most
+``per_worker``, each member allotted by the same filters and ``Allotter`` a single
+execution is, and counted against a copy of the worker's view as placements within a
+round are. A gang's members never share a device or over-commit a worker among
+themselves, whatever the worker's allocation mode: the copy books them as a reserving
+worker would. A worker holds ``k`` members exactly when its first ``k`` allotments fit,
+so the count is the most it can hold, and a domain holds the gang when the counts of
+its workers add up to ``size``.
+
+Among the domains that hold it, the members go where they span the fewest values of
+``prefer`` (the largest groups first is what minimises that count), then to the domain
+whose room is closest to the gang (best fit: the larger domains stay whole for larger
+gangs, Kueue's topology-aware scheduling does the same), then by the domain's value.
+Within it, the workers that hold the most members come first (a gang packs onto few
+workers), then the least loaded; rank 0 is the first member on the first of them.
+
+A ``Board`` holds the counts for one kind of gang (constraints, topology, prefer,
+``per_worker``) and is told of the workers that changed, so a round that meets many
+gangs of one kind scans the fleet once (``flux.scheduling.gang_round``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple
+
+from flux.domain.allotment import Allotment
+from flux.domain.gang import Gang
+from flux.domain.workers import AllocationMode, WorkerState
+from flux.scheduling.allocation import Allotter, take
+from flux.scheduling.demand import Demand
+from flux.scheduling.explain import DRAINED, DRAINING, STALE
+from flux.scheduling.filters import Filter, Reason, active, bound, first_bound_failure
+from flux.scheduling.namespaces import gate
+from flux.scheduling.ranking import candidate_key
+from flux.scheduling.snapshot import WorkerView
+
+
+def _no_slot(worker: WorkerView) -> Reason:
+    """Why a worker takes no (more) members for want of a slot, as explain says it."""
+    if worker.state == WorkerState.STALE:
+        return STALE
+    if worker.state != WorkerState.ONLINE:
+        return DRAINED if worker.shown_state == WorkerState.DRAINED else DRAINING
+    return Reason("slots", "all slots busy", f"all {worker.max_concurrent_executions} slots busy")
+
+
+@dataclass(frozen=True)
+class GangDemand:
+    """One waiting gang: ``demand`` is one member as placement sees it (its request is per
+    member; namespace, priority and keys are the gang's), ``gang`` the shape."""
+
+    demand: Demand
+    gang: Gang
+
+    @property
+    def execution_id(self) -> str:
+        return self.demand.execution_id
+
+    @property
+    def kind(self) -> tuple:
+        """Equal for gangs whose members any worker holds equally many of (the size aside)."""
+        g = self.gang
+        return (self.demand.constraint_key, g.topology, g.prefer, g.per_worker)
+
+
+class Member(NamedTuple):
+    rank: int
+    worker: str
+    #: What is set aside for this member on its worker (``flux.scheduling.allocation``).
+    allotment: Allotment
+
+
+@dataclass(frozen=True)
+class GangPlacement:
+    execution_id: str
+    #: The topology value every member's worker shares.
+    domain: str
+    members: tuple[Member, ...]
+    #: Why there, for the claim event and ``flux execution explain``.
+    reason: str
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        """The workers it holds, in rank order, each once."""
+        return tuple(dict.fromkeys(m.worker for m in self.members))
+
+
+class Fit:
+    """How many members of one kind of gang a worker holds, with their allotments."""
+
+    def __init__(self, demand: Demand, gang: Gang, namespace: str | None = None):
+        self.request, self.per_worker = demand.request, gang.per_worker
+        self.filters: tuple[Filter, ...] = active(demand.request, demand.affinity)
+        gated = (gate(namespace),) if namespace is not None else ()
+        self.checks = gated + bound(self.filters, demand.request, demand.affinity)
+        self.allot = Allotter(self.filters, demand.affinity)
+
+    def members(self, worker: WorkerView) -> tuple[tuple[Allotment, ...], Reason | None]:
+        """The allotments of as many members as ``worker`` holds (``per_worker`` at most),
+        and why it holds no more (None when ``per_worker`` stopped it)."""
+        view = worker.evolve(allocation=AllocationMode.RESERVE)  # members never share among themselves
+        allotments: list[Allotment] = []
+        while len(allotments) < self.per_worker:
+            if view.free_slots <= 0:
+                return tuple(allotments), _no_slot(view)
+            reason = first_bound_failure(self.checks, view)
+            if reason is not None:
+                return tuple(allotments), reason
+            allotment = self.allot(self.request, view)
+            take(self.filters, view, allotment)
+            view.running += 1
+            allotments.append(allotment)
+        return tuple(allotments), None
+
+
+class Seat(NamedTuple):
+    """A worker of a domain and what it holds of the gang."""
+
+    view: WorkerView
+    allotments: tuple[Allotment, ...]
+    #: The worker's ``prefer`` label (None: absent, a group of its own).
+    group: str | None
+
+
+class Board:
+    """What each worker holds of one kind of gang, by domain: built from a fleet, kept
+    up to date with ``update`` for the workers that changed."""
+
+    def __init__(self, fit: Fit, gang: Gang, workers: Iterable[WorkerView] = ()):
+        self.fit, self.topology, self.prefer = fit, gang.topology, gang.prefer
+        #: domain -> worker name -> its seat (only workers that hold at least one member).
+        self.seats: dict[str, dict[str, Seat]] = {}
+        #: domain -> how many members its workers hold together.
+        self.totals: Counter[str] = Counter()
+        #: domain -> worker name -> why it holds no (more) members.
+        self.why: dict[str, dict[str, Reason]] = {}
+        #: Workers without the topology label, by name.
+        self.unlabelled: set[str] = set()
+        #: worker name -> its domain.
+        self.domain_of: dict[str, str] = {}
+        for worker in workers:
+            self.update(worker)
+
+    def update(self, worker: WorkerView) -> None:
+        """``worker``'s view is new or changed: count again what it holds."""
+        self.drop(worker.name)
+        domain = worker.labels.get(self.topology)
+        if domain is None:
+            self.unlabelled.add(worker.name)
+            return
+        domain = self.domain_of[worker.name] = str(domain)
+        allotments, reason = self.fit.members(worker)
+        if allotments:
+            group = worker.labels.get(self.prefer) if self.prefer is not None else None
+            self.seats.setdefault(domain, {})[worker.name] = Seat(
+                worker, allotments, None if group is None else str(group)
+            )
+            self.totals[domain] += len(allotments)
+        if reason is not None:
+            self.why.setdefault(domain, {})[worker.name] = reason
+
+    def drop(self, name: str) -> None:
+        """The worker is gone (or about to be counted again)."""
+        self.unlabelled.discard(name)
+        domain = self.domain_of.pop(name, None)
+        if domain is None:
+            return
+        old = self.seats.get(domain, {}).pop(name, None)
+        if old is not None:
+            self.totals[domain] -= len(old.allotments)
+        self.why.get(domain, {}).pop(name, None)
+
+    def workers_in(self, domain: str) -> int:
+        """The workers of ``domain`` the board has seen (holding members or not)."""
+        return len(self.seats.get(domain, {}).keys() | self.why.get(domain, {}).keys())
+
+    def best(self, size: int) -> tuple[str, list[Seat]] | None:
+        """The domain to place ``size`` members in and its seats in rank order, or None."""
+        chosen = None
+        for domain, total in self.totals.items():
+            if total < size:
+                continue
+            spans = 1 if self.prefer is None else len(_fewest(self.seats[domain].values(), size))
+            key = (spans, total, domain)
+            if chosen is None or key < chosen:
+                chosen = key
+        return None if chosen is None else (chosen[2], self.seats_in(chosen[2], size))
+
+    def seats_in(self, domain: str, size: int) -> list[Seat]:
+        """``domain``'s seats in rank order for ``size`` members: the fewest ``prefer`` groups
+        that hold them (largest first), in each the workers that hold most, then least loaded."""
+        seats = self.seats.get(domain, {}).values()
+        order = {group: i for i, group in enumerate(_fewest(seats, size))}
+        chosen = [seat for seat in seats if seat.group in order]
+        return sorted(chosen, key=lambda s: (order[s.group], -len(s.allotments), candidate_key(s.view)))
+
+
+def _fewest(seats: Iterable[Seat], size: int) -> list[str | None]:
+    """The fewest ``prefer`` values whose seats hold ``size`` members (or all of them, when
+    they hold fewer): the largest groups first is what minimises the count."""
+    held: Counter[str | None] = Counter()
+    for seat in seats:
+        held[seat.group] += len(seat.allotments)
+    chosen, count = [], 0
+    for group in sorted(held, key=lambda g: (-held[g], g is None, g or "")):
+        if count >= size:
+            break
+        chosen.append(group)
+        count += held[group]
+    return chosen
+
+
+def seat_members(
+    execution_id: str, gang: Gang, domain: str, seats: list[Seat], count: int | None = None
+) -> GangPlacement:
+    """Ranks over ``seats`` in order, each worker filled before the next, ``gang.size`` in all
+    (``count``: fewer, the room a waiting gang holds)."""
+    count = gang.size if count is None else count
+    members: list[Member] = []
+    groups = set()
+    for seat in seats:
+        if len(members) == count:
+            break
+        groups.add(seat.group)
+        for allotment in seat.allotments[: count - len(members)]:
+            members.append(Member(len(members), seat.view.name, allotment))
+    where = f"{gang.topology} {domain}"
+    if gang.prefer is not None:
+        where += f" ({len(groups)} {gang.prefer} value{'s' if len(groups) != 1 else ''})"
+    workers = len({m.worker for m in members})
+    reason = f"gang of {gang.size} on {workers} worker{'s' if workers != 1 else ''} in {where}"
+    return GangPlacement(execution_id, domain, tuple(members), reason)
+
+
+def place_gang(gd: GangDemand, workers: Iterable[WorkerView], namespace: str | None = None) -> GangPlacement | Board:
+    """Where ``gd``'s members go, or the ``Board`` that says why they fit nowhere now
+    (``flux.scheduling.gang_explain`` words it). ``namespace``: the gang's, when some
+    worker is restricted to namespaces. Nothing is changed: ``claim`` books a placement."""
+    board = Board(Fit(gd.demand, gd.gang, namespace), gd.gang, workers)
+    found = board.best(gd.gang.size)
+    if found is None:
+        return board
+    return seat_members(gd.execution_id, gd.gang, *found)
+
+
+def claim(placement: GangPlacement, views: dict[str, WorkerView], filters: Iterable[Filter]) -> list[WorkerView]:
+    """Book every member on its worker's view (within one round, as ``place`` books a
+    single execution): ``filters`` are the gang's (``Fit.filters``). The views changed."""
+    filters = tuple(filters)
+    changed: dict[str, WorkerView] = {}
+    for member in placement.members:
+        view = views[member.worker]
+        take(filters, view, member.allotment)
+        view.running += 1
+        changed[view.name] = view
+    return list(changed.values())
