@@ -32,7 +32,7 @@ class KeyLedger:
             holding = self.held[(demand.namespace, key)]
             if holding >= limit:
                 return Reason(
-                    NAME, PHRASE, f"concurrency key {key!r} is at its limit: {holding} of {limit} hold a worker"
+                    NAME, PHRASE, f"held by concurrency key {key!r}: at its limit, {holding}/{limit} hold a worker"
                 )
         return None
 

@@ -67,7 +67,7 @@ class QuotaLedger:
             self._full[demand.namespace] = full = Reason(
                 NAME,
                 PHRASE,
-                f"namespace {demand.namespace} holds {count} executions, its quota's executions={quota.executions}",
+                f"held by namespace {demand.namespace}'s quota: executions {count}/{quota.executions} hold a worker",
             )
             return full
         asked = demand.request.quantities if demand.request is not None else Resources()
@@ -78,8 +78,8 @@ class QuotaLedger:
                 return Reason(
                     NAME,
                     PHRASE,
-                    f"namespace {demand.namespace} holds {name} {_shown(name, held.get(name, 0))} "
-                    f"of its quota {_shown(name, limit)}; this asks {_shown(name, wanted)} more",
+                    f"held by namespace {demand.namespace}'s quota: {name} {_shown(name, held.get(name, 0))}"
+                    f"/{_shown(name, limit)} in use, this asks {_shown(name, wanted)} more",
                 )
         return None
 

@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import WAITING_STATES, EventType, ExecutionState
+from flux.scheduling.binding import explain, led, no_pool
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.filters import Reason
@@ -24,13 +25,11 @@ from flux.server.namespaces import usage
 from flux.server.schemas import AttemptInfo, PlacementInfo, QueueInfo, WorkerPlacement
 
 
-def _last_claim(session: Session, execution_id: str) -> dict | None:
+def _last(session: Session, execution_id: str, type_: EventType) -> dict | None:
+    """The value of the execution's latest event of ``type_``."""
     return session.scalar(
         select(ExecutionEventModel.value)
-        .where(
-            ExecutionEventModel.execution_id == execution_id,
-            ExecutionEventModel.type == EventType.WORKFLOW_CLAIMED.value,
-        )
+        .where(ExecutionEventModel.execution_id == execution_id, ExecutionEventModel.type == type_.value)
         .order_by(ExecutionEventModel.seq.desc())
         .limit(1)
     )
@@ -72,15 +71,19 @@ def placement(
     )
     verdicts = [verdict(demand.request, demand.affinity, worker, demand.namespace) for worker in workers]
     states = {worker.name: worker.shown_state for worker in workers}  # DRAINED as `flux worker list` says
-    chosen = None
+    chosen = binding = None
     if execution.state == ExecutionState.SCHEDULED.value:
+        holds = [_held(session, execution_id)]  # what the last round said holds it: a quota, a key, room
+        if infeasibility(demand.request, demand.affinity, workers, demand.namespace):
+            holds.append(no_pool(notes.templates(session), demand))
+        explained = explain(verdicts, holds)
         starting = notes.starting_for(session, demand)  # worker pools (docs/autoscaling.md)
-        summary = summarize(verdicts)
+        summary, binding = explained.summary, explained.binding
         summary = f"{summary.rstrip('.')}; {starting}." if starting else summary
     elif execution.state in WAITING_STATES:  # on the server, not on a worker (docs/waits.md)
         summary = f"{execution.state}: {execution.placement_note}"
     else:
-        chosen = _last_claim(session, execution_id)
+        chosen = _last(session, execution_id, EventType.WORKFLOW_CLAIMED)
         summary = (
             f"dispatched to {chosen['worker']}: {chosen['reason']}" if chosen else f"{execution.state} without dispatch"
         )
@@ -88,6 +91,7 @@ def placement(
         execution_id=execution.id,
         state=execution.state,
         summary=summary,
+        binding=binding,
         unschedulable=execution.unschedulable,
         workers=[
             WorkerPlacement(name=v.worker, state=states[v.worker], available=v.available, reason=v.message)
@@ -148,9 +152,10 @@ def record_waiting(
     fleet as this round left it; ``held_back``: what contention said of some
     (a quota, a concurrency key, a higher priority's room, its own preemption), first.
     """
-    explained: dict[tuple, tuple[str, str | None]] = {}
+    explained: dict[tuple, tuple[str, bool, str | None, Reason | None]] = {}
     unschedulable: dict[str, str] = {}  # what is still, after this round: the hook's threshold
     now = time.time()
+    templates = None  # the pools', read only when something fits no worker
     for row in page:
         if row.id in placed:
             continue
@@ -159,12 +164,15 @@ def record_waiting(
             demand = demand_from_row(
                 execution_id=row.id, requests=row.requests, affinity=row.affinity, namespace=row.namespace
             )
-            summary = summarize([verdict(demand.request, demand.affinity, w, demand.namespace) for w in workers])
-            explained[key] = (summary, infeasibility(demand.request, demand.affinity, workers, demand.namespace))
-        summary, infeasible = explained[key]
+            verdicts = [verdict(demand.request, demand.affinity, w, demand.namespace) for w in workers]
+            infeasible = infeasibility(demand.request, demand.affinity, workers, demand.namespace)
+            if infeasible and templates is None:
+                templates = notes.templates(session)
+            unfit = no_pool(templates, demand) if infeasible else None
+            explained[key] = (summarize(verdicts), any(v.available for v in verdicts), infeasible, unfit)
+        tally, available, infeasible, unfit = explained[key]
         reason = (held_back or {}).get(row.id)
-        if reason is not None:
-            summary = f"{reason.message}; {summary}"
+        summary = led(tally, available, (reason, unfit)).summary
         if infeasible:
             unschedulable[row.id] = infeasible
         if (summary, infeasible) == (row.placement_note, row.unschedulable):
@@ -182,11 +190,17 @@ def record_waiting(
                 value={"reason": infeasible, "since": since},
             )
         if summary != execution.placement_note:
-            append_event(
-                session, execution, EventType.WORKFLOW_PENDING, name=execution.workflow_name, value={"summary": summary}
-            )
+            value = {"summary": summary} if reason is None else {"summary": summary, "held": reason._asdict()}
+            append_event(session, execution, EventType.WORKFLOW_PENDING, name=execution.workflow_name, value=value)
         execution.placement_note, execution.unschedulable = summary, infeasible
     outbox.unschedulable_overdue(session, unschedulable, now)
+
+
+def _held(session: Session, execution_id: str) -> Reason | None:
+    """What the last round said holds it before any worker is looked at (its latest
+    WORKFLOW_PENDING's ``held``: a quota, a concurrency key, room), or None."""
+    held = (_last(session, execution_id, EventType.WORKFLOW_PENDING) or {}).get("held")
+    return Reason(**held) if isinstance(held, dict) and held.keys() == set(Reason._fields) else None
 
 
 def _unschedulable_since(session: Session, execution_id: str) -> float:

@@ -32,6 +32,7 @@ from flux.protocol.registration import (  # noqa: F401
     WorkerRegistration,
 )
 from flux.protocol.services import CacheLookup, CacheLookupReply, SecretRequest, SecretValues  # noqa: F401
+from flux.scheduling.binding import Binding
 
 # --- errors ----------------------------------------------------------------------------
 
@@ -429,6 +430,9 @@ class PlacementInfo(BaseModel):
     execution_id: str
     state: str
     summary: str
+    binding: Binding | None = Field(
+        default=None, description="While SCHEDULED: what blocks it first (its kind; the line the summary leads with)"
+    )
     unschedulable: str | None
     workers: list[WorkerPlacement]
     chosen: ChosenWorker | None = Field(description="For a dispatched execution: worker, reason, allotment")

@@ -201,7 +201,7 @@ def test_a_namespace_never_holds_more_than_its_quota(make_cluster, workflow_file
         WAIT,
         "no quota note",
     )
-    assert "namespace ml holds accel 1 of its quota 1" in note
+    assert "held by namespace ml's quota: accel 1/1 in use" in note
     deadline = time.monotonic() + WAIT
     ids = {r["id"] for r in runs}
     while True:  # one read per sample: a read per execution counted one that ended and the next one claimed as two
@@ -230,7 +230,7 @@ def test_a_concurrency_key_holds_at_most_its_limit(registered):
     _state(client, b["id"], "COMPLETED")
     assert client.execution(a1["id"])["state"] in ("CLAIMED", "RUNNING")
     assert client.execution(a2["id"])["state"] == "SCHEDULED"
-    assert "concurrency key 'customer:a' is at its limit" in client.execution(a2["id"])["placement_note"]
+    assert "held by concurrency key 'customer:a': at its limit" in client.execution(a2["id"])["placement_note"]
     done = [_state(client, e["id"], "COMPLETED") for e in (a1, a2)]
     assert done[1]["claimed_at"] >= done[0]["finished_at"] - 0.05
     with pytest.raises(FluxClientError) as refused:

@@ -36,7 +36,7 @@ def test_a_namespace_with_a_quota_of_zero_executions_waits_and_others_still_run(
     cluster.start_worker("w1", max_concurrent_executions=2)
     waiting = frozen.run("hello")
     note = eventually(lambda: frozen.execution(waiting["id"])["placement_note"], 30, "no placement note")
-    assert "namespace frozen holds 0 executions, its quota's executions=0" in note
+    assert "held by namespace frozen's quota: executions 0/0 hold a worker" in note
     assert admin.run("hello", wait=30)["state"] == "COMPLETED"  # the default namespace is placed as ever
     assert frozen.execution(waiting["id"])["state"] == "SCHEDULED"
     admin.close()

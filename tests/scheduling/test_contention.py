@@ -91,7 +91,7 @@ def test_a_quota_holds_back_what_would_exceed_it_within_one_round():
     demands = [Demand(f"e{i}", ACCEL, None, namespace="ml") for i in range(3)]
     placed = place(demands, fleet(accel=8), contention)
     assert [p.execution_id for p in placed] == ["e0"]
-    assert "namespace ml holds accel 1 of its quota 1; this asks 1 more" in contention.waiting["e1"].message
+    assert "held by namespace ml's quota: accel 1/1 in use, this asks 1 more" in contention.waiting["e1"].message
 
 
 def test_a_concurrency_key_admits_its_limit_within_one_round():
@@ -99,7 +99,7 @@ def test_a_concurrency_key_admits_its_limit_within_one_round():
     demands = [Demand(f"e{i}", None, None, keys=(("customer:a", 2),)) for i in range(3)]
     placed = place(demands, fleet(), contention)
     assert [p.execution_id for p in placed] == ["e0"]
-    assert "concurrency key 'customer:a' is at its limit: 2 of 2" in contention.waiting["e1"].message
+    assert "held by concurrency key 'customer:a': at its limit, 2/2 hold a worker" in contention.waiting["e1"].message
 
 
 def test_order_is_priority_then_submission():

@@ -1,6 +1,6 @@
 """What ``flux execution explain`` adds about pools: that a worker which could take
 this execution is starting, and since when ("a worker of pool gpu-a100 is starting
-(requested 12:03:04)", UTC)."""
+(requested 12:03:04)", UTC), and the templates that say when none could."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from flux.scheduling.autoscale import MemberState, fits
+from flux.scheduling.autoscale import MemberState, PoolTemplate, fits
 from flux.scheduling.demand import Demand
 from flux.server.autoscale import store
 from flux.server.pool_models import PoolModel, PoolWorkerModel
@@ -27,3 +27,10 @@ def starting_for(session: Session, demand: Demand) -> str | None:
         if pool is not None and fits(store.template(pool), demand):
             return f"a worker of pool {pool_name} is starting (requested {time.strftime('%H:%M:%S', time.gmtime(requested_at))})"
     return None
+
+
+def templates(session: Session) -> list[PoolTemplate]:
+    """Every pool's template, by name (what "no pool can start a worker for it" judges;
+    a pool being deleted starts nothing, so it is left out)."""
+    rows = session.scalars(select(PoolModel).where(PoolModel.deleting.is_(False)).order_by(PoolModel.name))
+    return [store.template(row) for row in rows]
