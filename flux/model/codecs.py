@@ -32,6 +32,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from flux.model import differences
+
 KEY = "$codec"
 #: Codecs a worker enables beyond ``std`` (comma-separated names, e.g. ``pickle``).
 ENV = "FLUX_CODECS"
@@ -127,7 +129,7 @@ def plain(value: Any) -> Any:
     return None
 
 
-def encoder(names: frozenset[str] | None = None, on_encode: Callable[[str, str], None] | None = None) -> Callable:
+def encoder(names: frozenset[str] | None = None) -> Callable:
     """``json.dumps``'s ``default``: each value JSON lacks, at any depth, as its envelope."""
     allowed = enabled() if names is None else names
 
@@ -138,8 +140,8 @@ def encoder(names: frozenset[str] | None = None, on_encode: Callable[[str, str],
         for codec in CODECS:
             if codec.name in allowed and codec.takes(value):
                 kind = _std_name(value) if codec is STD else type_name(value)
-                if on_encode is not None:
-                    on_encode(codec.name, kind)
+                if codec is PICKLE:
+                    differences.pickled(kind, ENV)
                 return {KEY: codec.name, "type": kind, "data": codec.encode(value)}
         raise CodecRefused(
             f"Object of type {type_name(value)} is not JSON serializable and no enabled codec takes it "

@@ -11,46 +11,14 @@ task is recorded, replayed and placed exactly like a native one.
 from __future__ import annotations
 
 import inspect
-import os
 import uuid
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from flux.model import codecs
+from flux.model.differences import GUIDE, MigrationWarning, _warned, differs  # noqa: F401 - re-exported
 from flux.model.runtime import ExecutionContext, current_task
 from flux.model.waits import pause
 from flux.routing import Unmapped
-
-GUIDE = "docs/migrating-from-flux-core.md"
-
-
-class MigrationWarning(UserWarning):
-    """A flux-core construct that runs here with another meaning: the warning names it
-    and the section of the guide that says what changes (filter it by this category)."""
-
-
-_warned: set[str] = set()
-
-
-def differs(construct: str, meaning: str) -> None:
-    """Warn once per process that ``construct`` keeps this engine's meaning, not flux-core's."""
-    if construct in _warned:
-        return
-    _warned.add(construct)
-    warnings.warn(f"{construct}: {meaning} (see {GUIDE})", MigrationWarning, stacklevel=4)
-
-
-def pickled(kind: str) -> None:
-    """A value JSON lacks was pickled (``flux.model.codecs``): fine in a local run, opt-in on a
-    worker; said once, where the worker did not opt in itself."""
-    if "pickle" not in os.environ.get(codecs.ENV, ""):
-        differs(
-            "a result that is not JSON",
-            f"a {kind} is recorded pickled (codec 'pickle'): a local run enables it; on a server "
-            f"its worker needs {codecs.ENV}=pickle, and only that fleet can read it",
-        )
-
 
 RUNNERS = ("inprocess", "subprocess", "docker", "docker-airgapped")
 

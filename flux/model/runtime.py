@@ -15,7 +15,7 @@ import time
 import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, ClassVar, Protocol
 
 from flux import tracing
 from flux.domain.events import EventType, make_event
@@ -181,13 +181,6 @@ def plain(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _encoded(codec: str, kind: str) -> None:
-    if codec == "pickle":
-        from flux.model.fluxcore import pickled  # fluxcore imports this module
-
-        pickled(kind)
-
-
 def to_json_value(
     value: Any, what: str, limit: int | None = None, max_levels: int | None = None, chain: bool = False
 ) -> Any:
@@ -197,7 +190,7 @@ def to_json_value(
     nested more than ``max_levels`` ``PayloadTooDeep`` (the server's nesting limit). ``chain``
     (a task's result, a workflow's output): what JSON lacks is encoded by the codec chain
     (``flux.model.codecs``), each value in its envelope; otherwise it becomes its plain form."""
-    default = codecs.encoder(on_encode=_encoded) if chain else plain
+    default = codecs.encoder() if chain else plain
     try:
         text = json.dumps(value, separators=(",", ":"), default=default)
     except (TypeError, ValueError) as exc:
@@ -241,15 +234,16 @@ class ExecutionContext:
     _fetched_secrets: dict[str, str] = field(default_factory=dict, repr=False)
     #: Completed tasks that have a rollback: task id -> (task, args, kwargs), for ``flux.model.saga``.
     compensations: dict[str, tuple] = field(default_factory=dict, repr=False)
+    #: What flux-core's ``ExecutionContext(workflow_id=...)`` builds: ``flux.model.workflow.created_run``
+    #: (set there: that module imports this one).
+    flux_core_run: ClassVar[Callable[..., Any] | None] = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         """flux-core's construction, ``ExecutionContext(workflow_id=..., workflow_namespace=...,
         workflow_name=..., input=...)``, gives a local run not yet started (``LocalExecution``):
         ``cancel()`` it, ``ContextManager.save`` it, ``wf.run(execution_id=...)`` runs or returns it."""
-        if "workflow_id" in kwargs or "workflow_namespace" in kwargs:
-            from flux.model.workflow import created_run  # the workflow module imports this one
-
-            return created_run(**kwargs)
+        if ("workflow_id" in kwargs or "workflow_namespace" in kwargs) and cls.flux_core_run is not None:
+            return cls.flux_core_run(**kwargs)
         return super().__new__(cls)
 
     @property

@@ -104,6 +104,9 @@ def created_run(
     return run
 
 
+ExecutionContext.flux_core_run = staticmethod(created_run)
+
+
 def local_run(execution_id: str) -> LocalExecution:
     """A local run of this process by id (``KeyError`` naming it otherwise)."""
     run = _LOCAL_RUNS.get(execution_id)
