@@ -110,7 +110,8 @@ class GangShortfall:
                 line += "; " + ", ".join(f"{count} {phrase}" for phrase, count in room.reasons)
             out.append(line)
         if self.unlabelled:
-            out.append(f"{self.unlabelled} workers have no label {self.gang.topology}")
+            have = "worker has" if self.unlabelled == 1 else "workers have"
+            out.append(f"{self.unlabelled} {have} no label {self.gang.topology}")
         return out
 
 
