@@ -429,13 +429,16 @@ def test_spec_worker_publishes_resources_runtime_labels_slots_and_packages(clust
     assert all(name == name.lower() and "_" not in name and "." not in name for name in packages)
 
 
-# --- a worker with GPUs, registered by hand ----------------------------------------------
+# --- a made-up worker with GPUs, registered by hand --------------------------------------
 
 
-def test_spec_gpu_counts_published_gpus_with_free_memory_and_thresholds_are_inclusive(cluster, client, workflow_file):
-    """No GPU here, so a worker with two NVIDIA GPUs (one with no free memory) registers
-    over the API with fixed figures. Dispatch assigns to it (CLAIMED, worker_name set);
-    nothing claims the work, which is fine: placement is what is under test."""
+def test_spec_gpu_counts_published_gpus_with_free_memory_and_thresholds_are_inclusive_with_made_up_gpus(
+    cluster, client, workflow_file
+):
+    """No GPU here, so a made-up worker with two NVIDIA GPUs (one with no free memory)
+    registers over the API with fixed figures: the test speaks for it, and no worker
+    process runs. Dispatch assigns to it (CLAIMED, worker_name set); nothing claims the
+    work, which is fine: placement is what is under test."""
     token = (cluster.home / "bootstrap-token").read_text().strip()
     gpus = [
         {
