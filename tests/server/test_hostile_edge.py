@@ -1,18 +1,20 @@
 """Connection hygiene at the edge (flux/server/edge.py, docs/security.md#connections),
 against a real server process: header size (431), header and body deadlines (408,
 slowloris), the connection cap (503), and a 405's full ``Allow``. Each attack is
-followed by a health probe that must answer within 100 ms."""
+followed by health probes that must all be answered. How fast is a figure, not
+asserted here: ``bench.b17_hostile`` times ``/health`` after each hostile input and
+under 2,000 (200 quick) slow-header connections, and when the server closed them."""
 
 from __future__ import annotations
 
 import socket
-import statistics
 import time
 from contextlib import ExitStack
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from waiting import eventually
 
 from flux.local import LocalCluster
 
@@ -52,8 +54,28 @@ def health_ms(url: str, count: int = 20) -> list[float]:
 
 
 def assert_healthy(url: str) -> None:
-    times = health_ms(url)
-    assert statistics.median(times) < 100, f"/health median {statistics.median(times):.1f} ms"
+    """Twenty probes in a row, each answered 200 (health_ms asserts it) on one connection."""
+    assert len(health_ms(url)) == 20
+
+
+def deadline_reply(sock: socket.socket, opened: float) -> str:
+    """The server's answer to a connection it timed out, once it closed it; never before
+    the deadline (the socket's own 10 s timeout catches a deadline that never fires)."""
+    reply = answer(sock)
+    assert time.monotonic() - opened > TIMEOUT - 0.5, "closed before the deadline"
+    return reply
+
+
+def past_the_cap(url: str) -> str | None:
+    """One more connection's answer if the server refused it as past its cap (503 at
+    once); None if it was still under (it waits for headers that never come)."""
+    with connect(url) as extra:
+        extra.settimeout(1.0)
+        try:
+            reply = answer(extra)
+        except TimeoutError:
+            return None
+    return reply if reply.startswith("HTTP/1.1 503") else None
 
 
 def test_headers_over_the_limit_are_refused_with_431_while_they_arrive(server):
@@ -83,24 +105,29 @@ def test_a_connection_that_never_finishes_its_headers_is_closed(server, sent):
     started = time.monotonic()
     with connect(server.server_url) as sock:
         sock.sendall(sent)
-        reply = answer(sock)
-    assert TIMEOUT - 0.5 < time.monotonic() - started < TIMEOUT + 3
+        reply = deadline_reply(sock, started)
     assert reply.startswith("HTTP/1.1 408"), reply[:200]
     assert "request headers not received within" in reply
 
 
 def test_slowloris_headers_a_byte_at_a_time_meet_the_same_deadline(server):
+    """A line every 0.1 s for up to a minute: the server cuts the drip off (its deadline
+    counts from the first byte, not the last), never before the deadline."""
     started = time.monotonic()
+    cut = False
     with connect(server.server_url) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\n")
         try:
-            for _ in range(int(TIMEOUT * 10) + 30):
+            for _ in range(600):
                 sock.sendall(b"X-Drip: 1\r\n")
                 time.sleep(0.1)
         except (BrokenPipeError, ConnectionResetError):
-            pass
-        reply = answer(sock)
-    assert time.monotonic() - started < TIMEOUT + 3
+            cut = True
+        try:
+            reply = deadline_reply(sock, started)
+        except ConnectionResetError:  # the reset came before its 408 could be read
+            reply = ""
+    assert cut, "the server let the drip go on for a minute"
     assert reply.startswith("HTTP/1.1 408") or reply == "", reply[:200]
 
 
@@ -110,8 +137,7 @@ def test_a_body_that_never_arrives_is_timed_out(server):
         sock.sendall(
             b"POST /workflows HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
         )
-        reply = answer(sock)
-    assert time.monotonic() - started < TIMEOUT + 3
+        reply = deadline_reply(sock, started)
     assert reply.startswith("HTTP/1.1 408"), reply[:200]
     assert_healthy(server.server_url)
 
@@ -126,13 +152,12 @@ def test_keep_alive_requests_are_not_cut_by_the_header_deadline(server):
 def test_connections_past_the_cap_are_answered_503_at_once(server):
     with ExitStack() as stack:
         held = [stack.enter_context(connect(server.server_url)) for _ in range(300)]
-        time.sleep(0.2)
-        with connect(server.server_url) as extra:
-            reply = answer(extra)
-        assert reply.startswith("HTTP/1.1 503"), reply[:200]
+        # once the server has taken all 300 in, the next one is refused at once
+        reply = eventually(lambda: past_the_cap(server.server_url), timeout=30, message="no 503 past the cap")
         assert "retry-after: 1" in reply.lower()
         assert len(held) == 300
-    time.sleep(0.5)
+    # once the server has seen them close, it serves again
+    eventually(lambda: httpx.get(f"{server.server_url}/health", timeout=5).status_code == 200, timeout=30)
     assert_healthy(server.server_url)
 
 
@@ -148,7 +173,8 @@ def test_405_allows_every_method_of_the_path(server):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_2000_slow_header_connections_leave_health_fast_and_are_closed(tmp_path):
+def test_2000_slow_header_connections_leave_health_answered_and_are_closed(tmp_path):
+    """How fast /health is meanwhile, and when they are closed: ``bench.b17_hostile``."""
     with LocalCluster(tmp_path / "home", server_args=("--header-timeout", "10")) as cluster:
         cluster.start_server()
         with ExitStack() as stack:
@@ -158,15 +184,7 @@ def test_2000_slow_header_connections_leave_health_fast_and_are_closed(tmp_path)
                 sock = stack.enter_context(connect(cluster.server_url))
                 sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
                 slow.append(sock)
-            times = health_ms(cluster.server_url, count=200)
-            p99 = sorted(times)[int(len(times) * 0.99) - 1]
-            print(
-                f"\n/health under 2,000 slow-header connections: median {statistics.median(times):.1f} ms, p99 {p99:.1f} ms"
-            )
-            assert p99 < 100
-            for sock in slow:
-                sock.settimeout(max(1.0, 30 - (time.monotonic() - opened)))
+            assert len(health_ms(cluster.server_url, count=200)) == 200  # each answered 200
+            for sock in slow:  # a hang past a minute raises: the deadline never fired
+                sock.settimeout(max(1.0, 60 - (time.monotonic() - opened)))
                 answer(sock)  # returns once the server closed it
-            closed_after = time.monotonic() - opened
-            print(f"all 2,000 closed {closed_after:.1f} s after they opened")
-            assert closed_after < 30

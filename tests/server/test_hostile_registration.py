@@ -4,8 +4,6 @@ the server stays quick."""
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 from shared import SOURCE, assert_error
@@ -21,10 +19,9 @@ def test_oversized_affinity_routing_and_quantities_are_a_422_naming_the_field(cl
     crowded = {f"label{i}": "v" for i in range(10_000)}
     terms = {"terms": [{"kind": "label_eq", "key": f"k{i}", "value": "v"} for i in range(10_000)]}
     with httpx.Client(base_url=cluster.server_url, timeout=30) as http:
-        started = time.monotonic()
+        # refused by its count, whatever the labels hold (b17_hostile tries it against a real server)
         body = assert_error(register(http, affinity=crowded), 422, "invalid")
         assert "workflow 'x': affinity has 10000 entries, at most 64" in body["detail"]
-        assert time.monotonic() - started < 5
         body = assert_error(
             register(http, affinity={"zone": {"op": "In", "values": [str(i) for i in range(1000)]}}), 422, "invalid"
         )
