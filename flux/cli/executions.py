@@ -9,11 +9,12 @@ import time
 import click
 
 from flux.cli.core import DURATION, Output, client_command, execution_id_argument, renders
-from flux.cli.output import cell, console, render_record, render_rows, when
+from flux.cli.output import ago, cell, console, render_record, render_rows, when
 from flux.cli.watch import brief, event_line, follow, log_line, stamp
 from flux.cli.workflows import parse_input
 from flux.client import FluxClient
 from flux.domain.events import ExecutionState
+from flux.domain.ids import unique_prefixes
 from flux.protocol.failures import Failure
 
 STATES = [state.value for state in ExecutionState]
@@ -38,21 +39,29 @@ def shown(execution: dict) -> dict:
     return execution
 
 
-#: The list's table for people: header -> field. Short headers, so that its six columns
-#: fit 80 (``worker_name`` and ``scheduled_at`` as headers did not); JSON keeps the API's names.
+#: The list's table for people: header -> field, the API's names kept for JSON. An id is
+#: its shortest unique prefix of 12 or more (as the console shows it), names are never cut,
+#: the time is an age (as ``kubectl get``), and what does not fit 80 columns goes first:
+#: the schedule (left out when no row has one), the age, the worker.
 TABLE = {
     "id": "id",
     "workflow": "workflow_name",
     "state": "state",
     "worker": "worker_name",
-    "scheduled": "scheduled_at",
+    "age": "scheduled_at",
     "schedule": "schedule",
 }
+WHOLE = ("id", "workflow", "worker")
+OPTIONAL = ("schedule", "age", "worker")
 
 
-def table_row(execution: dict) -> dict:
-    row = shown(execution)
-    return {header: when(row[key]) if key.endswith("_at") else row.get(key) for header, key in TABLE.items()}
+def table_rows(executions: list[dict]) -> list[dict]:
+    prefixes = unique_prefixes(e["id"] for e in executions)
+    rows = []
+    for execution in executions:
+        row = {header: shown(execution).get(key) for header, key in TABLE.items()}
+        rows.append({**row, "id": prefixes[execution["id"]], "age": ago(execution.get("scheduled_at"), suffix="")})
+    return rows
 
 
 def execution_line(execution: dict) -> str:
@@ -107,7 +116,7 @@ def execution_list(
     )
 
     def render(rows: list[dict]) -> None:
-        render_rows(list(TABLE), [table_row(row) for row in rows])
+        render_rows(list(TABLE), table_rows(rows), whole=WHOLE, optional=OPTIONAL)
         if cursor:
             click.echo(f"more: --after {cursor}", err=True)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
+from pathlib import Path
+from typing import Callable, Iterator
 
 import click
 
@@ -19,10 +22,13 @@ from flux.cli.core import (
     parse_worker_namespaces,
     token_from_file,
 )
+from flux.cli.fleet import bootstrap_token_for_admin, bootstrap_token_for_worker, ready_lines, run_file
 from flux.cli.output import console
 from flux.client import DEFAULT_SERVER_URL
 from flux.domain.workers import DEFAULT_MAX_HEARTBEATS_PER_SECOND, AllocationMode
 from flux.logformat import FORMATS, configure_logging
+from flux.server import runfiles
+from flux.server.runfiles import RunFile
 from flux.server.settings import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -33,7 +39,6 @@ from flux.server.settings import (
     DEFAULT_MAX_JSON_DEPTH,
     ServerSettings,
     default_home,
-    ensure_bootstrap_token,
     prepare_home,
     redact_url,
     resolve_api_token,
@@ -192,7 +197,8 @@ def start() -> None:
     envvar="FLUX_LEASE_INTERVAL",
     type=FiniteRange(min=0.1),
     default=None,
-    help="Seconds between flushes of worker liveness to the database [5 on PostgreSQL (at most a sixth of the grace period; more than a third is refused), 300 on SQLite]",
+    help="Seconds between flushes of worker liveness to the database [5 on PostgreSQL (at most a sixth of "
+    "the grace period; more than a third is refused), 300 on SQLite]",
 )
 @click.option(
     "--max-heartbeats-per-second",
@@ -426,12 +432,33 @@ def start_server(
     if token_note:
         click.echo(token_note)
     _check_secrets_key(settings)
-    if processes == 1:
-        from flux.server.app import create_app
+    record = run_file(settings, bootstrap_token_file, given=bool(settings.bootstrap_token and not bootstrap_token_file))
+    with announced(record) as ready:
+        if processes == 1:
+            from flux.server.app import create_app
 
-        serve(create_app(settings), settings, sock)
-    else:
-        serve_processes(settings)
+            serve(create_app(settings), settings, sock, on_ready=ready)
+        else:
+            ready()  # uvicorn's process manager binds and listens in each process
+            serve_processes(settings)
+
+
+@contextlib.contextmanager
+def announced(record: RunFile) -> Iterator[Callable[[], None]]:
+    """The call that, once the server listens, prints where its console and bootstrap token
+    are with a worker's command line, and leaves its run file (removed at stop)."""
+    left: list[Path] = []
+
+    def ready() -> None:
+        for line in ready_lines(record):
+            click.echo(line)
+        left.append(runfiles.write(record))
+
+    try:
+        yield ready
+    finally:
+        for path in left:
+            runfiles.remove(path)
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -735,11 +762,7 @@ def start_worker(
 
     served = parse_worker_namespaces(namespaces)
     token = token_from_file(bootstrap_token_file, "bootstrap") if bootstrap_token_file else bootstrap_token
-    if not token:
-        path = ServerSettings(home=home or default_home()).bootstrap_token_path
-        if not path.exists():
-            raise click.ClickException(f"no --bootstrap-token given and {path} does not exist")
-        token = path.read_text().strip()
+    token = token or bootstrap_token_for_worker(server_url, home)
     template = None
     if fork_children and runner == "subprocess":
         import flux.worker.runners.base  # noqa: F401 - the job both sides decode (pydantic): its pages shared
@@ -809,9 +832,11 @@ def server_migrate(home: str | None, database_url: str | None) -> None:
 
 @server.command("bootstrap-token")
 @home_option()
-def bootstrap_token(home: str | None) -> None:
-    """Print the token workers present to register (created on first use)."""
-    click.echo(ensure_bootstrap_token(ServerSettings(home=home or default_home()).home))
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="The running server on this port")
+def bootstrap_token(home: str | None, port: int | None) -> None:
+    """Print the token workers present to register: the running server's (whatever its
+    --home), or, where no server runs, HOME's (made on first use, and said so)."""
+    click.echo(bootstrap_token_for_admin(home, port))
 
 
 @click.command()

@@ -9,6 +9,7 @@ import click
 from flux.cli.core import FiniteRange, Output, client_command, renders
 from flux.cli.output import ago, console, labels_text, render_rows
 from flux.client import FluxClient
+from flux.domain.devices import PREFIX as GPU_LABELS
 from flux.domain.numbers import human_size
 from flux.domain.workers import WorkerState
 
@@ -33,21 +34,34 @@ def served(worker: dict) -> str:
     return ", ".join(worker.get("namespaces") or ()) or "all"
 
 
-COLUMNS = ["name", "state", "slots", "cpu", "memory", "labels", "namespaces", "heartbeat"]
+COLUMNS = ["name", "state", "slots", "cpu", "memory", "gpus", "labels", "namespaces", "heartbeat"]
+#: Never cut, like the name: short figures that read wrong when wrapped ("98% of / 2").
+WHOLE = ("name", "cpu", "memory")
+#: Left out where no worker has any (namespaces, GPUs), and in this order when the terminal
+#: is too narrow for them (``worker show NAME`` has them all).
+OPTIONAL = ("heartbeat", "labels", "namespaces", "gpus")
+
+
+def devices(worker: dict) -> list[dict]:
+    """The GPU devices it offers: each card, and a card split into MIG slices as its slices."""
+    return [gpu for gpu in (worker.get("resources") or {}).get("gpus") or [] if not gpu.get("mig")]
 
 
 def list_row(worker: dict) -> dict:
-    """A worker as one row of ``flux worker list``: its use from its last sample (memory used/total)."""
+    """A worker as one row of ``flux worker list``: its use from its last sample (memory
+    used/total). Its ``flux.gpu/*`` labels are left to ``worker show``: the gpus column counts them."""
     res = worker.get("resources") or {}
+    labels = {k: v for k, v in (worker.get("labels") or {}).items() if not k.startswith(GPU_LABELS)}
     return {
         "name": worker["name"],
         "state": worker["state"],
         "slots": f"{worker['running']}/{worker['max_concurrent_executions']}",
         "cpu": cpu_text(res) if res else "-",
         "memory": f"{gib(res['memory_total'] - res['memory_available'])}/{gib(res['memory_total'])} Gi" if res else "-",
-        "labels": labels_text(worker.get("labels")),
+        "gpus": str(len(devices(worker)) or "-"),
+        "labels": labels_text(labels),
         "namespaces": served(worker),
-        "heartbeat": ago(worker.get("last_heartbeat_at")).removesuffix(" ago"),
+        "heartbeat": ago(worker.get("last_heartbeat_at"), suffix=""),
     }
 
 
@@ -55,11 +69,11 @@ def gib(n: float) -> str:
     return f"{n / 2**30:.1f}"
 
 
-def _render_list(rows: list[dict]) -> None:
-    columns = list(COLUMNS)
-    if not any(row.get("namespaces") for row in rows):
-        columns.remove("namespaces")  # every worker serves every namespace: room for the rest
-    render_rows(columns, [list_row(row) for row in rows], whole=("name",))
+def _render_list(workers: list[dict]) -> None:
+    rows = [list_row(worker) for worker in workers]
+    if not any(worker.get("namespaces") for worker in workers):
+        rows = [{**row, "namespaces": "-"} for row in rows]  # every worker serves every namespace: no column
+    render_rows(COLUMNS, rows, whole=WHOLE, optional=OPTIONAL)
 
 
 def cpu_text(res: dict) -> str:

@@ -34,10 +34,10 @@ def _render_workflows(rows: list[dict]) -> None:
         }
         for row in rows
     ]
-    columns = ["name", "version", "requests", "affinity", "created"]
-    if not any(row.get("affinity") for row in rows):
-        columns.remove("affinity")  # room for the rest at 80 columns
-    render_rows(columns, shown, whole=("name",))
+    # the age goes first where 80 columns are too few; affinity where no workflow has one
+    render_rows(
+        ["name", "version", "requests", "affinity", "created"], shown, whole=("name",), optional=("created", "affinity")
+    )
 
 
 def affinity_text(affinity: dict | None) -> str:
@@ -81,11 +81,21 @@ def workflow_list(client: FluxClient) -> list[dict]:
 
 
 def _render_versions(rows: list[dict]) -> None:
-    shown = [{**row, "bundle": (row.get("bundle") or "")[:12]} for row in rows]  # a short hash, like git
+    shown = [
+        {
+            **row,
+            "bundle": (row.get("bundle") or "")[:12],  # a short hash, like git
+            "requests": requests_text(row.get("requests")),
+            "created": ago(row.get("created_at")),
+        }
+        for row in rows
+    ]
+    # where 80 columns are too few: the file's path goes first (the widest, the least needed), then the age, the hash
     render_rows(
-        ["name", "version", "filename", "bundle", "requests", "created_at"],
-        [{**row, "requests": requests_text(row.get("requests"))} for row in shown],
-        whole=("name",),
+        ["name", "version", "bundle", "requests", "created", "filename"],
+        shown,
+        whole=("name", "bundle"),
+        optional=("filename", "created", "bundle"),
     )
 
 

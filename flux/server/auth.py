@@ -20,7 +20,9 @@ from flux.server.registry import Member
 from flux.server.services import Services, services
 
 MISSING_SESSION = "missing worker session token (Authorization: Bearer ...)"
-MISSING_BOOTSTRAP = "missing bootstrap token (see 'flux server bootstrap-token')"
+#: What a refused worker is told: where the right token is, not only the command's name.
+BOOTSTRAP_HINT = "on the server's host, 'flux server bootstrap-token' prints the running server's, whatever its --home"
+MISSING_BOOTSTRAP = f"missing bootstrap token ({BOOTSTRAP_HINT})"
 MISSING_API_TOKEN = "missing API token (set FLUX_API_TOKEN)"
 #: Every caller of a server without --api-token (docs/security.md: production sets one).
 ANONYMOUS = Principal("anonymous", Role.ADMIN)
@@ -83,7 +85,7 @@ async def client(request: Request, principal: Principal = Depends(caller)) -> Pr
 async def require_bootstrap(token: str | None = Depends(bearer), svc: Services = Depends(services)) -> None:
     """Runs before the body is validated: strangers learn nothing about the schema."""
     if not _matches(token, svc.bootstrap_token):
-        raise Unauthorized("invalid bootstrap token (see 'flux server bootstrap-token')")
+        raise Unauthorized(f"invalid bootstrap token ({BOOTSTRAP_HINT})")
 
 
 async def worker(token: str | None = Depends(bearer), svc: Services = Depends(services)) -> Member:

@@ -88,15 +88,29 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app: FastAPI, settings: ServerSettings, sock: socket.socket) -> None:
-    """Serve on ``sock`` (from ``listen``) until a stop signal."""
+class _Announcing(uvicorn.Server):
+    """uvicorn's server that calls ``on_ready`` once its socket accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None):
+        super().__init__(config)
+        self.on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self.on_ready is not None:
+            self.on_ready()
+
+
+def serve(
+    app: FastAPI, settings: ServerSettings, sock: socket.socket, on_ready: Callable[[], None] | None = None
+) -> None:
+    """Serve on ``sock`` (from ``listen``) until a stop signal; ``on_ready`` once it listens."""
     # In force before uvicorn takes the signals and after it hands them back (and re-raises).
     for sig in STOP_SIGNALS:
         signal.signal(sig, _exit_cleanly)
     http = edge.install(settings)
-    uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, http=http, **OPTIONS)).run(
-        sockets=[sock]
-    )
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, http=http, **OPTIONS)
+    _Announcing(config, on_ready).run(sockets=[sock])
 
 
 def serve_processes(settings: ServerSettings) -> None:

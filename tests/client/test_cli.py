@@ -75,7 +75,8 @@ def test_worker_with_wrong_bootstrap_token_cannot_register(cluster):
     process = cluster.start_worker("rogue", extra_args=("--bootstrap-token", "wrong"), wait=False)
     assert process.wait(timeout=60) != 0
     assert cluster.log("worker-rogue").strip() == (
-        "Error: the server refused registration: invalid bootstrap token (see 'flux server bootstrap-token')"
+        "Error: the server refused registration: invalid bootstrap token (on the server's host, "
+        "'flux server bootstrap-token' prints the running server's, whatever its --home)"
     )
 
 

@@ -62,7 +62,8 @@ WORKFLOWS = (
 )
 
 REGISTRATION_REFUSED = (
-    "Error: the server refused registration: invalid bootstrap token (see 'flux server bootstrap-token')"
+    "Error: the server refused registration: invalid bootstrap token (on the server's host, "
+    "'flux server bootstrap-token' prints the running server's, whatever its --home)"
 )
 
 
