@@ -1,6 +1,14 @@
-"""A worker that speaks the real HTTP protocol from inside a test, with nothing else:
-no runner, no probe, samples exactly as the test sets them (a real server process
-answers it). Used where a test must control a worker's every request."""
+"""``ProtocolWorker``: a test tool that stands in for a worker process (``flux start
+worker``) on the wire, and for nothing else.
+
+It speaks the worker's real HTTP protocol (register, heartbeat, claim, checkpoint,
+logs) to a real server process, but runs no workflow, probes nothing and sends
+exactly the samples, batches and events the test writes. A test uses it where it must
+choose or withhold a worker's every request: a figure no machine here has, a claim
+left waiting or hung up, a batch sent twice, a stale attempt or token. What it proves
+is the server's side of the protocol; a test that uses it says so in its name
+(``..._with_a_protocol_worker``). Where the worker's own behaviour is the point, the
+tests start a real worker (``LocalCluster.start_worker``)."""
 
 from __future__ import annotations
 

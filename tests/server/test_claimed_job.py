@@ -35,7 +35,7 @@ GPU = {
 }
 
 
-def test_a_claimed_job_carries_its_allotment(cluster, client, workflow_file):
+def test_a_claimed_job_carries_its_allotment_with_a_protocol_worker(cluster, client, workflow_file):
     client.register_file(workflow_file(SHAPED))
     worker = ProtocolWorker(cluster.server_url, cluster.home, "allotted", heartbeat_interval=5)
     try:

@@ -53,7 +53,7 @@ def protocol_worker(cluster):
 
 
 @pytest.mark.slow  # over ~20 s: CI's second step
-def test_an_idle_worker_causes_no_database_write_or_query_after_registration(cluster):
+def test_an_idle_worker_causes_no_database_write_or_query_after_registration_with_a_protocol_worker(cluster):
     """200 unchanged heartbeats (at the default 5 s interval, over a quarter of an hour)
     and claims waiting all along: no write, and no read but at most one idle dispatch round.
     It declares a 1 s interval and beats ten times as often, so that a busy test machine
@@ -86,7 +86,9 @@ def test_an_idle_worker_causes_no_database_write_or_query_after_registration(clu
     assert metric(cluster.server_url, "flux_worker_status_writes_total") == 0
 
 
-def test_a_sample_that_moves_past_the_threshold_is_seen_within_one_heartbeat(cluster, protocol_worker, client):
+def test_a_sample_that_moves_past_the_threshold_is_seen_within_one_heartbeat_with_a_protocol_worker(
+    cluster, protocol_worker, client
+):
     protocol_worker.register(memory_available=8 * GiB)
     before = statements(cluster.server_url)
     protocol_worker.heartbeat(resources=sample(memory_available=8 * GiB - 10 * 1024**2))  # 10 MiB: below the threshold
@@ -116,7 +118,9 @@ def test_a_real_worker_publishes_a_changed_metric_with_its_heartbeats(cluster, c
     assert metric(cluster.server_url, "flux_worker_status_writes_total") >= 1  # stored, not only held in memory
 
 
-def test_a_waiting_claim_issues_no_query_until_work_arrives_then_wakes_at_once(cluster, client, workflow_file):
+def test_a_waiting_claim_issues_no_query_until_work_arrives_then_wakes_at_once_with_a_protocol_worker(
+    cluster, client, workflow_file
+):
     client.register_file(workflow_file(ONE_TASK))
     protocol_worker = ProtocolWorker(
         cluster.server_url, cluster.home, "waiter", heartbeat_interval=5
@@ -140,7 +144,7 @@ def test_a_waiting_claim_issues_no_query_until_work_arrives_then_wakes_at_once(c
     protocol_worker.close()
 
 
-def test_a_new_workers_first_claim_reads_nothing_and_work_queued_before_it_came_reaches_it(
+def test_a_new_workers_first_claim_reads_nothing_and_work_queued_before_it_came_reaches_it_with_a_protocol_worker(
     cluster, client, workflow_file
 ):
     """A worker that has just registered holds nothing undelivered: its first claim
@@ -164,7 +168,7 @@ def test_a_new_workers_first_claim_reads_nothing_and_work_queued_before_it_came_
     late.close()
 
 
-def test_a_session_token_is_revoked_at_once_by_re_registration(cluster, protocol_worker):
+def test_a_session_token_is_revoked_at_once_by_re_registration_with_a_protocol_worker(cluster, protocol_worker):
     protocol_worker.register()
     old = protocol_worker.token
     protocol_worker.heartbeat()  # cached by now
@@ -178,7 +182,9 @@ def test_a_session_token_is_revoked_at_once_by_re_registration(cluster, protocol
     assert protocol_worker.heartbeat()["state"] == "ONLINE"
 
 
-def test_a_silent_worker_goes_stale_then_is_evicted_and_its_token_revoked(make_cluster, workflow_file):
+def test_a_silent_worker_goes_stale_then_is_evicted_and_its_token_revoked_with_a_protocol_worker(
+    make_cluster, workflow_file
+):
     cluster = make_cluster(eviction_grace_period=2)
     worker = ProtocolWorker(cluster.server_url, cluster.home, "quiet", heartbeat_interval=0.2)
     try:
@@ -214,7 +220,7 @@ def test_a_server_stalled_past_the_grace_period_does_not_evict_live_workers(make
     assert "evicted" not in cluster.log("server")
 
 
-def test_re_registering_after_a_restart_rewrites_no_packages(cluster, protocol_worker):
+def test_re_registering_after_a_restart_rewrites_no_packages_with_a_protocol_worker(cluster, protocol_worker):
     protocol_worker.register()
     before = statements(cluster.server_url)
     protocol_worker.register()
@@ -272,7 +278,9 @@ def test_two_server_processes_on_postgresql_serve_one_fleet(tmp_path, pg_url, wo
 
 
 @pytest.mark.slow
-def test_work_submitted_on_one_replica_wakes_a_claim_waiting_on_the_other(tmp_path, pg_url, workflow_file):
+def test_work_submitted_on_one_replica_wakes_a_claim_waiting_on_the_other_with_a_protocol_worker(
+    tmp_path, pg_url, workflow_file
+):
     """Each claim is woken by the submission on the other replica, not answered when its
     wait runs out. How soon is a figure: B7 with ``--database postgres --processes 2``
     (``submit_to_received_ms``: a worker's claims and the submissions meet any process)."""
@@ -304,7 +312,7 @@ def test_work_submitted_on_one_replica_wakes_a_claim_waiting_on_the_other(tmp_pa
 
 
 @pytest.mark.slow
-def test_a_healthy_worker_heard_by_one_replica_is_never_stale_on_the_other(tmp_path, pg_url):
+def test_a_healthy_worker_heard_by_one_replica_is_never_stale_on_the_other_with_a_protocol_worker(tmp_path, pg_url):
     """Replica 1 knows of the worker only from the leases replica 0 flushes: its view
     can be two lease periods and a beat old (flush, then read, each on its own phase),
     and must not call that STALE (dispatch would skip a healthy worker). Before
@@ -337,7 +345,7 @@ def test_a_healthy_worker_heard_by_one_replica_is_never_stale_on_the_other(tmp_p
             replica.close()
 
 
-def test_a_checkpoint_batch_sent_twice_is_recorded_once(cluster, client, workflow_file):
+def test_a_checkpoint_batch_sent_twice_is_recorded_once_with_a_protocol_worker(cluster, client, workflow_file):
     """The worker re-sends a batch when the response to it was lost; it cannot know
     whether the server committed it. The server acknowledges the copy without appending it."""
     client.register_file(workflow_file(ONE_TASK))
@@ -369,7 +377,7 @@ def test_a_checkpoint_batch_sent_twice_is_recorded_once(cluster, client, workflo
         worker.close()
 
 
-def test_a_live_workers_name_cannot_be_taken_with_the_bootstrap_token_alone(cluster, client):
+def test_a_live_workers_name_cannot_be_taken_with_the_bootstrap_token_alone_with_a_protocol_worker(cluster, client):
     cluster.start_worker("w1", heartbeat_interval=0.3, runner="inprocess")
     impostor = ProtocolWorker(cluster.server_url, cluster.home, "w1")
     try:
@@ -428,7 +436,7 @@ def test_a_worker_restarted_after_a_crash_takes_its_name_back_at_once(cluster, c
     client.cancel(execution["id"])
 
 
-def test_waiters_live_only_as_long_as_their_request(cluster, protocol_worker):
+def test_waiters_live_only_as_long_as_their_request_with_a_protocol_worker(cluster, protocol_worker):
     """Lookups of unknown executions and refused claims leave nothing behind; a waiting
     claim is counted while it waits and gone when it answers."""
     for n in range(20):
@@ -443,7 +451,9 @@ def test_waiters_live_only_as_long_as_their_request(cluster, protocol_worker):
     assert metric(cluster.server_url, "flux_long_poll_waiters") == 0
 
 
-def test_work_that_met_another_replicas_placement_round_is_placed_once_it_ends(tmp_path, pg_url, workflow_file):
+def test_work_that_met_another_replicas_placement_round_is_placed_once_it_ends_with_a_protocol_worker(
+    tmp_path, pg_url, workflow_file
+):
     """The placement lock held by "another replica" (here, this test) while the
     submission's round runs: the round finds it taken and places nothing, and the
     submission is claimed after it is released. That it is retried soon after

@@ -19,7 +19,7 @@ GPU = {
 }
 
 
-def test_the_summary_adds_up_the_live_workers_samples(cluster, client):
+def test_the_summary_adds_up_the_live_workers_samples_with_a_protocol_worker(cluster, client):
     workers = [ProtocolWorker(cluster.server_url, cluster.home, name) for name in ("a", "b", "gone")]
     try:
         workers[0].register(

@@ -46,7 +46,7 @@ def one_beat_a_second(tmp_path):
         cluster.close()
 
 
-def test_the_registration_and_heartbeat_replies_carry_the_paced_interval(one_beat_a_second):
+def test_the_registration_and_heartbeat_replies_carry_the_paced_interval_with_a_protocol_worker(one_beat_a_second):
     _, worker = one_beat_a_second
     workers = [worker(f"p{i}") for i in range(3)]
     replies = [w.register() for w in workers]
@@ -78,7 +78,9 @@ def test_real_workers_beat_at_the_servers_pace_and_stay_online_past_three_of_the
         cluster.close()
 
 
-def test_a_fleet_that_shrank_does_not_find_a_worker_stale_before_the_beat_it_was_told(one_beat_a_second):
+def test_a_fleet_that_shrank_does_not_find_a_worker_stale_before_the_beat_it_was_told_with_a_protocol_worker(
+    one_beat_a_second,
+):
     cluster, worker = one_beat_a_second
     workers = [worker(f"s{i}") for i in range(4)]
     for w in workers:

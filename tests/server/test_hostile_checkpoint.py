@@ -137,7 +137,7 @@ def _event(n: int, **fields) -> dict:
     return {"type": "PROGRESS", "name": "one_task", "task_id": f"echo:{n}", "value": n, "time": time.time(), **fields}
 
 
-def test_checkpoint_events_are_capped_in_the_documented_shape(cluster, hand_claimed):
+def test_checkpoint_events_are_capped_in_the_documented_shape_with_a_protocol_worker(cluster, hand_claimed):
     worker, job = hand_claimed
     path = f"/executions/{job['id']}/checkpoint"
 

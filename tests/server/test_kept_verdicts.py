@@ -20,7 +20,9 @@ SOURCE = """
 
 
 @pytest.mark.timeout(60)
-def test_work_waiting_for_a_label_goes_to_a_worker_that_registers_again_with_it(cluster, client, workflow_file):
+def test_work_waiting_for_a_label_goes_to_a_worker_that_registers_again_with_it_with_a_protocol_worker(
+    cluster, client, workflow_file
+):
     client.register_file(workflow_file(SOURCE))
     worker = ProtocolWorker(cluster.server_url, cluster.home, "relabelled", heartbeat_interval=5)
     try:

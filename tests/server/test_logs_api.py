@@ -152,7 +152,7 @@ class Stream:
 # --- storing and reading -----------------------------------------------------------------
 
 
-def test_lines_are_stored_and_read_back_in_order(held):
+def test_lines_are_stored_and_read_back_in_order_with_a_protocol_worker(held):
     first = held.post(
         [line("hello"), line("oops", "stderr", "echo:1"), line("note", "log", "echo:1", level="INFO", logger="app.db")]
     )
@@ -176,7 +176,7 @@ def test_lines_are_stored_and_read_back_in_order(held):
     assert held.logs(after=4) == {"lines": [], "next_after": 4, "truncated": False}
 
 
-def test_every_filter(held):
+def test_every_filter_with_a_protocol_worker(held):
     held.post(
         [
             line("body"),
@@ -206,7 +206,7 @@ def test_every_filter(held):
     assert refused.status_code == 422 and refused.json()["code"] == "validation_error"
 
 
-def test_paging_with_after_and_next_after(held):
+def test_paging_with_after_and_next_after_with_a_protocol_worker(held):
     held.post([line(f"line {n}", "stderr" if n % 5 == 0 else "stdout") for n in range(1, 26)])
 
     pages, after = [], 0
@@ -225,7 +225,7 @@ def test_paging_with_after_and_next_after(held):
     assert held.logs(stream="stderr", limit=2)["next_after"] == 10  # full: the last line given
 
 
-def test_unknown_executions_are_404(cluster, held):
+def test_unknown_executions_are_404_with_a_protocol_worker(cluster, held):
     assert httpx.get(f"{cluster.server_url}/executions/nope/logs").status_code == 404
     assert (
         httpx.get(f"{cluster.server_url}/executions/nope/logs", params={"follow": "true"}).json()["code"] == "not_found"
@@ -238,7 +238,7 @@ def test_unknown_executions_are_404(cluster, held):
 # --- fencing -------------------------------------------------------------------------------
 
 
-def test_a_resent_batch_is_acknowledged_once_and_a_gap_is_refused(held):
+def test_a_resent_batch_is_acknowledged_once_and_a_gap_is_refused_with_a_protocol_worker(held):
     assert held.post([line("a"), line("b")], batch=1).json() == {"accepted": 2}
     assert held.post([line("a"), line("b")], batch=1).json() == {"accepted": 0}  # its answer was lost
     gap = held.post([line("d")], batch=3)
@@ -248,7 +248,7 @@ def test_a_resent_batch_is_acknowledged_once_and_a_gap_is_refused(held):
     assert messages(held.logs()) == ["a", "b", "c"]
 
 
-def test_only_the_holder_may_post(held, cluster):
+def test_only_the_holder_may_post_with_a_protocol_worker(held, cluster):
     stranger = ProtocolWorker(cluster.server_url, cluster.home, "stranger", heartbeat_interval=5)
     try:
         stranger.register()
@@ -263,7 +263,7 @@ def test_only_the_holder_may_post(held, cluster):
     assert held.logs()["lines"] == []
 
 
-def test_a_stale_attempt_is_refused_and_batches_restart_with_the_next_attempt(held):
+def test_a_stale_attempt_is_refused_and_batches_restart_with_the_next_attempt_with_a_protocol_worker(held):
     held.post([line("first attempt")], batch=1)
     held.post([line("more")], batch=2)
     held.worker.register()  # a restart that does not report it: the attempt ends, the execution is requeued
@@ -283,7 +283,7 @@ def test_a_stale_attempt_is_refused_and_batches_restart_with_the_next_attempt(he
     assert messages(held.logs(attempt=2)) == ["second attempt"]
 
 
-def test_lines_in_flight_when_the_execution_completed_are_kept(held):
+def test_lines_in_flight_when_the_execution_completed_are_kept_with_a_protocol_worker(held):
     held.checkpoint(1, "WORKFLOW_STARTED", "WORKFLOW_COMPLETED")
     late = held.post([line("written just before the end")], truncated=True)
 
@@ -293,7 +293,7 @@ def test_lines_in_flight_when_the_execution_completed_are_kept(held):
     assert messages(page) == ["written just before the end"] and page["truncated"] is True
 
 
-def test_limits(held):
+def test_limits_with_a_protocol_worker(held):
     huge = "é" * 40_000  # 80,000 bytes of UTF-8
     held.post([line(huge, "log", level="X" * 40, logger="l" * 300)])
     stored = held.logs()["lines"][0]
@@ -312,7 +312,7 @@ def test_limits(held):
 # --- following -----------------------------------------------------------------------------
 
 
-def test_follow_streams_new_lines_and_ends_once_the_execution_has(held):
+def test_follow_streams_new_lines_and_ends_once_the_execution_has_with_a_protocol_worker(held):
     held.post([line("before")])
     stream = Stream(f"{held.cluster.server_url}/executions/{held.execution_id}/logs", params={"follow": "true"})
     try:
@@ -342,7 +342,7 @@ def test_follow_streams_new_lines_and_ends_once_the_execution_has(held):
     assert json.loads(rest[0]["data"])["state"] == "COMPLETED"
 
 
-def test_follow_resumes_after_last_event_id_with_filters(held):
+def test_follow_resumes_after_last_event_id_with_filters_with_a_protocol_worker(held):
     held.post([line(f"out {n}") for n in range(1, 6)] + [line("err", "stderr")])
     held.checkpoint(1, "WORKFLOW_STARTED", "WORKFLOW_COMPLETED")
     url = f"{held.cluster.server_url}/executions/{held.execution_id}/logs"
@@ -359,7 +359,7 @@ def test_follow_resumes_after_last_event_id_with_filters(held):
     assert messages(plain) == ["err"]
 
 
-def test_events_follow(held):
+def test_events_follow_with_a_protocol_worker(held):
     url = f"{held.cluster.server_url}/executions/{held.execution_id}/events"
     stream = Stream(url, params={"follow": "true", "after": 1})
     try:
@@ -381,7 +381,7 @@ def test_events_follow(held):
     assert isinstance(listed, list) and [e["seq"] for e in listed] == list(range(1, len(listed) + 1))
 
 
-def test_a_stream_ends_with_its_client_and_with_the_server(held, cluster):
+def test_a_stream_ends_with_its_client_and_with_the_server_with_a_protocol_worker(held, cluster):
     baseline = metric(cluster.server_url, "flux_long_poll_waiters")
     url = f"{cluster.server_url}/executions/{held.execution_id}/logs"
     held.post([line("something to read")])
@@ -416,7 +416,7 @@ def _delete_execution(url: str, execution_id: str) -> None:
     engine.dispose()
 
 
-def test_deleting_an_execution_deletes_its_logs(held, cluster):
+def test_deleting_an_execution_deletes_its_logs_with_a_protocol_worker(held, cluster):
     held.post([line(f"{n}") for n in range(10)])
     url = f"sqlite:///{cluster.home / 'flux.db'}"
     assert _count_logs(url, held.execution_id) == 10
@@ -424,7 +424,7 @@ def test_deleting_an_execution_deletes_its_logs(held, cluster):
     assert _count_logs(url, held.execution_id) == 0
 
 
-def test_postgresql_stores_reads_follows_and_cascades(make_cluster, pg_url, workflow_file):
+def test_postgresql_stores_reads_follows_and_cascades_with_a_protocol_worker(make_cluster, pg_url, workflow_file):
     cluster = make_cluster(database_url=pg_url)
     held = Held(cluster, workflow_file, name="pg-logger")
     try:

@@ -163,7 +163,7 @@ def test_the_schema_documents_the_prefix_and_hides_the_aliases(http):
     assert param["in"] == "path" and param["schema"]["pattern"].startswith("^[A-Za-z0-9_-]")
 
 
-def test_a_cache_lookup_reads_the_namespace_of_an_execution_its_worker_holds(hand_claimed):
+def test_a_cache_lookup_reads_the_namespace_of_an_execution_its_worker_holds_with_a_protocol_worker(hand_claimed):
     worker, job = hand_claimed
     key = {"key": "a" * 64}
     assert worker.post("/cache/lookup", key).json() == {"hit": False, "value": None}  # a worker before namespaces

@@ -22,7 +22,7 @@ def scratch(free: int) -> dict:
     return sample(capacity={"scratch": 100 * GiB}, available={"scratch": free})
 
 
-def test_a_probed_dimension_is_stored_shown_and_judged_by_the_same_rule(cluster, client, worker):
+def test_a_probed_dimension_is_stored_shown_and_judged_by_the_same_rule_with_a_protocol_worker(cluster, client, worker):
     worker.register(capacity={"scratch": 100 * GiB}, available={"scratch": 40 * GiB})
     shown = client.show_worker("scratchy")["resources"]
     assert (shown["capacity"], shown["available"]) == ({"scratch": 100 * GiB}, {"scratch": 40 * GiB})
@@ -36,7 +36,9 @@ def test_a_probed_dimension_is_stored_shown_and_judged_by_the_same_rule(cluster,
     assert client.list_workers()[0]["resources"]["capacity"] == {"scratch": 100 * GiB}
 
 
-def test_a_request_for_it_is_placed_by_what_the_worker_has(cluster, client, worker, workflow_file):
+def test_a_request_for_it_is_placed_by_what_the_worker_has_with_a_protocol_worker(
+    cluster, client, worker, workflow_file
+):
     """The server here has no filter of its own for scratch: it is counted as a custom resource."""
     worker.register(capacity={"scratch": 100 * GiB}, available={"scratch": 40 * GiB})
     client.register_file(
@@ -50,7 +52,7 @@ def test_a_request_for_it_is_placed_by_what_the_worker_has(cluster, client, work
     assert client.placement(execution["id"])["chosen"]["allotment"] == {"resources": {"scratch": 30 * GiB}}
 
 
-def test_the_mappings_refuse_a_well_known_name(cluster):
+def test_the_mappings_refuse_a_well_known_name_with_a_protocol_worker(cluster):
     worker = ProtocolWorker(cluster.server_url, cluster.home, "confused")
     try:
         with pytest.raises(httpx.HTTPStatusError) as refused:

@@ -25,7 +25,7 @@ SOURCE = """
 """
 
 
-def test_a_waiting_claim_gets_the_job_the_round_delivered(cluster, client, workflow_file):
+def test_a_waiting_claim_gets_the_job_the_round_delivered_with_a_protocol_worker(cluster, client, workflow_file):
     client.register_file(workflow_file(SOURCE))
     worker = ProtocolWorker(cluster.server_url, cluster.home, "handed", heartbeat_interval=5)
     try:
@@ -67,14 +67,15 @@ def _hung_up_claim(server_url: str, worker: ProtocolWorker, wait: float) -> None
     body = json.dumps({"wait": wait}).encode()
     with socket.create_connection((url.host, url.port), timeout=5) as conn:
         conn.sendall(
-            f"POST /workers/{worker.name}/claim HTTP/1.1\r\nHost: {url.host}\r\nAuthorization: Bearer {worker.token}\r\n"
+            f"POST /workers/{worker.name}/claim HTTP/1.1\r\nHost: {url.host}\r\n"
+            f"Authorization: Bearer {worker.token}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
         eventually(lambda: metric(server_url, "flux_long_poll_waiters") >= 1, timeout=10)
 
 
-def test_a_claim_that_hung_up_stops_listening_and_what_was_placed_meanwhile_stays_undelivered(
+def test_a_claim_that_hung_up_stops_listening_and_what_was_placed_meanwhile_stays_undelivered_with_a_protocol_worker(
     cluster, client, workflow_file
 ):
     client.register_file(workflow_file(SOURCE))

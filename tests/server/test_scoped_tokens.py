@@ -33,7 +33,7 @@ def call(cluster, method: str, path: str, token: str, json=None) -> int:
     ).status_code
 
 
-def test_the_bootstrap_token_only_registers(guarded):
+def test_the_bootstrap_token_only_registers_with_a_protocol_worker(guarded):
     cluster, worker, _ = guarded
     bootstrap = worker.bootstrap
     assert call(cluster, "POST", "/workers/w1/heartbeat", bootstrap, {"running": []}) == 401
@@ -42,7 +42,7 @@ def test_the_bootstrap_token_only_registers(guarded):
     assert call(cluster, "POST", "/workflows/one_task/run", bootstrap, {"input": 1}) == 401
 
 
-def test_a_session_token_acts_only_for_its_own_worker_and_executions(guarded):
+def test_a_session_token_acts_only_for_its_own_worker_and_executions_with_a_protocol_worker(guarded):
     cluster, worker, client = guarded
     other = ProtocolWorker(cluster.server_url, cluster.home, "w2", heartbeat_interval=5)
     try:
@@ -66,7 +66,7 @@ def test_a_session_token_acts_only_for_its_own_worker_and_executions(guarded):
         other.close()
 
 
-def test_the_api_token_cannot_speak_for_a_worker(guarded):
+def test_the_api_token_cannot_speak_for_a_worker_with_a_protocol_worker(guarded):
     cluster, worker, client = guarded
     assert call(cluster, "POST", "/workers/w1/heartbeat", API_TOKEN, {"running": []}) == 401
     assert call(cluster, "POST", "/workers/w1/claim", API_TOKEN, {"wait": 0}) == 401

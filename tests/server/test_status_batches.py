@@ -39,7 +39,9 @@ def busy(cluster):
     worker.close()
 
 
-def test_a_sample_on_every_beat_costs_a_few_statements_a_second_not_one_transaction_each(cluster, busy):
+def test_a_sample_on_every_beat_costs_a_few_statements_a_second_not_one_transaction_each_with_a_protocol_worker(
+    cluster, busy
+):
     busy.register(memory_available=8 * GiB)
     time.sleep(1.5)  # the registration's own round and warm scan are over
     before = statements(cluster.server_url)
@@ -53,7 +55,9 @@ def test_a_sample_on_every_beat_costs_a_few_statements_a_second_not_one_transact
     assert written < beats / 2, f"{written} statements for {beats} samples"
 
 
-def test_placement_reads_a_sample_from_memory_before_any_batch_writes_it(cluster, client, busy, workflow_file):
+def test_placement_reads_a_sample_from_memory_before_any_batch_writes_it_with_a_protocol_worker(
+    cluster, client, busy, workflow_file
+):
     """A sample that frees room places waiting work within its heartbeat's round, and one that
     takes room away keeps work off the worker, whether or not a batch has written it yet."""
     busy.register(memory_available=2 * GiB)
@@ -72,7 +76,7 @@ def test_placement_reads_a_sample_from_memory_before_any_batch_writes_it(cluster
     assert client.execution(second["id"])["state"] == "SCHEDULED"
 
 
-def test_a_clean_stop_writes_the_last_batch(cluster, busy):
+def test_a_clean_stop_writes_the_last_batch_with_a_protocol_worker(cluster, busy):
     busy.register(memory_available=8 * GiB)
     busy.heartbeat(resources=sample(memory_available=3 * GiB))
     cluster.stop_server()  # at once: the batch period has not come round
@@ -81,7 +85,7 @@ def test_a_clean_stop_writes_the_last_batch(cluster, busy):
 
 @pytest.mark.integration
 @pytest.mark.timeout(120)
-def test_another_replica_places_by_the_sample_a_batch_wrote(replicas, workflow_file):
+def test_another_replica_places_by_the_sample_a_batch_wrote_with_a_protocol_worker(replicas, workflow_file):
     """The worker beats on replica 0, which hears its sample; replica 0 stops (its clean stop
     writes the batch) and replica 1, which never heard the sample, places by the stored one."""
     heard, other = replicas

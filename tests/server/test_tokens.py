@@ -103,7 +103,7 @@ def test_an_open_server_still_checks_a_presented_token(make_cluster, monkeypatch
     assert httpx.get(f"{url}/workflows").status_code == 200
 
 
-def test_client_tokens_and_worker_tokens_are_never_taken_for_one_another(guarded):
+def test_client_tokens_and_worker_tokens_are_never_taken_for_one_another_with_a_protocol_worker(guarded):
     url = guarded.server_url
     admin = create(url, name="root", role="admin").json()["token"]
     worker = ProtocolWorker(url, guarded.home, "w1", heartbeat_interval=5)

@@ -372,7 +372,7 @@ def test_relaxing_a_workflow_rescues_executions_already_waiting(cluster, workflo
     assert still["state"] == "SCHEDULED" and still["workflow_version"] == 1  # asked for version 1: kept
 
 
-def test_a_superseded_attempt_is_fenced_on_checkpoint_and_heartbeat(cluster, hand_claimed):
+def test_a_superseded_attempt_is_fenced_on_checkpoint_and_heartbeat_with_a_protocol_worker(cluster, hand_claimed):
     worker, job = hand_claimed
     worker.register()  # a restart that does not report it: the attempt ends (worker lost)
     stale = worker.post(
@@ -388,7 +388,7 @@ def test_a_superseded_attempt_is_fenced_on_checkpoint_and_heartbeat(cluster, han
     assert row["state"] == "SCHEDULED" and row["crashes"] == 1
 
 
-def test_a_worker_may_not_report_ends_that_are_the_servers_to_find(cluster, hand_claimed):
+def test_a_worker_may_not_report_ends_that_are_the_servers_to_find_with_a_protocol_worker(cluster, hand_claimed):
     worker, job = hand_claimed
     reply = worker.post(
         f"/executions/{job['id']}/checkpoint",
@@ -402,7 +402,7 @@ def test_a_worker_may_not_report_ends_that_are_the_servers_to_find(cluster, hand
     assert httpx.get(f"{cluster.server_url}/health").status_code == 200
 
 
-def test_a_worker_killed_before_saving_its_new_token_restarts_as_itself(cluster):
+def test_a_worker_killed_before_saving_its_new_token_restarts_as_itself_with_a_protocol_worker(cluster):
     """Found by bench B8: killed after the server issued a new session token but before
     the worker saved it, a restart presents the previous one; it must not wait for an
     eviction to get its name back."""
