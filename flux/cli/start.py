@@ -274,6 +274,22 @@ def start() -> None:
     help="Seconds a preempted attempt has before it ends (the task sees current_task().preempting)",
 )
 @click.option(
+    "--preemption-cooldown",
+    envvar="FLUX_PREEMPTION_COOLDOWN",
+    type=DURATION_OR_ZERO,
+    default="5m",
+    show_default=True,
+    help="An execution preempted this recently is preempted again only when nothing else makes room (0: off)",
+)
+@click.option(
+    "--fair-share-half-life",
+    envvar="FLUX_FAIR_SHARE_HALF_LIFE",
+    type=DURATION_OR_ZERO,
+    default="1h",
+    show_default=True,
+    help="Half-life of each namespace's past usage in fair share (0: only what it holds now; docs/contention.md)",
+)
+@click.option(
     "--hooks-allow-private/--no-hooks-allow-private",
     envvar="FLUX_HOOKS_ALLOW_PRIVATE",
     default=False,
@@ -349,6 +365,8 @@ def start_server(
     secrets_key_file: str | None,
     priority_classes: tuple[str, ...],
     preemption_grace: float,
+    preemption_cooldown: float,
+    fair_share_half_life: float,
     hooks_allow_private: bool,
     hooks_max_age: float,
     hooks_backoff: float,
@@ -395,6 +413,8 @@ def start_server(
             secrets_key_file=secrets_key_file,
             priority_classes=list(priority_classes),
             preemption_grace=preemption_grace,
+            preemption_cooldown=preemption_cooldown,
+            fair_share_half_life=fair_share_half_life,
             hooks_allow_private=hooks_allow_private,
             hooks_max_age=hooks_max_age,
             hooks_backoff=hooks_backoff,

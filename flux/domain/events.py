@@ -101,6 +101,10 @@ class EventType(StrEnum):
     #: after the grace period, naming the preemptor (``{"by", "worker", "grace", "deadline"}``);
     #: on the preemptor, naming the victims that make it room (``{"victims", "worker", "deadline"}``).
     PREEMPTED = "PREEMPTED"
+    #: A preemption called off before its grace period ended, in the victim's log: its
+    #: preemptor no longer needs the room (``{"by", "worker", "reason"}``); nothing of the
+    #: attempt ends.
+    PREEMPTION_WITHDRAWN = "PREEMPTION_WITHDRAWN"
 
 
 #: Events a worker may report through a checkpoint; the others are the server's own.

@@ -19,6 +19,7 @@ from flux.domain.affinity import Operator, normalise_affinity
 from flux.domain.attempts import check_max_attempts
 from flux.domain.concurrency import Concurrency, check_concurrency, check_limit
 from flux.domain.declared_schedules import DeclaredSchedule
+from flux.domain.durations import parse_duration
 from flux.domain.events import ExecutionState
 from flux.domain.names import check_name
 from flux.domain.namespaces import check_namespace
@@ -177,6 +178,8 @@ class WorkflowOptions:
     priority: int | str | None = None
     #: False: never chosen as a victim of preemption.
     preemptible: bool = True
+    #: Seconds of an attempt in which it is chosen as a victim only when nothing else would do.
+    min_runtime: float | None = None
     #: At most ``limit`` executions with the rendered key hold a worker at once.
     concurrency: Concurrency | None = None
     #: At most this many executions of this workflow hold a worker at once.
@@ -220,6 +223,8 @@ class WorkflowOptions:
             options["priority"] = self.priority
         if not self.preemptible:
             options["preemptible"] = False
+        if self.min_runtime is not None:
+            options["min_runtime"] = self.min_runtime
         if self.concurrency is not None:
             options["concurrency"] = self.concurrency.to_json()
         if self.max_concurrency is not None:
@@ -241,6 +246,7 @@ def workflow_options(
     max_concurrency: Any = None,
     namespace: Any = None,
     schedule: Any = None,
+    min_runtime: Any = None,
 ) -> WorkflowOptions:
     """Validate a workflow's options; ``ValueError`` (or ``InvalidResourceRequest``) names the field.
 
@@ -276,6 +282,7 @@ def workflow_options(
         max_concurrency=None if max_concurrency is None else check_limit(max_concurrency, f"{owner}: max_concurrency"),
         namespace=None if namespace is None else _namespace(namespace, owner),
         schedule=schedule,
+        min_runtime=None if min_runtime is None else parse_duration(min_runtime, f"{owner}: min_runtime"),
     )
 
 
@@ -304,6 +311,7 @@ class Workflow:
         namespace: str | None = None,
         schedule: DeclaredSchedule | None = None,
         output_storage: Any = None,
+        min_runtime: float | str | None = None,
     ):
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
@@ -323,6 +331,7 @@ class Workflow:
             max_concurrency,
             namespace,
             schedule,
+            min_runtime=min_runtime,
         )
         #: flux-core's ``output_storage``: keeps the output; the execution's output is its reference.
         self.output_storage = output_storage
@@ -461,6 +470,7 @@ class _WorkflowDecorator:
         output_storage: Any = None,
         runner: str | None = None,
         durability: str = "durable",
+        min_runtime: float | str | None = None,
     ) -> Callable[[Callable[..., Any]], Workflow]:
         """Options for the decorated workflow, validated when the decorator runs.
 
@@ -473,8 +483,9 @@ class _WorkflowDecorator:
         ends the execution TIMED_OUT that many seconds after submission, across attempts
         and waits (docs/waits.md). ``priority`` (a class name such as ``"high"`` or an
         int), ``preemptible``, ``concurrency=Concurrency(key=..., limit=...)`` and
-        ``max_concurrency`` decide who gets a contended fleet (docs/contention.md).
-        ``namespace``, ``schedule`` and ``output_storage`` are
+        ``max_concurrency`` decide who gets a contended fleet (docs/contention.md), and
+        ``min_runtime`` (seconds or ``"10m"``): an attempt younger than that is preempted
+        only when nothing else makes room. ``namespace``, ``schedule`` and ``output_storage`` are
         flux-core's (docs/migrating-from-flux-core.md), and so are ``runner`` and
         ``durability``, accepted with a ``MigrationWarning``: here the worker's runner runs
         every execution, and every execution is durable.
@@ -498,6 +509,7 @@ class _WorkflowDecorator:
                 namespace=namespace,
                 schedule=schedule,
                 output_storage=output_storage,
+                min_runtime=min_runtime,
             )
 
         return decorate

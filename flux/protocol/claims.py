@@ -123,7 +123,18 @@ class PreemptionNotice(BaseModel):
     seconds: float = Field(description="Seconds left of the grace period when the server replied")
 
 
+class PreemptionWithdrawal(BaseModel):
+    """A preemption called off in its grace period (docs/contention.md): the attempt goes on,
+    and ``flux.current_task().preempting`` is falsy again."""
+
+    execution_id: str
+    attempt: int
+
+
 class ClaimReply(BaseModel):
     executions: list[ClaimedExecution]
     cancel: list[str]
     preempt: list[PreemptionNotice] = Field(default=[], description="Running attempts to end after a grace period")
+    withdrawn: list[PreemptionWithdrawal] = Field(
+        default=[], description="Preemptions called off: those attempts go on"
+    )

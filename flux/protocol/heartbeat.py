@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from flux.domain.workers import WorkerState
 from flux.protocol.base import Strict
-from flux.protocol.claims import PreemptionNotice
+from flux.protocol.claims import PreemptionNotice, PreemptionWithdrawal
 from flux.protocol.registration import PACED, ResourcesInfo
 
 
@@ -30,4 +30,7 @@ class HeartbeatReply(BaseModel):
         default=[], description="Executions it reports running that are no longer its own: kill them"
     )
     preempt: list[PreemptionNotice] = Field(default=[], description="Running attempts to end after a grace period")
+    withdrawn: list[PreemptionWithdrawal] = Field(
+        default=[], description="Preemptions called off: those attempts go on"
+    )
     heartbeat_interval: float | None = Field(default=None, description=PACED)

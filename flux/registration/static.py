@@ -65,6 +65,7 @@ WORKFLOW_OPTIONS = (
     "timeout",
     "priority",
     "preemptible",
+    "min_runtime",
     "concurrency",
     "max_concurrency",
     "namespace",

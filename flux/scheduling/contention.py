@@ -27,7 +27,7 @@ from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Check, Filter, Reason, bound
 from flux.scheduling.holders import Holder
 from flux.scheduling.pool import FreePool
-from flux.scheduling.preemption import Room, find_room
+from flux.scheduling.preemption import Costs, Room, find_room
 from flux.scheduling.quotas import QuotaLedger
 
 #: Executions given room per round at most (the Kubernetes scheduler preempts for one pod a cycle).
@@ -66,6 +66,12 @@ class Contention:
     #: ``holders`` by worker, when the caller has them so (the server's snapshot groups
     #: them as it reads them): a round that looks for room does not group them again.
     grouped: Mapping[str, list[Holder]] | None = None
+    #: What preempting costs this round (its clock and the cooldown).
+    costs: Costs = field(default_factory=Costs)
+    #: Executions already leaving that a room held this round waits for (their preemption stands).
+    needed: set[str] = field(default_factory=set)
+    #: Executions whose room the round looked for to the end (``preemption.withdrawals``).
+    sought: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.holders = list(self.holders)
@@ -125,14 +131,18 @@ class Contention:
         kind = (demand.constraint_key, demand.namespace if pool.restricted else None, demand.priority)
         memo = (*kind, demand.may_preempt)
         if memo in self._no_room:
+            self.sought.add(demand.execution_id)
             return
         self._rooms_left -= 1
         room = self._room(demand, kind, checks, filters, pool, preempt=True) if demand.may_preempt else None
         preempting = room is not None and bool(room.victims)
         room = room or self._room(demand, kind, checks, filters, pool, preempt=False)
+        if self._examinations_left > 0:  # a search cut short by the budget proves nothing
+            self.sought.add(demand.execution_id)
         if room is None:
             self._no_room.add(memo)
             return
+        self.needed.update(h.execution_id for h in room.leaving)
         worker = room.worker
         allotment = Allotter(filters, demand.affinity)(demand.request, worker)
         take(filters, worker, allotment)
@@ -176,9 +186,8 @@ class Contention:
                 return None
             if not passes(worker):
                 return None  # labels and packages: no leaving can change them
-            room = find_room(
-                checks, worker, self.by_worker.get(name, ()), self._added.get(name, ()), evictable, filters
-            )
+            held = self.by_worker.get(name, ())
+            room = find_room(checks, worker, held, self._added.get(name, ()), evictable, filters, self.costs)
             return None if room is None else (room.key(), self._version.get(name, 0), name, room)
 
         rooms = self._rooms.get(kind)

@@ -6,7 +6,10 @@ fraction it holds of any dimension of the fleet (cpu, memory, GPUs, custom
 resources, slots), divided by its weight (``flux namespace set NS --weight 2``).
 Within a namespace work is first come, first served. Shares start from what each
 namespace holds and grow with each execution the round places, so a round
-interleaves namespaces rather than serving one until it runs out.
+interleaves namespaces rather than serving one until it runs out. With a
+half-life (``--fair-share-half-life``) each namespace also carries its decayed
+past usage (``flux.scheduling.usage``), added to what it holds now: a namespace
+that held the fleet all night yields to one that had nothing.
 """
 
 from __future__ import annotations
@@ -26,16 +29,25 @@ def dominant_share(held: Mapping[str, float], capacity: Mapping[str, float], wei
 
 class FairShare:
     def __init__(
-        self, capacity: Mapping[str, float], weights: Mapping[str, float], holders: Iterable[Holder] | Holdings = ()
+        self,
+        capacity: Mapping[str, float],
+        weights: Mapping[str, float],
+        holders: Iterable[Holder] | Holdings = (),
+        past: Mapping[str, float] | None = None,
     ):
         self.capacity = dict(capacity)
         self.weights = weights
+        #: Each namespace's decayed dominant usage, as a share of the fleet (``usage.past_shares``).
+        self.past = past or {}
         held = holders if isinstance(holders, Holdings) else Holdings.of(holders)
         #: What each namespace holds, by dimension (copies: ``add`` grows them).
         self.held: dict[str, dict[str, float]] = {namespace: dict(sums) for namespace, sums in held.quantities.items()}
 
     def share(self, namespace: str) -> float:
-        return dominant_share(self.held.get(namespace, {}), self.capacity, self.weights.get(namespace, 1.0))
+        """Its weighted dominant share: what it holds now plus its decayed past, over its weight."""
+        weight = self.weights.get(namespace, 1.0)
+        now = dominant_share(self.held.get(namespace, {}), self.capacity, weight)
+        return now + self.past.get(namespace, 0.0) / (weight if weight > 0 else 1.0)
 
 
 def capacity_of(totals: Iterable[Resources], slots: int) -> dict[str, float]:
@@ -80,9 +92,10 @@ def _turns(namespace: str, queue: list[Demand], fair: FairShare, asked: dict[int
     }
     dominant = max(taken.values(), default=0.0)  # the fractions of the fleet it holds, by dimension
     weight = w if (w := fair.weights.get(namespace, 1.0)) > 0 else 1.0
+    past = fair.past.get(namespace, 0.0)
     turns = []
     for position, demand in enumerate(queue):
-        turns.append((dominant / weight, demand.scheduled_at, namespace, position, demand))
+        turns.append(((past + dominant) / weight, demand.scheduled_at, namespace, position, demand))
         steps = asked.get(id(demand.request))
         if steps is None:
             steps = asked[id(demand.request)] = _steps(demand, capacity)

@@ -27,12 +27,20 @@ class Holder:
     priority: int = 0
     preemptible: bool = True
     allotment: Allotment = EMPTY
-    #: When its attempt was claimed: the youngest attempts are preempted first.
+    #: When its attempt was claimed (its start, for the work a preemption loses and ``min_runtime``).
     claimed_at: float = 0.0
     #: Its concurrency keys (their limits are the waiting executions' business).
     keys: tuple[str, ...] = ()
-    #: A preemption's grace period runs: it is already on its way out.
+    #: A preemption's grace period runs (or it is being cancelled): it is already on its way out.
     leaving: bool = False
+    #: While its preemption's grace period runs: for whom (a withdrawn preemption lets it stay).
+    preempted_by: str | None = None
+    #: Its last recorded checkpoint (its last completed task); before any, its claim.
+    progress_at: float = 0.0
+    #: Seconds of its attempt in which it is chosen only when nothing else makes room (``min_runtime``).
+    min_runtime: float = 0.0
+    #: When an attempt of it last ended preempted (None: never): the cooldown protects it.
+    preempted_at: float | None = None
 
     @cached_property
     def quantities(self) -> Resources:

@@ -1,28 +1,105 @@
-"""Preemption: which running executions leave so that a more important one fits (pure, no I/O).
+"""Preemption: which running executions leave so that a more important one fits, and
+when a preemption is called off (pure, no I/O).
 
 As the Kubernetes scheduler does: for each worker, remove every execution that may
 be evicted (lower priority, preemptible, not already leaving), check that the
 waiting execution would then fit (slots, reserved cpu and memory, GPUs, custom
 resources: every filter that applies to it, on the worker as if only what stays
-ran there), and give back - most important and oldest first - each one it still
-fits without. What is left are the victims: the fewest, least important, youngest
-attempts. Among workers, the one whose most important victim is least important
-wins, then the smallest sum of victims' priorities, then the fewest victims, then
-the youngest. Executions already leaving (a grace period running) count as gone,
-so a waiting execution never takes more victims for the same room.
+ran there), and give back each one it still fits without, the costliest to lose
+first (``Costs.keep_order``). What is left are the victims. A set of victims costs
+(``Costs.key``), in this order: the executions preempted within the cooldown it
+holds (chosen only when nothing else makes room), those within their
+``min_runtime``, its most important priority, the sum of its priorities, the work
+it loses (seconds since each victim's last checkpoint: its last completed task, or
+its start), and its size. Among workers the cheapest set wins.
+
+Executions already leaving count as gone, so a waiting execution never takes more
+victims for the same room; those leaving because of a preemption are given back
+last, and those the room still needs are the room's ``leaving``: a preemption no
+room needs any more is withdrawn (``withdrawals``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 from flux.domain.allotment import Allotment
+from flux.domain.policy import DEFAULT_COOLDOWN
 from flux.domain.priority import MIN_PRIORITY
 from flux.scheduling.filters import PIPELINE, Check, Filter, first_bound_failure
 from flux.scheduling.holders import Holder
 from flux.scheduling.ranking import candidate_key
 from flux.scheduling.snapshot import WorkerView
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What preempting an execution costs, as of ``now`` (epoch seconds)."""
+
+    now: float = 0.0
+    cooldown: float = DEFAULT_COOLDOWN
+
+    def lost(self, holder: Holder) -> float:
+        """The work it loses: seconds since its last checkpoint (its last completed task, or its start)."""
+        return max(0.0, self.now - max(holder.progress_at, holder.claimed_at))
+
+    def cooling(self, holder: Holder) -> bool:
+        """Preempted within the cooldown: chosen again only when nothing else makes room."""
+        return holder.preempted_at is not None and self.now - holder.preempted_at < self.cooldown
+
+    def young(self, holder: Holder) -> bool:
+        """Within its attempt's ``min_runtime``: chosen only while nothing else would do."""
+        return holder.min_runtime > 0 and self.now - holder.claimed_at < holder.min_runtime
+
+    def keep_order(self, holder: Holder) -> tuple:
+        """Sort key of the order candidates are given back in: the costliest to lose first."""
+        return (
+            -self.cooling(holder),
+            -self.young(holder),
+            -holder.priority,
+            -self.lost(holder),
+            holder.claimed_at,
+            holder.execution_id,
+        )
+
+    def key(self, victims: Collection[Holder]) -> tuple:
+        """What a set of victims costs (lower is better; see the module's docstring)."""
+        if not victims:
+            return (0, 0, MIN_PRIORITY - 1, 0, 0.0, 0, 0.0)
+        return (
+            sum(self.cooling(v) for v in victims),
+            sum(self.young(v) for v in victims),
+            max(v.priority for v in victims),
+            sum(v.priority - MIN_PRIORITY for v in victims),
+            round(sum(self.lost(v) for v in victims), 3),
+            len(victims),
+            -max(v.claimed_at for v in victims),
+        )
+
+
+def victims_of(candidates: Iterable[Holder], keep: Callable[[Holder], bool], costs: Costs) -> tuple[Holder, ...]:
+    """The candidates that must leave: each is offered to ``keep`` (which keeps it when
+    the waiting execution still fits with it staying, and says so), the costliest to
+    lose first; those it cannot keep are the victims. Over any kind of room (one worker,
+    or several for a gang), ``keep`` holds what it kept."""
+    return tuple(holder for holder in sorted(candidates, key=costs.keep_order) if not keep(holder))
+
+
+def withdrawals(
+    holders: Iterable[Holder], needed: Collection[str], sought: Collection[str], waiting: Collection[str]
+) -> list[Holder]:
+    """The victims whose preemption is called off: no room held this round needs them
+    (``needed``), and their preemptor no longer waits (``waiting``: still queued) or the
+    round looked for its room (``sought``) and held it elsewhere, or found none.
+    A preemptor the round did not reach (its budget) keeps its victims."""
+    return [
+        h
+        for h in holders
+        if h.preempted_by is not None
+        and h.execution_id not in needed
+        and (h.preempted_by in sought or h.preempted_by not in waiting)
+    ]
 
 
 @dataclass(frozen=True)
@@ -32,19 +109,13 @@ class Room:
     worker: WorkerView
     #: What must leave for it (new victims when it preempts; what it waits on when it does not).
     victims: tuple[Holder, ...]
-    #: What is already leaving there (a grace period runs).
+    #: What is already leaving there that it waits for (being cancelled, or a preemption it needs).
     leaving: tuple[Holder, ...] = ()
+    #: What its victims cost (``Costs.key``).
+    cost: tuple = ()
 
     def key(self) -> tuple:
-        if not self.victims:
-            return (MIN_PRIORITY - 1, 0, 0, 0.0, candidate_key(self.worker))
-        return (
-            max(v.priority for v in self.victims),
-            sum(v.priority - MIN_PRIORITY for v in self.victims),
-            len(self.victims),
-            -max(v.claimed_at for v in self.victims),
-            candidate_key(self.worker),
-        )
+        return (*self.cost, candidate_key(self.worker))
 
 
 def room_view(worker: WorkerView, staying: Sequence[Allotment], filters: Sequence[Filter] = PIPELINE) -> WorkerView:
@@ -70,14 +141,15 @@ def find_room(
     added: Sequence[Allotment],
     evictable: Callable[[Holder], bool],
     filters: Sequence[Filter] = PIPELINE,
+    costs: Costs = Costs(),
 ) -> Room | None:
     """The victims on ``worker`` that make room (see the module's docstring), or None.
     ``added``: what this round already placed or held there (never evicted); ``filters``:
     those that constrain the waiting execution."""
-    leaving, candidates, fixed = [], [], list(added)
+    gone, withdrawable, candidates, fixed = [], [], [], list(added)
     for holder in holders:
         if holder.leaving:
-            leaving.append(holder)
+            (withdrawable if holder.preempted_by is not None else gone).append(holder)
         elif evictable(holder):
             candidates.append(holder)
         else:
@@ -85,13 +157,17 @@ def find_room(
     room = room_view(worker, fixed, filters)
     if not fits(checks, room):
         return None
-    victims = []
-    for holder in sorted(candidates, key=lambda h: (-h.priority, h.claimed_at)):
+
+    def keep(holder: Holder) -> bool:
+        nonlocal room
         kept = room.evolve(running=room.running + 1)  # as if it stayed: counted like a placement
         for f in filters:
             f.take(kept, holder.allotment)
-        if fits(checks, kept):
-            room = kept
-        else:
-            victims.append(holder)
-    return Room(worker, tuple(victims), tuple(leaving))
+        if not fits(checks, kept):
+            return False
+        room = kept
+        return True
+
+    victims = victims_of(candidates, keep, costs)
+    needed = victims_of(withdrawable, keep, costs)  # already leaving: given back last
+    return Room(worker, victims, (*gone, *needed), costs.key(victims))

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import math
 import time
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -29,9 +29,11 @@ from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand, demand_from_row
 from flux.scheduling.fairshare import FairShare
+from flux.scheduling.holders import Holder
+from flux.scheduling.preemption import Costs
 from flux.scheduling.quotas import QuotaLedger
-from flux.server import executions, fleet, queue, topics
-from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt
+from flux.server import executions, fleet, queue, topics, usage
+from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt, victims, withdraw
 from flux.server.database import Database
 from flux.server.explain import record_waiting
 from flux.server.locks import AdvisoryLock
@@ -106,6 +108,12 @@ class Dispatcher:
         self._next_ready = math.inf
         #: The namespaces' quotas and weights, read again when one changes.
         self.rules = RulesCache()
+        #: Each namespace's decayed dominant usage and when it was so (``usage.accrue``), and
+        #: when it is next accrued (at once: a restarted server reads what the table says).
+        self._usage: dict[str, tuple[float, float]] = {}
+        self._usage_due = 0.0
+        #: Preemptions may be in progress (an empty queue's round looks for ones to withdraw).
+        self._preempting = False
         notifier.hooks.append(self.rules.on_notify)
 
     def kick(self) -> None:
@@ -131,8 +139,14 @@ class Dispatcher:
     async def run(self) -> None:
         while True:
             timeout = min(BACKLOG_ROUND if self._backlog else IDLE_ROUND, max(0.0, self._next_ready - time.time()))
+            if self.policy.fair_share_half_life > 0:
+                timeout = min(timeout, max(0.0, self._usage_due - time.monotonic()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            if self.policy.fair_share_half_life > 0 and time.monotonic() >= self._usage_due:
+                await self._accrue()
+                if not self._wake.is_set() and not self._backlog and time.time() < self._next_ready:
+                    continue  # only the usage was due
             self._wake.clear()
             self._next_ready = math.inf
             self._placing = True
@@ -170,6 +184,22 @@ class Dispatcher:
             for handed in done.handed:  # after the wake-ups: what they would read, they have
                 handed.member.hand(handed.claimed, handed.cancel, handed.held, handed.seen)
 
+    async def _accrue(self) -> None:
+        """Add what each namespace holds to its decayed usage (``flux.server.usage``)."""
+        self._usage_due = time.monotonic() + usage.USAGE_PERIOD
+
+        def accrue(session: Session) -> dict[str, tuple[float, float]]:
+            with self.snapshot.lock:
+                self.snapshot.views(session)  # who holds what now, also when no round read it
+                held = {name: dict(sums) for name, sums in self.snapshot.held.quantities.items()}
+                capacity = self.snapshot.pool.capacity()
+            return usage.accrue(session, held, capacity, time.time(), self.policy.fair_share_half_life)
+
+        try:
+            self._usage = await self.db.run(accrue)
+        except Exception:  # noqa: BLE001 - fair share goes on with what it had; the next period tries again
+            log.exception("accruing namespace usage failed; retrying")
+
     def _demand(self, row) -> Demand:  # noqa: ANN001 - a row of queue.page
         named = self.policy.priorities.by_name.get(row.priority_class) if row.priority_class else None
         return demand_from_row(
@@ -205,7 +235,8 @@ class Dispatcher:
         first = queue.page(session, 0, seen)
         if not first.rows:
             self._keep_warm(session)
-            return Round([], False)
+            woken = self._withdraw(session, victims(session), set(), set(), set()) if self._preempting else ()
+            return Round([], False, frozenset(woken))
         if session.bind.dialect.name == "postgresql" and not session.scalar(
             text(f"SELECT pg_try_advisory_xact_lock({AdvisoryLock.PLACEMENT.value})")
         ):
@@ -223,11 +254,13 @@ class Dispatcher:
         placements = outcome.placements
         self.snapshot.placed_on({p.worker_name for p in placements} | contention.touched)
         placed = {p.execution_id for p in placements}
-        victims = preempt(session, contention.preemptions, self.policy.preemption_grace, now)
-        woken = frozenset(v.worker_name for v in victims)
-        for victim in victims:
+        noticed = preempt(session, contention.preemptions, self.policy.preemption_grace, now)
+        needed = contention.needed | {v for p in contention.preemptions for v in p.victims}
+        withdrawn = self._withdraw(session, self.snapshot.holders, needed, contention.sought, placed)
+        woken = frozenset(v.worker_name for v in noticed) | frozenset(withdrawn)
+        for victim in noticed:
             self.metrics.preemptions.labels(namespace=victim.namespace).inc()
-        if woken:  # the backstop: come back once the grace period (and its slack) is over
+        if noticed:  # the backstop: come back once the grace period (and its slack) is over
             self._next_ready = min(self._next_ready, now + self.policy.preemption_grace + PREEMPTION_SLACK + 0.1)
         record_waiting(
             session, [row for row in first.rows if row.id in outcome.examined], placed, workers, contention.waiting
@@ -254,6 +287,20 @@ class Dispatcher:
             tuple(self._hand_over(session, member, fresh) for member in waiting.values()),
             outcome.spent,
         )
+
+    def _withdraw(
+        self, session: Session, holders: Iterable[Holder], needed: set[str], sought: set[str], placed: set[str]
+    ) -> list[str]:
+        """Call off the preemptions no room needs any more (``flux.server.contention.withdraw``);
+        returns the victims' workers. Remembers whether any may still be in progress."""
+        preempting = [h for h in holders if h.preempted_by is not None]
+        self._preempting = bool(preempting) or bool(needed)
+        if not preempting:
+            return []
+        workers = withdraw(session, preempting, needed, sought, placed, time.time())
+        if workers:
+            self.metrics.withdrawals.inc(len(workers))
+        return workers
 
     def _claims_waiting(self, workers: set[str]) -> dict[str, Member]:
         """The workers, of those a round placed on, whose claim waits on this replica: the
@@ -290,16 +337,22 @@ class Dispatcher:
         lowest = first.rows[-1].priority if lowest is None else lowest
         floor = min(lowest, held.lowest if held.lowest is not None else lowest)
         self._rounds += 1  # where searches for room start in a large fleet moves each round
+        now = time.time()
         contention = Contention(
             holders,
             QuotaLedger(quotas, held) if quotas else None,
             floor,
             offset=self._rounds,
             grouped=self.snapshot.holders_by_worker,
+            costs=Costs(now, self.policy.preemption_cooldown),
         )
         several = len({row.namespace for row in first.rows}) > 1
-        # shares of the fleet's ONLINE capacity (the pool keeps its sum), from what each namespace holds
-        return contention, FairShare(self.snapshot.pool.capacity(), weights, held) if several else None
+        if not several:
+            return contention, None
+        # shares of the fleet's ONLINE capacity (the pool keeps its sum), from what each namespace
+        # holds and what it held in the recent past (its decayed usage)
+        past = usage.past_shares(self._usage, now, self.policy.fair_share_half_life)
+        return contention, FairShare(self.snapshot.pool.capacity(), weights, held, past)
 
     def _keep_warm(self, session: Session) -> None:
         """With nothing to place, read what changed in the fleet so that the next

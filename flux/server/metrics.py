@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.workers import Liveness, WorkerState
-from flux.server import fleet, namespaces
+from flux.server import fleet, namespaces, usage
 from flux.server.autoscale import store as pool_store
 from flux.server.database import StatementCounter
 from flux.server.executions import finishes
@@ -74,11 +74,31 @@ class _Statements:
         yield family
 
 
+class _Lost:
+    """``flux_preemption_lost_seconds_total``: the work preemptions threw away, by namespace,
+    as the database counts it (every replica's, across restarts), read at each scrape."""
+
+    def __init__(self) -> None:
+        self.lost: dict[str, float] = {}
+
+    def collect(self):
+        family = CounterMetricFamily(
+            "flux_preemption_lost_seconds",
+            "Seconds of work preempted attempts threw away (since each one's last checkpoint), by namespace",
+            labels=["namespace"],
+        )
+        for namespace, seconds in sorted(self.lost.items()):
+            family.add_metric([namespace], seconds)
+        yield family
+
+
 class ServerMetrics:
     def __init__(self, statements: StatementCounter | None = None) -> None:
         self.registry = CollectorRegistry()
         if statements is not None:
             self.registry.register(_Statements(statements))
+        self.lost = _Lost()
+        self.registry.register(self.lost)
         self.heartbeats = Counter("flux_heartbeats", "Worker heartbeats answered", registry=self.registry)
         self.status_writes = Counter(
             "flux_worker_status_writes",
@@ -138,6 +158,11 @@ class ServerMetrics:
             "flux_preemptions",
             "Attempts preempted for a higher priority, by namespace of the victim",
             ["namespace"],
+            registry=self.registry,
+        )
+        self.withdrawals = Counter(
+            "flux_preemptions_withdrawn",
+            "Preemptions called off in their grace period: their preemptor no longer needed the room",
             registry=self.registry,
         )
         self.quota_used = Gauge(
@@ -278,9 +303,11 @@ class ServerMetrics:
             "quotas": quotas,
             "oldest_hook": oldest_hook,
             "pools": pool_store.gauges(session),
+            "lost": usage.lost_by_namespace(session),
         }
 
     def render(self, snapshot: dict) -> bytes:
+        self.lost.lost = snapshot.get("lost", {})
         self.pending.clear()
         for namespace, priority, count in snapshot.get("pending", ()):
             self.pending.labels(namespace=namespace, priority=str(priority)).set(count)

@@ -57,6 +57,19 @@ class NamespaceModel(Base):
     quota: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
+class NamespaceUsageModel(Base):
+    """A namespace's decayed usage for fair share (``flux.scheduling.usage``): resource-seconds
+    by dimension over the fleet's size, as of ``decayed_at``; and the work its preemptions
+    lost. The dispatcher of whichever replica places updates it (docs/contention.md)."""
+
+    __tablename__ = "namespace_usage"
+
+    namespace: Mapped[str] = mapped_column(String(128), primary_key=True)
+    usage: Mapped[Any] = mapped_column(JSON)
+    decayed_at: Mapped[float] = mapped_column(Float)
+    lost_seconds: Mapped[float] = mapped_column(Float, server_default="0", default=0.0)
+
+
 class WorkflowModel(Base):
     __tablename__ = "workflows"
     __table_args__ = (UniqueConstraint("namespace", "name", "version", name="uq_workflow_namespace_name_version"),)
@@ -211,6 +224,14 @@ class ExecutionModel(Base):
     #: While its attempt is being preempted: by whom, and when the grace period ends.
     preempted_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
     preempt_deadline: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Seconds of an attempt in which it is a victim only when nothing else makes room.
+    min_runtime: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Its last completed task (what a preemption loses is the work since, or since its claim).
+    progress_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: When an attempt of it last ended preempted (``--preemption-cooldown``).
+    preempted_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Seconds of work its preempted attempts threw away (since each one's last checkpoint).
+    preemption_lost_seconds: Mapped[float] = mapped_column(Float, server_default="0", default=0.0)
     claimed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)

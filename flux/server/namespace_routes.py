@@ -44,7 +44,7 @@ async def list_namespaces(svc: Services = SVC, principal: Principal = Depends(cl
 @router.get("/{name}", response_model=NamespaceDetail, responses=responses(401, 404, 413, 422))
 async def show_namespace(name: str = NAME, svc: Services = SVC):
     """Its state and what it holds: workflows, executions by state, schedules, secrets."""
-    return await svc.db.read(lambda s: namespaces.detail(s, name))
+    return await svc.db.read(lambda s: namespaces.detail(s, name, svc.policy.fair_share_half_life))
 
 
 @router.patch("/{name}", response_model=NamespaceDetail, responses=responses(401, 403, 404, 413, 422))

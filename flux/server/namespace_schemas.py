@@ -102,6 +102,18 @@ class NamespaceDetail(NamespaceInfo):
         default={}, description="What its executions that hold a worker hold: quantities and executions"
     )
     waiting: dict[str, int] = Field(default={}, description="Executions queued (SCHEDULED), by priority")
+    usage: dict[str, float] = Field(
+        default={},
+        description="Its decayed past usage for fair share: resource-seconds by dimension over the fleet's size",
+    )
+    usage_share: float = Field(
+        default=0.0,
+        description="Its decayed dominant usage as a share of the fleet: what fair share adds to what it holds now",
+    )
+    fair_share_half_life: float = Field(default=0.0, description="Seconds in which past usage halves (0: none kept)")
+    preemption_lost_seconds: float = Field(
+        default=0.0, description="Seconds of work its preempted attempts threw away (since each one's last checkpoint)"
+    )
 
 
 class NamespaceDeletion(BaseModel):

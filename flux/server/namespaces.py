@@ -29,6 +29,7 @@ from flux.domain.events import HOLDING_STATES, ExecutionState
 from flux.domain.namespaces import DEFAULT, NamespaceState
 from flux.domain.quotas import EXECUTIONS, NO_QUOTA, Quota
 from flux.server import topics
+from flux.server import usage as decayed_usage
 from flux.server.database import Database
 from flux.server.errors import Conflict, NotFound
 from flux.server.models import ExecutionModel, NamespaceModel, ScheduleModel, WorkflowModel
@@ -84,8 +85,9 @@ def unfinished(session: Session, name: str) -> int:
     )
 
 
-def detail(session: Session, name: str) -> NamespaceDetail:
-    """What it holds: workflows, executions by state, schedules, secrets."""
+def detail(session: Session, name: str, half_life: float = 0.0) -> NamespaceDetail:
+    """What it holds: workflows, executions by state, schedules, secrets; its decayed usage
+    (``half_life``: the server's ``--fair-share-half-life``) and the work preemptions lost."""
     row = get_row(session, name)
 
     def count(column) -> int:  # noqa: ANN001 - a column of a namespaced table
@@ -106,7 +108,14 @@ def detail(session: Session, name: str) -> NamespaceDetail:
         schedules=count(ScheduleModel.name),
         secrets=count(SecretModel.name),
         **usage(session, name),
+        **_past(session, name, half_life),
     )
+
+
+def _past(session: Session, name: str, half_life: float) -> dict:
+    """Its decayed usage and the work its preemptions lost (``flux.server.usage``)."""
+    past, share, lost = decayed_usage.shown(session, name, time.time(), half_life)
+    return dict(usage=past, usage_share=share, fair_share_half_life=half_life, preemption_lost_seconds=lost)
 
 
 def usage(session: Session, name: str) -> dict:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from flux.domain.events import ExecutionState
 from flux.domain.workers import Liveness, WorkerState, paced_interval
-from flux.protocol.claims import ClaimedExecution, PreemptionNotice
+from flux.protocol.claims import ClaimedExecution, PreemptionNotice, PreemptionWithdrawal
 from flux.server import topics
 from flux.server.misses import RecentMisses
 
@@ -90,8 +90,9 @@ class Member:
     last_claim_check: float = 0.0
     #: When a sweep first found it stale (eviction needs a second look).
     stale_since: float | None = None
-    #: Preemption notices a claim reply already carried (``preempting``).
-    told: set[str] = field(default_factory=set)
+    #: Preemption notices a reply already carried, by execution: the deadline told (``preempting``),
+    #: or None once its withdrawal was told (``withdrawn``).
+    told: dict[str, float | None] = field(default_factory=dict)
     #: What a dispatch round delivered to its waiting claim in the round's own transaction
     #: (jobs, executions to cancel): the claim answers with it, no read of its own.
     handed: tuple[list[ClaimedExecution], list[str]] | None = None
@@ -123,11 +124,26 @@ class Member:
             for eid, held in sorted((self.held or {}).items())
             if held.preempt_deadline is not None and held.state != ExecutionState.CANCELLING.value
         ]
-        if not untold:
-            return notices
-        new = [n for n in notices if n.execution_id not in self.told]
-        self.told = {n.execution_id for n in notices}
-        return new
+        deadlines = {eid: held.preempt_deadline for eid, held in (self.held or {}).items()}
+        new = [n for n in notices if self.told.get(n.execution_id) != deadlines[n.execution_id]]
+        for notice in new:
+            self.told[notice.execution_id] = deadlines[notice.execution_id]
+        return new if untold else notices
+
+    def withdrawn(self, untold: bool = False) -> list[PreemptionWithdrawal]:
+        """The preemptions a reply told of that were called off since (the attempt goes on);
+        ``untold``: only those no reply carried yet (a heartbeat repeats them, a claim does not)."""
+        if self.held is None:
+            return []
+        found = []
+        for eid, deadline in list(self.told.items()):
+            held = self.held.get(eid)
+            if held is None:
+                del self.told[eid]  # no longer held: nothing to tell
+            elif held.preempt_deadline is None and (deadline is not None or not untold):
+                found.append(PreemptionWithdrawal(execution_id=eid, attempt=held.attempt))
+                self.told[eid] = None
+        return found
 
     def cancelling(self) -> list[str]:
         return sorted(eid for eid, held in (self.held or {}).items() if held.state == ExecutionState.CANCELLING.value)

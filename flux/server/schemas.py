@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 from flux.domain.concurrency import check_concurrency
+from flux.domain.durations import parse_duration
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.priority import check_priority
@@ -95,11 +96,22 @@ class Contention(Strict):
     max_concurrency: int | None = Field(
         default=None, ge=1, le=1_000_000, description="Executions of it holding a worker at once"
     )
+    min_runtime: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e10,
+        description="Seconds (or '10m') of an attempt in which it is preempted only when nothing else makes room",
+    )
 
     @field_validator("priority")
     @classmethod
     def _valid_priority(cls, value: object) -> object:
         return _priority(value)
+
+    @field_validator("min_runtime", mode="before")
+    @classmethod
+    def _valid_min_runtime(cls, value: object) -> object:
+        return value if value is None else parse_duration(value, "min_runtime")  # type: ignore[arg-type]
 
     @field_validator("concurrency")
     @classmethod
@@ -156,7 +168,7 @@ class BundleInfo(BaseModel):
 class WorkflowInfo(BaseModel):
     name: str
     contention: dict[str, Any] | None = Field(
-        default=None, description="Its priority, preemptible, concurrency and max_concurrency, those set"
+        default=None, description="Its priority, preemptible, min_runtime, concurrency and max_concurrency, those set"
     )
     version: int
     filename: str
@@ -279,6 +291,12 @@ class ExecutionInfo(BaseModel):
         default=None, description="While its attempt is being preempted: for which execution"
     )
     preempt_deadline: float | None = Field(default=None, description="When the preemption's grace period ends")
+    min_runtime: float | None = Field(
+        default=None, description="Seconds of an attempt in which it is preempted only when nothing else makes room"
+    )
+    preemption_lost_seconds: float = Field(
+        default=0.0, description="Seconds of work its preempted attempts threw away (since each one's last checkpoint)"
+    )
 
 
 # --- execution logs (docs/logs.md) ------------------------------------------------------

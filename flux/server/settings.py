@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from flux.domain.attempts import DEFAULT_MAX_ATTEMPTS
-from flux.domain.policy import DEFAULT_PREEMPTION_GRACE, ExecutionPolicy
+from flux.domain.policy import DEFAULT_COOLDOWN, DEFAULT_HALF_LIFE, DEFAULT_PREEMPTION_GRACE, ExecutionPolicy
 from flux.domain.priority import PriorityClasses, parse_class
 from flux.domain.workers import DEFAULT_MAX_HEARTBEATS_PER_SECOND
 
@@ -107,6 +107,10 @@ class ServerSettings:
     priority_classes: list[str] = field(default_factory=list)
     #: Seconds a preempted attempt has before it is ended (the task sees ``preempting`` meanwhile).
     preemption_grace: float = DEFAULT_PREEMPTION_GRACE
+    #: Seconds after a preemption in which an execution is preempted again only as a last resort.
+    preemption_cooldown: float = DEFAULT_COOLDOWN
+    #: Half-life of each namespace's past usage in fair share; 0: instantaneous DRF.
+    fair_share_half_life: float = DEFAULT_HALF_LIFE
     #: Webhooks (docs/hooks.md): may a hook reach loopback, link-local and private addresses?
     hooks_allow_private: bool = False
     #: Seconds a delivery is retried for before it is dead.
@@ -163,6 +167,8 @@ class ServerSettings:
             backoff=self.attempt_backoff,
             priorities=classes,
             preemption_grace=self.preemption_grace,
+            preemption_cooldown=self.preemption_cooldown,
+            fair_share_half_life=self.fair_share_half_life,
         )
 
     def lease_interval_for(self, shared: bool) -> float:

@@ -56,6 +56,10 @@ _HOLDING = select(
     ExecutionModel.concurrency,
     ExecutionModel.preempt_deadline,
     ExecutionModel.state,
+    ExecutionModel.preempted_by,
+    ExecutionModel.progress_at,
+    ExecutionModel.min_runtime,
+    ExecutionModel.preempted_at,
 ).where(ExecutionModel.state.in_(HOLDING_STATES))
 
 
@@ -70,6 +74,11 @@ def _holder(row) -> Holder:  # noqa: ANN001 - a row of _HOLDING
         row.claimed_at or 0.0,
         tuple(k["key"] for k in row.concurrency or ()),
         row.preempt_deadline is not None or row.state == ExecutionState.CANCELLING.value,
+        # a cancelled victim leaves whatever its preemption becomes: only a victim may be kept
+        row.preempted_by if row.state != ExecutionState.CANCELLING.value else None,
+        row.progress_at or 0.0,
+        row.min_runtime or 0.0,
+        row.preempted_at,
     )
 
 
@@ -195,7 +204,7 @@ class FleetSnapshot:
         went: list[Holder] = []
         for row in session.execute(_HOLDING):
             held.setdefault(row.worker_name, []).append(row.allotment or {})
-            key = (row.worker_name, row.claimed_at, row.priority, row.preempt_deadline, row.state)
+            key = (row.worker_name, row.claimed_at, row.priority, row.preempt_deadline, row.state, row.progress_at)
             cached = known.pop(row.id, None)
             if cached is None or cached[0] != key:
                 went += [cached[1]] if cached is not None else []

@@ -125,7 +125,7 @@ def register(
 def _contention(spec: WorkflowSpec) -> dict | None:
     """The contention options a hand-written registration set (as ``WorkflowOptions.contention``)."""
     fields = spec.model_dump(
-        include={"priority", "preemptible", "concurrency", "max_concurrency"}, exclude_defaults=True
+        include={"priority", "preemptible", "min_runtime", "concurrency", "max_concurrency"}, exclude_defaults=True
     )
     return fields or None
 

@@ -22,8 +22,9 @@ async def claim_loop(config: WorkerConfig, executions: Executions, call: Callabl
         body = ClaimRequest(wait=config.claim_wait)
         reply = await call(f"/workers/{config.name}/claim", body, timeout=config.claim_wait + 10, reply=ClaimReply)
         executions.cancel(reply.cancel)
-        executions.preempt(reply.preempt)
         for claimed in reply.executions:
             executions.start(Job.claimed(claimed))
+        executions.preempt(reply.preempt)  # after the starts: an attempt claimed already preempted is told too
+        executions.withdraw(reply.withdrawn)
         if reply.executions:  # each attempt goes to its runner before the next claim is built and sent
             await asyncio.sleep(0)

@@ -3,8 +3,9 @@
 A heartbeat is liveness, plus a fresh resource sample only when it moved materially
 (``flux.domain.samples``): freed memory and a GPU that failed or left are seen within
 one beat, a GPU attached to a worker that had none within ``probe.GPU_RETRY``, and an
-idle worker's beat is a few bytes that cost the server no database write. The reply names executions to cancel (a user asked) and to abandon (their
-attempt went elsewhere: fenced).
+idle worker's beat is a few bytes that cost the server no database write. The reply
+names executions to cancel (a user asked) and to abandon (their attempt went elsewhere:
+fenced). What a worker advertises is logged at INFO each time it registers (``offered``).
 
 Both go out as ``flux.protocol`` messages; the probe's sample (a dict, which
 ``flux.domain.samples`` compares) becomes one in ``resources_message`` alone.
@@ -14,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from typing import Any, Awaitable, Callable, Mapping
 
+from flux.domain.numbers import human_size
 from flux.domain.samples import metrics_changed, resources_changed
 from flux.domain.workers import WorkerState
 from flux.objects import import_object
@@ -23,6 +26,7 @@ from flux.protocol.heartbeat import Heartbeat, HeartbeatReply
 from flux.protocol.registration import PackageInfo, RegistrationReply, ResourcesInfo, RuntimeInfo, WorkerRegistration
 from flux.worker import probe
 from flux.worker.config import WorkerConfig
+from flux.worker.nvml_devices import explained
 from flux.worker.running import Executions
 
 log = logging.getLogger("flux.worker")
@@ -32,6 +36,31 @@ def resources_message(sample: Mapping[str, Any]) -> ResourcesInfo:
     """A sample of the probe (``flux.worker.probe.sample_resources``) as the protocol's
     message: the one place where its shape meets the wire's."""
     return ResourcesInfo.model_validate(sample)
+
+
+def offered(sent: WorkerRegistration, gpu_reasons: list[str]) -> str:
+    """What a worker advertises, for its INFO line at registration: "cpu 4 (4 usable),
+    memory 15.5 GiB (12.0 GiB available), disk ..., GPUs: none (NVML: nvidia-ml-py not installed; ...)"."""
+    res = sent.resources
+    cards = [gpu for gpu in res.gpus if not gpu.mig]
+    if cards:
+        models = Counter(gpu.name for gpu in cards)
+        gpus = ", ".join(
+            f"{count} x {name} ({human_size(next(g for g in cards if g.name == name).memory_total)})"
+            for name, count in models.items()
+        )
+    else:
+        why = dict.fromkeys(reason.removeprefix("no GPUs via ").removeprefix("no GPUs: ") for reason in gpu_reasons)
+        gpus = f"none ({'; '.join(why) or 'none found'})"
+    parts = [
+        f"cpu {res.cpu_total:g} ({res.cpu_available:g} usable)",
+        f"memory {human_size(res.memory_total)} ({human_size(res.memory_available)} available)",
+        f"disk {human_size(res.disk_total)} ({human_size(res.disk_free)} free)",
+        *(f"{name} {amount:g}" for name, amount in sorted(sent.custom_resources.items())),
+        f"slots {sent.max_concurrent_executions}",
+        f"GPUs: {gpus}",
+    ]
+    return ", ".join(parts)
 
 
 class Publisher:
@@ -46,6 +75,8 @@ class Publisher:
         #: Seconds between beats: its own, or what the server paces a large fleet to.
         self.interval = config.heartbeat_interval
         self.sampler = probe.Sampler(config.disk_path, config.gpu_source, config.cgroup_root, gpu_retry=probe.GPU_RETRY)
+        #: Why the registration's probe found no GPU (empty when it found some).
+        self.gpu_reasons: list[str] = []
 
     def metrics(self, resources: dict[str, Any]) -> dict[str, float]:
         """Built-in live metrics plus the user's provider's, published for routing policies."""
@@ -65,13 +96,14 @@ class Publisher:
 
         GPU detection (the spec's ``Worker._get_gpu_info``) lives in ``flux.worker.probe.detect_gpus``.
         """
-        info = probe.get_resources_info(
-            labels=self.config.labels,
-            max_concurrent_executions=self.config.max_concurrent_executions,
-            disk_path=self.config.disk_path,
-            gpu_source=self.config.gpu_source,
-            cgroup_root=self.config.cgroup_root,
-        )
+        with explained() as self.gpu_reasons:
+            info = probe.get_resources_info(
+                labels=self.config.labels,
+                max_concurrent_executions=self.config.max_concurrent_executions,
+                disk_path=self.config.disk_path,
+                gpu_source=self.config.gpu_source,
+                cgroup_root=self.config.cgroup_root,
+            )
         return WorkerRegistration(
             name=self.config.name,
             labels=info["labels"],
@@ -92,6 +124,7 @@ class Publisher:
         return await asyncio.to_thread(self.resources_info, self.executions.ids())
 
     def registered(self, sent: WorkerRegistration, reply: RegistrationReply) -> None:
+        log.info("worker %s offers %s", self.config.name, offered(sent, self.gpu_reasons))
         self.published = (sent.resources.model_dump(), sent.metrics)
         self.executions.abandon(reply.abandon)
         self._paced(reply.heartbeat_interval)
@@ -122,6 +155,7 @@ class Publisher:
         self.executions.cancel(reply.cancel)
         self.executions.abandon(reply.abandon)
         self.executions.preempt(reply.preempt)
+        self.executions.withdraw(reply.withdrawn)
         self._paced(reply.heartbeat_interval)
         if reply.state != self._state:
             self._state = reply.state

@@ -34,7 +34,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, MAX_CHECKPOINT_EVENTS, EventType, make_event
 from flux.logformat import bind
 from flux.protocol.checkpoints import CheckpointReply
-from flux.protocol.claims import PreemptionNotice
+from flux.protocol.claims import PreemptionNotice, PreemptionWithdrawal
 from flux.worker.bundles import BundleCache
 from flux.worker.logs import LogShipper
 from flux.worker.runners import Job, Runner, Stop
@@ -114,6 +114,8 @@ class RunningExecution:
     bundle_held: bool = False
     #: Set when the server refused a checkpoint as malformed: the attempt fails with it.
     refused: str | None = None
+    #: While a preemption's grace period runs: the end of the attempt at its deadline.
+    preempt_timer: asyncio.TimerHandle | None = None
 
 
 class Executions:
@@ -185,7 +187,7 @@ class Executions:
         loop = asyncio.get_running_loop()
         for notice in notices:
             execution = self.running.get(notice.execution_id)
-            if execution is None or execution.job.attempt != notice.attempt or execution.stop.preempt.is_set():
+            if execution is None or execution.job.attempt != notice.attempt or execution.stop.notice is not None:
                 continue
             log.info(
                 "execution %s is preempted by %s: its attempt ends in %.1fs",
@@ -194,9 +196,25 @@ class Executions:
                 notice.seconds,
             )
             execution.stop.notice = notice
-            execution.stop.preempt.set()
+            execution.stop.preempt.set()  # the runner tells the workflow
             cause = f"preempted by {notice.by}" if notice.by else "preempted"
-            loop.call_later(notice.seconds, self._end, execution, AttemptEnd.PREEMPTED, cause)
+            execution.preempt_timer = loop.call_later(notice.seconds, self._end, execution, AttemptEnd.PREEMPTED, cause)
+
+    def withdraw(self, withdrawals: list[PreemptionWithdrawal]) -> None:
+        """Preemptions called off in their grace period: the attempt goes on, and the
+        workflow's ``current_task().preempting`` is falsy again (docs/contention.md)."""
+        for withdrawal in withdrawals:
+            execution = self.running.get(withdrawal.execution_id)
+            if execution is None or execution.job.attempt != withdrawal.attempt or execution.stop.notice is None:
+                continue
+            if execution.handed_back is not None:
+                continue  # its deadline came first: it is already ending
+            log.info("execution %s: its preemption was withdrawn; the attempt goes on", withdrawal.execution_id)
+            if execution.preempt_timer is not None:
+                execution.preempt_timer.cancel()
+                execution.preempt_timer = None
+            execution.stop.notice = None
+            execution.stop.preempt.set()
 
     def _end(self, execution: RunningExecution, end: AttemptEnd, cause: str) -> None:
         if (

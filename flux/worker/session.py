@@ -2,8 +2,12 @@
 restarts, overload, evictions and replica fail-over.
 
 When the server is unreachable the worker retries with exponential backoff and
-jitter; when its session is refused (401: it was evicted, or the server forgot it)
-it registers again, reporting what it still runs. A worker asked to stop while the
+jitter, every loop (claims, heartbeats, checkpoints) on its own; but the worker keeps
+one reachability state for the server (``Reachability``): the first call that gets
+through wakes every loop waiting in backoff, so a restarted server is claimed from
+at once, not after each loop's own backoff ran out. When its session is refused
+(401: it was evicted, or the server forgot it) it registers again, reporting what it
+still runs. A worker asked to stop while the
 server is unreachable does not wait for it: every retry wait races the stop.
 
 The session is the worker's edge: requests go out as ``flux.protocol`` models (or, for
@@ -85,6 +89,47 @@ class Backoff:
         await asyncio.sleep(self.next_delay(at_least))
 
 
+class Reachability:
+    """Whether the server answers, shared by every loop of the worker: when any call gets
+    through, every loop waiting in backoff tries again at once (a server's ``Retry-After``
+    is still honoured: an overloaded server asked for that wait)."""
+
+    def __init__(self) -> None:
+        #: False from a failed call until the next one that gets through.
+        self.reachable = True
+        #: When the first failed call of the current outage failed (monotonic).
+        self.since = 0.0
+        self._back = asyncio.Event()
+
+    def failed(self) -> None:
+        if self.reachable:
+            self.since = time.monotonic()
+        self.reachable = False
+
+    def reached(self) -> bool:
+        """A call got through; True when that ends an outage (every waiting loop is woken)."""
+        if self.reachable:
+            return False
+        self.reachable = True
+        self._back.set()
+        self._back = asyncio.Event()
+        return True
+
+    async def wait(self, seconds: float, abandon: asyncio.Event, patient: bool = False) -> None:
+        """Wait ``seconds``, until the server answers another call (unless ``patient``), or
+        until ``abandon`` is set (then ``Abandoned``)."""
+        waiters = [asyncio.ensure_future(abandon.wait())]
+        if not patient:
+            waiters.append(asyncio.ensure_future(self._back.wait()))
+        try:
+            await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        if abandon.is_set():
+            raise Abandoned()
+
+
 def skip_optional_trio() -> None:
     """httpcore imports trio whenever it is installed, to serve trio programs; the
     worker runs on asyncio, and trio costs it ~7 MiB and ~0.1 s of CPU at start
@@ -100,10 +145,8 @@ class ServerSession:
         self.token: str | None = None
         #: Server replicas to use, current first (comma-separated in ``server_url``).
         self.urls = [url.strip() for url in config.server_url.split(",") if url.strip()]
-        #: False from a failed call until the next one that gets through.
-        self.reachable = True
-        #: When the first failed call of the current outage failed (monotonic).
-        self._unreachable_since = 0.0
+        #: Whether the server answers; its first answer after an outage wakes every loop in backoff.
+        self.reachability = Reachability()
         #: Set when the worker stops waiting for the server: retries end with Abandoned.
         self.abandon = asyncio.Event()
         self._register_lock = asyncio.Lock()
@@ -149,23 +192,24 @@ class ServerSession:
         response.raise_for_status()
         return response
 
+    @property
+    def reachable(self) -> bool:
+        return self.reachability.reachable
+
     def _reached(self) -> None:
-        """A call got through: after an outage, say so once (the worker's log shows it came back)."""
-        if not self.reachable:
-            log.info("server %s reachable again after %.1f s", self.urls[0], time.monotonic() - self._unreachable_since)
-        self.reachable = True
+        """A call got through: after an outage, say so once (the worker's log shows it came
+        back), and every loop waiting in backoff tries again now."""
+        since = self.reachability.since
+        if self.reachability.reached():
+            log.info("server %s reachable again after %.1f s", self.urls[0], time.monotonic() - since)
 
     async def _wait(self, backoff: Backoff, exc: httpx.HTTPError) -> None:
-        """Back off before a retry, unless the worker stops waiting meanwhile."""
-        if self.reachable:
-            self._unreachable_since = time.monotonic()
-        self.reachable = False
+        """Back off before a retry, until another call gets through or the worker stops
+        waiting (``Abandoned``)."""
+        self.reachability.failed()
         self._fail_over()
-        try:
-            await asyncio.wait_for(self.abandon.wait(), backoff.next_delay(retry_after(exc)))
-        except TimeoutError:
-            return
-        raise Abandoned() from exc
+        asked = retry_after(exc)
+        await self.reachability.wait(backoff.next_delay(asked), self.abandon, patient=asked > 0)
 
     def _fail_over(self) -> None:
         """Try the next server replica (``--server-url a,b``), if there is more than one."""

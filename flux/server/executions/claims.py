@@ -20,10 +20,12 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from flux import tracing
 from flux.domain.allotment import Allotment
+from flux.domain.attempts import AttemptEnd
 from flux.domain.events import EventType, ExecutionState
+from flux.domain.policy import ExecutionPolicy
 from flux.server.errors import NotFound
 from flux.server.eventlog import INSERT_EVENT, append_events, numbered
-from flux.server.executions.lifecycle import finish, finished_event
+from flux.server.executions.lifecycle import end_attempt, finish, finished_event
 from flux.server.executions.reads import held_by, job_for
 from flux.server.executions.setbased import T as _T
 from flux.server.executions.setbased import write_all
@@ -173,8 +175,13 @@ def deliver(
     held = held_by(session, worker_name)
     cancel = [e.id for e in held if e.state == S.CANCELLING.value]
     claimed, marked = [], []
+    now = time.time()
     for execution in held:
         if execution.state != S.CLAIMED.value or (execution.delivered and execution.id not in delivered):
+            continue
+        if execution.preempt_deadline is not None and execution.preempt_deadline <= now:
+            # preempted before its worker came for it, and its grace is over: never started, back to the queue
+            end_attempt(session, execution, AttemptEnd.PREEMPTED, f"preempted by {execution.preempted_by}", _POLICY)
             continue
         try:
             with tracing.span("flux.claim", _span_attributes(execution), parent=execution.traceparent):
@@ -194,7 +201,7 @@ def deliver(
     for execution in marked:  # the objects as the statement left the rows
         set_committed_value(execution, "delivered", True)
         set_committed_value(execution, "row_version", execution.row_version + 1)
-    return claimed, cancel, [e for e in held if not S(e.state).is_terminal]
+    return claimed, cancel, [e for e in held if not S(e.state).is_terminal and e.worker_name == worker_name]
 
 
 def _span_attributes(execution: ExecutionModel) -> dict[str, str | int | None]:
@@ -205,6 +212,9 @@ def _span_attributes(execution: ExecutionModel) -> dict[str, str | int | None]:
         "flux.attempt": execution.attempt,
     }
 
+
+#: An undelivered attempt ended preempted counts nothing, so it needs none of the server's rules.
+_POLICY = ExecutionPolicy()
 
 #: What building one execution's claim may raise; database errors still fail the transaction.
 UNDELIVERABLE = (NotFound, ValueError, TypeError, RecursionError)

@@ -29,7 +29,7 @@ from flux.domain.attempts import WORKER_REPORTED, AttemptEnd
 from flux.domain.events import STATE_AFTER, WAITING_STATES, WORKER_EVENTS, EventType, ExecutionState
 from flux.domain.hooks import HookEventType
 from flux.domain.policy import ExecutionPolicy
-from flux.server import outbox, payloads, task_cache
+from flux.server import outbox, payloads, task_cache, usage
 from flux.server.errors import Conflict, Invalid
 from flux.server.eventlog import INSERT_EVENT, append_event, append_events, numbered
 from flux.server.executions import finishes, setbased, waits
@@ -155,6 +155,7 @@ def _plain_checkpoint(
     )
     running = started is not None and execution.state == S.CLAIMED.value
     rows = numbered(execution.id, execution.last_seq, logged)
+    progressed = EventType.TASK_COMPLETED in types  # what a preemption would lose starts again here
     setbased.checkpointed(
         session,
         execution,
@@ -162,6 +163,7 @@ def _plain_checkpoint(
         last_seq=execution.last_seq + len(rows),
         state=S.RUNNING.value if running else execution.state,
         started_at=execution.started_at or started,
+        progress_at=time.time() if progressed else execution.progress_at,
     )
     if running:
         outbox.execution_event(session, execution, HookEventType.EXECUTION_STARTED)
@@ -245,6 +247,8 @@ def end_attempt(
     worker = execution.worker_name
     if kind.counts:
         execution.crashes += 1
+    if kind is AttemptEnd.PREEMPTED:
+        usage.record_lost(session, execution, now)
     events = [
         dict(
             type=EventType.ATTEMPT_ENDED,

@@ -201,4 +201,6 @@ def info(row: ExecutionModel, include: Collection[str] = PAYLOADS) -> ExecutionI
         concurrency=row.concurrency,
         preempted_by=row.preempted_by,
         preempt_deadline=row.preempt_deadline,
+        min_runtime=row.min_runtime,
+        preemption_lost_seconds=row.preemption_lost_seconds or 0.0,
     )

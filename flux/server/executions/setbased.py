@@ -31,6 +31,7 @@ CHECKPOINTED = (
         last_seq=bindparam("b_last_seq"),
         state=bindparam("b_state"),
         started_at=bindparam("b_started_at"),
+        progress_at=bindparam("b_progress_at"),
         row_version=T.c.row_version + 1,
     )
 )

@@ -109,6 +109,9 @@ def _submit(
         **contention,
         preempted_by=None,
         preempt_deadline=None,
+        progress_at=None,
+        preempted_at=None,
+        preemption_lost_seconds=0.0,
     )
     session.execute(INSERT_EXECUTION, row)
     session.execute(
@@ -162,5 +165,6 @@ def _contention(workflow, run: RunRequest, policy: ExecutionPolicy, inherited: i
         priority=resolved.value,
         priority_class=resolved.name,
         preemptible=options.get("preemptible", True),
+        min_runtime=options.get("min_runtime"),
         concurrency=rendered or None,
     )

@@ -40,7 +40,7 @@ async def claim(
                 return _reply(svc, member, *handed, now)
             if svc.registry.claim_should_check(member, now):
                 reply = await _deliver(svc, member, now)
-                if reply.executions or reply.cancel or reply.preempt:
+                if reply.executions or reply.cancel or reply.preempt or reply.withdrawn:
                     return reply
             remaining = deadline - time.monotonic()
             if remaining <= 0 or svc.notifier.stopped:
@@ -84,4 +84,9 @@ def _reply(svc: Services, member: Member, claimed: list[ClaimedExecution], cance
     for job in claimed:
         job.max_payload_size = svc.settings.max_payload_size
         job.max_json_depth = svc.settings.max_json_depth
-    return ClaimReply(executions=claimed, cancel=cancel, preempt=member.preempting(now, untold=True))
+    return ClaimReply(
+        executions=claimed,
+        cancel=cancel,
+        preempt=member.preempting(now, untold=True),
+        withdrawn=member.withdrawn(untold=True),
+    )

@@ -31,6 +31,7 @@ async def heartbeat(svc: Services, member: Member, body: Heartbeat) -> Heartbeat
         cancel=member.cancelling(),
         abandon=member.foreign(body.running),
         preempt=member.preempting(now),
+        withdrawn=member.withdrawn(),
         heartbeat_interval=svc.registry.pace(member),
     )
 

@@ -52,8 +52,10 @@ class Stop:
     WORKFLOW_CANCELLED (a child gets SIGTERM, then SIGKILL after a grace period).
     ``kill``: the attempt is no longer this worker's (fenced) or is being handed back
     (a drain's deadline passed, a preemption's grace period ended); it is killed at
-    once and records nothing more. ``preempt``: not a stop yet, a notice the workflow
-    sees (``notice``, docs/contention.md); the kill follows at its end.
+    once and records nothing more. ``preempt``: not a stop yet, set whenever ``notice``
+    changes (a preemption notice the workflow sees, or None once it is withdrawn;
+    docs/contention.md): the runner clears it and tells the workflow. The kill follows
+    at the notice's end unless it is withdrawn first.
     """
 
     cancel: asyncio.Event = field(default_factory=asyncio.Event)

@@ -29,7 +29,7 @@ from typing import Awaitable, Callable
 from flux import tracing
 from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType
-from flux.model.runtime import notice_preemption
+from flux.model.runtime import forget_preemption, notice_preemption
 from flux.worker.runners.asking import ANSWER, Asker
 from flux.worker.runners.base import Job
 from flux.worker.runners.capture import Capture, Channel
@@ -46,6 +46,8 @@ async def read_stdin(jobs: asyncio.Queue, asker: Asker) -> None:
         message = json.loads(line)
         if message.get("type") == ANSWER:
             asker.answered(message)
+        elif message.get("type") == PREEMPT and message.get("withdrawn"):
+            forget_preemption(message["execution_id"])
         elif message.get("type") == PREEMPT:
             notice_preemption(message["execution_id"], message.get("by"), float(message["seconds"]))
         else:

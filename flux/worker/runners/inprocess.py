@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from typing import Callable
 
-from flux.model.runtime import Ask, notice_preemption
+from flux.model.runtime import Ask, forget_preemption, notice_preemption
 from flux.worker.runners.base import Job, Runner, Stop
 from flux.worker.runners.execute import execute_job
 from flux.worker.runners.protocol import LogSink
@@ -28,9 +28,13 @@ class InProcessRunner(Runner):
                 emit(event)
 
         async def tell_preemption() -> None:
-            await stop.preempt.wait()
-            if stop.notice is not None:
-                notice_preemption(job.id, stop.notice.by, stop.notice.seconds)
+            while True:
+                await stop.preempt.wait()
+                stop.preempt.clear()
+                if stop.notice is not None:
+                    notice_preemption(job.id, stop.notice.by, stop.notice.seconds)
+                else:
+                    forget_preemption(job.id)
 
         work = asyncio.create_task(execute_job(job, emit_unless_killed, ask))
         stopping = [asyncio.create_task(stop.cancel.wait()), asyncio.create_task(stop.kill.wait())]

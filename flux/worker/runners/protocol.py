@@ -15,7 +15,8 @@ there the channel is the child's original stdout). Messages on it:
 
 Besides jobs and answers (``flux.worker.runners.asking``), one more line goes down on the
 child's stdin: ``PREEMPT`` ``{"execution_id", "by", "seconds"}``, a preemption notice the
-workflow sees as ``flux.current_task().preempting`` (docs/contention.md).
+workflow sees as ``flux.current_task().preempting`` (docs/contention.md), or
+``{"execution_id", "withdrawn": true}`` when it is called off (``preempting`` is None again).
 
 The child's fds 1 and 2 are pipes the runner reads (``flux.worker.runners.pipes``): bytes a
 C extension or a subprocess writes there become ``stdout``/``stderr`` lines. Nothing

@@ -379,14 +379,15 @@ class SubprocessRunner(Runner):
 
 
 async def _tell_preemption(job: Job, stop: Stop, write: Callable[[bytes], Awaitable[None]]) -> None:
-    """A preemption notice goes down to the child, which shows it to the workflow."""
-    await stop.preempt.wait()
-    notice = stop.notice
-    message = {
-        "type": PREEMPT,
-        "execution_id": job.id,
-        "by": notice.by if notice else None,
-        "seconds": notice.seconds if notice else 0.0,
-    }
-    with contextlib.suppress(ConnectionError, RuntimeError):  # the child is gone: nobody to tell
-        await write(json.dumps(message).encode() + b"\n")
+    """A preemption notice, and its withdrawal, go down to the child, which shows it to the workflow."""
+    while True:
+        await stop.preempt.wait()
+        stop.preempt.clear()
+        notice = stop.notice
+        message = {"type": PREEMPT, "execution_id": job.id}
+        if notice is None:
+            message["withdrawn"] = True
+        else:
+            message.update(by=notice.by, seconds=notice.seconds)
+        with contextlib.suppress(ConnectionError, RuntimeError):  # the child is gone: nobody to tell
+            await write(json.dumps(message).encode() + b"\n")
