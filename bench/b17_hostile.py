@@ -1,6 +1,9 @@
 """B17 hostile input, round two (issue 31): each of the nine inputs that once jammed,
 looped or exhausted the server, tried against a real server and worker, with whether it
-reproduced and `/health` right after; then `/health` under N slow-header connections.
+reproduced and `/health` right after; then `/health` under N slow-header connections,
+during a refused checkpoint of 100,001 events, and while 2 x ``timers.BATCH`` + 100
+executions pass their deadline at once (the figures tests/server/test_hostile_edge.py,
+test_hostile_checkpoint.py and test_bounded_loops.py once asserted).
 
     python -m bench.b17_hostile              # 2,000 slow-header connections
     python -m bench.b17_hostile --quick      # 200
@@ -12,21 +15,26 @@ must be refused, a 5xx, or an execution re-dispatched past its max_attempts).
 from __future__ import annotations
 
 import argparse
+import json
 import socket
 import statistics
 import tempfile
+import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Callable
 from urllib.parse import urlsplit
 
 import httpx
 
 from bench.common import p99
 from flux.local import LocalCluster
+from flux.server.timers import BATCH
 from flux.worker import probe
 
 PROBE = "from flux import workflow\n\n@workflow\nasync def probe(ctx):\n    return ctx.input\n"
+STRANDED = "from flux import workflow\n\n@workflow\nasync def stranded(ctx):\n    return 1\n"
 DEEP = (
     "from flux import workflow\n\n@workflow\nasync def deep(ctx):\n"
     "    value = 1\n    for _ in range(62):\n        value = [value]\n    return value\n"
@@ -104,11 +112,11 @@ def items(cluster: LocalCluster, http: httpx.Client) -> dict[str, bool]:
     return out
 
 
-def worker_session(cluster: LocalCluster, http: httpx.Client) -> str:
+def worker_session(cluster: LocalCluster, http: httpx.Client, name: str = "hand") -> str:
     """The session token of a worker registered by hand: a checkpoint passes its
     authentication, so what answers is the body's cap."""
     bootstrap = (cluster.home / "bootstrap-token").read_text().strip()
-    registration = {"name": "hand", **probe.get_resources_info({}, 1, gpu_source="none")}
+    registration = {"name": name, **probe.get_resources_info({}, 1, gpu_source="none")}
     reply = http.post("/workers/register", json=registration, headers={"Authorization": f"Bearer {bootstrap}"})
     return reply.raise_for_status().json()["session_token"]
 
@@ -148,6 +156,41 @@ def slow_connections(url: str, count: int, http: httpx.Client) -> tuple[float, f
         return statistics.median(times), p99(times), time.monotonic() - opened
 
 
+def health_during(http: httpx.Client, request: Callable[[], object]) -> list[float]:
+    """/health (ms), one probe after another, while ``request`` runs on a thread."""
+    worker = threading.Thread(target=request)
+    worker.start()
+    times = []
+    while worker.is_alive():
+        times.extend(health(http, 1))
+    worker.join()
+    return times
+
+
+def huge_checkpoint(cluster: LocalCluster, http: httpx.Client) -> list[float]:
+    """A checkpoint of 100,001 events (the cap is 1,000), encoded beforehand: /health meanwhile."""
+    event = {"type": "PROGRESS", "name": "probe", "value": 1, "time": time.time()}
+    body = json.dumps({"attempt": 1, "batch": 1, "events": [event] * 100_001}).encode()
+    headers = {"Authorization": f"Bearer {worker_session(cluster, http, 'huge')}", "Content-Type": "application/json"}
+    run = http.post("/workflows/probe/run", json={"input": None}).json()["id"]
+    return health_during(http, lambda: http.post(f"/executions/{run}/checkpoint", content=body, headers=headers))
+
+
+def expiring_deadlines(http: httpx.Client) -> tuple[list[float], float]:
+    """2 x BATCH + 100 executions no worker matches, each with a 2 s timeout: /health
+    (ms) from the first submission until none is SCHEDULED, and how long that took."""
+    stranded = {"name": "stranded", "timeout": 2, "affinity": {"pool": "nobody"}}
+    assert http.post("/workflows", json={"source": STRANDED, "workflows": [stranded]}).status_code == 201
+    started = time.monotonic()
+    for _ in range(2 * BATCH + 100):
+        http.post("/workflows/stranded/run", json={"input": None}).raise_for_status()
+    times = []
+    while http.get("/executions", params={"state": "SCHEDULED", "limit": 1}).json():
+        times.extend(health(http, 1))
+        time.sleep(0.05)
+    return times, time.monotonic() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -167,7 +210,15 @@ def main() -> None:
             count = 200 if args.quick else 2000
             median, tail, closed = slow_connections(cluster.server_url, count, http)
             print(
-                f"B17.slow_headers.{count}: /health median {median:.1f} ms, p99 {tail:.1f} ms; all closed after {closed:.1f} s"
+                f"B17.slow_headers.{count}: /health median {median:.1f} ms, p99 {tail:.1f} ms; "
+                f"all closed after {closed:.1f} s"
+            )
+            times = huge_checkpoint(cluster, http)
+            print(f"B17.huge_checkpoint: /health median {statistics.median(times):.1f} ms, max {max(times):.1f} ms")
+            times, took = expiring_deadlines(http)
+            print(
+                f"B17.expiring_deadlines.{2 * BATCH + 100}: /health median {statistics.median(times):.1f} ms, "
+                f"p99 {p99(times):.1f} ms; none SCHEDULED after {took:.1f} s"
             )
         assert "Traceback" not in cluster.log("server"), "the server logged a traceback"
 

@@ -4,7 +4,6 @@ thousand executions pass their deadline at the same moment."""
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import httpx
@@ -26,12 +25,11 @@ def test_a_thousand_deadlines_at_once_expire_in_batches_while_the_api_answers(cl
         )
         for _ in range(count):  # no worker: each waits SCHEDULED until its deadline
             assert http.post("/workflows/brief/run", json={"input": None}).status_code == 201
+        # every /health answered while they expire (how fast: B17.expiring_deadlines, bench/b17_hostile.py)
         health = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            started = time.perf_counter()
-            assert http.get("/health").status_code == 200
-            health.append((time.perf_counter() - started) * 1000)
+            health.append(http.get("/health").status_code)
             if http.get("/executions", params={"state": "SCHEDULED", "limit": 1}).json() == []:
                 break
             time.sleep(0.05)
@@ -39,4 +37,4 @@ def test_a_thousand_deadlines_at_once_expire_in_batches_while_the_api_answers(cl
         left = http.get("/executions", params={"state": "SCHEDULED", "limit": 1}).json()
     assert left == [], "executions past their deadline are still SCHEDULED"
     assert timed_out == 1000  # a full page: all 1,100 ended TIMED_OUT
-    assert statistics.median(health) < 100, f"/health median {statistics.median(health):.1f} ms while they expired"
+    assert health and set(health) == {200}

