@@ -319,7 +319,8 @@ def client_command(fn: Callable | None = None, *, namespaced: bool = True) -> Ca
             top_option(ctx, "api_token_file", api_token_file),
         )
         namespace = top_option(ctx, "namespace", kwargs.pop("namespace")) if namespaced else DEFAULT
-        with FluxClient(server_url, api_token=_api_token(api_token, api_token_file), namespace=namespace) as client:
+        token = _api_token(api_token, api_token_file)
+        with FluxClient(server_url, api_token=token, namespace=namespace, read_config=False) as client:
             result = fn(client, **kwargs)
             output = result if isinstance(result, Output) else Output(result, getattr(fn, "render", None))
             if output.data is not None:
@@ -335,8 +336,8 @@ def client_command(fn: Callable | None = None, *, namespaced: bool = True) -> Ca
             "--namespace",
             "-n",
             envvar=NAMESPACE_ENV,
-            default=DEFAULT,
-            show_default=True,
+            default=None,
+            show_default="the token's only namespace, else default",
             help="The namespace the command acts in (docs/namespaces.md)",
         )(wrapper)
     wrapper.flux_client = True

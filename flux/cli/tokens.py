@@ -91,8 +91,15 @@ def token_revoke(client: FluxClient, name: str) -> Output:
     return Output(None)
 
 
+def _render_whoami(who: dict) -> None:
+    scope = who.get("namespaces")
+    render_record({**who, "namespaces": "all" if scope is None else ", ".join(scope)})
+
+
 @token_group.command("whoami")
 @client_command(namespaced=False)
+@renders(_render_whoami)
 def token_whoami(client: FluxClient) -> dict:
-    """The name, role and namespaces of the token this command uses."""
+    """The name, role and namespaces of the token this command uses, and the namespace
+    it acts in without -n (its only namespace, else default)."""
     return client.whoami()

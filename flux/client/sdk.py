@@ -8,7 +8,6 @@ and lines is ``flux.client.streams``.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
@@ -17,15 +16,16 @@ from typing import Any, Iterable, Iterator
 import httpx
 
 from flux.bundles.archive import BundleError
+from flux.client.config import DEFAULT_SERVER_URL as DEFAULT_SERVER_URL  # re-exported: flux.client's
+from flux.client.config import ClientSettings
 from flux.client.errors import FluxClientError, FluxConnectionError, error_from
 from flux.client.hooks import HookMethods
 from flux.client.streams import Following
 from flux.client.urls import given, segment
 from flux.domain.events import HOLDING_STATES, TERMINAL_STATES
-from flux.domain.namespaces import DEFAULT, NAMESPACE_ENV, check_namespace
+from flux.domain.namespaces import DEFAULT
 from flux.domain.workers import WorkerState
 
-DEFAULT_SERVER_URL = "http://127.0.0.1:8000"
 #: Executions an ambiguous id prefix lists at most.
 MAX_CANDIDATES = 10
 #: The most a run waits in its own request (``POST .../run?wait=``); a longer wait goes on
@@ -54,9 +54,11 @@ def tls_verify(*urls: str) -> bool:
 
 
 class FluxClient(HookMethods, Following):
-    """A client of one server, acting in one namespace (``namespace``, else
-    ``FLUX_NAMESPACE``, else ``default``): every call on namespaced things goes to
-    ``/namespaces/NAME/...`` (docs/namespaces.md)."""
+    """A client of one server, acting in one namespace: every call on namespaced things
+    goes to ``/namespaces/NAME/...`` (docs/namespaces.md). Server, token and namespace
+    come from the arguments, else the environment, else ``flux.toml``, as the CLI's do
+    (``flux.client.config``); with no namespace anywhere it acts in its token's only
+    namespace (``GET /whoami``, asked once), else ``default``."""
 
     def __init__(
         self,
@@ -64,22 +66,36 @@ class FluxClient(HookMethods, Following):
         timeout: float = 30.0,
         api_token: str | None = None,
         namespace: str | None = None,
+        *,
+        api_token_file: str | Path | None = None,
+        read_config: bool = True,
     ):
-        self.server_url = server_url or os.environ.get("FLUX_SERVER_URL", DEFAULT_SERVER_URL)
+        settings = ClientSettings.resolve(server_url, api_token, namespace, api_token_file, read_config)
+        self.server_url = settings.server_url
         self.timeout = timeout
-        try:
-            self.namespace = check_namespace(namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT)
-        except ValueError as exc:
-            raise FluxClientError(str(exc)) from None
-        self._token = api_token or os.environ.get("FLUX_API_TOKEN")
+        self._namespace = settings.namespace
+        self._token = settings.api_token
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
         self._http = httpx.Client(
             base_url=self.server_url, timeout=timeout, headers=headers, verify=tls_verify(self.server_url)
         )
 
+    @property
+    def namespace(self) -> str:
+        """The namespace it acts in: the one given, else its token's only one, else ``default``."""
+        if self._namespace is None:
+            self._namespace = self._token_namespace()
+        return self._namespace
+
+    def _token_namespace(self) -> str:
+        """Without a token (an open server) nothing is asked: the caller may act anywhere."""
+        if not self._token:
+            return DEFAULT
+        return self.whoami().get("namespace") or DEFAULT
+
     def copy(self) -> "FluxClient":
         """Another client to the same server with the same token and namespace (one per thread)."""
-        return FluxClient(self.server_url, self.timeout, self._token, self.namespace)
+        return FluxClient(self.server_url, self.timeout, self._token, self.namespace, read_config=False)
 
     def scoped(self, path: str) -> str:
         """The path of a namespaced thing, in this client's namespace."""

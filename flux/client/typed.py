@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator, TypeVar
 
 from flux.client.errors import FluxClientError
@@ -116,9 +117,11 @@ class Run:
 
 
 class Client:
-    """A server, in one namespace, for application code (``FLUX_SERVER_URL``,
-    ``FLUX_NAMESPACE`` and ``FLUX_API_TOKEN`` when not given). ``sdk`` is the
-    ``FluxClient`` underneath, for what this does not wrap (schedules, workers, tokens)."""
+    """A server, in one namespace, for application code. What is not given is read as
+    the CLI reads it: ``FLUX_SERVER_URL``, ``FLUX_NAMESPACE``, ``FLUX_API_TOKEN_FILE``,
+    ``FLUX_API_TOKEN``, then ``flux.toml``'s ``[client]`` (docs/client.md); no namespace
+    anywhere: the token's only one, else ``default``. ``sdk`` is the ``FluxClient``
+    underneath, for what this does not wrap (schedules, workers, tokens)."""
 
     def __init__(
         self,
@@ -126,10 +129,13 @@ class Client:
         *,
         namespace: str | None = None,
         api_token: str | None = None,
+        api_token_file: str | Path | None = None,
         timeout: float = 30.0,
         sdk: FluxClient | None = None,
     ):
-        self.sdk = sdk or FluxClient(server_url, timeout=timeout, api_token=api_token, namespace=namespace)
+        self.sdk = sdk or FluxClient(
+            server_url, timeout=timeout, api_token=api_token, namespace=namespace, api_token_file=api_token_file
+        )
 
     def close(self) -> None:
         self.sdk.close()
@@ -208,9 +214,12 @@ class AsyncClient:
         *,
         namespace: str | None = None,
         api_token: str | None = None,
+        api_token_file: str | Path | None = None,
         timeout: float = 30.0,
     ):
-        self._client = Client(server_url, namespace=namespace, api_token=api_token, timeout=timeout)
+        self._client = Client(
+            server_url, namespace=namespace, api_token=api_token, api_token_file=api_token_file, timeout=timeout
+        )
         self.sdk = self._client.sdk
 
     async def close(self) -> None:

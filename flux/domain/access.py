@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from flux.domain.namespaces import DEFAULT
+
 
 class Role(StrEnum):
     VIEWER = "viewer"
@@ -86,6 +88,18 @@ class Principal:
     role: Role
     #: The namespaces it may act in; ``None``: all of them.
     namespaces: frozenset[str] | None = None
+
+    @property
+    def home(self) -> str:
+        """The namespace it acts in when a client names none: its only namespace, else
+        ``default`` (as a Kubernetes service account's kubeconfig names its own)."""
+        if self.namespaces is not None and len(self.namespaces) == 1:
+            return next(iter(self.namespaces))
+        return DEFAULT
+
+    def scope_hint(self) -> str:
+        """Where it may act, for a refusal of a namespace out of its scope."""
+        return f"token {self.token} may act in: {', '.join(sorted(self.namespaces or ()))}; pass -n NAMESPACE"
 
     def sees(self, namespace: str) -> bool:
         """Whether ``namespace`` is in scope at all (out of scope reads as absent: 404)."""

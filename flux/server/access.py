@@ -118,11 +118,12 @@ class Call:
 
 
 def authorise(principal: Principal, call: Call) -> Principal:
-    """404 for a namespace out of the principal's scope (nothing about it leaks), 403
+    """404 for a namespace out of the principal's scope (nothing about it leaks; the
+    answer names the namespaces the token may act in, which its holder may know), 403
     for a role without the action, naming the role it needs."""
     call.principal = principal
     if call.namespace is not None and not principal.sees(call.namespace):
-        raise NotFound(f"namespace {call.namespace!r} not found")
+        raise NotFound(f"namespace {call.namespace!r} not found; {principal.scope_hint()}")
     if not principal.may(call.action, call.namespace):
         raise Forbidden(refusal(principal, call.action))
     return principal

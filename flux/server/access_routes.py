@@ -50,7 +50,7 @@ async def revoke_token(name: str = NAME, svc: Services = SVC):
 async def whoami(principal: Principal = Depends(caller)):
     """The name, role and namespaces of the credential presented (any valid one)."""
     namespaces = sorted(principal.namespaces) if principal.namespaces is not None else None
-    return Whoami(name=principal.token, role=principal.role, namespaces=namespaces)
+    return Whoami(name=principal.token, role=principal.role, namespaces=namespaces, namespace=principal.home)
 
 
 @router.get("/audit", response_model=list[AuditEntry], dependencies=CLIENT, responses=READ, tags=["audit"])

@@ -45,6 +45,10 @@ class TokenInfo(BaseModel):
     name: str
     role: Role
     namespaces: list[str] | None = Field(description="null: all namespaces")
+    namespace: str = Field(
+        default="default",
+        description="The namespace a client acts in when it names none: the token's only namespace, else 'default'",
+    )
     created_at: float
     expires_at: float | None = None
     revoked_at: float | None = None
@@ -62,6 +66,10 @@ class Whoami(BaseModel):
     )
     role: Role
     namespaces: list[str] | None = Field(description="null: all namespaces")
+    namespace: str = Field(
+        default="default",
+        description="The namespace a client acts in when it names none: the token's only namespace, else 'default'",
+    )
 
 
 class AuditEntry(BaseModel):

@@ -96,7 +96,12 @@ def test_revoked_and_expired_tokens_are_refused(guarded):
 def test_an_open_server_still_checks_a_presented_token(make_cluster, monkeypatch, workflow_file):
     monkeypatch.delenv("FLUX_API_TOKEN", raising=False)
     url = make_cluster().server_url  # no --api-token: every caller is the admin "anonymous"
-    assert httpx.get(f"{url}/whoami").json() == {"name": "anonymous", "role": "admin", "namespaces": None}
+    assert httpx.get(f"{url}/whoami").json() == {
+        "name": "anonymous",
+        "role": "admin",
+        "namespaces": None,
+        "namespace": "default",
+    }
     viewer = httpx.post(f"{url}/tokens", json={"name": "v", "role": "viewer"}).json()["token"]
     assert_error(httpx.post(f"{url}/workflows/hello/run", json={}, headers=bearer(viewer)), 403, "forbidden")
     assert_error(httpx.get(f"{url}/workflows", headers=bearer("flux_unknown")), 401, "unauthorized")
