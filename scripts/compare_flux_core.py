@@ -1,5 +1,6 @@
 """Run flux-core's example programs unchanged on flux-core and on this engine, and
-compare the state and output of each run they make (issue 37's measure).
+compare the state, output (its type included) of each run they make and the lines each
+program prints (issues 37 and 54).
 
     python3 scripts/compare_flux_core.py EXAMPLES_DIR --flux-core-python PATH [--python PATH] [--only GLOB...]
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -61,7 +63,7 @@ def record(ctx):
     if state == "PAUSED":
         output = None
     IDS.append(ctx.execution_id)
-    results.append([state, stable(output)])
+    results.append([state, stable(output), type(ctx.output).__name__])
     return ctx
 def patch(cls, *names):
     for name in names:
@@ -114,16 +116,65 @@ def run(python: str, kind: str, program: Path, cwd: Path, env: dict[str, str], t
             )
         except subprocess.TimeoutExpired:
             return [["ERROR", f"timed out after {timeout:.0f} s"]]
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK) :])
+    lines = done.stdout.splitlines()
+    for at in range(len(lines) - 1, -1, -1):
+        if lines[at].startswith(MARK):
+            results = json.loads(lines[at][len(MARK) :])
+            return results + [["PRINTED", printed(lines[:at], results)]]
     return [["ERROR", (done.stderr.strip().splitlines() or ["no output"])[-1][:300]]]
+
+
+#: What differs between any two runs of one program, in what it prints.
+PRINT_VOLATILE = [
+    (re.compile(r"0x[0-9a-f]+"), "0x"),
+    (re.compile(r"\b[0-9a-f]{32}\b"), "<id>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}:\d{2}| UTC|Z)?"), "<time>"),
+]
+
+
+def printed(lines: list[str], results: list) -> list[str]:
+    """The program's printed lines, ids and times masked; a printed run (``to_json()``) without
+    its events, whose shape is this engine's (docs/migrating-from-flux-core.md)."""
+    shown, block = [], None
+    for line in lines:
+        if block is None and line == "{":
+            block = [line]
+            continue
+        if block is not None:
+            block.append(line)
+            if line == "}":
+                shown.extend(_without_events("\n".join(block)))
+                block = None
+            continue
+        shown.append(line)
+    shown.extend(block or [])
+    masked = []
+    for line in shown:
+        for pattern, replacement in PRINT_VOLATILE:
+            line = pattern.sub(replacement, line)
+        if not LOG_LINE.match(line):  # an engine's own log line (flux-core's migrations), not the program's
+            masked.append(line)
+    return masked
+
+
+LOG_LINE = re.compile(r"^<time> - [\w.]+ - (DEBUG|INFO|WARNING|ERROR) - ")
+
+
+def _without_events(text: str) -> list[str]:
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return text.splitlines()
+    if isinstance(document, dict):
+        document.pop("events", None)
+    return json.dumps(document, indent=4, sort_keys=True, default=str).splitlines()
 
 
 def crash_by_type(results: list) -> list:
     """A program that stops with an exception after its runs (on flux-core too) is compared
     by the exception's type, as a failed run is."""
-    return [[state, value.split(":")[0] if state == "ERROR" else value] for state, value in results]
+    return [[state, value.split(":")[0] if state == "ERROR" else value, *rest] for state, value, *rest in results]
 
 
 def agrees(first: object, second: object, ours: object) -> bool:
@@ -187,7 +238,10 @@ def main() -> int:
         ok = agrees(*map(crash_by_type, (theirs, again, ours)))
         same += ok
         print(f"{'SAME' if ok else 'DIFF'} {name}" + ("" if ok else f"\n  flux-core: {theirs}\n  here:      {ours}"))
-    print(f"{same} of {compared} run unchanged with the same state and output ({len(programs) - compared} skipped)")
+    print(
+        f"{same} of {compared} run unchanged with the same state, output (its type included) and printed lines "
+        f"({len(programs) - compared} skipped)"
+    )
     return 0
 
 

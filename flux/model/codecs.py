@@ -9,8 +9,9 @@ names the codec and the value's type::
     {"$codec": "std", "type": "datetime.timedelta", "data": 90.0}
     {"$codec": "pickle", "type": "pandas.DataFrame", "data": "<base64>"}
 
-``std`` (dates, times, durations, UUIDs, decimals, sets) decodes to the value without
-running any code of it: on by default everywhere. ``pickle`` is opt-in, because decoding
+``std`` (dates, times, durations, UUIDs, decimals, sets) and ``numpy`` (its scalars and
+numeric arrays, by dtype and shape) decode to the value without running any code of it:
+on by default everywhere. ``pickle`` is opt-in, because decoding
 a pickle runs code that whoever wrote the log chose: it is on in a local run
 (``Workflow.run``: the process that pickles is the one that reads) and on a worker whose
 environment says ``FLUX_CODECS=pickle``. The server never decodes an envelope: it stores
@@ -78,6 +79,35 @@ STD = Codec(
     encode=lambda value: STD_TYPES[_std_name(value)][1](value),
     decode=lambda data, kind: STD_TYPES[kind][2](data),
 )
+
+
+def _is_numpy(value: Any) -> bool:
+    """A numpy scalar or a numeric array (numpy is imported only where a value of it exists)."""
+    if type(value).__module__ != "numpy":
+        return False
+    kind = getattr(getattr(value, "dtype", None), "kind", "O")
+    return kind in "biufc?" and not (kind == "c" and getattr(value, "ndim", 0))
+
+
+def _numpy_encode(value: Any) -> Any:
+    if value.ndim == 0:
+        return value.item() if value.dtype.kind != "c" else [value.real.item(), value.imag.item()]
+    return {"dtype": value.dtype.str, "shape": list(value.shape), "values": value.ravel().tolist()}
+
+
+def _numpy_decode(data: Any, kind: str) -> Any:
+    import numpy  # only where a recorded numpy value is read back
+
+    if isinstance(data, dict):
+        return numpy.array(data["values"], dtype=numpy.dtype(data["dtype"])).reshape(data["shape"])
+    scalar = getattr(numpy, kind.rpartition(".")[2], None)
+    if not (isinstance(scalar, type) and issubclass(scalar, numpy.generic)):
+        raise TypeError(f"not a numpy scalar type: {kind}")
+    return scalar(complex(*data) if isinstance(data, list) else data)
+
+
+#: numpy scalars and numeric arrays, by dtype and shape: decoding builds only numpy numbers.
+NUMPY = Codec("numpy", safe=True, takes=_is_numpy, encode=_numpy_encode, decode=_numpy_decode)
 PICKLE = Codec(
     "pickle",
     safe=False,
@@ -86,7 +116,7 @@ PICKLE = Codec(
     decode=lambda data, kind: pickle.loads(base64.b64decode(data)),  # noqa: S301 - opted in (docs/security.md)
 )
 #: The chain, in order: the first codec that takes a value encodes it.
-CODECS: tuple[Codec, ...] = (STD, PICKLE)
+CODECS: tuple[Codec, ...] = (STD, NUMPY, PICKLE)
 BY_NAME = {codec.name: codec for codec in CODECS}
 
 #: Codecs a local run enables for what it runs (``Workflow.run``: ``pickle``).
@@ -98,9 +128,9 @@ class CodecRefused(TypeError):
 
 
 def enabled() -> frozenset[str]:
-    """``std`` always; ``pickle`` in a local run or where ``FLUX_CODECS`` names it."""
+    """``std`` and ``numpy`` always; ``pickle`` in a local run or where ``FLUX_CODECS`` names it."""
     named = {name.strip() for name in os.environ.get(ENV, "").split(",") if name.strip()}
-    return frozenset({"std"}) | named | _local.get()
+    return frozenset({"std", "numpy"}) | named | _local.get()
 
 
 def enable_locally(names: frozenset[str]) -> Any:
@@ -119,13 +149,10 @@ def type_name(value: Any) -> str:
 
 
 def plain(value: Any) -> Any:
-    """What JSON nearly holds, as the JSON value (the type is not kept): an Enum's value,
-    a numpy scalar's number. None when the value is not one of those."""
+    """What JSON nearly holds, as the JSON value (the type is not kept): an Enum's value.
+    None when the value is not one."""
     if isinstance(value, enum.Enum):
         return value.value
-    item = getattr(value, "item", None)
-    if type(value).__module__ == "numpy" and callable(item) and getattr(value, "ndim", None) == 0:
-        return item()
     return None
 
 

@@ -55,9 +55,10 @@ def _shown(value: Any) -> Any:
         return plain(value)
     except TypeError:
         pass
-    to_dict = getattr(value, "to_dict", None)
-    if isinstance(value, OutputStorageReference) and callable(to_dict):
-        return to_dict()
+    if isinstance(value, OutputStorageReference):
+        return value.to_dict()
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return str(value)  # a numpy number as flux-core's to_json() printed it
     try:
         return codecs.encoder(frozenset(codecs.BY_NAME))(value)
     except Exception:  # noqa: BLE001 - shown, never recorded: its repr rather than no answer

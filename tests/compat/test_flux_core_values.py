@@ -118,7 +118,8 @@ def test_the_corpus_on_a_real_server_and_worker_ends_with_the_same_state_and_out
         assert reference["storage_type"] == "local_file" and reference["metadata"] == {"serializer": "json"}
         events = client.events(started["array_stats"])
         pickled = [e["value"] for e in events if e["type"] == "TASK_COMPLETED"]
-        assert [v["$codec"] for v in pickled] == ["pickle", "pickle"]  # the codec named in the event
+        assert [v["$codec"] for v in pickled] == ["pickle", "numpy"]  # the codec named in the event
+        assert pickled[1]["data"] == {"dtype": "<f8", "shape": [4], "values": [0.0, 2.0, 4.0, 6.0]}  # readable
 
 
 def test_migrate_check_names_only_server_differences_on_this_corpus():
