@@ -123,7 +123,10 @@ def _reasons(board: Board, domain: str) -> tuple[tuple[str, int], ...]:
 def shortfall(gang: Gang, request: ResourceRequest | None, board: Board, idle: Board | None = None) -> GangShortfall:
     """The board's domains as a ``GangShortfall``; ``idle``: the same kind's board of the
     fleet as if idle (what each domain could ever hold)."""
-    domains = set(board.domain_of.values())
+    board.count_all()
+    if idle is not None:
+        idle.count_all()
+    domains = board.views.keys()
     rooms = [
         DomainRoom(
             domain,

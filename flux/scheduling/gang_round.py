@@ -104,7 +104,7 @@ class GangRound:
         if domain is None:
             return
         self._holds_left -= 1
-        count = min(board.totals.get(domain, 0), gd.gang.size)
+        count = min(board.held(domain), gd.gang.size)
         if count:
             hold = seat_members(gd.execution_id, gd.gang, domain, board.seats_in(domain, count), count)
             self.held[gd.execution_id] = hold

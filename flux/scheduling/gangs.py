@@ -18,14 +18,16 @@ its workers add up to ``size``.
 
 Among the domains that hold it, the members go where they span the fewest values of
 ``prefer`` (the largest groups first is what minimises that count), then to the domain
-whose room is closest to the gang (best fit: the larger domains stay whole for larger
-gangs, Kueue's topology-aware scheduling does the same), then by the domain's value.
-Within it, the workers that hold the most members come first (a gang packs onto few
-workers), then the least loaded; rank 0 is the first member on the first of them.
+with the fewest free member slots (its workers' free slots, at most ``per_worker`` each:
+best fit, so the larger domains stay whole for larger gangs, as Kueue's topology-aware
+scheduling does), then by the domain's value. Within it, the workers that hold the most
+members come first (a gang packs onto few workers), then the least loaded; rank 0 is
+the first member on the first of them.
 
 A ``Board`` holds the counts for one kind of gang (constraints, topology, prefer,
-``per_worker``) and is told of the workers that changed, so a round that meets many
-gangs of one kind scans the fleet once (``flux.scheduling.gang_round``).
+``per_worker``), counts a domain only when a search reaches it, and is told of the
+workers that changed, so a round that meets many gangs of one kind counts each worker
+once and then only those the round changed (``flux.scheduling.gang_round``).
 """
 
 from __future__ import annotations
@@ -134,14 +136,32 @@ class Seat(NamedTuple):
 
 
 class Board:
-    """What each worker holds of one kind of gang, by domain: built from a fleet, kept
-    up to date with ``update`` for the workers that changed."""
+    """What each worker holds of one kind of gang, by domain, kept up to date with
+    ``update`` for the workers that changed.
+
+    A domain's workers are counted (``Fit.members``, the costly part) only as far as a
+    search needs them: ``best`` visits the domains whose bound (what each counted worker
+    holds, the free slots of the others, at most ``per_worker`` each) reaches the gang's
+    size, tightest first, and counts a domain's
+    workers least loaded first until they hold the gang (all of them when ``prefer`` asks
+    for the fewest values); ``count_all`` counts the rest, for an explanation."""
 
     def __init__(self, fit: Fit, gang: Gang, workers: Iterable[WorkerView] = ()):
-        self.fit, self.topology, self.prefer = fit, gang.topology, gang.prefer
-        #: domain -> worker name -> its seat (only workers that hold at least one member).
+        self.fit, self.topology, self.prefer, self.per_worker = fit, gang.topology, gang.prefer, gang.per_worker
+        #: domain -> worker name -> its view (every worker with the topology label).
+        self.views: dict[str, dict[str, WorkerView]] = {}
+        #: domain -> the most members its workers could hold: what each counted one holds,
+        #: the free slots (at most ``per_worker``) of each other one.
+        self.bounds: Counter[str] = Counter()
+        #: worker name -> its part of its domain's bound.
+        self.bound_of: dict[str, int] = {}
+        #: domain -> the names still to count, the next last (a domain is here once a search reached it).
+        self.pending: dict[str, list[str]] = {}
+        #: Workers of reached domains not counted yet.
+        self.uncounted: set[str] = set()
+        #: domain -> worker name -> its seat (counted workers that hold at least one member).
         self.seats: dict[str, dict[str, Seat]] = {}
-        #: domain -> how many members its workers hold together.
+        #: domain -> how many members its counted workers hold together.
         self.totals: Counter[str] = Counter()
         #: domain -> worker name -> why it holds no (more) members.
         self.why: dict[str, dict[str, Reason]] = {}
@@ -153,19 +173,35 @@ class Board:
             self.update(worker)
 
     def update(self, worker: WorkerView) -> None:
-        """``worker``'s view is new or changed: count again what it holds."""
-        self.drop(worker.name)
+        """``worker``'s view is new or changed: what it holds is counted again when a
+        search next needs it."""
+        name, before, waiting = worker.name, self.domain_of.get(worker.name), worker.name in self.uncounted
+        self.drop(name)
         domain = worker.labels.get(self.topology)
         if domain is None:
-            self.unlabelled.add(worker.name)
+            self.unlabelled.add(name)
             return
-        domain = self.domain_of[worker.name] = str(domain)
+        domain = self.domain_of[name] = str(domain)
+        self.views.setdefault(domain, {})[name] = worker
+        self._bound(domain, name, min(self.per_worker, worker.free_slots))
+        queue = self.pending.get(domain)
+        if queue is not None:  # counted again when a search next needs it, before the others
+            if waiting and before == domain:
+                queue.remove(name)
+            queue.append(name)
+            self.uncounted.add(name)
+
+    def _bound(self, domain: str, name: str, part: int) -> None:
+        self.bounds[domain] += part - self.bound_of.get(name, 0)
+        self.bound_of[name] = part
+
+    def _count(self, domain: str, worker: WorkerView) -> None:
         allotments, reason = self.fit.members(worker)
+        self._bound(domain, worker.name, len(allotments))
         if allotments:
             group = worker.labels.get(self.prefer) if self.prefer is not None else None
-            self.seats.setdefault(domain, {})[worker.name] = Seat(
-                worker, allotments, None if group is None else str(group)
-            )
+            seat = Seat(worker, allotments, None if group is None else str(group))
+            self.seats.setdefault(domain, {})[worker.name] = seat
             self.totals[domain] += len(allotments)
         if reason is not None:
             self.why.setdefault(domain, {})[worker.name] = reason
@@ -173,28 +209,56 @@ class Board:
     def drop(self, name: str) -> None:
         """The worker is gone (or about to be counted again)."""
         self.unlabelled.discard(name)
+        self.uncounted.discard(name)
         domain = self.domain_of.pop(name, None)
         if domain is None:
             return
+        self.views[domain].pop(name)
+        self.bounds[domain] -= self.bound_of.pop(name)
         old = self.seats.get(domain, {}).pop(name, None)
         if old is not None:
             self.totals[domain] -= len(old.allotments)
         self.why.get(domain, {}).pop(name, None)
 
+    def count(self, domain: str, need: int | None = None) -> None:
+        """Count ``domain``'s workers, least loaded first, until they hold ``need`` members
+        (None: every one of them)."""
+        views = self.views.get(domain, {})
+        queue = self.pending.get(domain)
+        if queue is None:
+            queue = self.pending[domain] = sorted(views, key=lambda n: candidate_key(views[n]), reverse=True)
+            self.uncounted.update(queue)
+        while queue and (need is None or self.totals[domain] < need):
+            name = queue.pop()
+            if name in self.uncounted and name in views:
+                self.uncounted.discard(name)
+                self._count(domain, views[name])
+
+    def count_all(self) -> None:
+        for domain in self.views:
+            self.count(domain)
+
+    def held(self, domain: str) -> int:
+        """How many members ``domain``'s workers hold (counted now if they were not)."""
+        self.count(domain)
+        return self.totals.get(domain, 0)
+
     def workers_in(self, domain: str) -> int:
-        """The workers of ``domain`` the board has seen (holding members or not)."""
-        return len(self.seats.get(domain, {}).keys() | self.why.get(domain, {}).keys())
+        return len(self.views.get(domain, {}))
 
     def best(self, size: int) -> tuple[str, list[Seat]] | None:
-        """The domain to place ``size`` members in and its seats in rank order, or None."""
+        """The domain to place ``size`` members in and its seats in rank order, or None:
+        the fewest ``prefer`` values, then the tightest bound (best fit), then the name."""
         chosen = None
-        for domain, total in self.totals.items():
-            if total < size:
+        for room, domain in sorted((room, domain) for domain, room in self.bounds.items() if room >= size):
+            self.count(domain, None if self.prefer is not None else size)
+            if self.totals[domain] < size:
                 continue
             spans = 1 if self.prefer is None else len(_fewest(self.seats[domain].values(), size))
-            key = (spans, total, domain)
-            if chosen is None or key < chosen:
-                chosen = key
+            if chosen is None or (spans, room, domain) < chosen:
+                chosen = (spans, room, domain)
+            if spans == 1:
+                break
         return None if chosen is None else (chosen[2], self.seats_in(chosen[2], size))
 
     def seats_in(self, domain: str, size: int) -> list[Seat]:
@@ -250,6 +314,7 @@ def place_gang(gd: GangDemand, workers: Iterable[WorkerView], namespace: str | N
     board = Board(Fit(gd.demand, gd.gang, namespace), gd.gang, workers)
     found = board.best(gd.gang.size)
     if found is None:
+        board.count_all()
         return board
     return seat_members(gd.execution_id, gd.gang, *found)
 

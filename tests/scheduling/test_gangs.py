@@ -68,7 +68,7 @@ def test_a_board_counts_what_each_domain_holds(fleet, gd):
     board = found if isinstance(found, Board) else Board(_fit(gd), gd.gang, fleet)
     for rack in {w.labels["rack"] for w in fleet if "rack" in w.labels}:
         expected = sum(holds(w, gd) for w in fleet if w.labels.get("rack") == rack)
-        assert board.totals.get(rack, 0) == expected
+        assert board.held(rack) == expected
     assert board.unlabelled == {w.name for w in fleet if "rack" not in w.labels}
 
 

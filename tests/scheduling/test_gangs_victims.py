@@ -86,7 +86,7 @@ def _fleet(specs, holders: dict[str, list[Holder]], gone: set[str]) -> list[Work
 
 
 def _held(gd: GangDemand, fleet: list[WorkerView], domain: str) -> int:
-    return Board(Fit(gd.demand, gd.gang), gd.gang, fleet).totals.get(domain, 0)
+    return Board(Fit(gd.demand, gd.gang), gd.gang, fleet).held(domain)
 
 
 @settings(max_examples=300, deadline=None)
