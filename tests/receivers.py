@@ -11,10 +11,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Receiver:
     """An HTTP endpoint on loopback that records each POST; ``answers`` are the status
-    codes of the first requests (then 200); ``hang`` seconds before each answer."""
+    codes of the first requests (then 200); ``hang`` seconds before each answer;
+    ``answered`` counts the answers sent (a hanging one's, once it stops hanging)."""
 
     def __init__(self, answers: list[int] | None = None, hang: float = 0.0, handler: type | None = None):
         self.received: list[dict] = []
+        self.answered = 0
         self.answers = list(answers or [])
         self.hang = hang
         self.lock = threading.Lock()
@@ -30,6 +32,8 @@ class Receiver:
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+                with outer.lock:
+                    outer.answered += 1
 
             def log_message(self, *args):  # noqa: ANN002 - quiet
                 pass

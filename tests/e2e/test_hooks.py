@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import statistics
-import time
 from pathlib import Path
 
 import pytest
@@ -145,20 +143,17 @@ def test_an_endpoint_answering_500_three_times_is_retried_until_it_succeeds(hook
     assert re.search(r"flux_hook_outbox_age_seconds 0\.0", metrics)
 
 
-def _claim_latency(client: FluxClient, i: int) -> float:
-    execution = client.run("hello", f"x{i}", wait=30)
-    return execution["claimed_at"] - execution["scheduled_at"]
-
-
 @pytest.mark.timeout(120)
 def test_a_hanging_endpoint_delays_neither_placement_nor_other_hooks(
     make_cluster, monkeypatch, receivers, workflow_file
 ):
     """Runs of a namespace whose every event goes to a hanging hook, alternated with
-    runs of one without hooks (the same load on both): submit->claimed is the same."""
+    runs of one without hooks: every run completes and the healthy hook hears of each
+    while the hanging endpoint still holds every request it got (none answered). That
+    submit->claimed is the same with and without it is a figure: ``bench.b49_reactions``."""
     monkeypatch.setenv("FLUX_SECRETS_KEY", Fernet.generate_key().decode())
-    cluster = make_cluster(server_args=("--hooks-allow-private", "--hooks-timeout", "30"))
-    hanging, healthy = receivers(hang=30), receivers()
+    cluster = make_cluster(server_args=("--hooks-allow-private", "--hooks-timeout", "300"))
+    hanging, healthy = receivers(hang=300), receivers()  # hangs past the test's own timeout
     with FluxClient(cluster.server_url) as plain, FluxClient(cluster.server_url, namespace="hooked") as hooked:
         plain.create_namespace("hooked")
         for client in (plain, hooked):
@@ -166,18 +161,11 @@ def test_a_hanging_endpoint_delays_neither_placement_nor_other_hooks(
         hooked.create_hook("hangs", hanging.url, EXECUTION_EVENTS, secret=SECRET)
         hooked.create_hook("healthy", healthy.url, ["execution.completed"], secret=SECRET)
         cluster.start_worker("w1")
-        started = time.monotonic()
-        without, with_hook = [], []
         for i in range(14):
-            without.append(_claim_latency(plain, i))
-            with_hook.append(_claim_latency(hooked, i))
-        eventually(lambda: len(healthy.bodies()) >= 14, 10, "the healthy hook waited on the hanging one")
-        assert time.monotonic() - started < 25  # well before the hanging POSTs time out
-    baseline, hooked_median = statistics.median(without[2:]), statistics.median(with_hook[2:])  # the first two warm up
-    print(
-        f"submit->claimed median: {baseline * 1000:.1f} ms without hooks, {hooked_median * 1000:.1f} ms with a hanging one"
-    )
-    assert hooked_median <= max(3 * baseline, baseline + 0.05), (without, with_hook)
+            for client in (plain, hooked):
+                assert client.run("hello", f"x{i}", wait=60)["state"] == "COMPLETED"
+        eventually(lambda: len(healthy.bodies()) >= 14, 60, "the healthy hook waited on the hanging one")
+        assert hanging.bodies() and hanging.answered == 0  # all of that while the hanging POSTs still hang
     assert len(hanging.bodies()) <= 4  # its four slots, nothing more while they hang
 
 
