@@ -4,7 +4,8 @@
     python -m bench --quick          # under two minutes on a 2-core machine
     python -m bench --only B1,B3     # a subset
     python -m bench --database-url postgresql://postgres@127.0.0.1:5432/test
-    python -m bench --only B7 [--quick] [--b7-workers 10,100 --b7-database postgres ...]   # fleet scale (not by default)
+    # fleet scale (not by default):
+    python -m bench --only B7 [--quick] [--b7-workers 10,100 --b7-database postgres ...]
 
 Prints one line per figure (name, median, p95, unit) and writes a JSON record to
 bench/results/<timestamp>.json.

@@ -80,7 +80,8 @@ def run(count: int, period: float, timing: dict, rounds: int) -> list[Figure]:
                 (start - 0.001, end - 0.001),
             ).fetchall()
             doubled = db.execute(
-                "SELECT count(*) - count(DISTINCT schedule || '@' || scheduled_for) FROM executions WHERE schedule IS NOT NULL"
+                "SELECT count(*) - count(DISTINCT schedule || '@' || scheduled_for) FROM executions"
+                " WHERE schedule IS NOT NULL"
             ).fetchone()[0]
     lateness = [(at - due) * 1000 for due, at in rows]
     by_round: dict[float, float] = {}

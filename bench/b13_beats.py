@@ -32,7 +32,8 @@ from flux.worker.config import WorkerConfig
 from flux.worker.lifecycle import Worker
 
 async def main(url, token, beats, gpu_source, name):
-    worker = Worker(WorkerConfig(name=name, server_url=url, bootstrap_token=token, runner="inprocess", gpu_source=gpu_source))
+    config = WorkerConfig(name=name, server_url=url, bootstrap_token=token, runner="inprocess", gpu_source=gpu_source)
+    worker = Worker(config)
     worker.session.open()
     await worker.register()
     for _ in range(20):

@@ -7,8 +7,8 @@ back as the task's result, from 1 KB up to the payload limit, and one over it.
 For each size it prints submit→completed (the client's submit to its wait returning
 COMPLETED, output included), the JSON bytes stored for a run over the payload size
 (the input and the task's result: 2.0 when each is stored once; 3 before, when
-WORKFLOW_SCHEDULED held a second copy of the input), and the server's RSS after the runs; then how long refusing an input
-one byte over the limit takes (413, nothing stored).
+WORKFLOW_SCHEDULED held a second copy of the input), and the server's RSS after the runs;
+then how long refusing an input one byte over the limit takes (413, nothing stored).
 """
 
 from __future__ import annotations

@@ -42,7 +42,8 @@ def scratch_database(url: str) -> Iterator[tuple[str, str]]:
         admin.close()
         yield (
             url,
-            f"could not create a scratch database ({str(exc).strip().splitlines()[0]}); used {redact_url(url)} as given",
+            f"could not create a scratch database ({str(exc).strip().splitlines()[0]});"
+            f" used {redact_url(url)} as given",
         )
         return
     try:

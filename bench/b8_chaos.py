@@ -372,7 +372,8 @@ def figures(
             "B8.runs_completed",
             len(completed),
             "runs",
-            note=f"of {opts.runs} submitted at {opts.rate:g}/s ({submit_s:.1f} s); {multi} needed more than one attempt",
+            note=f"of {opts.runs} submitted at {opts.rate:g}/s ({submit_s:.1f} s);"
+            f" {multi} needed more than one attempt",
         ),
         count("B8.runs_failed", len(failed), "runs", note=failed_note),
         count(

@@ -64,7 +64,8 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-sampler", daemon=True)
         self._prober = threading.Thread(target=self._probe, name="bench-sampler-probe", daemon=True)
-        #: The loop probe: delays (s), stalls as (start since the sampler began, seconds), when the pending one was sent.
+        #: The loop probe: delays (s), stalls as (start since the sampler began, seconds),
+        #: when the pending one was sent.
         self.delays: list[float] = []
         self.stalls: list[tuple[float, float]] = []
         self._pending_since: float | None = None
@@ -209,7 +210,8 @@ class Sampler:
             )
         if self.old_types:
             lines.append(
-                f"== gc generation 2 held {sum(self.old_types.values())} objects at {self.old_counted_at - self.started:.0f} s "
+                f"== gc generation 2 held {sum(self.old_types.values())} objects"
+                f" at {self.old_counted_at - self.started:.0f} s "
                 f"(frozen ones not counted); by type: "
                 + ", ".join(f"{t} {n}" for t, n in self.old_types.most_common(25))
             )

@@ -7,8 +7,9 @@ own outcome (``FINISHED``) or by an infrastructure failure, after which the
 execution goes back to the queue and replays its completed tasks elsewhere.
 
 Crashes count towards ``max_attempts``; planned hand-backs do not (a drain, a worker
-shutting down, a claim that never arrived), nor a GPU failing under the attempt, as a Kubernetes Job's pod failure policy
-can ignore disruptions: rolling a fleet, or a preemption, must not use up a long job's attempts.
+shutting down, a claim that never arrived), nor a GPU failing under the attempt, as a
+Kubernetes Job's pod failure policy can ignore disruptions: rolling a fleet, or a
+preemption, must not use up a long job's attempts.
 """
 
 from __future__ import annotations

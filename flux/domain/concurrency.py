@@ -37,7 +37,8 @@ def _fields(template: str, owner: str) -> list[str]:
     for field in fields:
         if not _PATH.match(field):
             raise ValueError(
-                f"{owner}: concurrency key field {{{field}}} must be {{input}} or {{input.name[.name...]}} (list items by index)"
+                f"{owner}: concurrency key field {{{field}}} must be {{input}} or {{input.name[.name...]}}"
+                " (list items by index)"
             )
     return fields
 

@@ -21,6 +21,7 @@ def check_name(value: Any, kind: str = "workflow") -> str:
     """``value`` if it is a valid name, else ``ValueError`` saying what a name may be."""
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise ValueError(
-            f"{kind} name {reprlib.repr(value)} must be 1 to {NAME_MAX} letters, digits, '_', '-' or '.', not starting with '.'"
+            f"{kind} name {reprlib.repr(value)} must be 1 to {NAME_MAX} letters, digits, '_', '-' or '.',"
+            " not starting with '.'"
         )
     return value

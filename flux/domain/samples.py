@@ -93,7 +93,10 @@ def probed_problem(dimensions: Mapping[str, Any]) -> str | None:
     resources' (and none the wire has fields for, nor ``gpu``), quantities 0..2**63-1."""
     for name, amount in dimensions.items():
         if not isinstance(name, str) or not _NAME.match(name) or name in WELL_KNOWN:
-            return f"dimension name {name!r} must be lowercase letters, digits, '.', '_', '-' or '/', and not one of {', '.join(WELL_KNOWN)}"
+            return (
+                f"dimension name {name!r} must be lowercase letters, digits, '.', '_', '-' or '/',"
+                f" and not one of {', '.join(WELL_KNOWN)}"
+            )
         if not is_number(amount) or not 0 <= amount <= INT64_MAX:  # also NaN and infinity
             return f"dimension {name!r}: must be a number from 0 to 2**63-1, got {amount!r}"
     return None

@@ -107,7 +107,8 @@ def normalise_cron(expr: str) -> str:
     fields = ALIASES.get(text.lower(), text)
     if len(fields.split()) not in (5, 6):
         raise InvalidSchedule(
-            f"cron: {expr!r} needs 5 fields (minute hour day month weekday), 6 (seconds first) or an alias such as @daily"
+            f"cron: {expr!r} needs 5 fields (minute hour day month weekday), 6 (seconds first)"
+            " or an alias such as @daily"
         )
     try:
         CronSim(fields, datetime(2000, 1, 1, tzinfo=UTC))
