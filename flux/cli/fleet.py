@@ -83,9 +83,10 @@ def bootstrap_token_for_worker(server_url: str, home: str | None) -> str:
             return _token_of(server)
     path = ServerSettings(home=Path(home) if home else default_home()).bootstrap_token_path
     if not path.exists():
+        looked = "" if home else f"no server of this host serves {server_url}, and "
         raise click.ClickException(
-            f"no bootstrap token: none given, no server of this host serves {server_url}, and {path} does not exist; "
-            "give --bootstrap-token-file (on the server's host, 'flux server bootstrap-token' prints the token)"
+            f"no bootstrap token: none given, {looked}{path} does not exist; give --bootstrap-token-file "
+            "(on the server's host, 'flux server bootstrap-token' prints the running server's token)"
         )
     return read_token_file(path)
 

@@ -6,7 +6,10 @@ the engine's imports (~0.5 s of CPU); a pool asked for nine at once on a two-cor
 host waits seconds before the first registers. This process imports them once, then
 forks each worker on request: the worker runs the very same command (``argv``) in a
 process of its own session, its output in its log, and registers in a few hundred
-ms. The pages it imported stay shared with every worker (``gc.freeze``).
+ms. The pages it imported stay shared with every worker (``gc.freeze``). A forked
+worker would show the launcher's own command line in ``ps``; it takes its own
+(``flux start worker NAME ...``) through ``setproctitle``, as gunicorn's and Celery's
+forked workers do (argv is C memory Python cannot rewrite by itself).
 
 One JSON line a request on stdin, ``{"argv": [...], "log": PATH}``; one JSON line a
 reply on stdout, ``{"pid": N}`` or ``{"error": "..."}``; ``{"ready": true}`` first,
@@ -21,8 +24,11 @@ import contextlib
 import gc
 import json
 import os
+import shlex
 import signal
 import sys
+
+import setproctitle
 
 
 def _warm() -> None:
@@ -48,6 +54,8 @@ def _run_worker(argv: list[str], log_fd: int) -> int:
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.argv = ["flux", *argv]
+    # ps shows this worker ("flux start worker NAME ..."), not the launcher's command line
+    setproctitle.setproctitle(shlex.join(sys.argv))
     from flux.cli import main
 
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import click
@@ -94,6 +95,15 @@ def size(n: float | None) -> str:
     return "-" if n is None else human_size(n)
 
 
+def gpu_summary(worker: dict) -> str:
+    """The ``gpu`` line: its devices by model (``2 x NVIDIA H200``), or none and where to
+    read why (the worker logs what it offers, and why no GPU, when it registers)."""
+    found = devices(worker)
+    if not found:
+        return "none (the worker's log says why: its 'offers' line at registration)"
+    return ", ".join(f"{count} x {name}" for name, count in Counter(gpu["name"] for gpu in found).items())
+
+
 def gpu_rows(gpus: list[dict], allotments: list[dict]) -> list[tuple[str, str]]:
     """One row per device: model, memory used of total, utilisation, health, and what holds it."""
     rows = []
@@ -139,6 +149,7 @@ def summary_rows(worker: dict, running: list[dict], packages: bool) -> list[tupl
     for name, capacity in sorted(worker.get("custom_resources", {}).items()):
         used = sum(((e.get("requests") or {}).get("resources") or {}).get(name, 0) for e in running)
         rows.append((name, f"{used:g} of {capacity:g} in use"))
+    rows.append(("gpu", gpu_summary(worker)))
     rows += gpu_rows(res.get("gpus") or [], worker.get("gpu_allotments") or [])
     rows.append(("allocation", worker["allocation"]))
     rows.append(("heartbeat", f"{ago(worker['last_heartbeat_at'])} (registered {ago(worker['registered_at'])})"))

@@ -10,15 +10,41 @@ health comes from ``flux.worker.gpu_health``; a slice fares as its card does.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Iterator
 
 from flux.objects import import_object
 from flux.worker.gpu_health import HealthWatch
 
 logger = logging.getLogger("flux.worker.probe")
+#: Where ``explained`` keeps the reasons no GPU was found (None: nobody asked).
+_REASONS: ContextVar[list[str] | None] = ContextVar("gpu_reasons", default=None)
+
+
+def no_gpus(message: str, *args: Any) -> None:
+    """Why no GPU was found this way: logged at DEBUG on every look, and kept for the
+    caller of ``explained`` (the worker tells it at INFO when it registers)."""
+    logger.debug(message, *args)
+    kept = _REASONS.get()
+    if kept is not None:
+        kept.append(message % args if args else message)
+
+
+@contextlib.contextmanager
+def explained() -> Iterator[list[str]]:
+    """The reasons the probes inside this block found no GPU, in the order they were found."""
+    reasons: list[str] = []
+    token = _REASONS.set(reasons)
+    try:
+        yield reasons
+    finally:
+        _REASONS.reset(token)
+
+
 #: One health watch per NVML binding: it keeps the XID event set between samples.
 _WATCHES: dict[int, HealthWatch] = {}
 
@@ -52,12 +78,12 @@ def _detect_nvml(nvml: Any = None) -> list[dict] | None:
     try:
         nvml.nvmlInit()
     except Exception as exc:  # NVMLError: driver not loaded, library not found, ...
-        logger.debug("no GPUs via NVML: NVML init failed: %s (no driver?)", exc)
+        no_gpus("no GPUs via NVML: NVML init failed: %s (no driver?)", exc)
         return None
     try:
         gpus = _nvml_devices(nvml)
     except Exception as exc:
-        logger.debug("no GPUs via NVML: NVML query failed: %s", exc)
+        no_gpus("no GPUs via NVML: NVML query failed: %s", exc)
         return None
     finally:
         try:
@@ -65,7 +91,7 @@ def _detect_nvml(nvml: Any = None) -> list[dict] | None:
         except Exception as exc:
             logger.debug("NVML shutdown failed: %s", exc)
     if not gpus:
-        logger.debug("no GPUs: NVML initialised but reports 0 devices")
+        no_gpus("no GPUs: NVML initialised but reports 0 devices")
     return gpus
 
 
@@ -75,7 +101,7 @@ def _nvml(nvml: Any) -> Any:
     try:
         import pynvml  # nvidia-ml-py
     except ImportError:
-        logger.debug("no GPUs via NVML: nvidia-ml-py not installed")
+        no_gpus("no GPUs via NVML: nvidia-ml-py not installed")
         return None
     return pynvml
 

@@ -13,7 +13,8 @@ device of its own (``parent``: its card), with its compute capability and its he
 * ``GPUtil`` is the documented fallback (optional extra ``flux-engine[gputil]``).
   It shells out to ``nvidia-smi``, so it is only tried when ``nvidia-smi`` is on
   PATH.
-* Otherwise no GPUs. Each reason is logged at DEBUG on the ``flux.worker.probe`` logger.
+* Otherwise no GPUs. Each reason is logged at DEBUG on the ``flux.worker.probe`` logger,
+  and the worker tells them at INFO when it registers (``nvml_devices.explained``).
 
 Non-NVIDIA accelerators (ROCm, Intel, Apple Silicon, TPUs) are never detected;
 advertise them with labels (``--label accelerator=rocm``) and route by affinity.
@@ -51,7 +52,7 @@ from flux.domain.resources import Resources
 from flux.domain.samples import to_wire
 from flux.objects import import_object
 from flux.worker import cgroups
-from flux.worker.nvml_devices import _detect_nvml, driver_version, number, text, utilization
+from flux.worker.nvml_devices import _detect_nvml, driver_version, no_gpus, number, text, utilization
 
 logger = logging.getLogger("flux.worker.probe")
 
@@ -97,7 +98,9 @@ def visible(gpus: list[dict], cuda_visible_devices: str | None) -> list[dict]:
                 chosen.append(device)
     cards = {g["uuid"] for g in chosen}
     chosen = [{**g, "parent": None} if g.get("parent") and g["parent"] not in cards else g for g in chosen]
-    if len(chosen) < len(gpus):
+    if not chosen and gpus:
+        no_gpus("no GPUs: CUDA_VISIBLE_DEVICES=%r hides all %d", cuda_visible_devices, len(gpus))
+    elif len(chosen) < len(gpus):
         logger.debug("CUDA_VISIBLE_DEVICES=%r: advertising %d of %d GPUs", cuda_visible_devices, len(chosen), len(gpus))
     return chosen
 
@@ -108,15 +111,15 @@ def _detect_gputil(gputil: Any = None) -> list[dict]:
         try:
             import GPUtil as gputil
         except Exception as exc:  # ImportError, or GPUtil's own import breaking
-            logger.debug("no GPUs via GPUtil: GPUtil not installed (%s)", exc)
+            no_gpus("no GPUs via GPUtil: GPUtil not installed (%s)", exc)
             return []
     if shutil.which("nvidia-smi") is None:
-        logger.debug("no GPUs via GPUtil: nvidia-smi not on PATH")
+        no_gpus("no GPUs via GPUtil: nvidia-smi not on PATH")
         return []
     try:
         found = gputil.getGPUs()
     except Exception as exc:
-        logger.debug("no GPUs via GPUtil: GPUtil.getGPUs() failed: %s", exc)
+        no_gpus("no GPUs via GPUtil: GPUtil.getGPUs() failed: %s", exc)
         return []
     gpus = [
         {
@@ -130,7 +133,7 @@ def _detect_gputil(gputil: Any = None) -> list[dict]:
         for g in found
     ]
     if not gpus:
-        logger.debug("no GPUs: GPUtil/nvidia-smi reports 0 devices")
+        no_gpus("no GPUs: GPUtil/nvidia-smi reports 0 devices")
     return gpus
 
 
@@ -150,7 +153,7 @@ def _detect(source: str, nvml: Any, gputil: Any) -> list[dict]:
         if source.startswith("nvml:"):
             return _detect_nvml(import_object(source[len("nvml:") :])) or []
         if source == "none":
-            logger.debug("no GPUs: GPU detection disabled (source='none')")
+            no_gpus("no GPUs: GPU detection disabled (--gpu-source none)")
             return []
         if source == "nvml":
             return _detect_nvml(nvml) or []
@@ -162,9 +165,10 @@ def _detect(source: str, nvml: Any, gputil: Any) -> list[dict]:
                 return gpus
             return _detect_gputil(gputil)
         logger.warning("no GPUs: unknown GPU source %r (expected one of %s)", source, GPU_SOURCES)
+        no_gpus("no GPUs: unknown GPU source %r", source)
         return []
     except Exception as exc:  # belt and braces: a probe must never break registration
-        logger.debug("no GPUs: GPU probe failed unexpectedly: %r", exc)
+        no_gpus("no GPUs: GPU probe failed unexpectedly: %r", exc)
         return []
 
 

@@ -54,6 +54,9 @@ def test_workers_are_forked_from_the_launcher_and_started_from_scratch_without_i
         fresh = await provider.apply(Change(**template, start=("quick-fresh",), size=2))
         assert parent_of(int(fresh["quick-fresh"])) == os.getpid()
         online = await registered(client, {"quick-forked", "quick-fresh"})
+        # ps shows the forked worker's own command line, its name in it, not "python -m flux.cli.launcher"
+        shown = Path(f"/proc/{forked['quick-forked']}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        assert shown.startswith("flux start worker quick-forked ") and "launcher" not in shown, shown
         for name in ("quick-forked", "quick-fresh"):  # the same worker either way
             assert online[name]["labels"] == {"tier": "a", "flux.pool": "quick"}
             assert online[name]["max_concurrent_executions"] == 2
