@@ -5,7 +5,12 @@ preempt takes victims across a domain's workers."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+
+from gang_cases import fleets, fresh, gangs
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flux.domain.allotment import Allotment
 from flux.domain.gang import Gang
@@ -119,3 +124,30 @@ def test_a_gang_that_may_preempt_takes_victims_across_the_domain():
     assert sorted((p.worker, p.victims) for p in contention.preemptions) == [("a0", ("low0",)), ("a1", ("low1",))]
     assert all(h.leaving for hs in contention.by_worker.values() for h in hs)
     assert gangs.held["urgent"].workers == ("a2",)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fleet=fleets(), queue=st.lists(gangs(), min_size=1, max_size=6))
+def test_a_round_of_gangs_never_books_a_worker_twice(fleet, queue):
+    """Whatever a round places and holds, every worker's members (placed or held) fit it
+    together: the boards kept across the round's gangs never offer the same room twice
+    (slots, cards and custom resources always; cpu on a reserving worker, as for singles)."""
+    original = {w.name: w for w in fresh(fleet)}
+    gangs_round = GangRound(FreePool(fleet))
+    for i, gd in enumerate(queue):
+        gangs_round.place(GangDemand(dataclasses.replace(gd.demand, execution_id=f"g{i}"), gd.gang))
+    booked = [*gangs_round.placements, *gangs_round.held.values()]
+    for placement in gangs_round.placements:
+        assert len(placement.members) == placement_size(queue, placement), "never a partial gang"
+    for name, worker in original.items():
+        members = [m for p in booked for m in p.members if m.worker == name]
+        assert len(members) <= worker.free_slots
+        cards = [index for m in members for index in m.allotment.gpus]
+        assert len(cards) == len(set(cards)) and not any(worker.gpu_allotted.get(i) for i in cards)
+        for dimension in ("cpu", "accel") if worker.reserves else ("accel",):  # sampled cpu: the threshold model
+            used = sum(m.allotment.resources.get(dimension, 0) for m in members)
+            assert used <= worker.available.get(dimension, 0) + 1e-9
+
+
+def placement_size(queue: list[GangDemand], placement) -> int:
+    return queue[int(placement.execution_id[1:])].gang.size
