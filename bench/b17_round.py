@@ -12,7 +12,10 @@ namespace holds summed once, the quota ledger, fair share), then
 ``Contention`` page after page while slots remain, ``rounds.BUDGET`` placements at
 most (the next round starts at once). The baseline is the same round without
 priorities or quotas: one priority, submission order, ``contention=None``, the same
-budget. The clock is ``time.process_time`` (CPU: the machine is shared) around the
+budget. The contended round is the server's as issue 52 made it: fair share adds each
+namespace's decayed past usage (``FairShare.past``), and victims are chosen by cost
+(``Costs``: the work each loses since its last checkpoint, ``min_runtime``, the
+cooldown), the holders carrying those. The clock is ``time.process_time`` (CPU: the machine is shared) around the
 round, on a fresh copy of the fleet with the static verdicts the previous round left
 in the server's pool (``flux.scheduling.registered``; ``contended_first`` is the round
 after a registration, without them), the collector paused as ``timeit`` pauses it. ``--whole-queue`` lifts the budget (one round
@@ -40,10 +43,13 @@ from flux.scheduling.demand import Demand
 from flux.scheduling.fairshare import FairShare
 from flux.scheduling.holders import Holder, Holdings
 from flux.scheduling.pool import FreePool
+from flux.scheduling.preemption import Costs
 from flux.scheduling.quotas import QuotaLedger
 from flux.server.queue import HEADS, MAX_MISSING, PAGE_SIZE
 
 PRIORITIES = (1000, 100, 0, -100, -1000)
+#: The namespaces' past usage of the last ``scenario`` (what the dispatcher keeps between rounds).
+past: dict[str, float] = {}
 AIM_MS, AIM_RATIO = 50.0, 2.0
 
 
@@ -61,6 +67,7 @@ def scenario(demands: int, workers: int, namespaces: int, full: bool, seed: int 
         dataclasses.replace(d, namespace=rng.choice(names), priority=rng.choice(PRIORITIES), scheduled_at=float(i))
         for i, d in enumerate(b5_matching.make_demands(demands, rng))
     ]
+    costs = random.Random(seed + 1)  # what issue 52 added, drawn apart: the rest is the scenario it was
     holders = [
         Holder(
             f"h{w.name}-{n}",
@@ -69,12 +76,18 @@ def scenario(demands: int, workers: int, namespaces: int, full: bool, seed: int 
             rng.choice(PRIORITIES),
             allotment=Allotment(Resources(cpu=1.0)),
             claimed_at=float(n),
+            progress_at=costs.choice((0.0, float(n) + costs.random())),  # a completed task, or none yet
+            min_runtime=costs.choice((0.0, 0.0, 0.0, 600.0)),
+            preempted_at=costs.choice((None, None, None, float(n))),
         )
         for w in fleet
         for n in range(w.running)
     ]
     quotas = {name: Quota(Resources(cpu=64.0, memory=256 * b5_matching.GI), executions=60) for name in names[::5]}
     weights = {name: 2.0 for name in names[::7]}
+    #: each namespace's decayed dominant usage (``flux.server.usage.past_shares``), as fair share gets it
+    past.clear()
+    past.update({name: costs.random() * 0.05 for name in names})
     return fleet, queue, holders, quotas, weights
 
 
@@ -121,8 +134,9 @@ def contended_round(
         held = ready.pop()
         held.update(new)
         floor = min(lowest, held.lowest) if rooms else max(PRIORITIES)
-        contention = Contention(holders, QuotaLedger(quotas, held), floor, grouped=grouped)
-        fair = FairShare(pool.capacity(), weights, held)  # the server's pool keeps the sum across rounds
+        costs = Costs(float(len(holders)), 300.0)  # the clock: a cooldown and min_runtime protect some
+        contention = Contention(holders, QuotaLedger(quotas, held), floor, grouped=grouped, costs=costs)
+        fair = FairShare(pool.capacity(), weights, held, past)  # the server's pool keeps the sum across rounds
         return len(rounds.run(split, pool, contention, fair, budget).placements)
 
     run.setup = setup  # type: ignore[attr-defined]

@@ -53,12 +53,15 @@ class Costs:
         return holder.min_runtime > 0 and self.now - holder.claimed_at < holder.min_runtime
 
     def keep_order(self, holder: Holder) -> tuple:
-        """Sort key of the order candidates are given back in: the costliest to lose first."""
+        """Sort key of the order candidates are given back in: the costliest to lose first
+        (``cooling``, ``young``, priority, then the oldest checkpoint: the most work lost).
+        Inlined: a search for room sorts every candidate of every worker it examines."""
+        now = self.now
         return (
-            -self.cooling(holder),
-            -self.young(holder),
+            holder.preempted_at is None or now - holder.preempted_at >= self.cooldown,
+            holder.min_runtime <= 0 or now - holder.claimed_at >= holder.min_runtime,
             -holder.priority,
-            -self.lost(holder),
+            max(holder.progress_at, holder.claimed_at),
             holder.claimed_at,
             holder.execution_id,
         )
