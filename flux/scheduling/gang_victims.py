@@ -123,11 +123,12 @@ class _Domain:
 
 
 def _gangs(holders: Iterable[Holder], gang_of: Mapping[str, str]) -> dict[str, list[Holder]]:
-    units: dict[str, list[Holder]] = {}
+    """The running gangs among ``holders`` (each holder once), by gang."""
+    units: dict[str, dict[str, Holder]] = {}
     for holder in holders:
         if holder.execution_id in gang_of and not holder.leaving:
-            units.setdefault(gang_of[holder.execution_id], []).append(holder)
-    return units
+            units.setdefault(gang_of[holder.execution_id], {})[holder.execution_id] = holder
+    return {name: list(members.values()) for name, members in units.items()}
 
 
 def _prune(domain: _Domain, size: int, victims: list[Holder], gang_of: Mapping[str, str]) -> list[Holder]:
@@ -161,7 +162,10 @@ def domain_room(
     here = [h for w in workers for h in holders.get(w.name, ())]
     leaving = tuple(h for h in here if h.leaving)
     units = _gangs([*everywhere, *here], gang_of)
-    single = lambda h: evictable(h) and h.execution_id not in gang_of  # noqa: E731
+
+    def single(holder: Holder) -> bool:
+        return evictable(holder) and holder.execution_id not in gang_of
+
     gone: set[str] = set()
     victims = search.cheapest(size, single, gone)
     present = {h.execution_id for h in here}
@@ -171,7 +175,7 @@ def domain_room(
     for unit in whole:
         if victims is not None:
             break
-        taken += {h.execution_id: h for h in unit}.values()
+        taken += unit
         gone = {h.execution_id for h in taken}
         victims = search.cheapest(size, single, gone)
     if victims is None:
