@@ -3,7 +3,7 @@ durations as a histogram and how its runs ended, as inline SVG (no script, no CD
 
 from __future__ import annotations
 
-from flux.server.console.charts import bins, buckets, duration_histogram, outcomes, success_over_time
+from flux.server.console.charts import bins, buckets, duration_histogram, outcomes, success_over_time, ticks
 
 
 def run(i: int, state: str = "COMPLETED", ran: float | None = 1.0) -> dict:
@@ -29,6 +29,16 @@ def test_the_histogram_draws_a_bar_per_bin_with_its_count_and_escapes_nothing_un
     assert svg.startswith('<svg class="chart chart-durations"') and svg.count('<rect class="bar"') == 5
     assert "Durations of the last 25 ended runs" in svg and "<script" not in svg
     assert str(duration_histogram([run(1, "RUNNING", ran=None)])) == ""  # nothing ended: no chart
+
+
+def test_the_histograms_axis_reads_apart_in_a_unit_that_suits_it():
+    assert ticks([1.02, 1.03, 1.04]) == ["1.02 s", "1.03 s", "1.04 s"]  # never 1.0 s ... 1.0 s
+    assert ticks([0.05, 0.475, 0.9]) == ["50 ms", "475 ms", "900 ms"]
+    assert ticks([3.0, 101.5, 200.0]) == ["0.1 min", "1.7 min", "3.3 min"]  # 3 s is not "0 min"
+    close = str(duration_histogram([run(i, ran=1.02 + 0.01 * (i % 3)) for i in range(9)]))
+    assert ">1.02 s</text>" in close and ">1.04 s</text>" in close
+    alike = str(duration_histogram([run(i, ran=2.0) for i in range(3)]))  # one duration: one value, once
+    assert alike.count("</text>") == 1 and ">2.0 s</text>" in alike
 
 
 def test_outcomes_are_oldest_first_one_column_per_ended_run():
@@ -62,11 +72,14 @@ def test_the_fleet_charts_draw_each_series_over_the_kept_points():
     assert [p["queued"] for p in points] == [2, 3, 4]
     slots, use = map(str, fleet_charts(points))
     assert slots.count("<polyline") == 3 and use.count("<polyline") == 2
-    assert "the last 30.0 s" in slots and "queued: 4 now" in slots and "memory: 25 now" in use
+    assert "the last 30.0 s" in slots and "queued: 4 now" in slots and "memory: 25% now" in use
+    # a time axis under each (UTC clock times of the first and last points) and the y's unit
+    assert ">00:17:10</text>" in slots and ">00:17:40 UTC</text>" in use
+    assert ">4</text>" in slots and ">100%</text>" in use and ">0%</text>" in use
     assert fleet_charts([]) == [] and len(fleet_charts(points[:1])) == 2  # one sample: still a chart
     with_devices = [{**p, "gpus": 2, "gpu_percent": 40.0, "resources": {"fpga": [1.0, 4.0]}} for p in points]
     use = str(fleet_charts(with_devices)[1])
-    assert use.count("<polyline") == 4 and "gpu: 40 now" in use and "fpga: 25 now" in use
+    assert use.count("<polyline") == 4 and "gpu: 40% now" in use and "fpga: 25% now" in use
 
 
 def test_the_success_rate_is_bucketed_in_time_with_a_width_that_suits_the_span():

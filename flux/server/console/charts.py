@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from markupsafe import Markup, escape
 
@@ -34,6 +35,10 @@ BUCKET_WIDTHS = {
 }
 
 
+#: An axis's unit by its largest value: (unit, seconds in it, below which it is used).
+AXIS_UNITS = (("ms", 0.001, 1.0), ("s", 1.0, 120.0), ("min", 60.0, 7200.0), ("h", 3600.0, math.inf))
+
+
 @dataclass(frozen=True)
 class Bin:
     low: float
@@ -46,8 +51,10 @@ def bins(durations: list[float], most: int = BINS) -> list[Bin]:
     if not durations:
         return []
     low, high = min(durations), max(durations)
+    if high == low:  # every run as long: one bin, not empty ones past it
+        return [Bin(low, high, len(durations))]
     count = max(1, min(most, math.ceil(math.sqrt(len(durations)))))
-    width = (high - low) / count or 1.0
+    width = (high - low) / count
     tally = [0] * count
     for value in durations:
         tally[min(int((value - low) / width), count - 1)] += 1
@@ -70,11 +77,26 @@ def duration_histogram(runs: list[dict]) -> Markup:
             f'<rect class="bar" x="{i * step + BAR_GAP:.1f}" y="{HEIGHT - 16 - height:.1f}" width="{step - 2 * BAR_GAP:.1f}" '
             f'height="{height:.1f}"><title>{escape(label)}</title></rect>'
         )
-    axis = (
-        f'<text x="0" y="{HEIGHT - 2}">{escape(duration(shown[0].low))}</text>'
-        f'<text x="{WIDTH}" y="{HEIGHT - 2}" text-anchor="end">{escape(duration(shown[-1].high))}</text>'
+    low, high = min(durations), max(durations)
+    labels = [duration(low)] if high == low else ticks([low, (low + high) / 2, high])  # one duration: once
+    places = [("middle", WIDTH / 2)] if high == low else [("start", 0), ("middle", WIDTH / 2), ("end", WIDTH)]
+    axis = "".join(
+        f'<text x="{x}" y="{HEIGHT - 2}" text-anchor="{anchor}">{escape(label)}</text>'
+        for (anchor, x), label in zip(places, labels)
     )
     return _svg("durations", f"Durations of the last {len(durations)} ended runs", "".join(bars) + axis)
+
+
+def ticks(values: list[float]) -> list[str]:
+    """Durations along an axis, in the unit its largest reads in, with the fewest decimals
+    that keep them apart (``1.02 s, 1.03 s, 1.04 s``, never ``1.0 s`` twice) and a
+    nonzero one from reading 0."""
+    unit, scale = next((u, s) for u, s, below in AXIS_UNITS if max(values) < below)
+    for digits in range(4):
+        labels = [f"{v / scale:.{digits}f}" for v in values]
+        if len(set(labels)) == len(labels) and all(float(t) or not v for t, v in zip(labels, values)):
+            break
+    return [f"{label} {unit}" for label in labels]
 
 
 def outcomes(runs: list[dict]) -> Markup:
@@ -171,40 +193,57 @@ def fleet_charts(points: list[dict]) -> list[Markup]:
         use.append(("gpu", [p.get("gpu_percent", 0.0) for p in drawn]))
     for name in sorted({name for p in drawn for name in p.get("resources") or {}}):  # custom probed dimensions
         use.append((name, [percent(*(p.get("resources") or {}).get(name, (0.0, 0.0))) for p in drawn]))
+    axis = Axis((drawn[0]["time"], drawn[-1]["time"]), "")
+    counts = [(name, [p[name] for p in drawn]) for name in ("busy", "slots", "queued")]
     return [
-        lines(
-            "slots",
-            f"Slots busy, slots and queued, {span}",
-            slots,
-            [
-                ("busy", [p["busy"] for p in drawn]),
-                ("slots", [p["slots"] for p in drawn]),
-                ("queued", [p["queued"] for p in drawn]),
-            ],
-        ),
-        lines("use", f"In use (%), {span}", 100.0, use),
+        lines("slots", f"Slots busy, slots and queued executions, {span}", slots, counts, axis),
+        lines("use", f"In use (%), {span}", 100.0, use, axis._replace(unit="%")),
     ]
+
+
+class Axis(NamedTuple):
+    """A line chart's axes: the times its x runs between (oldest, newest) and its y's unit."""
+
+    times: tuple[float, float]
+    unit: str
+
+
+def _clock(ts: float, span: float) -> str:
+    """A time under a chart, as precise as its span needs (UTC)."""
+    shape = "%m-%d %H:%M" if span >= 86400 else "%H:%M" if span >= 600 else "%H:%M:%S"
+    return datetime.fromtimestamp(ts, UTC).strftime(shape)
 
 
 def percent(used: float, total: float) -> float:
     return 100 * used / total if total else 0.0
 
 
-def lines(kind: str, title: str, top: float, series: list[tuple[str, list[float]]]) -> Markup:
-    """Each series a polyline over the same x axis (oldest left), 0 at the bottom, ``top`` at the top."""
-    height = HEIGHT - 16
+def lines(kind: str, title: str, top: float, series: list[tuple[str, list[float]]], axis: Axis) -> Markup:
+    """Each series a polyline over the same time axis (oldest left, its clock times under
+    it, UTC), 0 at the bottom and ``top`` at the top, both in the axis's unit; the legend above."""
+    height, roof = HEIGHT - 16, 14  # the plot, between the legend and the time axis
     drawn = []
     for name, values in series:
         step = WIDTH / max(len(values) - 1, 1)
-        coords = " ".join(f"{i * step:.1f},{height - height * min(v, top) / top:.1f}" for i, v in enumerate(values))
+        coords = " ".join(
+            f"{i * step:.1f},{height - (height - roof) * min(v, top) / top:.1f}" for i, v in enumerate(values)
+        )
         drawn.append(
-            f'<polyline class="line line-{name}" points="{coords}"><title>{escape(name)}: {values[-1]:g} now</title></polyline>'
+            f'<polyline class="line line-{name}" points="{coords}">'
+            f"<title>{escape(name)}: {values[-1]:g}{axis.unit} now</title></polyline>"
         )
     legend = "".join(
-        f'<text class="legend line-{name}" x="{i * 90}" y="{HEIGHT - 2}">{escape(name)}</text>'
+        f'<text class="legend line-{name}" x="{i * 70}" y="10">{escape(name)}</text>'
         for i, (name, _) in enumerate(series)
     )
-    scale = f'<text x="{WIDTH}" y="10" text-anchor="end">{top:g}</text>'
+    (first, last), span = axis.times, axis.times[1] - axis.times[0]
+    scale = (
+        f'<text x="{WIDTH}" y="10" text-anchor="end">{top:g}{axis.unit}</text>'
+        f'<text x="{WIDTH}" y="{height - 2}" text-anchor="end">0{axis.unit}</text>'
+        f'<line class="axis" x1="0" y1="{height}" x2="{WIDTH}" y2="{height}"></line>'
+        f'<text x="0" y="{HEIGHT - 2}">{escape(_clock(first, span))}</text>'
+        f'<text x="{WIDTH}" y="{HEIGHT - 2}" text-anchor="end">{escape(_clock(last, span))} UTC</text>'
+    )
     return _svg(kind, title, "".join(drawn) + legend + scale)
 
 

@@ -72,8 +72,10 @@ function watchExecutions(table) {
       const empty = body.querySelector(".empty-row"); if (empty) empty.remove();
       body.prepend(row);
     }
-    row.querySelector(".st").replaceChildren(badge(e.state));
-    if (e.error && TERMINAL.has(e.state)) {  /* why it ended, as the server's row says it */
+    const cell = row.querySelector(".st"), before = cell.querySelector(".badge");
+    const kept = before && before.dataset.state === e.state ? cell.querySelector(".why") : null;  /* same state: same why */
+    cell.replaceChildren(badge(e.state), ...(kept ? [kept] : []));
+    if (!kept && e.error && TERMINAL.has(e.state)) {  /* why it ended, as the server's row says it */
       const why = document.createElement("div"); why.className = "why muted"; why.title = e.error;
       why.textContent = e.error.length > 90 ? e.error.slice(0, 87) + "..." : e.error;
       row.querySelector(".st").append(why);
