@@ -112,7 +112,8 @@ def figures(quick: bool) -> list[Figure]:
     rng = random.Random(53)
     fleet = make_fleet(1_000, rng)
     singles, gangs = make_queue(2_000, 200, rng)
-    timed(without_gangs(singles), fleet, 1)  # warms the caches both share
+    timed(without_gangs(singles), fleet, 1)  # warms the caches (parsed requests, allotments) of each
+    timed(with_gangs(singles, gangs), fleet, 1)
     plain, (_, placed_plain) = timed(without_gangs(singles), fleet, repeats)
     ganged, (placed_gangs, placed_singles) = timed(with_gangs(singles, gangs), fleet, repeats)
     name = "B18.gangs.200x8_beside_2000x1000"

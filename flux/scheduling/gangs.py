@@ -142,9 +142,9 @@ class Board:
     A domain's workers are counted (``Fit.members``, the costly part) only as far as a
     search needs them: ``best`` visits the domains whose bound (what each counted worker
     holds, the free slots of the others, at most ``per_worker`` each) reaches the gang's
-    size, tightest first, and counts a domain's
-    workers least loaded first until they hold the gang (all of them when ``prefer`` asks
-    for the fewest values); ``count_all`` counts the rest, for an explanation."""
+    size, tightest first, and counts a domain's workers least loaded first until they hold
+    the gang (all of them when those span more than one ``prefer`` value: fewer may do);
+    ``count_all`` counts the rest, for an explanation."""
 
     def __init__(self, fit: Fit, gang: Gang, workers: Iterable[WorkerView] = ()):
         self.fit, self.topology, self.prefer, self.per_worker = fit, gang.topology, gang.prefer, gang.per_worker
@@ -169,15 +169,28 @@ class Board:
         self.unlabelled: set[str] = set()
         #: worker name -> its domain.
         self.domain_of: dict[str, str] = {}
-        for worker in workers:
-            self.update(worker)
+        per_worker, views, bounds = self.per_worker, self.views, self.bounds
+        for worker in workers:  # ``update`` for a fleet new to the board, in one pass
+            domain = worker.labels.get(self.topology)
+            if domain is None:
+                self.unlabelled.add(worker.name)
+                continue
+            domain = self.domain_of[worker.name] = str(domain)
+            views.setdefault(domain, {})[worker.name] = worker
+            part = self.bound_of[worker.name] = min(per_worker, worker.free_slots)
+            bounds[domain] += part
 
     def update(self, worker: WorkerView) -> None:
         """``worker``'s view is new or changed: what it holds is counted again when a
         search next needs it."""
-        name, before, waiting = worker.name, self.domain_of.get(worker.name), worker.name in self.uncounted
+        name, domain = worker.name, worker.labels.get(self.topology)
+        before = self.domain_of.get(name)
+        if before is not None and before == domain and domain not in self.pending:  # not reached: its bound only
+            self.views[domain][name] = worker
+            self._bound(domain, name, min(self.per_worker, worker.free_slots))
+            return
+        waiting = name in self.uncounted
         self.drop(name)
-        domain = worker.labels.get(self.topology)
         if domain is None:
             self.unlabelled.add(name)
             return
@@ -251,10 +264,13 @@ class Board:
         the fewest ``prefer`` values, then the tightest bound (best fit), then the name."""
         chosen = None
         for room, domain in sorted((room, domain) for domain, room in self.bounds.items() if room >= size):
-            self.count(domain, None if self.prefer is not None else size)
+            self.count(domain, size)
             if self.totals[domain] < size:
                 continue
             spans = 1 if self.prefer is None else len(_fewest(self.seats[domain].values(), size))
+            if spans > 1:  # one value is the least there is; more may be fewer once all are counted
+                self.count(domain)
+                spans = len(_fewest(self.seats[domain].values(), size))
             if chosen is None or (spans, room, domain) < chosen:
                 chosen = (spans, room, domain)
             if spans == 1:
