@@ -64,12 +64,14 @@ class GangRound:
             board = self._boards[key] = Board(fit, gd.gang, self.pool.online())
         return board
 
-    def changed(self, views: list[WorkerView]) -> None:
-        """The round changed these workers (a placement, a hold): every board counts them again."""
+    def changed(self, views: list[WorkerView], booked: Board | None = None) -> None:
+        """The round changed these workers (a placement, a hold): every board counts them
+        again, but ``booked``, whose own members they took (``Board.took``)."""
         for view in views:
             self.pool.put(view)
             for board in self._boards.values():
-                board.update(view)
+                if board is not booked:
+                    board.update(view)
             if self.contention is not None:
                 self.contention.touched.add(view.name)
 
@@ -85,7 +87,8 @@ class GangRound:
             self._wait(gd, board)
             return None
         placement = seat_members(gd.execution_id, gd.gang, *found)
-        self.changed(claim(placement, self.pool.views, board.fit.filters))
+        self.changed(claim(placement, self.pool.views, board.fit.filters), booked=board)
+        board.took(placement)
         gang_admission.placed(gd, placement, self.contention)
         self.placements.append(placement)
         return placement
@@ -108,7 +111,8 @@ class GangRound:
         if count:
             hold = seat_members(gd.execution_id, gd.gang, domain, board.seats_in(domain, count), count)
             self.held[gd.execution_id] = hold
-            self.changed(claim(hold, self.pool.views, board.fit.filters))
+            self.changed(claim(hold, self.pool.views, board.fit.filters), booked=board)
+            board.took(hold)
 
     def _preempt(self, gd: GangDemand, board: Board) -> GangRoom | None:
         """Victims across one domain's workers, when ``gd`` may preempt (decided, then told to the contention)."""

@@ -233,6 +233,22 @@ class Board:
             self.totals[domain] -= len(old.allotments)
         self.why.get(domain, {}).pop(name, None)
 
+    def took(self, placement: GangPlacement) -> None:
+        """This board's own members were booked (``claim``): each worker holds what is left
+        of its seat, the allotments counted after theirs (what counting it again would
+        find on a reserving worker; no more than that on a sampling one), and is counted
+        again only when nothing is left."""
+        taken = Counter(m.worker for m in placement.members)
+        for name, count in taken.items():
+            domain = self.domain_of[name]
+            seat = self.seats[domain].pop(name)
+            self.totals[domain] -= count
+            if len(seat.allotments) > count:
+                self.seats[domain][name] = seat._replace(allotments=seat.allotments[count:])
+                self._bound(domain, name, len(seat.allotments) - count)
+            else:
+                self.update(self.views[domain][name])  # counted again when a search needs it
+
     def count(self, domain: str, need: int | None = None) -> None:
         """Count ``domain``'s workers, least loaded first, until they hold ``need`` members
         (None: every one of them)."""
