@@ -150,3 +150,12 @@ def explain_gang(gd: GangDemand, workers: Iterable[WorkerView], namespace: str |
         return None
     idle = Board(fit, gd.gang, (capacity_view(w) for w in workers))
     return shortfall(gd.gang, gd.demand.request, board, idle)
+
+
+def never_fits(gd: GangDemand, workers: Iterable[WorkerView]) -> str | None:
+    """Why no domain of the registered fleet could ever hold ``gd``, even idle, or None:
+    the warning registration gives a gang that may not be preempted (it would wait for a
+    fleet that does not exist, holding room as it waits)."""
+    idle = [capacity_view(w) for w in workers]
+    short = explain_gang(gd, idle)
+    return None if short is None or short.target is not None else short.message

@@ -7,7 +7,7 @@ from flux.domain.gang import Gang
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import Resources
 from flux.scheduling.demand import Demand
-from flux.scheduling.gang_explain import DomainRoom, GangShortfall, explain_gang
+from flux.scheduling.gang_explain import DomainRoom, GangShortfall, explain_gang, never_fits
 from flux.scheduling.gangs import GangDemand
 from flux.scheduling.snapshot import GPU, WorkerView
 
@@ -89,3 +89,11 @@ def test_no_domain_at_all_and_many_domains():
     )
     many = GangShortfall(gd.gang, gd.demand.request, tuple(DomainRoom(f"r{i}", 1, 1, 1) for i in range(7)))
     assert "r0 has 1 that fit, r1 has 1, r2 has 1, r3 has 1, r4 has 1, 2 more hold less" in many.message
+
+
+def test_a_gang_larger_than_the_fleet_is_told_at_once():
+    assert never_fits(_gang(4), FLEET) is None, "r1 holds four idle"
+    assert never_fits(_gang(5), FLEET) == (
+        "needs 5 workers with gpu=8 in one rack: rack r1 has 4 that fit, r2 has 3; "
+        "no rack could ever hold it, even idle (the most one holds is 4)"
+    )
