@@ -73,7 +73,7 @@ def placement(
     states = {worker.name: worker.shown_state for worker in workers}  # DRAINED as `flux worker list` says
     chosen = binding = None
     if execution.state == ExecutionState.SCHEDULED.value:
-        holds = [_held(session, execution_id)]  # what the last round said holds it: a quota, a key, room
+        holds = [_held(session, execution)]  # what the last round said holds it: a quota, a key, room
         if infeasibility(demand.request, demand.affinity, workers, demand.namespace):
             holds.append(no_pool(notes.templates(session), demand))
         explained = explain(verdicts, holds)
@@ -196,10 +196,12 @@ def record_waiting(
     outbox.unschedulable_overdue(session, unschedulable, now)
 
 
-def _held(session: Session, execution_id: str) -> Reason | None:
+def _held(session: Session, execution: ExecutionModel) -> Reason | None:
     """What the last round said holds it before any worker is looked at (its latest
-    WORKFLOW_PENDING's ``held``: a quota, a concurrency key, room), or None."""
-    held = (_last(session, execution_id, EventType.WORKFLOW_PENDING) or {}).get("held")
+    WORKFLOW_PENDING's ``held``: a quota, a concurrency key, room), or None; only while
+    that event is its current note (not one of a wait before an earlier attempt)."""
+    value = _last(session, execution.id, EventType.WORKFLOW_PENDING) or {}
+    held = value.get("held") if value.get("summary") == execution.placement_note else None
     return Reason(**held) if isinstance(held, dict) and held.keys() == set(Reason._fields) else None
 
 

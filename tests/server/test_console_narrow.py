@@ -46,6 +46,11 @@ def lived(tmp_path_factory):
                     "running": client.run("sleepy")["id"],
                     "pending": client.run("huge")["id"],
                 }
+                client.create_namespace("frozen")
+                client.update_namespace("frozen", quota={"executions": 0})
+                with FluxClient(cluster.server_url, api_token=ADMIN, namespace="frozen") as frozen:
+                    frozen.register_file(source)
+                    runs["held"] = frozen.run("quick")["id"]  # held by its quota alone: w1 has a free slot
                 eventually(lambda: client.execution(runs["running"])["state"] == "RUNNING", 30, "sleepy never ran")
                 eventually(lambda: client.execution(runs["pending"])["placement_note"], 30, "no placement note")
                 client.create_pool("gpu", "command", resources={"gpu": 1}, max=2, options={"command": ["true"]})
@@ -159,6 +164,12 @@ def test_on_a_phone_an_executions_state_and_why_come_first_and_cancel_is_on_scre
         on_screen(page, last.locator("td.value"))
         page.goto(f"/ui/executions/{runs['pending']}")
         on_screen(page, page.locator("table.placement td[data-label='Reason']").first)
+
+        page.goto(f"/ui/executions/{runs['held']}?namespace=frozen")  # the quota leads, as the CLI and API say
+        summary = page.locator("[data-placement-summary]")
+        expect(summary).to_contain_text("held by namespace frozen's quota: executions 0/0 hold a worker; 1/1 workers")
+        assert summary.get_attribute("data-binding") == "quota"
+        on_screen(page, summary)
         if os.environ.get("FLUX_CONSOLE_SCREENSHOTS"):
             page.screenshot(
                 path=os.path.join(os.environ["FLUX_CONSOLE_SCREENSHOTS"], "pending-390.png"), full_page=True
