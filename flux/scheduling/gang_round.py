@@ -126,6 +126,7 @@ class GangRound:
             contention.by_worker,
             lambda h: h.preemptible and h.priority < priority,
             namespace=self._key(gd)[1],
+            costs=contention.costs,
         )
         if room is None or not room.victims:
             return room

@@ -6,6 +6,8 @@ evictable would do."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +20,7 @@ from flux.scheduling.demand import Demand
 from flux.scheduling.gang_victims import gang_room
 from flux.scheduling.gangs import Board, Fit, GangDemand, GangPlacement, place_gang
 from flux.scheduling.holders import Holder
+from flux.scheduling.preemption import Costs
 from flux.scheduling.snapshot import WorkerView
 
 PRIORITY = 50
@@ -153,3 +156,33 @@ def test_a_gang_victim_is_taken_whole_and_weighed_as_all_its_members():
 
     assert case(single=-100) == ("r2", ["s"]), "of equal priority, one single beats a gang of two"
     assert case(single=0) == ("r1", ["m0", "m1"]), "the least important first: the gang, whole"
+
+
+def test_victims_cost_as_issue_52_counts_them():
+    """A victim within its min_runtime is taken only when nothing else would do, however
+    unimportant: the same ``Costs`` rank victims for a gang as for one execution."""
+    now = 1000.0
+    holders = {
+        "a1": [
+            Holder(
+                "young",
+                "a1",
+                priority=-100,
+                allotment=Allotment(Resources(accel=4)),
+                claimed_at=990.0,
+                min_runtime=60.0,
+            )
+        ],
+        "a2": [Holder("old", "a2", priority=0, allotment=Allotment(Resources(accel=4)), claimed_at=100.0)],
+        "a3": [],
+    }
+    fleet = [_view(name, "r1", 4, 4, hs) for name, hs in holders.items()]
+    gd = GangDemand(
+        Demand("g", ResourceRequest(resources={"accel": 4}), None, priority=PRIORITY), Gang(size=2, topology="rack")
+    )
+    room = gang_room(gd, fleet, holders, _evictable, costs=Costs(now=now))
+    assert [v.execution_id for v in room.victims] == ["old"]
+    holders["a1"] = [dataclasses.replace(holders["a1"][0], min_runtime=0.0)]
+    assert [v.execution_id for v in gang_room(gd, fleet, holders, _evictable, costs=Costs(now=now)).victims] == [
+        "young"
+    ], "past its min_runtime, the least important goes"
