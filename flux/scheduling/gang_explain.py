@@ -17,7 +17,9 @@ from typing import Iterable
 
 from flux.domain.gang import Gang
 from flux.domain.resource_request import ResourceRequest
+from flux.scheduling.binding import GANG, Blocker
 from flux.scheduling.explain import capacity_view
+from flux.scheduling.filters import Reason
 from flux.scheduling.gangs import Board, Fit, GangDemand
 from flux.scheduling.snapshot import WorkerView
 
@@ -68,6 +70,12 @@ class GangShortfall:
     @property
     def message(self) -> str:
         return f"{self._needs()}: {self._rooms()}{self._verdict()}"
+
+    @property
+    def reason(self) -> Reason:
+        """The line as the ``Reason`` an explanation leads with (``binding.GANG``: a gang
+        whose members cannot be laid out together)."""
+        return Reason(GANG, str(Blocker.GANG_TOPOLOGY), self.message)
 
     def _needs(self) -> str:
         gang = self.gang

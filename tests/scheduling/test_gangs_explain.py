@@ -7,6 +7,7 @@ from flux.domain.gang import Gang
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import Resources
 from flux.scheduling.demand import Demand
+from flux.scheduling.filters import Reason
 from flux.scheduling.gang_explain import DomainRoom, GangShortfall, explain_gang, never_fits
 from flux.scheduling.gangs import GangDemand
 from flux.scheduling.snapshot import GPU, WorkerView
@@ -51,6 +52,7 @@ def test_the_issues_line():
     )
     assert short.target == DomainRoom("r1", 3, 4, 4, (("Insufficient gpu", 1),))
     assert short.lacking == 1 and short.unlabelled == 1
+    assert short.reason == Reason("gang", "gang topology", short.message), "what binding.py leads with"
     assert short.lines() == [
         "rack r1: 4 workers hold 3 now, 4 idle; 1 Insufficient gpu",
         "rack r2: 3 workers hold 2 now, 3 idle; 1 Insufficient gpu",
