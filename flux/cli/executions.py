@@ -8,13 +8,13 @@ import time
 
 import click
 
-from flux.cli.core import DURATION, Output, client_command, execution_id_argument, renders
+from flux.cli.core import DURATION, Output, UsageProblem, client_command, execution_id_argument, renders
 from flux.cli.output import ago, cell, console, render_record, render_rows, when
 from flux.cli.watch import brief, event_line, follow, log_line, stamp
-from flux.cli.workflows import parse_input
+from flux.cli.workflows import parse_input, readable
 from flux.client import FluxClient
 from flux.domain.events import ExecutionState
-from flux.domain.ids import unique_prefixes
+from flux.domain.ids import MIN_ACTION_PREFIX, unique_prefixes
 from flux.protocol.failures import Failure
 
 STATES = [state.value for state in ExecutionState]
@@ -142,7 +142,7 @@ def execution_show(client: FluxClient, execution_id: str, full: bool) -> Output:
     execution = client.execution(client.resolve_execution(execution_id))
 
     def render(record: dict) -> None:
-        render_record({key: value for key, value in record.items() if key != "failure"})
+        render_record(readable({key: value for key, value in record.items() if key != "failure"}))
         failure = Failure.parsed(record)
         if failure is not None:
             console.print(failure.rendered(full=full), markup=False, highlight=False, soft_wrap=True)
@@ -267,7 +267,17 @@ def execution_explain(client: FluxClient, execution_id: str) -> dict:
 @client_command
 def execution_cancel(client: FluxClient, execution_id: str) -> dict:
     """Cancel an execution and its children (at once if queued or waiting; its worker stops it if running)."""
-    return client.cancel(client.resolve_execution(execution_id))
+    return client.cancel(acted_on(client, execution_id, "cancel"))
+
+
+def acted_on(client: FluxClient, execution_id: str, verb: str) -> str:
+    """The execution a command that changes something means: a prefix of at least
+    ``MIN_ACTION_PREFIX`` characters, so that one stray key cannot pick another run."""
+    if len(execution_id) < MIN_ACTION_PREFIX:
+        raise UsageProblem(
+            f"ID {execution_id!r} is too short to {verb}: give at least {MIN_ACTION_PREFIX} characters of the id"
+        )
+    return client.resolve_execution(execution_id)
 
 
 @execution_group.command("resume")
@@ -282,4 +292,4 @@ def execution_cancel(client: FluxClient, execution_id: str) -> dict:
 @client_command
 def execution_resume(client: FluxClient, execution_id: str, input_: str) -> dict:
     """Continue a PAUSED execution (docs/waits.md)."""
-    return client.resume(client.resolve_execution(execution_id), parse_input(input_))
+    return client.resume(acted_on(client, execution_id, "resume"), parse_input(input_))

@@ -149,7 +149,9 @@ def render_record(record: dict) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table("field", "value", show_header=False)
+    table = Table(show_header=False)
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", overflow="fold")  # a long id or hash wraps, never cut to "…"
     for key, value in record.items():
         if key == "source" or value is None or value == [] or value == {}:
             continue

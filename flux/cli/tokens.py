@@ -68,7 +68,14 @@ def _created(token: dict) -> None:
 @renders(_created)
 def token_create(client: FluxClient, name: str, role: str, namespaces: tuple[str, ...], expires: float | None) -> dict:
     """Create token NAME and print its secret (once: only its hash is kept)."""
-    return client.create_token(name, role, namespaces or None, expires)
+    created = client.create_token(name, role, namespaces or None, expires)
+    if client.whoami().get("name") == "anonymous":  # this call needed no token: nor does any other
+        click.echo(
+            "Warning: this server has no --api-token, so every caller without a token is admin and this "
+            f"{role} token limits nobody; start it with --api-token (docs/security.md#roles)",
+            err=True,
+        )
+    return created
 
 
 @token_group.command("list")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import click
 
 from flux.cli.core import FiniteRange, Output, UsageProblem, client_command, renders
-from flux.cli.output import ago, render_rows
+from flux.cli.output import ago, render_record, render_rows
 from flux.cli.watch import exit_code, watch
-from flux.client import FluxClient
+from flux.client import FluxClient, FluxClientError
+from flux.domain.ids import SHORT_ID
 from flux.domain.resource_request import ResourceRequest
 
 
@@ -108,10 +110,22 @@ def workflow_versions(client: FluxClient, name: str) -> list[dict]:
     return client.workflow_versions(name)
 
 
+def readable(record: dict) -> dict:
+    """A record with its requests and affinity as people write them (``cpu=1, memory=256Mi``,
+    the one form every table and summary uses), not as stored (``268435456``)."""
+    shown = dict(record)
+    if record.get("requests"):
+        shown["requests"] = requests_text(record["requests"])
+    if record.get("affinity"):
+        shown["affinity"] = affinity_text(record["affinity"])
+    return shown
+
+
 @workflow_group.command("show")
 @click.argument("name")
 @click.option("--version", type=click.IntRange(1), default=None, help="Show this version [the newest]")
 @client_command
+@renders(lambda record: render_record(readable(record)))
 def workflow_show(client: FluxClient, name: str, version: int | None) -> dict:
     """Show a workflow (NAME, or NAME@VERSION), its resource requests and affinity."""
     return client.show_workflow(name, version)
@@ -141,6 +155,32 @@ def _priority(text: str | None) -> int | str | None:
         return check_priority(text, "--priority")
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
+
+
+#: How long ``workflow run`` without ``--wait`` waits for the dispatcher's first look at its run.
+FIRST_LOOK = 3.0
+
+
+def warn_if_never_placed(client: FluxClient, execution: dict) -> None:
+    """A run that no registered worker could ever take is said so on stderr, as its
+    registration was (it stays queued: a fitting worker may yet register). The dispatcher's
+    first round over it says so (``unschedulable``); it is waited for, ``FIRST_LOOK`` at most."""
+    deadline = time.monotonic() + FIRST_LOOK
+    try:
+        while execution.get("state") == "SCHEDULED" and not execution.get("placement_note"):
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+            execution = client.execution(execution["id"])
+    except FluxClientError:
+        return  # the run itself succeeded; the warning is a courtesy
+    if execution.get("state") == "SCHEDULED" and execution.get("unschedulable"):
+        short = execution["id"][:SHORT_ID]
+        click.echo(
+            f"Warning: execution {short} can never be placed as the fleet stands: {execution['unschedulable']}; "
+            f"it waits for a worker that fits ('flux execution explain {short}')",
+            err=True,
+        )
 
 
 @workflow_group.command("run")
@@ -173,6 +213,7 @@ def workflow_run(
     record to stdout."""
     execution = client.run(name, parse_input(input), priority=_priority(priority))
     if not (wait or logs):
+        warn_if_never_placed(client, execution)
         return execution
     final = watch(client, execution, timeout, logs)
     return Output(final, exit_code=exit_code(final["state"]))

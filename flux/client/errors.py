@@ -17,12 +17,24 @@ class FluxConnectionError(FluxClientError):
 
 
 def reason(response: httpx.Response) -> str:
-    """The server's ``detail`` (every error body has one; see docs/security.md)."""
+    """The server's ``detail`` (every error body has one; see docs/security.md). A web
+    page instead (a URL of the console, a proxy's error page) is named, never printed."""
     try:
         detail = response.json()["detail"]
     except (ValueError, TypeError, KeyError):
+        if "html" in response.headers.get("content-type", "") or response.text.lstrip()[:1] == "<":
+            return f"HTTP {response.status_code}: {_not_the_api(response.request.url)}"
         return f"HTTP {response.status_code}: {response.text[:200]}"
     return f"HTTP {response.status_code}: {detail}"
+
+
+def _not_the_api(url: httpx.URL) -> str:
+    """What to say of a web page where the API was expected, and the URL to use instead."""
+    shown = url.copy_with(query=None)
+    if "/ui/" not in url.path:
+        return f"{shown} answered with a web page, not the Flux API: is the server URL right?"
+    base = str(url.copy_with(path=url.path[: url.path.find("/ui/")] or "/", query=None)).rstrip("/")
+    return f"{shown} is a page of the web console, not the Flux API: the server URL is {base} (without /ui)"
 
 
 def error_from(response: httpx.Response) -> FluxClientError:

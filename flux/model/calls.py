@@ -24,6 +24,24 @@ _NOT_USERS = tuple(
 )
 
 
+#: Folders of unpacked bundles (as given and resolved, each ending in a separator): a file
+#: under one is shown by its name in the bundle ("train.py", "pkg/util.py").
+_BUNDLE_ROOTS: set[str] = set()
+
+
+def name_files_under(root: str) -> None:
+    """Show the files of the bundle unpacked at ``root`` by their names in it: the worker's
+    cache path (``~/.flux/bundle-cache/w1/6e0087.../train.py``) says nothing to their author."""
+    _BUNDLE_ROOTS.update(os.path.join(path, "") for path in (os.path.abspath(root), os.path.realpath(root)))
+
+
+def in_bundle(text: str) -> str:
+    """``text`` (a file name, or a whole traceback) with every bundle folder left out."""
+    for root in sorted(_BUNDLE_ROOTS, key=len, reverse=True):
+        text = text.replace(root, "")
+    return text
+
+
 def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -49,7 +67,7 @@ def failure_of(exc: BaseException) -> dict:
         else:
             current = None
     chain.reverse()  # oldest first, as Python prints it: each link says how it led to the next
-    text = "".join(traceback.format_exception(exc))
+    text = in_bundle("".join(traceback.format_exception(exc)))
     failure = Failure(type=_type_name(exc), message=_cut(str(exc)), traceback=text[-MAX_TEXT * 4 :], chain=chain)
     return failure.model_dump()
 
@@ -65,7 +83,7 @@ def _frames(exc: BaseException) -> list[Frame]:
     summary = traceback.extract_tb(exc.__traceback__)[-MAX_FRAMES:]
     return [
         Frame(
-            file=entry.filename,
+            file=in_bundle(entry.filename),
             line=entry.lineno,
             function=entry.name,
             code=_cut(entry.line or "") or None,

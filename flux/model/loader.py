@@ -16,6 +16,7 @@ import types
 from pathlib import Path
 
 from flux.domain.sources import source_digest
+from flux.model.calls import name_files_under
 from flux.model.workflow import Workflow
 
 
@@ -62,6 +63,7 @@ def load_bundle_workflow(root: str, module: str, name: str) -> Workflow:
     """Import ``module`` from the unpacked bundle at ``root`` and return its workflow ``name``."""
     folder = Path(root).resolve()
     _make_room(folder, module.split(".")[0])
+    name_files_under(root)  # a traceback says "train.py", not the worker's cache path
     if root not in sys.path:
         sys.path.insert(0, root)
         _bundle_roots.append(folder)

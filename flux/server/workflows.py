@@ -304,7 +304,7 @@ def header(session: Session, namespace: str, name: str, version: int | None = No
     else:
         row = session.execute(_VERSION, {"namespace": namespace, "name": name, "version": version}).first()
     if row is None:
-        raise _not_found(name, version)
+        raise _not_found(name, version, namespace)
     if row.namespace_state != NamespaceState.ACTIVE.value:
         raise being_deleted(namespace)
     return row
@@ -318,13 +318,13 @@ def get(session: Session, namespace: str, name: str, version: int | None = None)
             select(WorkflowModel).where(_named(namespace, name), WorkflowModel.version == version)
         ).first()
     if row is None:
-        raise _not_found(name, version)
+        raise _not_found(name, version, namespace)
     return row
 
 
-def _not_found(name: str, version: int | None) -> NotFound:
+def _not_found(name: str, version: int | None, namespace: str) -> NotFound:
     suffix = f" version {version}" if version is not None else ""
-    return NotFound(f"workflow {name!r}{suffix} is not registered")
+    return NotFound(f"workflow {name!r}{suffix} is not registered in namespace {namespace!r}")
 
 
 def list_latest(
@@ -351,7 +351,7 @@ def versions(session: Session, namespace: str, name: str) -> list[WorkflowInfo]:
     """Every stored version of a workflow, oldest first (404 if it has none)."""
     rows = session.scalars(select(WorkflowModel).where(_named(namespace, name)).order_by(WorkflowModel.version)).all()
     if not rows:
-        raise _not_found(name, None)
+        raise _not_found(name, None, namespace)
     return [info(row) for row in rows]
 
 

@@ -258,12 +258,10 @@ def test_logs_and_events_of_an_execution_by_prefix(fleet, api):
 
 def test_logs_follow_streams_until_the_execution_ends(fleet, api):
     execution = api.run("chatty", 4)
-    started = time.monotonic()
     result = flux("execution", "logs", execution["id"][:8], "-f", url=fleet.server_url, timeout=60)
     assert result.returncode == 0, result.stderr
     assert api.execution(execution["id"])["state"] == "COMPLETED"  # it returned once the execution ended
     assert result.stdout.splitlines()[-1].endswith("[log WARNING chat] talk:4: careful 3")
-    assert time.monotonic() - started < 30
 
 
 def test_run_with_logs_shows_them_on_stderr(fleet):
@@ -308,7 +306,10 @@ def test_sse_parser_reads_fields_comments_multiline_data_and_ids():
 
 def test_sse_parser_over_an_httpx_mock_transport_stream():
     """Only the parser is under test here: the bytes arrive cut at awkward places, CRLF."""
-    body = 'id: 7\r\nevent: event\r\ndata: {"seq": 7}\r\n\r\n: keep-alive\r\n\r\nevent: end\r\ndata: {"state": "COMPLETED"}\r\n\r\n'
+    body = (
+        'id: 7\r\nevent: event\r\ndata: {"seq": 7}\r\n\r\n: keep-alive\r\n\r\n'
+        'event: end\r\ndata: {"state": "COMPLETED"}\r\n\r\n'
+    )
     chunks = [body[i : i + 5].encode() for i in range(0, len(body), 5)]
 
     def handler(request: httpx.Request) -> httpx.Response:

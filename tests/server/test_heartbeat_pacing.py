@@ -64,16 +64,19 @@ def test_real_workers_beat_at_the_servers_pace_and_stay_online_past_three_of_the
             cluster.start_worker(f"w{i}", heartbeat_interval=0.5)
         with FluxClient(cluster.server_url) as client:
             eventually(lambda: len([w for w in client.list_workers() if w["state"] == "ONLINE"]) == 4, 30)
-            time.sleep(2.5)  # each has had a reply with the pace
+            paced = "heartbeats every 2 s (the server paces its fleet)"
+            eventually(lambda: all(paced in cluster.log(f"worker-w{i}") for i in range(4)), 30, "a worker not paced")
             before, started = metric(cluster.server_url, "flux_heartbeats_total"), time.monotonic()
             states = set()
-            while time.monotonic() - started < 8:
+            while time.monotonic() - started < 8:  # past the 6 s of silence the pace allows
                 states |= {w["state"] for w in client.list_workers()}
                 time.sleep(0.25)
-            beats = (metric(cluster.server_url, "flux_heartbeats_total") - before) / (time.monotonic() - started)
+            beats = metric(cluster.server_url, "flux_heartbeats_total") - before
+            window = time.monotonic() - started
         assert states == {"ONLINE"}  # never STALE, never evicted
-        assert 1.0 <= beats <= 3.0, beats  # 2 a second, not the 8 of their own intervals
-        assert "heartbeats every 2 s (the server paces its fleet)" in (cluster.log_dir / "worker-w0.log").read_text()
+        # at most a beat every 2 s each (and one in flight at each end of the window), not
+        # the 2 a second each of their own intervals; a slow machine only beats less
+        assert beats <= 4 * (window / 2 + 2), (beats, window)
     finally:
         cluster.close()
 

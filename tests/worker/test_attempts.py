@@ -13,6 +13,7 @@ import signal
 import time
 
 import httpx
+import psutil
 import pytest
 from waiting import eventually
 
@@ -155,8 +156,9 @@ LONG = """
         return current_task().attempt
 
     @task
-    async def append(path, seconds):
-        attempt, until = current_task().attempt, time.time() + seconds
+    async def append(path, seconds, first_seconds):
+        attempt = current_task().attempt
+        until = time.time() + (first_seconds if attempt == 1 else seconds)
         while time.time() < until:
             with open(path, "a") as out:
                 out.write(f"{attempt} {time.time()}\\n")
@@ -173,7 +175,7 @@ LONG = """
     @workflow
     async def appender(ctx):
         first = await record(ctx.input["marks"], "first")
-        on = await append(ctx.input["log"], ctx.input["seconds"])
+        on = await append(ctx.input["log"], ctx.input["seconds"], ctx.input["first_seconds"])
         return {"first": first, "appended_on_attempt": on}
 """
 
@@ -187,19 +189,23 @@ def test_children_die_with_a_sigkilled_worker_and_the_attempt_resumes_elsewhere(
     fast_cluster.start_worker("doomed", heartbeat_interval=0.2, max_concurrent_executions=1)
     with FluxClient(fast_cluster.server_url) as client:
         client.register_file(workflow_file(LONG))
-        execution = client.run("appender", {"log": str(log), "marks": str(marks), "seconds": 3})
+        # the first attempt's task would append for two minutes; the second's for 3 s
+        execution = client.run("appender", {"log": str(log), "marks": str(marks), "seconds": 3, "first_seconds": 120})
         eventually(lambda: log.exists() and len(log.read_text().splitlines()) >= 5, 30, "the task never appended")
-        killed_at = time.time()
+        children = psutil.Process(fast_cluster.workers["doomed"].pid).children(recursive=True)
+        assert children  # the task runs in one
         fast_cluster.workers["doomed"].send_signal(signal.SIGKILL)  # the worker alone, not its children
         fast_cluster.workers.pop("doomed").wait(10)
+        _, alive = psutil.wait_procs(children, timeout=60)  # well before the task's 120 s would end it
+        assert alive == [], f"{len(alive)} child(ren) outlived their SIGKILLed worker"
         fast_cluster.start_worker("survivor", heartbeat_interval=0.2)
         done = client.wait(execution["id"], 60)
         events = client.events(execution["id"])
 
     assert done["state"] == "COMPLETED" and done["worker_name"] == "survivor"
     assert done["output"] == {"first": "first", "appended_on_attempt": 2}
-    late = [t for attempt, t in _appended(log) if attempt == 1 and t > killed_at + 1.0]
-    assert late == [], f"the first attempt's child wrote {len(late)} line(s) more than 1 s after its worker was killed"
+    attempts = [attempt for attempt, _ in _appended(log)]
+    assert attempts == sorted(attempts) and attempts[-1] == 2  # nothing of the first attempt once the second began
     assert marks.read_text().count("first") == 1
     lost = _ended(events)[0]
     assert lost["end"] == "worker_lost" and "doomed" in lost["cause"]
@@ -238,15 +244,13 @@ def test_sigterm_past_the_drain_timeout_hands_the_execution_back_to_resume_elsew
     log = tmp_path / "marks.log"
     with FluxClient(cluster.server_url) as client:
         execution = _start_long_one(cluster, client, workflow_file, log, 4, drain_timeout=1)
-        started = time.monotonic()
         status = cluster.stop_worker("w1", signal.SIGTERM)
-        stopped_in = time.monotonic() - started
         handed_back = client.execution(execution["id"])
         cluster.start_worker("w2", heartbeat_interval=0.2)
         done = client.wait(execution["id"], 30)
         events = client.events(execution["id"])
 
-    assert status == 0 and stopped_in < 8
+    assert status == 0  # and its task did not finish there: "last 1" is not in the log (below)
     assert handed_back["state"] == "SCHEDULED"  # back in the queue at once, not after an eviction
     assert done["state"] == "COMPLETED" and done["worker_name"] == "w2" and done["output"] == 2
     drained = _ended(events)[0]
@@ -260,18 +264,16 @@ def test_a_second_signal_stops_the_worker_at_once_and_the_work_still_resumes(clu
     with FluxClient(cluster.server_url) as client:
         execution = _start_long_one(cluster, client, workflow_file, log, 3, drain_timeout=60)
         process = cluster.workers.pop("w1")
-        started = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        time.sleep(0.5)
+        eventually(lambda: "SIGTERM: draining" in cluster.log("worker-w1"), 30, "the first signal was never heard")
         process.send_signal(signal.SIGTERM)
-        status = process.wait(timeout=10)
-        stopped_in = time.monotonic() - started
+        status = process.wait(timeout=30)
         cluster.start_worker("w2", heartbeat_interval=0.2)
         done = client.wait(execution["id"], 30)
 
-    assert status == 0 and stopped_in < 4
+    assert status == 0 and "second SIGTERM: stopping at once" in cluster.log("worker-w1")
     assert done["state"] == "COMPLETED" and done["worker_name"] == "w2"
-    assert log.read_text().splitlines() == ["first 1", "last 2"]
+    assert log.read_text().splitlines() == ["first 1", "last 2"]  # w1 did not wait for its 3 s task
 
 
 @pytest.mark.slow
@@ -282,19 +284,19 @@ def test_a_worker_that_cannot_reach_the_server_stops_at_once_and_its_work_resume
     log = tmp_path / "marks.log"
     with FluxClient(cluster.server_url) as client:
         execution = _start_long_one(cluster, client, workflow_file, log, 3, drain_timeout=60)
+    failures = cluster.log("worker-w1").count("retrying")
     cluster.stop_server(signal.SIGKILL)
-    time.sleep(0.6)  # a heartbeat fails: the worker knows the server is away
-    started = time.monotonic()
-    status = cluster.stop_worker("w1", signal.SIGTERM, timeout=15)
-    stopped_in = time.monotonic() - started
+    # a call fails: the worker knows the server is away
+    eventually(lambda: cluster.log("worker-w1").count("retrying") > failures, 30, "no call failed")
+    status = cluster.stop_worker("w1", signal.SIGTERM, timeout=30)
     cluster.start_server()
     cluster.start_worker("w2", heartbeat_interval=0.2)
     with FluxClient(cluster.server_url) as client:
         done = client.wait(execution["id"], 60)
 
-    assert status == 0 and stopped_in < 3
+    assert status == 0  # within stop_worker's 30 s: not its 60 s drain timeout
     assert done["state"] == "COMPLETED" and done["worker_name"] == "w2"
-    assert log.read_text().splitlines() == ["first 1", "last 2"]
+    assert log.read_text().splitlines() == ["first 1", "last 2"]  # w1 did not wait for its 3 s task
 
 
 def test_flux_worker_drain_wait_returns_when_the_worker_is_empty(cluster, workflow_file, tmp_path):
