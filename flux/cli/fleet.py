@@ -65,9 +65,9 @@ def bootstrap_token_for_admin(home: str | None, port: int | None) -> str:
     made = not path.exists()
     token = ensure_bootstrap_token(folder)
     if made:
+        which = f"--home {shlex.quote(str(folder))}" if home else "the default --home"
         click.echo(
-            f"no Flux server runs here yet: made a new bootstrap token in {path}; "
-            f"a server started with {'--home ' + shlex.quote(str(folder)) if home else 'the default --home'} uses it",
+            f"no running server uses {which}: made a new bootstrap token in {path}; a server started with it uses it",
             err=True,
         )
     return token

@@ -125,7 +125,7 @@ def test_with_no_server_running_a_token_is_made_and_that_is_said(home):
     made = flux("server", "bootstrap-token")
     path = home / ".flux" / "bootstrap-token"
     assert made.returncode == 0 and made.stdout.strip() == path.read_text().strip()
-    assert f"made a new bootstrap token in {path}" in made.stderr
+    assert f"no running server uses the default --home: made a new bootstrap token in {path}" in made.stderr
     again = flux("server", "bootstrap-token")
     assert again.stdout == made.stdout and not again.stderr
     nothing = flux("server", "bootstrap-token", "--port", "9")
