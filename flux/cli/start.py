@@ -472,7 +472,10 @@ def announced(record: RunFile) -> Iterator[Callable[[], None]]:
     def ready() -> None:
         for line in ready_lines(record):
             click.echo(line)
-        left.append(runfiles.write(record))
+        try:
+            left.append(runfiles.write(record))
+        except OSError as exc:  # a read-only HOME (a container): only local look-ups are lost
+            click.echo(f"no run file for local commands ({exc.strerror}: {exc.filename})", err=True)
 
     try:
         yield ready
