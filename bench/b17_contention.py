@@ -136,11 +136,14 @@ def preemption(client: FluxClient, marks: Path, counts: Counts) -> list[Figure]:
     done = _ended(client, highs, 120)
     waits = [e["started_at"] - e["scheduled_at"] for e in done if e["started_at"] is not None]
     ended = _ended(client, lows, counts.lows * counts.low_seconds + 120)
-    preempted = {}
+    preempted, lost, withdrawn = {}, 0.0, 0
     for e in ended:
-        notices = [ev["time"] for ev in client.events(e["id"]) if ev["type"] == "PREEMPTED"]
+        events = client.events(e["id"])
+        notices = [ev["time"] for ev in events if ev["type"] == "PREEMPTED"]
         if notices:
             preempted[e["id"]] = (e, max(notices))
+        lost += _lost(events)
+        withdrawn += sum(ev["type"] == "PREEMPTION_WITHDRAWN" for ev in events)
     later = sum(1 for e, at in preempted.values() if e["state"] == "COMPLETED" and e["finished_at"] > at)
     reruns = sum(1 for path in marks.iterdir() if len(path.read_text()) > 1)
     aim = GRACE + 2
@@ -155,6 +158,15 @@ def preemption(client: FluxClient, marks: Path, counts: Counts) -> list[Figure]:
             note=f"{len(done)} high, {counts.lows} low of {counts.low_seconds:g} s",
         ),
         Figure("B17.preemption.preempted", len(preempted), None, "executions", 1),
+        Figure(
+            "B17.preemption.lost_s",
+            lost,
+            None,
+            "task-s",
+            1,
+            note="seconds preempted attempts threw away, each from its last completed task (or claim) to its end",
+        ),
+        Figure("B17.preemption.withdrawn", withdrawn, None, "preemptions", 1, note="called off in their grace period"),
         Figure(
             "B17.preemption.preempted_completed_later",
             later,
@@ -184,6 +196,20 @@ def preemption(client: FluxClient, marks: Path, counts: Counts) -> list[Figure]:
             note=f"{sum(1 for _ in marks.iterdir())} task side-effect files",
         ),
     ]
+
+
+def _lost(events: list[dict]) -> float:
+    """Seconds the preempted attempts in ``events`` threw away: from each one's last
+    checkpoint (its last completed task, or its claim) to its end, from the log alone."""
+    lost, since = 0.0, None
+    for event in events:
+        if event["type"] == "WORKFLOW_CLAIMED" or (event["type"] == "TASK_COMPLETED" and since is not None):
+            since = event["time"]
+        elif event["type"] == "ATTEMPT_ENDED" and since is not None:
+            if (event.get("value") or {}).get("end") == "preempted":
+                lost += max(0.0, event["time"] - since)
+            since = None
+    return lost
 
 
 def _held(executions: list[dict], start: float, end: float) -> float:

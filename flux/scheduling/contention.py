@@ -142,7 +142,8 @@ class Contention:
         if room is None:
             self._no_room.add(memo)
             return
-        self.needed.update(h.execution_id for h in room.leaving)
+        if demand.may_preempt:  # a room that only waits keeps no one's preemption going
+            self.needed.update(h.execution_id for h in room.leaving if self._evictable(demand, h))
         worker = room.worker
         allotment = Allotter(filters, demand.affinity)(demand.request, worker)
         take(filters, worker, allotment)

@@ -86,10 +86,10 @@ def shown(session: Session, namespace: str, now: float, half_life: float) -> tup
 
 def record_lost(session: Session, execution: ExecutionModel, now: float) -> float:
     """An attempt of ``execution`` ended preempted: the work it lost (seconds since its last
-    checkpoint: its last completed task, or its claim) is added to the execution and its
-    namespace, and the cooldown starts. Returns the seconds lost."""
+    checkpoint: its last completed task, or its claim; nothing if it never started) is added
+    to the execution and its namespace, and the cooldown starts. Returns the seconds lost."""
     since = max(execution.progress_at or 0.0, execution.claimed_at or now)
-    lost = max(0.0, now - since)
+    lost = max(0.0, now - since) if execution.started_at is not None else 0.0  # never started: nothing lost
     execution.preempted_at = now
     execution.preemption_lost_seconds = (execution.preemption_lost_seconds or 0.0) + lost
     _ensure(session, [execution.namespace], now)

@@ -133,3 +133,24 @@ def test_a_worker_claims_at_once_after_a_ten_second_outage(make_cluster, workflo
         started = _event(client, execution["id"], "WORKFLOW_STARTED")["time"]
         assert started - claimed < PICKED_UP, (claimed, started)
         assert "reachable again" in cluster.log("worker-w1")
+
+
+def test_replicas_on_postgresql_share_one_usage_and_never_count_a_second_twice(replicas, workflow_file, marks):
+    """Both replicas accrue the same row from its own timestamp: what one fleet slot held for
+    t seconds is at most t slot-seconds, however many replicas added to it."""
+    first, second = replicas
+    source = workflow_file(SOURCE.format(marks=str(marks)))
+    with FluxClient(first.server_url) as admin:
+        admin.create_namespace("owls")
+    owls = FluxClient(first.server_url, namespace="owls")
+    owls.register_file(source)
+    first.start_worker("w1", max_concurrent_executions=1)
+    held = owls.run("night", None)
+    running = eventually(lambda: (e := owls.execution(held["id"]))["state"] == "RUNNING" and e, WAIT, "never ran")
+    with FluxClient(second.server_url, namespace="owls") as other:
+        usage = eventually(
+            lambda: (u := other.show_namespace()["usage"]).get("<slots>", 0) > 6 and u, WAIT, "usage never grew"
+        )
+        assert usage["<slots>"] <= time.time() - running["claimed_at"] + 1, usage
+    (marks / "morning").touch()
+    owls.close()

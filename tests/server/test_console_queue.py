@@ -1,6 +1,6 @@
 """The console's queue page in a real browser against a real server (docs/contention.md):
-the current namespace's waiting executions in placement order with why each waits, and
-its quota as bars of what it holds."""
+the current namespace's waiting executions in placement order with why each waits, its
+quota as bars of what it holds, its decayed past usage and the work preemptions lost."""
 
 from __future__ import annotations
 
@@ -52,5 +52,9 @@ def test_the_queue_page_lists_waiting_work_in_placement_order_with_quota_bars(br
     expect(rows.nth(1)).to_contain_text("-100 (low)")
     expect(page.get_by_role("meter", name="accel held of quota")).to_be_visible()
     expect(page.locator(".meter-text").first).to_contain_text("0 / 4")
+    # fair share's memory and the work preemptions lost (docs/contention.md)
+    expect(page.locator('[data-fair="usage"]')).to_have_text("0.0% of the fleet")
+    expect(page.locator('[data-fair="half-life"]')).to_have_text("1h")
+    expect(page.locator('[data-fair="lost"]')).to_have_text("none")
     page.screenshot(path=str(tmp_path / "console-queue.png"), full_page=True)
     context.close()

@@ -1,15 +1,17 @@
 """The queue's page (``/ui/queue``): the current namespace's waiting executions in the
-order placement takes them (priority, then oldest), what holds each back, and the
-namespace's quota as bars of what it holds (docs/contention.md). Read only."""
+order placement takes them (priority, then oldest), what holds each back, the
+namespace's quota as bars of what it holds, its decayed past usage (what fair share
+adds to what it holds) and the work preemptions lost (docs/contention.md). Read only."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from flux.domain.durations import format_duration
 from flux.domain.resources import BYTES
 from flux.server.console.base import Console, answer
-from flux.server.console.views import size
+from flux.server.console.views import duration, size
 
 #: Waiting executions shown (the oldest of each priority first).
 SHOWN = 200
@@ -32,6 +34,18 @@ def quota_bars(detail: dict) -> list[dict]:
     return bars
 
 
+def fair_share(detail: dict) -> dict[str, str]:
+    """The namespace's past usage and lost work, as the page words them."""
+    half_life = detail.get("fair_share_half_life") or 0
+    share = detail.get("usage_share") or 0.0
+    lost = detail.get("preemption_lost_seconds") or 0.0
+    return {
+        "usage": f"{share:.1%} of the fleet" if half_life else "not kept (--fair-share-half-life 0)",
+        "half_life": format_duration(half_life) if half_life else "0",
+        "lost": duration(lost) if lost else "none",
+    }
+
+
 def register(api: APIRouter, console: Console) -> None:
     @api.get("/ui/queue", include_in_schema=False)
     async def queue_page(request: Request) -> Response:
@@ -48,6 +62,7 @@ def register(api: APIRouter, console: Console) -> None:
                 active="queue",
                 detail=detail,
                 bars=quota_bars(detail),
+                fair=fair_share(detail),
                 waiting=waiting,
             )
 
