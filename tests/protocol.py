@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
-from waiting import eventually
+from waiting import steady
 
 GiB = 1024**3
 
@@ -137,13 +137,7 @@ def quiet_statements(server_url: str, period: float = 1.5) -> dict[str, float]:
     """``statements`` once the server has run none for ``period``: the reads that follow a
     registration (the dispatcher reads a new worker's row within ``dispatch.WARM_SCAN``,
     1 s) are behind it, however late a loaded machine runs them."""
-
-    def settled() -> dict[str, float] | None:
-        before = statements(server_url)
-        time.sleep(period)
-        return before if statements(server_url) == before else None
-
-    return eventually(settled, timeout=60, message="the server never went a whole period without a statement")
+    return steady(lambda: statements(server_url), period, message="the server never stopped running statements")
 
 
 def metric(server_url: str, name: str) -> float:

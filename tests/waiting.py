@@ -17,3 +17,15 @@ def eventually(condition: Callable[[], T], timeout: float = 30.0, message: str =
             return value
         time.sleep(0.05)
     raise AssertionError(message)
+
+
+def steady(read: Callable[[], T], period: float = 1.5, timeout: float = 60.0, message: str = "never steady") -> T:
+    """``read()`` once two reads ``period`` apart agree: whatever the last action set going
+    (a round, a scan, a batch written later) is over, however late a loaded machine runs it."""
+
+    def settled() -> tuple[T] | None:
+        before = read()
+        time.sleep(period)
+        return (before,) if read() == before else None
+
+    return eventually(settled, timeout=timeout, message=message)[0]

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from protocol import metric
 from shared import assert_error
-from waiting import eventually
+from waiting import eventually, steady
 
 import flux.client.sdk
 
@@ -77,12 +77,11 @@ def test_a_finished_execution_kicks_no_round_when_nothing_waits(cluster, client,
     client.register_file(workflow_file(SOURCE))
     cluster.start_worker("w", heartbeat_interval=5, max_concurrent_executions=1)
     assert client.run("echo", 0, wait=30)["state"] == "COMPLETED"
-    time.sleep(0.3)  # the first run's rounds are over
-    before = metric(cluster.server_url, ROUNDS)
+    before = steady(lambda: metric(cluster.server_url, ROUNDS))  # the first run's rounds are over
     for i in range(3):
         assert client.run("echo", i, wait=30)["state"] == "COMPLETED"
-    time.sleep(0.3)
-    assert metric(cluster.server_url, ROUNDS) - before == 3
+    # once no round has run for a while, none that their ends could have kicked is still to come
+    assert steady(lambda: metric(cluster.server_url, ROUNDS)) - before == 3
 
     queued = [client.run("echo", i) for i in range(4)]  # one slot: three wait for the ones before them
     for execution in queued:
