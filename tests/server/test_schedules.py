@@ -88,7 +88,7 @@ def test_schedules_through_the_api_and_the_cli(cluster, client, workflow_file):
     fired = eventually(lambda: runs(client, "often")[:2] if len(runs(client, "often")) >= 2 else None, timeout=10)
     assert [e["schedule"] for e in fired] == ["often", "often"]
     assert fired[1]["scheduled_for"] - fired[0]["scheduled_for"] == 1.0 and fired[0]["scheduled_for"].is_integer()
-    assert all(0 <= e["scheduled_at"] - e["scheduled_for"] < 1 for e in fired)
+    assert all(e["scheduled_at"] >= e["scheduled_for"] for e in fired)  # never early (how late: B10's fire_lateness)
     listed = json.loads(
         flux("execution", "list", "--schedule", "often", "--format", "json", server_url=cluster.server_url).stdout
     )
@@ -101,10 +101,14 @@ def test_schedules_through_the_api_and_the_cli(cluster, client, workflow_file):
         )
         == 1
     )
-    time.sleep(0.3)
+    # a canary every second: once it fired twice, a firing pass that began after the pause
+    # has ended (a pass under way may still have fired "often"); twice more, another has run
+    client.create_schedule("canary", "nap", every="1s", input=0, overlap="allow_all")
+    canary_fired_twice_more(client)
     count = len(runs(client, "often"))
-    time.sleep(1.5)
+    canary_fired_twice_more(client)
     assert len(runs(client, "often")) == count  # paused: nothing fires
+    client.delete_schedule("canary")
     assert client.show_schedule("often")["next_fire_times"] == []
     triggered = json.loads(
         flux("schedule", "trigger", "often", "--format", "json", server_url=cluster.server_url).stdout
@@ -126,6 +130,11 @@ def test_schedules_through_the_api_and_the_cli(cluster, client, workflow_file):
     assert "flux_schedule_lateness_seconds_count" in metrics
 
 
+def canary_fired_twice_more(client: FluxClient) -> None:
+    fired = len(runs(client, "canary"))
+    eventually(lambda: len(runs(client, "canary")) >= fired + 2, 30, "the canary stopped firing")
+
+
 def _overlapping(executions: list[dict]) -> bool:
     """Whether any run started before the one before it ended."""
     return any(later["scheduled_at"] < earlier["finished_at"] for earlier, later in zip(executions, executions[1:]))
@@ -141,7 +150,8 @@ def test_overlap_policies_with_runs_longer_than_the_interval(cluster, client, wo
         client.create_schedule(policy, "nap", every="1s", input=2.5, overlap=policy)
     held = eventually(lambda: client.show_schedule("queue_one")["queued_for"], timeout=10)
     assert held  # a due time waits for the active run
-    time.sleep(5)
+    enough = {"skip": 2, "queue_one": 2, "allow_all": 5, "cancel_previous": 5}
+    eventually(lambda: all(len(runs(client, p)) >= n for p, n in enough.items()), 60, "too few fires")
     for policy in policies:
         client.pause_schedule(policy)
     done = {}
@@ -153,9 +163,9 @@ def test_overlap_policies_with_runs_longer_than_the_interval(cluster, client, wo
             timeout=30,
         )
     skip, queue_one, allow_all, cancel_previous = (done[p] for p in policies)
-    assert 2 <= len(skip) <= 4 and not _overlapping(skip)
+    assert 2 <= len(skip) < len(allow_all) and not _overlapping(skip)  # due times skipped
     assert {e["state"] for e in skip} == {"COMPLETED"}
-    assert 2 <= len(queue_one) <= 4 and not _overlapping(queue_one)
+    assert 2 <= len(queue_one) < len(allow_all) and not _overlapping(queue_one)
     assert any(
         e["scheduled_at"] - e["scheduled_for"] > 0.5 for e in queue_one
     )  # held, then started when the run before ended
@@ -179,7 +189,13 @@ def test_catch_up_after_the_server_was_down_for_five_due_times(cluster, client, 
     restart = time.time()
     cluster.start_server()
     up = time.time()
-    time.sleep(1.5)
+
+    def missed(policy: str, until: float) -> list[float]:
+        return [e["scheduled_for"] for e in runs(client, f"catch-{policy}") if down < e["scheduled_for"] <= until]
+
+    # the catch-up fires, and one due time after the restart for "none" (it has passed the downtime)
+    eventually(lambda: len(missed("all", restart)) >= 5 and missed("latest", up), 30, "the downtime never fired")
+    eventually(lambda: any(e["scheduled_for"] > up for e in runs(client, "catch-none")), 30, "none never fired again")
     for policy in ("latest", "all", "none"):
         client.pause_schedule(f"catch-{policy}")
     due = {p: [e["scheduled_for"] for e in runs(client, f"catch-{p}")] for p in ("latest", "all", "none")}
@@ -206,18 +222,20 @@ def test_two_replicas_on_postgresql_fire_each_second_exactly_once_when_one_is_ki
             client.register_file(workflow_file(NAP))
             client.create_schedule("tick", "nap", every="1s", overlap="allow_all")
             created = time.time()
-            time.sleep(15)
+            eventually(lambda: len(runs(client, "tick")) >= 10, 60, "both replicas running, it never fired")
             replicas[0].stop_server(signal.SIGKILL)  # mid-stride: whatever it held is rolled back
-            time.sleep(15)
+            killed = time.time()
+            eventually(
+                lambda: len([e for e in runs(client, "tick") if e["scheduled_for"] > killed + 1]) >= 10,
+                60,
+                "the survivor never took the firing over",
+            )
             client.pause_schedule("tick")
-            stopped = time.time()
             executions = runs(client, "tick")
         due = [e["scheduled_for"] for e in executions]
         assert len(due) == len(set(due))  # none doubled
-        assert due == [due[0] + i for i in range(len(due))]  # none missing
-        assert due[0] - created < 1.5 and stopped - due[-1] < 1.5 and len(due) >= 28
-        lateness = sorted(e["scheduled_at"] - e["scheduled_for"] for e in executions)
-        assert lateness[len(lateness) // 2] < 1.0
+        assert due == [due[0] + i for i in range(len(due))]  # none missing, across the kill too
+        assert created - 1 <= due[0] and all(e["scheduled_at"] >= e["scheduled_for"] for e in executions)
     finally:
         for replica in replicas:
             replica.close()
