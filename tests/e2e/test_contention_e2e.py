@@ -137,12 +137,17 @@ def test_a_preempted_execution_replays_elsewhere_and_completes_exactly_once(regi
 def test_a_non_preemptible_execution_is_never_chosen(registered):
     cluster, client = registered
     _accel_worker(cluster, "w1")
-    steady = client.run("steadfast", {"label": "steady", "seconds": 4})
+    steady = client.run("steadfast", {"label": "steady", "seconds": 8})
     _state(client, steady["id"], "RUNNING")
     high = client.run("high", {"label": "high"})
-    time.sleep(2)
-    assert client.execution(high["id"])["state"] == "SCHEDULED"
-    assert "room is held for it on worker w1" in client.execution(high["id"])["placement_note"]
+    # a round has weighed it: it holds room and waits instead of preempting
+    waiting = eventually(
+        lambda: (e := client.execution(high["id"]))["placement_note"] and "room is held" in e["placement_note"] and e,
+        WAIT,
+        "no round held room for it",
+    )
+    assert waiting["state"] == "SCHEDULED" and "room is held for it on worker w1" in waiting["placement_note"]
+    assert not _events(client, steady["id"], "PREEMPTED")
     _state(client, high["id"], "COMPLETED")
     assert _state(client, steady["id"], "COMPLETED")["output"] == "steady"
     assert not _events(client, steady["id"], "PREEMPTED")
