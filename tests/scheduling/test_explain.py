@@ -60,12 +60,19 @@ def test_feasibility_uses_totals_not_availability():
 
 PENDING = """
     import asyncio
+    from pathlib import Path
     from flux import ResourceRequest, task, workflow
 
     @task
     async def nap(seconds):
         await asyncio.sleep(seconds)
         return seconds
+
+    @task
+    async def held_until(gate):
+        while not Path(gate).exists():
+            await asyncio.sleep(0.05)
+        return gate
 
     @workflow.with_options(affinity={"region": "us-east-1"}, requests=ResourceRequest(cpu=64))
     async def needs_cpu(ctx):
@@ -77,7 +84,7 @@ PENDING = """
 
     @workflow.with_options(affinity={"region": "us-east-1"})
     async def in_us(ctx):
-        return await nap(ctx.input)
+        return await held_until(ctx.input)
 
     @workflow
     async def anywhere(ctx):
@@ -93,7 +100,7 @@ PENDING = """
 
     @workflow.with_options(requests=ResourceRequest(resources={"fpga": 1}))
     async def one_fpga(ctx):
-        return await nap(ctx.input)
+        return await held_until(ctx.input)
 
     @workflow.with_options(requests=ResourceRequest(resources={"fpga": 4}))
     async def four_fpgas(ctx):
@@ -105,7 +112,7 @@ def reasons(client, execution_id) -> dict[str, str]:
     return {w["name"]: w["reason"] for w in client.placement(execution_id)["workers"]}
 
 
-def test_explanation_names_each_workers_first_failing_check(cluster, client, workflow_file):
+def test_explanation_names_each_workers_first_failing_check(cluster, client, workflow_file, tmp_path):
     client.register_file(workflow_file(PENDING))
     cluster.start_worker("a", labels={"region": "us-east-1"}, max_concurrent_executions=1)
     cluster.start_worker("b", labels={"region": "eu-west-1"}, max_concurrent_executions=1)
@@ -114,9 +121,11 @@ def test_explanation_names_each_workers_first_failing_check(cluster, client, wor
 
     cpu = client.run("needs_cpu")
     pkg = client.run("needs_future_flux")
-    holder = client.run("in_us", 3)
+    holding, open_gate = tmp_path / "holding", tmp_path / "open"
+    open_gate.touch()
+    holder = client.run("in_us", str(holding))  # holds a's one slot until the test opens its gate
     eventually(lambda: client.execution(holder["id"])["state"] == "RUNNING")
-    queued = client.run("in_us", 0)
+    queued = client.run("in_us", str(open_gate))
 
     assert reasons(client, cpu["id"]) == {
         "a": "cpu_available 2.0 < requested 64",
@@ -138,6 +147,7 @@ def test_explanation_names_each_workers_first_failing_check(cluster, client, wor
     assert "WORKFLOW_UNSCHEDULABLE" in [e["type"] for e in events]
 
     # once the slot frees, the queued one runs and the explanation says who won and why
+    holding.touch()
     done = client.wait(queued["id"], 30)
     assert done["state"] == "COMPLETED"
     explained = client.placement(queued["id"])
@@ -212,16 +222,18 @@ def test_pending_timeout_fails_with_the_reason(cluster, client, workflow_file):
     )
 
 
-def test_custom_resources_matched_exhausted_and_released_under_reserve(cluster, client, workflow_file):
+def test_custom_resources_matched_exhausted_and_released_under_reserve(cluster, client, workflow_file, tmp_path):
     client.register_file(workflow_file(PENDING))
     cluster.start_worker(
         "f", max_concurrent_executions=4, extra_args=("--resource", "fpga=2", "--allocation", "reserve")
     )
     assert client.show_worker("f")["custom_resources"] == {"fpga": 2.0}
-    ids = [client.run("one_fpga", 1.5)["id"] for _ in range(3)]
+    gate = tmp_path / "gate"
+    ids = [client.run("one_fpga", str(gate))["id"] for _ in range(3)]  # each holds its fpga until the gate opens
     eventually(lambda: [client.execution(i)["state"] for i in ids].count("RUNNING") == 2)
     waiting = next(i for i in ids if client.execution(i)["state"] == "SCHEDULED")
     assert reasons(client, waiting)["f"] == "resource fpga 0 after reservations < requested 1"
+    gate.touch()
     assert {client.wait(i, 30)["state"] for i in ids} == {"COMPLETED"}  # released, then the third ran
 
     too_many = client.run("four_fpgas")
