@@ -232,7 +232,8 @@ def test_a_full_buffer_holds_the_reader_until_the_server_takes_lines_against_a_f
     ],
 )
 def test_a_refused_batch_stops_the_attempts_logs_without_raising_against_a_fake_server(answer, monkeypatch):
-    """Refusals this server version never gives a holder (an older server's 404/405, a bug)."""
+    """Each refusal given to the first batch of a live attempt, which this server never
+    refuses: an older server's 404/405, a fenced attempt's 409, a malformed batch's 422, a bug."""
     monkeypatch.setattr(logs_module, "_warned_no_route", False)
 
     async def scenario() -> tuple[LogShipper, FakeServer]:
