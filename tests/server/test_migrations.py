@@ -2,6 +2,7 @@
 PostgreSQL; the newest ones can be undone, and what an older schema held stays
 readable after them."""
 
+import sqlite3
 import time
 from types import SimpleNamespace
 
@@ -11,6 +12,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from shared import SOURCE
 from sqlalchemy import MetaData, create_engine, inspect
 
@@ -47,9 +49,25 @@ def test_migrations_match_models(tmp_path):
 
 
 def test_migrating_twice_is_a_no_op(tmp_path):
-    url = f"sqlite:///{tmp_path / 'again.db'}"
+    """The second run changes nothing: the same revision (the newest), the same schema
+    statement for statement, and a row written between the two is still there."""
+    path = tmp_path / "again.db"
+    url = f"sqlite:///{path}"
     migrate(url)
+    first = sqlite_schema(path)
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO namespaces (name, state, created_at) VALUES ('kept', 'ACTIVE', 0)")
     migrate(url)
+    assert sqlite_schema(path) == first
+    with sqlite3.connect(path) as db:
+        (revision,) = db.execute("SELECT version_num FROM alembic_version").fetchone()
+        assert db.execute("SELECT name FROM namespaces WHERE name = 'kept'").fetchall() == [("kept",)]
+    assert revision == ScriptDirectory(str(MIGRATIONS)).get_current_head()
+
+
+def sqlite_schema(path) -> list[tuple]:  # noqa: ANN001 - a path
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
 
 
 def inspected(url: str, read):  # noqa: ANN001, ANN201 - a function of SQLAlchemy's Inspector
