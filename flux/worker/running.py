@@ -189,12 +189,7 @@ class Executions:
             execution = self.running.get(notice.execution_id)
             if execution is None or execution.job.attempt != notice.attempt or execution.stop.notice is not None:
                 continue
-            log.info(
-                "execution %s is preempted by %s: its attempt ends in %.1fs",
-                notice.execution_id,
-                notice.by,
-                notice.seconds,
-            )
+            log.info("execution %s is preempted by %s: ends in %.1fs", notice.execution_id, notice.by, notice.seconds)
             execution.stop.notice = notice
             execution.stop.preempt.set()  # the runner tells the workflow
             cause = f"preempted by {notice.by}" if notice.by else "preempted"
@@ -207,8 +202,8 @@ class Executions:
             execution = self.running.get(withdrawal.execution_id)
             if execution is None or execution.job.attempt != withdrawal.attempt or execution.stop.notice is None:
                 continue
-            if execution.handed_back is not None:
-                continue  # its deadline came first: it is already ending
+            if execution.handed_back is not None:  # its deadline came first: it is already ending
+                continue
             log.info("execution %s: its preemption was withdrawn; the attempt goes on", withdrawal.execution_id)
             if execution.preempt_timer is not None:
                 execution.preempt_timer.cancel()
