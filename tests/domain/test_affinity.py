@@ -268,8 +268,11 @@ def test_affinity_key_is_hashable_and_distinguishes_operators_from_lookalike_str
     assert affinity_key(plain) == affinity_key({"region": "x", "zone": "a"})
     op = {"zone": {"op": "Exists"}}
     lookalike = {"zone": json.dumps({"op": "Exists"})}
-    assert hash(affinity_key(op)) is not None
     assert affinity_key(op) != affinity_key(lookalike)
+    # usable as a dict key: equal affinities (an operator or its JSON form) land on one entry
+    keyed = {affinity_key(op): "op", affinity_key(lookalike): "string"}
+    assert keyed[affinity_key({"zone": Exists()})] == "op" and len(keyed) == 2
+    assert hash(affinity_key(plain)) == hash(affinity_key({"region": "x", "zone": "a"}))
     assert affinity_key({"z": {"values": ["a"], "op": "In"}}) == affinity_key({"z": {"op": "In", "values": ["a"]}})
     assert affinity_key(None) == affinity_key({}) == ()
 
