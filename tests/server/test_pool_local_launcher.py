@@ -60,11 +60,14 @@ def test_workers_are_forked_from_the_launcher_and_started_from_scratch_without_i
         for name in ("quick-forked", "quick-fresh"):  # the same worker either way
             assert online[name]["labels"] == {"tier": "a", "flux.pool": "quick"}
             assert online[name]["max_concurrent_executions"] == 2
+        started_here = provider.processes["quick-fresh"]  # a Popen: its exit status is ours to read
         await provider.close()  # the server stops: its workers drain and exit, the launcher with them
         for pid in (int(forked["quick-forked"]), int(fresh["quick-fresh"])):
             assert (
                 not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
             )
-        assert provider.launcher.process.returncode is not None
+        # both exited cleanly: the worker drained on SIGTERM, the launcher ended on EOF (-9: killed)
+        assert started_here.returncode == 0
+        assert provider.launcher.process.returncode == 0
 
     asyncio.run(scenario())
