@@ -49,7 +49,12 @@ def test_a_token_is_shown_once_and_only_its_hash_is_stored(guarded):
     listed = httpx.get(f"{url}/tokens", headers=ADMIN).json()
     assert listed == [{**token, "revoked_at": None}]
     assert secret not in json.dumps(listed)
-    time.sleep(0.5)  # the audit row of the creation is written too
+    # the audit row of the creation is written too (in a batch of its own): read it back first
+    eventually(
+        lambda: any(row["action"] == "manage_tokens" for row in httpx.get(f"{url}/audit", headers=ADMIN).json()),
+        30,
+        "the creation's audit row was never written",
+    )
     stored = b"".join(path.read_bytes() for path in guarded.home.glob("flux.db*"))
     assert stored and secret.encode() not in stored  # its sha256 only
     assert httpx.get(f"{url}/whoami", headers=bearer(secret)).json()["name"] == "ci"
