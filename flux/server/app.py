@@ -42,8 +42,8 @@ from flux.server.workers import routes as worker_routes
 #: their output, the watch stream, the console (docs/console.md), bundles
 #: (docs/bundles.md), schedules (docs/schedules.md), the task cache and secrets (docs/tasks.md),
 #: namespaces (docs/namespaces.md), tokens and the audit log (docs/security.md#roles), webhooks
-#: (docs/hooks.md), worker pools (docs/autoscaling.md). Routes that take a namespace are mounted under /namespaces/{namespace} and at their old path for
-#: 'default' (``scope``).
+#: (docs/hooks.md), worker pools (docs/autoscaling.md). Routes that take a namespace are
+#: mounted under /namespaces/{namespace} and at their old path for 'default' (``scope``).
 #: FastAPI's own OpenTelemetry (0.142+) stays off: Flux's spans are those docs/tracing.md
 #: lists (a span for every heartbeat and long poll would bury them), and its check of the
 #: global providers cost every request ~5 % of the event loop's time (docs/latency.md).
@@ -77,7 +77,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     errors.install(app)
     for router in ROUTERS:
         scope.include(app, router)
-    app.include_router(console.router(login=svc.api_token is not None, key=svc.bootstrap_token))
+    app.include_router(console.router)  # its login and CSRF key come from Services (console.base.visit)
     for router in LATER_ROUTERS:
         scope.include(app, router)
     # Anonymous calls to routes behind these gates are refused before their body is read.

@@ -1,214 +1,180 @@
 """The console's buttons: each is a POST form with a CSRF token that makes one API
 call and answers with a redirect (post/redirect/get), so the back button and a reload
-never repeat an action. Login and logout live here too."""
+never repeat an action. Login and logout live here too. Each function runs inside
+``Visit.answer`` (the API's refusals and a bad CSRF token become pages) but those
+that check their path's verb first, as a page that does not exist."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 
 from flux.server.console.api import Api, ApiError
-from flux.server.console.base import Console, answer
+from flux.server.console.base import Visit
 from flux.server.console.session import local_path
 
 #: The API's answer to a token check: who the token is (any valid token may ask).
 TOKEN_CHECK = "/whoami"
+DRAIN_VERBS = ("drain", "undrain")
+SCHEDULE_VERBS = ("pause", "resume", "trigger")
 
 
-def register(api: APIRouter, console: Console) -> None:
-    session = console.session
+async def act(visit: Visit, path: str, back: str) -> Response:
+    """One POST to the API, then back where the form says (``next``), else ``back``."""
+    form = await visit.form()
+    async with visit.api() as client:
+        await client.post(path)
+    return RedirectResponse(local_path(form.get("next"), back), status_code=303)
 
-    async def act(
-        request: Request, path: str, back: str, body: Any = None, then: Callable[[Any], str] | None = None
-    ) -> Response:
-        async def action() -> Response:
-            form = await session.form(request)
-            async with console.api(request) as client:
-                result = await client.post(path, body)
-            target = then(result) if then else local_path(form.get("next"), back)
-            return RedirectResponse(target, status_code=303)
 
-        return await answer(console, request, action)
+async def cancel(visit: Visit, execution_id: str) -> Response:
+    return await act(
+        visit, f"/executions/{quote(execution_id, safe='')}/cancel", f"/ui/executions/{quote(execution_id)}"
+    )
 
-    @api.post("/ui/workers/{name}/{verb}", include_in_schema=False)
-    async def drain(name: str, verb: str, request: Request) -> Response:
-        if verb not in ("drain", "undrain"):
-            return console.error(request, 404, f"no action {verb!r}")
-        return await act(request, f"/workers/{quote(name, safe='')}/{verb}", "/ui/fleet")
 
-    @api.post("/ui/hooks/{name}/deliveries/{delivery_id}/redeliver", include_in_schema=False)
-    async def redeliver(name: str, delivery_id: str, request: Request) -> Response:
-        return await act(
-            request, f"/hooks/{quote(name, safe='')}/deliveries/{quote(delivery_id, safe='')}/redeliver", "/ui/hooks"
+async def redeliver(visit: Visit, name: str, delivery_id: str) -> Response:
+    path = f"/hooks/{quote(name, safe='')}/deliveries/{quote(delivery_id, safe='')}/redeliver"
+    return await act(visit, path, "/ui/hooks")
+
+
+async def drain(visit: Visit, name: str, verb: str) -> Response:
+    if verb not in DRAIN_VERBS:
+        return visit.error(404, f"no action {verb!r}")
+    return await visit.answer(act, f"/workers/{quote(name, safe='')}/{verb}", "/ui/fleet")
+
+
+async def schedule(visit: Visit, name: str, verb: str) -> Response:
+    path = f"/schedules/{quote(name, safe='')}"
+    if verb == "delete":
+        return await visit.answer(delete_schedule, path)
+    if verb not in SCHEDULE_VERBS:
+        return visit.error(404, f"no action {verb!r}")
+    return await visit.answer(act, f"{path}/{verb}", "/ui/schedules")
+
+
+async def delete_schedule(visit: Visit, path: str) -> Response:
+    await visit.form()  # the CSRF check
+    async with visit.api() as client:
+        await client.delete(path)
+    return RedirectResponse("/ui/schedules", status_code=303)
+
+
+async def resume(visit: Visit, execution_id: str) -> Response:
+    """A PAUSED execution goes on: its ``pause()`` returns the JSON typed in the form."""
+    form = await visit.form()
+    text = form.get("input", "").strip()
+    try:
+        given = json.loads(text) if text else None
+    except ValueError as exc:
+        return visit.error(422, f"resume input is not valid JSON: {exc}")
+    async with visit.api() as client:
+        await client.post(f"/executions/{quote(execution_id, safe='')}/resume", {"input": given})
+    return RedirectResponse(f"/ui/executions/{quote(execution_id)}", status_code=303)
+
+
+async def rerun(visit: Visit, execution_id: str) -> Response:
+    """A new execution of the same workflow version with the same input."""
+    await visit.form()
+    async with visit.api() as client:
+        old = await client.get(f"/executions/{quote(execution_id, safe='')}")
+        new = await client.post(
+            f"/workflows/{quote(old['workflow_name'], safe='')}/run",
+            {"input": old["input"], "version": old["workflow_version"]},
         )
-
-    @api.post("/ui/executions/{execution_id}/cancel", include_in_schema=False)
-    async def cancel(execution_id: str, request: Request) -> Response:
-        return await act(
-            request, f"/executions/{quote(execution_id, safe='')}/cancel", f"/ui/executions/{quote(execution_id)}"
-        )
-
-    @api.post("/ui/executions/{execution_id}/resume", include_in_schema=False)
-    async def resume(execution_id: str, request: Request) -> Response:
-        """A PAUSED execution goes on: its ``pause()`` returns the JSON typed in the form."""
-
-        async def action() -> Response:
-            form = await session.form(request)
-            text = form.get("input", "").strip()
-            back = f"/ui/executions/{quote(execution_id)}"
-            try:
-                given = json.loads(text) if text else None
-            except ValueError as exc:
-                return console.error(request, 422, f"resume input is not valid JSON: {exc}")
-            async with console.api(request) as client:
-                await client.post(f"/executions/{quote(execution_id, safe='')}/resume", {"input": given})
-            return RedirectResponse(back, status_code=303)
-
-        return await answer(console, request, action)
-
-    @api.post("/ui/executions/{execution_id}/rerun", include_in_schema=False)
-    async def rerun(execution_id: str, request: Request) -> Response:
-        """A new execution of the same workflow version with the same input."""
-
-        async def action() -> Response:
-            await session.form(request)
-            async with console.api(request) as client:
-                old = await client.get(f"/executions/{quote(execution_id, safe='')}")
-                new = await client.post(
-                    f"/workflows/{quote(old['workflow_name'], safe='')}/run",
-                    {"input": old["input"], "version": old["workflow_version"]},
-                )
-            return RedirectResponse(f"/ui/executions/{new['id']}", status_code=303)
-
-        return await answer(console, request, action)
-
-    @api.post("/ui/workflows/{name}/run", include_in_schema=False)
-    async def run(name: str, request: Request) -> Response:
-        async def action() -> Response:
-            form = await session.form(request)
-            text = form.get("input", "").strip()
-            body: dict[str, Any] = {}
-            try:
-                body["input"] = json.loads(text) if text else None
-                if form.get("version", "").strip():
-                    body["version"] = int(form["version"])
-            except ValueError as exc:
-                return await rerender(request, name, text, f"input is not valid JSON: {exc}")
-            async with console.api(request) as client:
-                try:
-                    execution = await client.post(f"/workflows/{quote(name, safe='')}/run", body)
-                except ApiError as refused:
-                    if refused.status in (401, 404):
-                        raise
-                    return await rerender(request, name, text, refused.detail)
-            return RedirectResponse(f"/ui/executions/{execution['id']}", status_code=303)
-
-        return await answer(console, request, action)
-
-    async def rerender(request: Request, name: str, text: str, problem: str) -> Response:
-        async with console.api(request) as client:
-            info = await client.get(f"/workflows/{quote(name, safe='')}")
-            runs = await client.get("/executions", workflow=name, limit=20)
-        return console.render(
-            request,
-            "workflow.html",
-            status=422,
-            title=f"Workflow {name}",
-            active="workflows",
-            workflow=info,
-            runs=runs,
-            rate=None,
-            input_text=text,
-            problem=problem,
-        )
-
-    @api.post("/ui/schedules/{name}/{verb}", include_in_schema=False)
-    async def schedule(name: str, verb: str, request: Request) -> Response:
-        path = f"/schedules/{quote(name, safe='')}"
-        if verb == "delete":
-
-            async def deleted() -> Response:
-                await session.form(request)  # the CSRF check
-                async with console.api(request) as client:
-                    await client.delete(path)
-                return RedirectResponse("/ui/schedules", status_code=303)
-
-            return await answer(console, request, deleted)
-        if verb not in ("pause", "resume", "trigger"):
-            return console.error(request, 404, f"no action {verb!r}")
-        return await act(request, f"{path}/{verb}", "/ui/schedules")
-
-    @api.post("/ui/schedules", include_in_schema=False)
-    async def create_schedule(request: Request) -> Response:
-        """A new schedule from the page's form: a name, a workflow, cron or every, overlap,
-        catch-up, a time zone, a JSON input."""
-
-        async def created() -> Response:
-            form = await session.form(request)
-            body: dict[str, Any] = {"name": form.get("name", "").strip(), "workflow": form.get("workflow", "").strip()}
-            when, timing = form.get("kind", "cron"), form.get("timing", "").strip()
-            if when not in ("cron", "every"):
-                return console.error(request, 422, f"a schedule runs on cron or every, not {when!r}")
-            body[when] = timing
-            for field in ("overlap", "catch_up", "timezone"):  # the API's defaults where left empty
-                if form.get(field, "").strip():
-                    body[field] = form[field].strip()
-            text = form.get("input", "").strip()
-            try:
-                body["input"] = json.loads(text) if text else None
-            except ValueError as exc:
-                return console.error(request, 422, f"the schedule's input is not valid JSON: {exc}")
-            async with console.api(request) as client:
-                await client.post("/schedules", body)
-            return RedirectResponse("/ui/schedules", status_code=303)
-
-        return await answer(console, request, created)
-
-    @api.get("/ui/login", include_in_schema=False)
-    async def login_page(request: Request) -> Response:
-        if not session.login:
-            return RedirectResponse("/ui/fleet", status_code=303)
-        return console.render(
-            request, "login.html", title="Sign in", next=local_path(request.query_params.get("next"), "/ui/fleet")
-        )
-
-    @api.post("/ui/login", include_in_schema=False)
-    async def login(request: Request) -> Response:
-        async def action() -> Response:
-            form = await session.form(request)
-            target = local_path(form.get("next"), "/ui/fleet")
-            token = form.get("token", "").strip()
-            if token and await _accepted(request, token):
-                return session.signed_in(request, RedirectResponse(target, status_code=303), token)
-            return console.render(
-                request,
-                "login.html",
-                status=401,
-                title="Sign in",
-                next=target,
-                problem="That token was refused by the API.",
-            )
-
-        return await answer(console, request, action, who=False)
-
-    @api.post("/ui/logout", include_in_schema=False)
-    async def logout(request: Request) -> Response:
-        async def action() -> Response:
-            await session.form(request)
-            return session.signed_out(
-                request, RedirectResponse("/ui/login" if session.login else "/ui/fleet", status_code=303)
-            )
-
-        return await answer(console, request, action, who=False)
+    return RedirectResponse(f"/ui/executions/{new['id']}", status_code=303)
 
 
-async def _accepted(request: Request, token: str) -> bool:
-    async with Api(request, {"Authorization": f"Bearer {token}"}) as client:
+async def run(visit: Visit, name: str) -> Response:
+    """A new execution from the workflow page's form; a refusal shows on that page."""
+    form = await visit.form()
+    text = form.get("input", "").strip()
+    body: dict[str, Any] = {}
+    try:
+        body["input"] = json.loads(text) if text else None
+        if form.get("version", "").strip():
+            body["version"] = int(form["version"])
+    except ValueError as exc:
+        return await _rerender(visit, name, text, f"input is not valid JSON: {exc}")
+    async with visit.api() as client:
+        try:
+            execution = await client.post(f"/workflows/{quote(name, safe='')}/run", body)
+        except ApiError as refused:
+            if refused.status in (401, 404):
+                raise
+            return await _rerender(visit, name, text, refused.detail)
+    return RedirectResponse(f"/ui/executions/{execution['id']}", status_code=303)
+
+
+async def _rerender(visit: Visit, name: str, text: str, problem: str) -> Response:
+    async with visit.api() as client:
+        info = await client.get(f"/workflows/{quote(name, safe='')}")
+        runs = await client.get("/executions", workflow=name, limit=20)
+    return visit.render(
+        "workflow.html",
+        status=422,
+        title=f"Workflow {name}",
+        active="workflows",
+        workflow=info,
+        runs=runs,
+        rate=None,
+        input_text=text,
+        problem=problem,
+    )
+
+
+async def create_schedule(visit: Visit) -> Response:
+    """A new schedule from the page's form: a name, a workflow, cron or every, overlap,
+    catch-up, a time zone, a JSON input."""
+    form = await visit.form()
+    body: dict[str, Any] = {"name": form.get("name", "").strip(), "workflow": form.get("workflow", "").strip()}
+    when, timing = form.get("kind", "cron"), form.get("timing", "").strip()
+    if when not in ("cron", "every"):
+        return visit.error(422, f"a schedule runs on cron or every, not {when!r}")
+    body[when] = timing
+    for field in ("overlap", "catch_up", "timezone"):  # the API's defaults where left empty
+        if form.get(field, "").strip():
+            body[field] = form[field].strip()
+    text = form.get("input", "").strip()
+    try:
+        body["input"] = json.loads(text) if text else None
+    except ValueError as exc:
+        return visit.error(422, f"the schedule's input is not valid JSON: {exc}")
+    async with visit.api() as client:
+        await client.post("/schedules", body)
+    return RedirectResponse("/ui/schedules", status_code=303)
+
+
+def login_page(visit: Visit, next_page: str | None) -> Response:
+    if not visit.session.login:
+        return RedirectResponse("/ui/fleet", status_code=303)
+    return visit.render("login.html", title="Sign in", next=local_path(next_page, "/ui/fleet"))
+
+
+async def login(visit: Visit) -> Response:
+    """Keep the token the API accepts; a refused one is said on the login page."""
+    form = await visit.form()
+    target = local_path(form.get("next"), "/ui/fleet")
+    token = form.get("token", "").strip()
+    if token and await _accepted(visit, token):
+        return visit.session.signed_in(visit.request, RedirectResponse(target, status_code=303), token)
+    return visit.render(
+        "login.html", status=401, title="Sign in", next=target, problem="That token was refused by the API."
+    )
+
+
+async def logout(visit: Visit) -> Response:
+    await visit.form()
+    target = "/ui/login" if visit.session.login else "/ui/fleet"
+    return visit.session.signed_out(visit.request, RedirectResponse(target, status_code=303))
+
+
+async def _accepted(visit: Visit, token: str) -> bool:
+    async with Api(visit.request, {"Authorization": f"Bearer {token}"}) as client:
         try:
             await client.get(TOKEN_CHECK)
         except ApiError:

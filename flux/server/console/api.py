@@ -8,9 +8,9 @@ path with that header, streaming as it goes: that is how the page's JavaScript f
 Server-Sent Events (logs, events, state changes) with the HttpOnly cookie, which an
 ``EventSource`` cannot turn into a header itself.
 
-A page acts in the current namespace (``current``: what ``base.answer`` chose, else the
-page's ``?namespace=``, else ``default``): its calls on namespaced things go to
-``/namespaces/NAME/...`` (docs/namespaces.md).
+A page acts in one namespace (``base.Visit.namespace``: the one ``Visit.look`` chose,
+else the page's ``?namespace=``, else ``default``): its calls on namespaced things go
+to ``/namespaces/NAME/...`` (docs/namespaces.md).
 """
 
 from __future__ import annotations
@@ -32,14 +32,8 @@ BRIDGE = "/ui/api"
 NAMESPACED = ("/workflows", "/executions", "/schedules", "/secrets", "/cache", "/watch/", "/hooks")
 
 
-def current(request: Request) -> str:
-    """The namespace this request acts in."""
-    return getattr(request.state, "namespace", None) or request.query_params.get("namespace") or DEFAULT
-
-
-def namespace_prefix(request: Request) -> str:
-    """``/namespaces/NAME`` for the current namespace; '' for ``default`` (its alias)."""
-    namespace = current(request)
+def namespace_prefix(namespace: str) -> str:
+    """``/namespaces/NAME`` for ``namespace``; '' for ``default`` (its alias)."""
     return "" if namespace == DEFAULT else f"/namespaces/{quote(namespace, safe='')}"
 
 
@@ -52,14 +46,14 @@ class ApiError(Exception):
 
 
 class Api:
-    def __init__(self, request: Request, headers: dict[str, str]):
+    def __init__(self, request: Request, headers: dict[str, str], namespace: str = DEFAULT):
         # The browser's address, so that the audit log names who pressed the button.
         client = (request.client.host, request.client.port) if request.client else ("127.0.0.1", 0)
         transport = httpx.ASGITransport(app=request.app, raise_app_exceptions=False, client=client)
         self._client = httpx.AsyncClient(
             transport=transport, base_url="http://flux-console", headers=headers, timeout=30.0
         )
-        self._prefix = namespace_prefix(request)
+        self._prefix = namespace_prefix(namespace)
 
     async def __aenter__(self) -> "Api":
         return self

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.responses import Response
 
 from flux.domain.access import Action
-from flux.server.console.base import Console, answer
+from flux.server.console.base import Visit
 from flux.server.console.paging import SINCE
 
 PAGE = 50
@@ -32,36 +32,33 @@ def url(fields: dict[str, str], **changes: str) -> str:
     return "/ui/audit" + (f"?{urlencode(given)}" if given else "")
 
 
-def register(api: APIRouter, console: Console) -> None:
-    @api.get("/ui/audit", include_in_schema=False)
-    async def audit_page(request: Request) -> Response:
-        async def page() -> Response:
-            fields = filters_of(request.query_params)
-            after = request.query_params.get("after", "")
-            after = after if after.isdigit() else ""
-            params = {
-                "namespace": fields["namespace"],
-                "token": fields["token"],
-                "action": fields["action"],
-                "limit": PAGE,
-                "after": after,
-            }
-            if fields["since"]:
-                params["since"] = time.time() - SINCE[fields["since"]]
-            async with console.api(request) as client:
-                response = await client.call("GET", "/audit", params)
-            return console.render(
-                request,
-                "audit.html",
-                title="Audit",
-                active="audit",
-                rows=response.json(),
-                fields=fields,
-                after=after,
-                next_cursor=response.headers.get("X-Next-Cursor"),
-                actions=ACTIONS,
-                since_choices=list(SINCE),
-                url=lambda **c: url(fields, **c),
-            )
+async def fields_of(request: Request) -> dict[str, str]:
+    """The page's filters, from its query string: the dependency its route takes."""
+    return filters_of(request.query_params)
 
-        return await answer(console, request, page)
+
+async def page(visit: Visit, fields: dict[str, str], after: str) -> Response:
+    after = after if after.isdigit() else ""
+    params = {
+        "namespace": fields["namespace"],
+        "token": fields["token"],
+        "action": fields["action"],
+        "limit": PAGE,
+        "after": after,
+    }
+    if fields["since"]:
+        params["since"] = time.time() - SINCE[fields["since"]]
+    async with visit.api() as client:
+        response = await client.call("GET", "/audit", params)
+    return visit.render(
+        "audit.html",
+        title="Audit",
+        active="audit",
+        rows=response.json(),
+        fields=fields,
+        after=after,
+        next_cursor=response.headers.get("X-Next-Cursor"),
+        actions=ACTIONS,
+        since_choices=list(SINCE),
+        url=lambda **c: url(fields, **c),
+    )

@@ -1,6 +1,7 @@
-"""What every console route shares: the session, the templates, and how a page answers
-(rendered with its CSRF token and who is signed in; a refusal of the API as an error
-page; no token yet: the login page). Who is signed in (``GET /whoami``) decides which
+"""What every console route shares: a ``Visit`` (its dependency ``VISIT``: the
+request, the session, the templates) and how a page answers (rendered with its CSRF
+token and who is signed in; a refusal of the API as an error page; no token yet: the
+login page). Who is signed in (``GET /whoami``) decides which
 pages the menu offers and which buttons a page shows (``may``, in the current
 namespace); the API still refuses what the role may not do (403).
 
@@ -13,18 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator
+import functools
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Concatenate, ParamSpec
 from urllib.parse import quote
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from jinja2 import Environment
 from starlette.responses import Response
 
 from flux.domain.access import Action, Principal, Role
 from flux.domain.namespaces import DEFAULT
-from flux.server.console.api import BRIDGE, Api, ApiError, current, namespace_prefix
-from flux.server.console.session import CSRF_FIELD, CsrfRefused, Session
+from flux.server.console.api import BRIDGE, Api, ApiError, namespace_prefix
+from flux.server.console.session import CSRF_FIELD, CsrfRefused, Fresh, Session
 from flux.server.console.views import environment
+from flux.server.services import Services, services
 
 #: The menu: each page, and what its reads need (the fleet and the audit log are not for every role).
 NAV = [
@@ -36,71 +41,94 @@ NAV = [
     ("hooks", "Hooks", Action.MANAGE_HOOKS),
     ("audit", "Audit", Action.READ_AUDIT),
 ]
+P = ParamSpec("P")
 
 
-def viewer(request: Request) -> Principal | None:
-    """Who is signed in, as ``answer`` learned it; None on a page that did not ask (login)."""
-    return getattr(request.state, "viewer", None)
-
-
-def may(request: Request, action: Action | str) -> bool:
-    principal = viewer(request)
-    return principal is not None and principal.may(Action(action), current(request))
-
-
+@dataclass(frozen=True)
 class Console:
-    def __init__(self, session: Session):
-        self.session = session
-        self.templates = environment()
+    """What every request of one server shares: the session's keys and the templates."""
 
-    def nav(self, request: Request) -> list[tuple[str, str]]:
-        return [(key, label) for key, label, action in NAV if may(request, action)]
+    session: Session
+    templates: Environment = field(default_factory=environment)
 
-    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = self.templates.get_template(template).render(
-            request=request,
-            csrf=self.session.csrf(request),
+
+@functools.lru_cache(maxsize=8)
+def _console(key: bytes, login: bool) -> Console:
+    """One per server's settings: the templates are parsed once, not per request."""
+    return Console(Session(key, login))
+
+
+@dataclass
+class Visit:
+    """One request to the console: who asks and the namespaces it sees (once ``look``
+    asked the API), the namespace it acts in, and the cookies its answer sets."""
+
+    request: Request
+    console: Console
+    namespace: str = DEFAULT
+    viewer: Principal | None = None
+    namespaces: list[str] = field(default_factory=list)
+    fresh: Fresh = field(default_factory=Fresh)
+
+    @property
+    def session(self) -> Session:
+        return self.console.session
+
+    def may(self, action: Action | str) -> bool:
+        return self.viewer is not None and self.viewer.may(Action(action), self.namespace)
+
+    def nav(self) -> list[tuple[str, str]]:
+        return [(key, label) for key, label, action in NAV if self.may(action)]
+
+    def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = self.console.templates.get_template(template).render(
+            request=self.request,
+            csrf=self.session.csrf(self.request, self.fresh),
             csrf_field=CSRF_FIELD,
-            nav=self.nav(request),
-            bridge=BRIDGE + namespace_prefix(request),
-            namespace=current(request),
-            namespaces=getattr(request.state, "namespaces", []),
-            signed_in=bool(self.session.token(request)),
+            nav=self.nav(),
+            bridge=BRIDGE + namespace_prefix(self.namespace),
+            namespace=self.namespace,
+            namespaces=self.namespaces,
+            signed_in=bool(self.session.token(self.request)),
             login=self.session.login,
-            who=viewer(request),
-            may=lambda action: may(request, action),
+            who=self.viewer,
+            may=self.may,
             **context,
         )
-        response = HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
-        return self.session.keep(request, response)
+        return self.keep(HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"}))
 
-    def error(self, request: Request, status: int, detail: str) -> Response:
+    def keep(self, response: Response) -> Response:
+        return self.session.keep(self.request, response, self.fresh)
+
+    def error(self, status: int, detail: str) -> Response:
         if status == 401 and self.session.login:
-            return RedirectResponse(f"/ui/login?next={quote(_here(request))}", status_code=303)
-        return self.render(
-            request, "error.html", status=status, title=f"Error {status}", status_code=status, detail=detail
-        )
+            return RedirectResponse(f"/ui/login?next={quote(_here(self.request))}", status_code=303)
+        return self.render("error.html", status=status, title=f"Error {status}", status_code=status, detail=detail)
 
     @contextlib.asynccontextmanager
-    async def api(self, request: Request) -> AsyncIterator[Api]:
-        async with Api(request, self.session.api_headers(request)) as api:
+    async def api(self) -> AsyncIterator[Api]:
+        async with Api(self.request, self.session.api_headers(self.request), self.namespace) as api:
             yield api
 
-    async def look(self, request: Request) -> None:
+    async def form(self) -> dict[str, str]:
+        """The POSTed form, once its CSRF token and origin are checked."""
+        return await self.session.form(self.request)
+
+    async def look(self) -> None:
         """Who is signed in, the namespaces it sees, and the one this request acts in."""
-        async with self.api(request) as api:
+        async with self.api() as api:
             who, listed = await asyncio.gather(api.get("/whoami"), api.get("/namespaces"))
         scope = frozenset(who["namespaces"]) if who["namespaces"] is not None else None
-        request.state.viewer = Principal(who["name"], Role(who["role"]), scope)
-        request.state.namespaces = [info["name"] for info in listed]
-        request.state.namespace = await self.choose(request, request.state.namespaces)
+        self.viewer = Principal(who["name"], Role(who["role"]), scope)
+        self.namespaces = [info["name"] for info in listed]
+        self.namespace = await self.choose(self.namespaces)
 
-    async def choose(self, request: Request, visible: list[str]) -> str:
+    async def choose(self, visible: list[str]) -> str:
         """The namespace this request acts in; one the token sees is kept for the next pages."""
-        named = request.query_params.get("namespace")
-        if not named and request.method == "POST":
-            named = (await self.session.posted(request)).get("namespace")
-        kept = self.session.namespace(request)
+        named = self.request.query_params.get("namespace")
+        if not named and self.request.method == "POST":
+            named = (await self.session.posted(self.request)).get("namespace")
+        kept = self.session.namespace(self.request)
         if named:
             chosen = named  # one out of sight is the API's 404, like any other name
         elif kept in visible:
@@ -108,22 +136,41 @@ class Console:
         else:
             chosen = DEFAULT if DEFAULT in visible or not visible else visible[0]
         if chosen != kept and chosen in visible:
-            self.session.choose(request, chosen)
+            self.fresh.namespace = chosen
         return chosen
+
+    async def answer(
+        self, page: Callable[Concatenate[Visit, P], Awaitable[Response]], *args: P.args, **kwargs: P.kwargs
+    ) -> Response:
+        """Run a page or an action as whoever is signed in (asked first)."""
+        return await self._answer(True, page, *args, **kwargs)
+
+    async def answer_signing(
+        self, page: Callable[Concatenate[Visit, P], Awaitable[Response]], *args: P.args, **kwargs: P.kwargs
+    ) -> Response:
+        """Run a sign-in or a sign-out: nobody is asked about first."""
+        return await self._answer(False, page, *args, **kwargs)
+
+    async def _answer(self, who: bool, page: Callable[..., Awaitable[Response]], *args: Any, **kwargs: Any) -> Response:
+        """The API's refusals and a bad CSRF token become pages."""
+        try:
+            if who:
+                await self.look()
+            return self.keep(await page(self, *args, **kwargs))
+        except ApiError as refused:
+            return self.error(refused.status, refused.detail)
+        except CsrfRefused as refused:
+            return self.error(403, str(refused))
+
+
+async def visit(request: Request, svc: Services = Depends(services)) -> Visit:
+    """The dependency of every console route: this request, before anyone is asked about."""
+    console = _console(svc.bootstrap_token, svc.api_token is not None)
+    return Visit(request, console, namespace=request.query_params.get("namespace") or DEFAULT)
+
+
+VISIT = Depends(visit)
 
 
 def _here(request: Request) -> str:
     return request.url.path + (f"?{request.url.query}" if request.url.query else "")
-
-
-async def answer(console: Console, request: Request, page, who: bool = True) -> Response:  # noqa: ANN001 - an async callable
-    """Run a page or an action as whoever is signed in (``who``: ask first; not to sign
-    in or out), turning the API's refusals and a bad CSRF token into pages."""
-    try:
-        if who:
-            await console.look(request)
-        return console.session.keep(request, await page())
-    except ApiError as refused:
-        return console.error(request, refused.status, refused.detail)
-    except CsrfRefused as refused:
-        return console.error(request, 403, str(refused))

@@ -74,7 +74,8 @@ def duration_histogram(runs: list[dict]) -> Markup:
         height = (HEIGHT - 20) * b.count / tallest
         label = f"{duration(b.low)} to {duration(b.high)}: {b.count} run(s)"
         bars.append(
-            f'<rect class="bar" x="{i * step + BAR_GAP:.1f}" y="{HEIGHT - 16 - height:.1f}" width="{step - 2 * BAR_GAP:.1f}" '
+            f'<rect class="bar" x="{i * step + BAR_GAP:.1f}" y="{HEIGHT - 16 - height:.1f}" '
+            f'width="{step - 2 * BAR_GAP:.1f}" '
             f'height="{height:.1f}"><title>{escape(label)}</title></rect>'
         )
     low, high = min(durations), max(durations)
@@ -106,7 +107,8 @@ def outcomes(runs: list[dict]) -> Markup:
         return Markup("")
     step = WIDTH / len(ended)
     cells = "".join(
-        f'<rect class="outcome-{r["state"].lower()}" x="{i * step:.1f}" y="0" width="{max(step - 1, 1):.1f}" height="{HEIGHT // 4}">'
+        f'<rect class="outcome-{r["state"].lower()}" x="{i * step:.1f}" y="0" '
+        f'width="{max(step - 1, 1):.1f}" height="{HEIGHT // 4}">'
         f"<title>{escape(r['id'][:12])}: {escape(r['state'])}</title></rect>"
         for i, r in enumerate(ended)
     )
@@ -159,7 +161,8 @@ def success_over_time(runs: list[dict]) -> Markup:
         cells.append(
             f"<g><title>{escape(label)}</title>"
             f'<rect class="outcome-failed" x="{x:.1f}" y="0" width="{w:.1f}" height="{height * (1 - rate):.1f}"></rect>'
-            f'<rect class="outcome-completed" x="{x:.1f}" y="{height * (1 - rate):.1f}" width="{w:.1f}" height="{height * rate:.1f}"></rect></g>'
+            f'<rect class="outcome-completed" x="{x:.1f}" y="{height * (1 - rate):.1f}" '
+            f'width="{w:.1f}" height="{height * rate:.1f}"></rect></g>'
         )
     axis = (
         f'<text x="0" y="{HEIGHT - 2}">{escape(_stamp(shown[0].start))}</text>'

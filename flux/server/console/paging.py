@@ -9,6 +9,8 @@ import time
 from dataclasses import asdict, dataclass
 from urllib.parse import urlencode
 
+from fastapi import Request
+
 from flux.domain.events import ExecutionState
 from flux.server.console.api import Api
 
@@ -36,6 +38,11 @@ class Filters:
             schedule=query.get("schedule", "")[:128],
             since=query.get("since", "") if query.get("since", "") in SINCE else "",
         )
+
+    @classmethod
+    async def of_request(cls, request: Request) -> "Filters":
+        """The dependency the executions list's route takes."""
+        return cls.of(request.query_params)
 
     def url(self, **changes: str) -> str:
         """This view's URL with ``changes`` (empty values dropped): what links and the live list use."""

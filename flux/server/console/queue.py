@@ -5,12 +5,11 @@ adds to what it holds) and the work preemptions lost (docs/contention.md). Read 
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from flux.domain.durations import format_duration
 from flux.domain.resources import BYTES
-from flux.server.console.base import Console, answer
+from flux.server.console.base import Visit
 from flux.server.console.views import duration, size
 
 #: Waiting executions shown (the oldest of each priority first).
@@ -46,24 +45,17 @@ def fair_share(detail: dict) -> dict[str, str]:
     }
 
 
-def register(api: APIRouter, console: Console) -> None:
-    @api.get("/ui/queue", include_in_schema=False)
-    async def queue_page(request: Request) -> Response:
-        async def page() -> Response:
-            async with console.api(request) as client:
-                namespace = request.state.namespace
-                detail = await client.get(f"/namespaces/{namespace}")
-                waiting = await client.get("/executions", state="SCHEDULED", limit=SHOWN)
-            waiting.sort(key=lambda e: (-e.get("priority", 0), e["scheduled_at"]))
-            return console.render(
-                request,
-                "queue.html",
-                title="Queue",
-                active="queue",
-                detail=detail,
-                bars=quota_bars(detail),
-                fair=fair_share(detail),
-                waiting=waiting,
-            )
-
-        return await answer(console, request, page)
+async def page(visit: Visit) -> Response:
+    async with visit.api() as client:
+        detail = await client.get(f"/namespaces/{visit.namespace}")
+        waiting = await client.get("/executions", state="SCHEDULED", limit=SHOWN)
+    waiting.sort(key=lambda e: (-e.get("priority", 0), e["scheduled_at"]))
+    return visit.render(
+        "queue.html",
+        title="Queue",
+        active="queue",
+        detail=detail,
+        bars=quota_bars(detail),
+        fair=fair_share(detail),
+        waiting=waiting,
+    )

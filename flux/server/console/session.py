@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import Request
@@ -35,6 +36,16 @@ MAX_FORM = 1024 * 1024
 
 class CsrfRefused(Exception):
     """A POST without a valid CSRF token, or from another site."""
+
+
+@dataclass
+class Fresh:
+    """What one request decided its response's cookies carry: a new CSRF seed, the
+    namespace this browser chose; ``kept`` once they are set (``Session.keep``)."""
+
+    seed: str | None = None
+    namespace: str | None = None
+    kept: bool = False
 
 
 class Session:
@@ -55,35 +66,29 @@ class Session:
         """The namespace this browser chose last ('' before any)."""
         return request.cookies.get(NAMESPACE_COOKIE, "")
 
-    @staticmethod
-    def choose(request: Request, namespace: str) -> None:
-        """Keep ``namespace`` as this browser's choice (``keep`` sets the cookie)."""
-        request.state.namespace_choice = namespace
-
     async def posted(self, request: Request) -> dict[str, str]:
         """The POSTed form's fields, unchecked: ``form`` checks them before any call."""
         return _fields(await request.body())
 
-    def seed(self, request: Request) -> str:
-        """This browser's CSRF seed; a new one is kept in ``request.state`` until the
-        response sets its cookie (``keep``)."""
-        seed = getattr(request.state, "csrf_seed", None) or request.cookies.get(SEED_COOKIE)
+    def seed(self, request: Request, fresh: Fresh) -> str:
+        """This browser's CSRF seed; a new one waits in ``fresh`` until the response
+        sets its cookie (``keep``)."""
+        seed = fresh.seed or request.cookies.get(SEED_COOKIE)
         if not seed:
-            seed = request.state.csrf_seed = secrets.token_urlsafe(32)
+            seed = fresh.seed = secrets.token_urlsafe(32)
         return seed
 
-    def csrf(self, request: Request) -> str:
-        return hmac.new(self.key, self.seed(request).encode(), hashlib.sha256).hexdigest()
+    def csrf(self, request: Request, fresh: Fresh) -> str:
+        return hmac.new(self.key, self.seed(request, fresh).encode(), hashlib.sha256).hexdigest()
 
-    def keep(self, request: Request, response: Response) -> Response:
+    def keep(self, request: Request, response: Response, fresh: Fresh) -> Response:
         """Set the cookies this request created on its response (once)."""
-        seed = getattr(request.state, "csrf_seed", None)
-        if seed and not getattr(request.state, "kept", False):
-            self._cookie(request, response, SEED_COOKIE, seed)
-        choice = getattr(request.state, "namespace_choice", None)
-        if choice and not getattr(request.state, "kept", False):
-            self._cookie(request, response, NAMESPACE_COOKIE, choice)
-        request.state.kept = True
+        if not fresh.kept:
+            if fresh.seed:
+                self._cookie(request, response, SEED_COOKIE, fresh.seed)
+            if fresh.namespace:
+                self._cookie(request, response, NAMESPACE_COOKIE, fresh.namespace)
+        fresh.kept = True
         return response
 
     async def form(self, request: Request) -> dict[str, str]:
