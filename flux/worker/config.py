@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from flux.domain.workers import AllocationMode
 from flux.worker import cgroups
 from flux.worker.runners.base import Runner
+from flux.worker.runners.ceilings import LimitPolicy
 from flux.worker.runners.docker import DockerRunner, EngineUnreachable, engine_problem
-from flux.worker.runners.limits import LimitPolicy
 from flux.worker.runners.subprocess import SubprocessRunner
 from flux.worker.runners.template import ChildTemplate
 

@@ -26,7 +26,7 @@ from typing import Any, Awaitable, Callable
 
 import httpx
 
-from flux.worker.runners.limits import human_bytes
+from flux.worker.runners.ceilings import human_bytes
 from flux.worker.session import Abandoned
 
 log = logging.getLogger("flux.worker")

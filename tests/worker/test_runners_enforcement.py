@@ -11,8 +11,8 @@ import pytest
 
 from flux.domain.allotment import Allotment
 from flux.worker.runners.base import Job
+from flux.worker.runners.ceilings import CgroupMemory, CoreAllotter, LimitPolicy
 from flux.worker.runners.docker import DockerRunner
-from flux.worker.runners.limits import CgroupMemory, CoreAllotter, LimitPolicy
 
 HOGS = """
     import asyncio, os

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from pydantic import ConfigDict
 
 from flux.protocol.claims import ClaimedExecution, PreemptionNotice
-from flux.worker.runners.limits import Limits
+from flux.worker.runners.ceilings import Limits
 from flux.worker.runners.protocol import LogSink
 
 if TYPE_CHECKING:

@@ -33,9 +33,9 @@ from flux.model.runtime import forget_preemption, notice_preemption
 from flux.worker.runners.asking import ANSWER, Asker
 from flux.worker.runners.base import Job
 from flux.worker.runners.capture import Capture, Channel
+from flux.worker.runners.ceilings import Limits, apply_in_child
 from flux.worker.runners.execute import execute_job
 from flux.worker.runners.lifetime import die_with_parent
-from flux.worker.runners.limits import Limits, apply_in_child
 from flux.worker.runners.protocol import IDLE, MAX_EVENT_BYTES, PARENT_ENV, PREEMPT, PROTOCOL_FD_ENV
 
 

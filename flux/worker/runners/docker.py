@@ -27,7 +27,7 @@ import shutil
 import subprocess
 
 from flux.worker.runners.base import Job, Stop
-from flux.worker.runners.limits import THREAD_VARIABLES, Limits, gpu_list
+from flux.worker.runners.ceilings import THREAD_VARIABLES, Limits, gpu_list
 from flux.worker.runners.pipes import Child
 from flux.worker.runners.protocol import LogSink
 from flux.worker.runners.subprocess import SubprocessRunner, attempt_name

@@ -41,7 +41,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType, make_event
 from flux.worker.runners.asking import ASK, answer
 from flux.worker.runners.base import Job, Runner, Stop
-from flux.worker.runners.limits import CgroupMemory, LimitPolicy, Limits
+from flux.worker.runners.ceilings import CgroupMemory, LimitPolicy, Limits
 from flux.worker.runners.pipes import MAX_EVENT_BYTES, Child, spawn
 from flux.worker.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, PREEMPT, LogSink
 from flux.worker.runners.template import ChildTemplate

@@ -33,7 +33,7 @@ from pathlib import Path
 from flux.domain.allotment import Allotment
 from flux.worker import cgroups
 
-log = logging.getLogger("flux.worker.runners.limits")
+log = logging.getLogger("flux.worker.runners.ceilings")
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 CGROUP_ROOT = Path(cgroups.DEFAULT_ROOT)
