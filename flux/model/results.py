@@ -15,6 +15,9 @@ from flux.model.fluxcore import differs
 from flux.model.runtime import plain
 from flux.output_storage import OutputStorageReference
 
+#: The worker flux-core's local resume named (``WorkerInfo(name="local")``).
+LOCAL_WORKER = "local"
+
 FAILED_OUTPUT = (
     "a failed run's output is a dict {error, type, message, traceback} here (flux-core's type and "
     "message of the innermost exception, plus ours); flux-core's was the exception object"
@@ -111,7 +114,8 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         """flux-core's shape: ids, input, output, state and the events; a paused run's
-        output is its pause (``{"name", "output"}``), as flux-core showed it."""
+        output is its pause (``{"name", "output"}``) and a failed run's its exception's
+        ``{"type", "message"}``, as flux-core showed them."""
         self._failure_read()
         return json.loads(
             json.dumps(
@@ -121,7 +125,7 @@ class RunResult:
                     "workflow_name": self.workflow_name,
                     "execution_id": self.execution_id,
                     "input": self.input,
-                    "output": self.paused_output() if self.is_paused else self.output,
+                    "output": self._shown_output(),
                     "state": self.state.value,
                     "current_worker": self.current_worker,
                     "events": self.events,
@@ -129,6 +133,16 @@ class RunResult:
                 default=_shown,
             )
         )
+
+    def _shown_output(self) -> Any:
+        """A paused run's output is its pause; a failed run's, the ``{"type", "message"}``
+        flux-core's ``to_json()`` printed for its exception (the whole dict stays in ``output``)."""
+        if self.is_paused:
+            return self.paused_output()
+        if self.state in (ExecutionState.FAILED, ExecutionState.TIMED_OUT) and isinstance(self.output, dict):
+            if {"type", "message"} <= self.output.keys():
+                return {"type": self.output["type"], "message": self.output["message"]}
+        return self.output
 
     @property
     def workflow_id(self) -> str:
@@ -142,8 +156,16 @@ class RunResult:
 
     @property
     def current_worker(self) -> str:
-        """The worker running it: none for a run of this process (flux-core's ``""``)."""
-        return ""
+        """The worker running it: none for a run of this process (flux-core's ``""``), and
+        flux-core's ``"local"`` once a pause of it was resumed here (its local resume claimed
+        the run for a worker of that name, which its ``to_json()`` then showed)."""
+        return LOCAL_WORKER if self._resumed_here() else ""
+
+    def _resumed_here(self) -> bool:
+        return any(
+            event.get("type") == EventType.WAIT_COMPLETED and str(event.get("task_id") or "").startswith("pause:")
+            for event in self.events
+        )
 
     def cancel(self) -> "RunResult":
         """flux-core's ``ctx.cancel()`` of a run not yet started (``ExecutionContext(...)``) or

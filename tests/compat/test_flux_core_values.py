@@ -53,6 +53,11 @@ PRINTED = {
         "worker: ''",
         "output: HEY",
     ],
+    "resumed_worker": ["paused worker: ''", "resumed worker: 'local'", "output: DRAFT ON TIDES"],
+    "failed_fields": [
+        "state: FAILED",
+        "output: {'type': 'ValueError', 'message': \"invalid literal for int() with base 10: 'eighty'\"}",
+    ],
 }
 
 
