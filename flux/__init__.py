@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
     from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
     from flux.domain.secrets import SecretsUnavailable
+    from flux.domain.workflow_options import WorkflowOptions
     from flux.model.composition import map, pipeline  # noqa: F401, A004 - flux.map, not the builtin, when imported by name
     from flux.model.determinism import choice, now, randint, random, uuid4
     from flux.model.fluxcore import MigrationWarning
@@ -78,6 +79,7 @@ _EXPORTS = {
     "OverlapPolicy": "flux.domain.schedules",
     "Schedule": "flux.domain.schedules",
     "SecretsUnavailable": "flux.domain.secrets",
+    "WorkflowOptions": "flux.domain.workflow_options",
     "ExecutionContext": "flux.model.runtime",
     "TaskCall": "flux.model.runtime",
     "current_task": "flux.model.runtime",
@@ -157,6 +159,7 @@ __all__ = [
     "TaskCall",
     "TaskFailedError",
     "Workflow",
+    "WorkflowOptions",
     "choice",
     "cron",
     "current_task",

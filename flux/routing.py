@@ -10,7 +10,7 @@ refused, naming the construct, where it does not (docs/migrating-from-flux-core.
   ``utilization``), ``sticky`` and ``service`` have no counterpart: they build an
   ``Unmapped`` value naming them. A local run ignores it (as flux-core's inline runs
   ignore affinity) with a ``MigrationWarning``; registering the workflow on a server is
-  refused with its names (``flux.model.workflow.workflow_options``).
+  refused with its names (``flux.registration.static``).
 
 Pure: the decorator and the static reader (``flux.registration``) both call these.
 """

@@ -306,6 +306,25 @@ def _term_from_dict(item: Any) -> Term:
     return _TERM_CLASSES[kind](*(item[name] for name in fields), weight=item.get("weight", 1))
 
 
+def check_routing(routing: Any, owner: str) -> RoutingPolicy | None:
+    """A ``score(...)`` policy, or its JSON form (``{"terms": [...]}``), as a RoutingPolicy.
+
+    ``ValueError`` names ``owner`` and what is wrong.
+    """
+    if routing is None or isinstance(routing, RoutingPolicy):
+        return routing
+    if isinstance(routing, Mapping):
+        try:
+            return RoutingPolicy.from_dict(routing)
+        except ValueError as exc:
+            raise ValueError(f"{owner}: {exc}") from None
+    if isinstance(routing, (Term, LabelRef)):
+        raise ValueError(
+            f"{owner}: routing must be score(...), got a bare term {routing!r}; wrap it: score({routing!r})"
+        )
+    raise ValueError(f"{owner}: routing must be score(...), got {routing!r}")
+
+
 def score(*terms: Term) -> RoutingPolicy:
     """A routing policy: rank eligible workers by the weighted sum of ``terms`` (ties: least load)."""
     return RoutingPolicy(terms)

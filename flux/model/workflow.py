@@ -15,25 +15,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from flux.domain.affinity import Operator, normalise_affinity
-from flux.domain.attempts import check_max_attempts
-from flux.domain.concurrency import Concurrency, check_concurrency, check_limit
-from flux.domain.declared_schedules import DeclaredSchedule
-from flux.domain.durations import parse_duration
+from flux.domain.affinity import normalise_affinity
 from flux.domain.events import ExecutionState
-from flux.domain.names import check_name
-from flux.domain.namespaces import check_namespace
-from flux.domain.priority import check_priority
-from flux.domain.resource_request import ResourceRequest, request_or_none
-from flux.domain.routing import LabelRef, RoutingPolicy, Term
 from flux.domain.secrets import Redactor
-from flux.domain.waits import check_timeout
+from flux.domain.workflow_options import WorkflowOptions, names
 from flux.model import codecs, fluxcore
 from flux.model.results import Event, RunResult
 from flux.model.runtime import ExecutionContext
 from flux.model.waits import run_local
 from flux.output_storage import OutputStorageReference
-from flux.routing import Unmapped
 
 
 @dataclass
@@ -71,6 +61,9 @@ class LocalExecution(RunResult):
 
 #: Codecs a local run enables beyond ``std``: it reads back only what it wrote itself.
 LOCAL_CODECS = frozenset({"pickle"})
+
+#: The options a workflow exposes as its own attributes (``train.timeout``), ``name`` included.
+OPTIONS = frozenset(names())
 
 #: This process's local runs by id, so ``Workflow.resume(id)`` finds a paused one (flux-core
 #: kept them in a database file; here the newest ``KEPT_LOCAL_RUNS`` live as long as the process).
@@ -127,224 +120,34 @@ def keep_local_run(run: LocalExecution) -> None:
         del _LOCAL_RUNS[next(iter(_LOCAL_RUNS))]
 
 
-def validate_affinity(affinity: Any, owner: str) -> dict[str, str | dict] | None:
-    """The affinity's JSON form, or ``None`` when empty; ``ValueError`` names owner, key and value.
-
-    Kept under this name for the server, which re-validates API payloads with it; it is
-    ``flux.domain.affinity.normalise_affinity``.
-    """
-    return normalise_affinity(affinity, owner)
-
-
-def validate_routing(routing: Any, owner: str) -> RoutingPolicy | None:
-    """A ``score(...)`` policy, or its JSON form (``{"terms": [...]}``), as a RoutingPolicy.
-
-    ``ValueError`` names ``owner`` and what is wrong.
-    """
-    if routing is None or isinstance(routing, RoutingPolicy):
-        return routing
-    if isinstance(routing, Mapping):
-        try:
-            return RoutingPolicy.from_dict(routing)
-        except ValueError as exc:
-            raise ValueError(f"{owner}: {exc}") from None
-    if isinstance(routing, (Term, LabelRef)):
-        raise ValueError(
-            f"{owner}: routing must be score(...), got a bare term {routing!r}; wrap it: score({routing!r})"
-        )
-    raise ValueError(f"{owner}: routing must be score(...), got {routing!r}")
-
-
-def _validate_requests(requests: Any, owner: str) -> ResourceRequest | None:
-    if requests is not None and not isinstance(requests, (Mapping, ResourceRequest)):
-        raise ValueError(f"{owner}: requests must be a ResourceRequest, got {requests!r}")
-    return request_or_none(requests)
-
-
-@dataclass(frozen=True)
-class WorkflowOptions:
-    """A workflow's validated options: what ``@workflow.with_options`` and static
-    registration (``flux.registration``) both build, through ``workflow_options``."""
-
-    name: str
-    requests: ResourceRequest | None = None
-    affinity: dict | None = None
-    routing: RoutingPolicy | None = None
-    pending_timeout: float | None = None
-    max_attempts: int | None = None
-    #: Seconds from submission, across attempts and waits, before it ends TIMED_OUT.
-    timeout: float | None = None
-    #: A priority class's name or an int (docs/contention.md); ``None``: the server's default class.
-    priority: int | str | None = None
-    #: False: never chosen as a victim of preemption.
-    preemptible: bool = True
-    #: Seconds of an attempt in which it is chosen as a victim only when nothing else would do.
-    min_runtime: float | None = None
-    #: At most ``limit`` executions with the rendered key hold a worker at once.
-    concurrency: Concurrency | None = None
-    #: At most this many executions of this workflow hold a worker at once.
-    max_concurrency: int | None = None
-    #: The namespace the workflow belongs in: registering it into another is refused.
-    namespace: str | None = None
-    #: A schedule declared in code: registration creates (or updates) the server schedule ``<name>``.
-    schedule: DeclaredSchedule | None = None
-
-    def metadata(self) -> dict:
-        """What the server stores beside the source: name, placement constraints and routing.
-
-        ``"routing"`` and ``"pending_timeout"`` are present only when set, so
-        workflows without them register exactly as before.
-        """
-        metadata = {
-            "name": self.name,
-            "requests": self.requests.to_dict() if self.requests else None,
-            "affinity": self.affinity,
-        }
-        if self.routing is not None:
-            metadata["routing"] = self.routing.to_dict()
-        if self.pending_timeout is not None:
-            metadata["pending_timeout"] = self.pending_timeout
-        if self.max_attempts is not None:
-            metadata["max_attempts"] = self.max_attempts
-        if self.timeout is not None:
-            metadata["timeout"] = self.timeout
-        if self.namespace is not None:
-            metadata["namespace"] = self.namespace
-        if self.schedule is not None:
-            metadata["schedule"] = self.schedule.request()
-        metadata.update(self.contention())
-        return metadata
-
-    def contention(self) -> dict:
-        """The options that decide who gets a contended worker, only those set
-        (stored as the workflow's ``contention``; docs/contention.md)."""
-        options: dict = {}
-        if self.priority is not None:
-            options["priority"] = self.priority
-        if not self.preemptible:
-            options["preemptible"] = False
-        if self.min_runtime is not None:
-            options["min_runtime"] = self.min_runtime
-        if self.concurrency is not None:
-            options["concurrency"] = self.concurrency.to_json()
-        if self.max_concurrency is not None:
-            options["max_concurrency"] = self.max_concurrency
-        return options
-
-
-def workflow_options(
-    name: str,
-    requests: Any = None,
-    affinity: Any = None,
-    routing: Any = None,
-    pending_timeout: Any = None,
-    max_attempts: Any = None,
-    timeout: Any = None,
-    priority: Any = None,
-    preemptible: Any = True,
-    concurrency: Any = None,
-    max_concurrency: Any = None,
-    namespace: Any = None,
-    schedule: Any = None,
-    min_runtime: Any = None,
-) -> WorkflowOptions:
-    """Validate a workflow's options; ``ValueError`` (or ``InvalidResourceRequest``) names the field.
-
-    The one implementation of the rules: the decorator calls it when it runs, static
-    registration when it reads the decorator's arguments from the source."""
-    name = check_name(name)
-    owner = f"workflow {name!r}"
-    for policy in (affinity, routing):
-        if isinstance(policy, Unmapped):  # flux-core's input-resolved routing: never registered
-            raise ValueError(f"{owner}: {policy.message()}")
-    request = _validate_requests(requests, owner)
-    affinity = validate_affinity(affinity, owner)
-    routing = validate_routing(routing, owner)
-    if pending_timeout is not None and (
-        not isinstance(pending_timeout, (int, float)) or isinstance(pending_timeout, bool) or pending_timeout <= 0
-    ):
-        raise ValueError(f"{owner}: pending_timeout must be a number of seconds > 0, got {pending_timeout!r}")
-    if not isinstance(preemptible, bool):
-        raise ValueError(f"{owner}: preemptible must be True or False, got {preemptible!r}")
-    if schedule is not None and not isinstance(schedule, DeclaredSchedule):
-        raise ValueError(f"{owner}: schedule must be cron(...), interval(...) or once(...), got {schedule!r}")
-    return WorkflowOptions(
-        name,
-        request,
-        affinity,
-        routing,
-        pending_timeout,
-        check_max_attempts(max_attempts, owner),
-        check_timeout(timeout, owner),
-        priority=check_priority(priority, owner),
-        preemptible=preemptible,
-        concurrency=check_concurrency(concurrency, owner),
-        max_concurrency=None if max_concurrency is None else check_limit(max_concurrency, f"{owner}: max_concurrency"),
-        namespace=None if namespace is None else _namespace(namespace, owner),
-        schedule=schedule,
-        min_runtime=None if min_runtime is None else parse_duration(min_runtime, f"{owner}: min_runtime"),
-    )
-
-
-def _namespace(namespace: Any, owner: str) -> str:
-    try:
-        return check_namespace(namespace)
-    except ValueError as exc:
-        raise ValueError(f"{owner}: namespace: {exc}") from None
+#: flux-core's name, kept for code that imported it from here.
+validate_affinity = normalise_affinity
 
 
 class Workflow:
+    """A decorated workflow: its function and its ``WorkflowOptions`` (``options``)."""
+
     def __init__(
         self,
         fn: Callable[..., Any],
         name: str | None = None,
-        requests: ResourceRequest | Mapping | None = None,
-        affinity: Mapping[str, str | Operator | Mapping] | None = None,
-        routing: RoutingPolicy | Mapping | None = None,
-        pending_timeout: float | None = None,
-        max_attempts: int | None = None,
-        timeout: float | None = None,
-        priority: int | str | None = None,
-        preemptible: bool = True,
-        concurrency: Concurrency | None = None,
-        max_concurrency: int | None = None,
-        namespace: str | None = None,
-        schedule: DeclaredSchedule | None = None,
+        options: Mapping[str, Any] | None = None,
         output_storage: Any = None,
-        min_runtime: float | str | None = None,
     ):
+        """``options``: the decorator's keyword arguments, validated here (``WorkflowOptions.of``)."""
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"@workflow needs an 'async def' function taking ctx, got {fn!r}")
         self.fn = fn
-        affinity, routing = fluxcore.local_only(affinity), fluxcore.local_only(routing)
-        self.options = workflow_options(
-            fn.__name__ if name is None else name,
-            requests,
-            affinity,
-            routing,
-            pending_timeout,
-            max_attempts,
-            timeout,
-            priority,
-            preemptible,
-            concurrency,
-            max_concurrency,
-            namespace,
-            schedule,
-            min_runtime=min_runtime,
-        )
+        self.options = WorkflowOptions.of(fn.__name__ if name is None else name, **(options or {}))
         #: flux-core's ``output_storage``: keeps the output; the execution's output is its reference.
         self.output_storage = output_storage
-        self.name = self.options.name
-        self.requests = self.options.requests
-        self.affinity = self.options.affinity
-        self.routing = self.options.routing
-        self.pending_timeout = self.options.pending_timeout
-        self.max_attempts = self.options.max_attempts
-        self.timeout = self.options.timeout
-        self.namespace = self.options.namespace
-        self.schedule = self.options.schedule
         functools.update_wrapper(self, fn)  # __module__, __doc__, __wrapped__: the function's
+
+    def __getattr__(self, option: str) -> Any:
+        """``train.requests``, ``train.timeout``...: its options, read from ``options``."""
+        if option in OPTIONS:
+            return getattr(self.options, option)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {option!r}")
 
     def metadata(self) -> dict:
         """What the server stores beside the source (``WorkflowOptions.metadata``)."""
@@ -455,24 +258,14 @@ class _WorkflowDecorator:
     def with_options(
         self,
         name: str | None = None,
-        requests: ResourceRequest | Mapping | None = None,
-        affinity: Mapping[str, str | Operator | Mapping] | None = None,
-        routing: RoutingPolicy | Mapping | None = None,
-        pending_timeout: float | None = None,
-        max_attempts: int | None = None,
-        timeout: float | None = None,
-        priority: int | str | None = None,
-        preemptible: bool = True,
-        concurrency: Concurrency | None = None,
-        max_concurrency: int | None = None,
-        namespace: str | None = None,
-        schedule: DeclaredSchedule | None = None,
+        *,
         output_storage: Any = None,
         runner: str | None = None,
         durability: str = "durable",
-        min_runtime: float | str | None = None,
+        **options: Any,
     ) -> Callable[[Callable[..., Any]], Workflow]:
-        """Options for the decorated workflow, validated when the decorator runs.
+        """Options for the decorated workflow (``flux.domain.workflow_options.WorkflowOptions``
+        says each), validated when the decorator runs.
 
         ``affinity`` is hard (label equality or operators such as ``In``, ``Gt``);
         ``routing=score(...)`` ranks the eligible workers (soft); ``pending_timeout``
@@ -491,26 +284,12 @@ class _WorkflowDecorator:
         every execution, and every execution is durable.
         """
         fluxcore.flux_core_placement(runner, durability)
+        for policy in ("affinity", "routing"):
+            if policy in options:
+                options[policy] = fluxcore.local_only(options[policy])
 
         def decorate(fn: Callable[..., Any]) -> Workflow:
-            return Workflow(
-                fn,
-                name=name,
-                requests=requests,
-                affinity=affinity,
-                routing=routing,
-                pending_timeout=pending_timeout,
-                max_attempts=max_attempts,
-                timeout=timeout,
-                priority=priority,
-                preemptible=preemptible,
-                concurrency=concurrency,
-                max_concurrency=max_concurrency,
-                namespace=namespace,
-                schedule=schedule,
-                output_storage=output_storage,
-                min_runtime=min_runtime,
-            )
+            return Workflow(fn, name, options, output_storage)
 
         return decorate
 

@@ -6,7 +6,7 @@ none of its import-time side effects. Decorator arguments are evaluated only whe
 are literals (numbers, strings, lists, tuples, dicts, ``None``, booleans, arithmetic on
 numbers) or calls of the Flux constructors in ``CONSTRUCTORS``, which are then called
 for real: the values go through the very validators the decorators use
-(``flux.model.workflow.workflow_options``, ``flux.model.task.TaskOptions``). A bare name is
+(``flux.domain.workflow_options.WorkflowOptions.of``, ``flux.domain.task_options.TaskOptions``). A bare name is
 looked up among the module's earlier top-level constants; a name of a function of the
 module (a task's ``fallback=`` or ``rollback=``) is recorded by that name and resolved
 on the worker, where the module is imported. Anything else is a ``StaticError``
@@ -26,8 +26,8 @@ from flux.domain.concurrency import Concurrency
 from flux.domain.declared_schedules import cron, interval, once
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import label, load, metric, score
-from flux.model.task import TaskOptions
-from flux.model.workflow import WorkflowOptions, workflow_options
+from flux.domain.task_options import TaskOptions
+from flux.domain.workflow_options import WorkflowOptions, names
 
 #: The Flux constructors a decorator argument may call (``from flux import ...`` names).
 CONSTRUCTORS: dict[str, Callable[..., Any]] = {
@@ -55,25 +55,8 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
 #: on the class or on a request built before them.
 SHORTCUTS = ("with_cpu", "with_memory", "with_disk", "with_gpu", "with_gpu_memory", "with_packages", "with_resources")
 DECORATORS = ("workflow", "task")
-WORKFLOW_OPTIONS = (
-    "name",
-    "requests",
-    "affinity",
-    "routing",
-    "pending_timeout",
-    "max_attempts",
-    "timeout",
-    "priority",
-    "preemptible",
-    "min_runtime",
-    "concurrency",
-    "max_concurrency",
-    "namespace",
-    "schedule",
-    "output_storage",
-    "runner",
-    "durability",
-)
+#: Every workflow option, then those of flux-core's the decorator accepts and never stores.
+WORKFLOW_OPTIONS = (*names(), "output_storage", "runner", "durability")
 TASK_OPTIONS = (
     "name",
     "retry_max_attempts",
@@ -296,7 +279,10 @@ class _Reader:
         options = self._options(call, WORKFLOW_OPTIONS, "workflow")
         name = options.pop("name", None)
         try:
-            validated = workflow_options(node.name if name is None else name, **options)
+            for policy in ("affinity", "routing"):
+                if isinstance(options.get(policy), flux_core_routing.Unmapped):  # input-resolved: never registered
+                    raise ValueError(f"workflow {name or node.name!r}: {options[policy].message()}")
+            validated = WorkflowOptions.of(node.name if name is None else name, **options)
         except (ValueError, TypeError, InvalidResourceRequest) as exc:
             raise self.error(decorator, str(exc)) from None
         self.reading.workflows.append(FoundWorkflow(validated, self.filename, node.lineno, self.module))

@@ -20,17 +20,18 @@ def register(
 ) -> list[WorkflowInfo]:
     """``workflows.store``, after the namespace check, then each declared schedule."""
     for new in versions:
-        if new.namespace is not None and new.namespace != namespace:
+        declared = new.options.namespace
+        if declared is not None and declared != namespace:
             raise Invalid(
-                f"workflow {new.name!r} declares namespace={new.namespace!r} but is registered into {namespace!r}; "
-                f"register it with -n {new.namespace}"
+                f"workflow {new.name!r} declares namespace={declared!r} but is registered into {namespace!r}; "
+                f"register it with -n {declared}"
             )
     stored = workflows.store(session, namespace, versions, fleet)
     for new in versions:
-        if new.schedule is not None:
-            schedules.declare(session, namespace, new.name, new.schedule)
+        if new.options.schedule is not None:
+            schedules.declare(session, namespace, new.name, new.options.schedule.request())
     return stored
 
 
 def declares_schedules(versions: list[NewVersion]) -> bool:
-    return any(new.schedule is not None for new in versions)
+    return any(new.options.schedule is not None for new in versions)

@@ -96,6 +96,9 @@ class WorkflowModel(Base):
     module: Mapped[str | None] = mapped_column(String(255), nullable=True)
     #: Its priority, preemptible, concurrency and max_concurrency options, those set (docs/contention.md).
     contention: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    #: Every option of the version as one document (``WorkflowOptions.stored``), read back with
+    #: ``WorkflowOptions.from_json``; the columns above repeat those dispatch and submission read.
+    options: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 class BundleModel(Base):

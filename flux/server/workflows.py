@@ -10,7 +10,7 @@ execution keeps the version it was submitted with (docs/bundles.md).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.orm import Session
@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session
 from flux.bundles.archive import Bundle
 from flux.domain.events import ExecutionState
 from flux.domain.namespaces import NamespaceState
-from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest, request_or_none
+from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.sources import source_digest
-from flux.model.workflow import validate_affinity, validate_routing
+from flux.domain.workflow_options import WorkflowOptions
 from flux.registration import StaticError, read_bundle
 from flux.registration.bundle import stored_request
 from flux.scheduling.explain import infeasibility
@@ -38,52 +38,26 @@ def _check_source(registration: WorkflowRegistration) -> None:
         raise Invalid(f"{registration.filename} has a syntax error at line {exc.lineno}: {exc.msg}") from None
 
 
-def _parse_requests(spec_name: str, requests: dict | None) -> ResourceRequest | None:
-    try:
-        return request_or_none(requests)
-    except InvalidResourceRequest as exc:
-        raise Invalid(f"workflow {spec_name!r}: {exc}") from None
-
-
 @dataclass
 class NewVersion:
     """What one registration would store of one workflow, validated."""
 
-    name: str
-    request: ResourceRequest | None
-    affinity: dict | None
-    routing: dict | None
-    pending_timeout: float | None
-    max_attempts: int | None
+    options: WorkflowOptions
     source: str
     source_digest: str
     filename: str
     bundle_sha256: str | None = None
     module: str | None = None
-    timeout: float | None = None
-    #: Priority, preemptible, concurrency, max_concurrency: those set (``WorkflowOptions.contention``).
-    contention: dict | None = None
-    #: flux-core's ``namespace=`` on the workflow: where it must be registered (``flux.server.declared``).
-    namespace: str | None = None
-    #: A schedule declared in code (``DeclaredSchedule.request``), kept as a server schedule.
-    schedule: dict | None = None
     #: Its module's constructs that keep this engine's meaning, not flux-core's: returned as warnings.
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def name(self) -> str:
+        return self.options.name
+
     def key(self) -> tuple:
-        requests = self.request.to_dict() if self.request else None
-        return (
-            self.source_digest,
-            requests,
-            self.affinity,
-            self.routing,
-            self.pending_timeout,
-            self.max_attempts,
-            self.bundle_sha256,
-            self.module,
-            self.timeout,
-            self.contention,
-        )
+        """What decides whether it is a new version: its code and its options document."""
+        return (self.source_digest, self.bundle_sha256, self.module, self.options.stored())
 
 
 def register(
@@ -96,38 +70,21 @@ def register(
     names = [spec.name for spec in registration.workflows]
     if len(set(names)) != len(names):
         raise Invalid("workflow names in one registration must be unique")
-    versions = []
-    for spec in registration.workflows:
-        owner = f"workflow {spec.name!r}"
-        try:
-            affinity = validate_affinity(spec.affinity, owner)
-            policy = validate_routing(spec.routing, owner)
-        except ValueError as exc:
-            raise Invalid(str(exc)) from None
-        versions.append(
-            NewVersion(
-                spec.name,
-                _parse_requests(spec.name, spec.requests),
-                affinity,
-                policy.to_dict() if policy else None,
-                spec.pending_timeout,
-                spec.max_attempts,
-                registration.source,
-                digest,
-                registration.filename,
-                timeout=spec.timeout,
-                contention=_contention(spec),
-            )
-        )
+    versions = [
+        NewVersion(_options(spec), registration.source, digest, registration.filename)
+        for spec in registration.workflows
+    ]
     return store(session, namespace, versions, fleet)
 
 
-def _contention(spec: WorkflowSpec) -> dict | None:
-    """The contention options a hand-written registration set (as ``WorkflowOptions.contention``)."""
-    fields = spec.model_dump(
-        include={"priority", "preemptible", "min_runtime", "concurrency", "max_concurrency"}, exclude_defaults=True
-    )
-    return fields or None
+def _options(spec: WorkflowSpec) -> WorkflowOptions:
+    """A hand-written registration's options, re-validated by the decorator's rules."""
+    try:
+        return WorkflowOptions.of(spec.name, **spec.model_dump(exclude={"name"}))
+    except InvalidResourceRequest as exc:
+        raise Invalid(f"workflow {spec.name!r}: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise Invalid(str(exc)) from None
 
 
 def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[NewVersion]:
@@ -137,22 +94,13 @@ def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[Ne
         reading = read_bundle(bundle, registration.requirements)
         return [
             NewVersion(
-                found.options.name,
-                stored_request(found, reading),
-                found.options.affinity,
-                found.options.routing.to_dict() if found.options.routing else None,
-                found.options.pending_timeout,
-                found.options.max_attempts,
+                replace(found.options, requests=stored_request(found, reading)),
                 bundle.text(found.filename) or "",
                 bundle.sha256,
                 found.filename,
-                bundle.sha256,
-                found.module,
-                found.options.timeout,
-                found.options.contention() or None,
-                found.options.namespace,
-                found.options.schedule.request() if found.options.schedule else None,
-                reading.notes.get(found.filename, []),
+                bundle_sha256=bundle.sha256,
+                module=found.module,
+                notes=reading.notes.get(found.filename, []),
             )
             for found in reading.workflows
         ]
@@ -171,23 +119,8 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
     stored = []
     for new in versions:
         latest = _latest(session, namespace, new.name)
-        warnings = _warnings(new.request, new.affinity, fleet, namespace) + new.notes
-        if (
-            latest
-            and (
-                latest.source_digest,
-                latest.requests,
-                latest.affinity,
-                latest.routing,
-                latest.pending_timeout,
-                latest.max_attempts,
-                latest.bundle_sha256,
-                latest.module,
-                latest.timeout,
-                latest.contention,
-            )
-            == new.key()
-        ):
+        warnings = _warnings(new.options.requests, new.options.affinity, fleet, namespace) + new.notes
+        if latest and (latest.source_digest, latest.bundle_sha256, latest.module, latest.options) == new.key():
             stored.append((latest, warnings))
             continue
         row = WorkflowModel(
@@ -197,16 +130,11 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
             source=new.source,
             source_digest=new.source_digest,
             filename=new.filename,
-            requests=new.request.to_dict() if new.request else None,
-            affinity=new.affinity,
-            routing=new.routing,
-            pending_timeout=new.pending_timeout,
-            max_attempts=new.max_attempts,
-            timeout=new.timeout,
             created_at=time.time(),
             bundle_sha256=new.bundle_sha256,
             module=new.module,
-            contention=new.contention,
+            options=new.options.stored(),
+            **_columns(new.options),
         )
         session.add(row)
         stored.append((row, warnings))
@@ -214,6 +142,17 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
     for row, _ in stored:
         _requeue_waiting_on(session, row)
     return [info(row, warnings=warnings) for row, warnings in stored]
+
+
+def _columns(options: WorkflowOptions) -> dict:
+    """The options dispatch and submission read as columns (an execution copies them)."""
+    document = options.to_json()
+    columns = {name: document.get(name) for name in COLUMNS}
+    return dict(columns, contention=options.contention() or None)
+
+
+#: The options a version row keeps as columns of their own, beside its ``options`` document.
+COLUMNS = ("requests", "affinity", "routing", "pending_timeout", "max_attempts", "timeout")
 
 
 def _requeue_waiting_on(session: Session, row: WorkflowModel) -> None:
@@ -281,7 +220,7 @@ HEADER = (
     WorkflowModel.pending_timeout,
     WorkflowModel.max_attempts,
     WorkflowModel.timeout,
-    WorkflowModel.contention,
+    WorkflowModel.options,
 )
 
 

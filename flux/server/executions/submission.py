@@ -149,7 +149,7 @@ def _contention(workflow, run: RunRequest, policy: ExecutionPolicy, inherited: i
     """The run's priority (its own, else its workflow's, else its parent's for a call's
     child, else the default class) and concurrency keys rendered over its input;
     422 for an unknown class or an input the key cannot be rendered from."""
-    options = workflow.contention or {}
+    options = workflow.options or {}  # the version's options document (``WorkflowOptions.stored``)
     wanted = run.priority if run.priority is not None else options.get("priority", inherited)
     keys = []
     if options.get("concurrency"):
