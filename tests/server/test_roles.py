@@ -2,13 +2,15 @@
 server with a token of each role, and with a token of each role scoped to another
 namespace. Allowed: any answer but 401/403 (the call itself may be a 404 or a 422: it
 names nothing real); not allowed: 403 naming the role it needs; another namespace:
-404, as if nothing were there. The expected table below is written apart from
+404, as if nothing were there. One action of each role's tier is then made for real
+and its effect read back. The expected table below is written apart from
 ``flux.server.access.ACTIONS``, so a wrong entry there fails here."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
+from shared import SOURCE
 
 from flux.domain.access import ORDER, Role
 
@@ -157,7 +159,7 @@ def test_every_mutating_client_route_has_an_action():
 
     from flux.server import access, auth
     from flux.server.app import create_app
-    from flux.server.limits import flattened
+    from flux.server.request_limits import flattened
     from flux.server.settings import ServerSettings
 
     app = create_app(ServerSettings(home=Path(tempfile.mkdtemp())))
@@ -216,6 +218,47 @@ def test_a_token_of_another_namespace_finds_nothing_in_this_one(server, role):
             assert response.json()["detail"] == f"namespace '{named}' not found; {scope}", what
 
 
+def acted(url: str, role: Role, tier: Role, token: str) -> tuple[bool, bool]:
+    """One real call of the kind ``tier`` allows, with a valid body, made with ``token``:
+    whether it was refused (403), and whether what it does is there afterwards (read
+    back with the admin token). The names are the role's own: each role's calls apart."""
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        if tier == Role.VIEWER:  # it reads the workflow the admin registered
+            response = http.get("/namespaces/default/workflows")
+            done = response.status_code == 200 and "x" in {w["name"] for w in response.json()}
+        elif tier == Role.DEVELOPER:  # a run, then its cancellation
+            response = http.post("/workflows/x/run", json={"input": role.value})
+            if response.status_code == 403:
+                return True, False
+            run = response.json()["id"]
+            response = http.post(f"/executions/{run}/cancel", json={})
+            done = httpx.get(f"{url}/executions/{run}", headers=admin).json()["state"] in ("CANCELLED", "CANCELLING")
+        elif tier == Role.OPERATOR:  # a schedule made
+            response = http.post("/schedules", json={"name": f"by-{role.value}", "workflow": "x", "every": "1h"})
+            done = httpx.get(f"{url}/schedules/by-{role.value}", headers=admin).status_code == 200
+            httpx.delete(f"{url}/schedules/by-{role.value}", headers=admin)  # the other tests see none
+        else:  # a namespace made
+            response = http.post("/namespaces", json={"name": f"by-{role.value}"})
+            done = httpx.get(f"{url}/namespaces/by-{role.value}", headers=admin).status_code == 200
+            httpx.delete(f"{url}/namespaces/by-{role.value}", headers=admin)  # the other tests see none
+    return response.status_code == 403, done
+
+
+@pytest.mark.parametrize("role", ORDER, ids=str)
+def test_what_a_role_is_allowed_happens_and_what_it_is_refused_does_not(server, role):
+    """ "Allowed" above only means "not 401/403" on names that do not exist: here each
+    tier's action is made for real, and what it does is read back."""
+    url, tokens, _ = server
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    registered = httpx.post(f"{url}/workflows", json={"source": SOURCE, "workflows": [{"name": "x"}]}, headers=admin)
+    assert registered.status_code in (200, 201), registered.text
+    for tier in ORDER:
+        refused, done = acted(url, role, tier, tokens[role, "all"])
+        may = rank(role) >= rank(tier)
+        assert (refused, done) == (not may, may), f"{role} doing a {tier}'s action: refused={refused}, done={done}"
+
+
 def test_a_scoped_token_acts_in_its_namespace_and_lists_only_that_one(server):
     url, tokens, _ = server
     viewer = {"Authorization": f"Bearer {tokens[Role.VIEWER, 'other']}"}
@@ -245,8 +288,6 @@ def test_a_developer_of_one_namespace_registers_a_bundle_there(server, tmp_path)
     """The upload (``POST /bundles``, stored once for every namespace) is not judged in
     ``default``; the registration that follows is, in the token's namespace: the one
     given, else the token's only one."""
-    from shared import SOURCE
-
     from flux.client import FluxClient, FluxClientError
 
     url, tokens, _ = server
