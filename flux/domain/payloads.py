@@ -7,7 +7,7 @@ fails a task whose result (or a workflow whose output) is over it, naming the li
 the task and the size (docs/history.md). One rule, used on both sides.
 
 The same holds for nesting: the server refuses a request body nested deeper than its
-``max_json_depth`` (``flux.server.limits``), and a checkpoint wraps each payload in
+``max_json_depth`` (``flux.server.request_limits``), and a checkpoint wraps each payload in
 ``CHECKPOINT_WRAPPING`` levels, so the child fails a task whose result (or a workflow
 whose output) nests deeper than ``payload_levels(max_json_depth)``, naming it, before
 it sends the checkpoint the server would refuse (docs/attempts.md).

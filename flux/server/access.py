@@ -140,7 +140,7 @@ class ClientRoute:
 
 
 def client_routes(routes: Iterable[Any], is_client: Callable[[Any], bool]) -> list[ClientRoute]:
-    """Each client route (``is_client``) of ``routes`` (flattened: ``limits.flattened``)."""
+    """Each client route (``is_client``) of ``routes`` (flattened: ``request_limits.flattened``)."""
     return [
         ClientRoute(route.path_regex, frozenset(route.methods or ()), route.path)
         for route in routes

@@ -31,7 +31,7 @@ from flux.server import (
 from flux.server import secrets as secret_store
 from flux.server.audit import AuditMiddleware, AuditSource
 from flux.server.hooks import routes as hook_routes
-from flux.server.limits import EdgeLimits, credential_gate, flattened
+from flux.server.request_limits import EdgeLimits, credential_gate, flattened
 from flux.server.services import Services, install
 from flux.server.settings import SETTINGS_ENV, ServerSettings, ensure_bootstrap_token, prepare_home
 from flux.server.shedding import LoadShedding

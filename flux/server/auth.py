@@ -3,7 +3,7 @@ API token (``--api-token``, the admin ``api-token``) or a token created with a r
 (``flux.server.tokens``), a registering worker the bootstrap token, a worker its
 session token; none is accepted in another's place. ``client`` authorises every
 client route by the action ``flux.server.access`` gives it. The edge
-(``flux.server.limits.credential_gate``) refuses anonymous calls to routes behind
+(``flux.server.request_limits.credential_gate``) refuses anonymous calls to routes behind
 ``gates`` before their body is read."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Limits at the edge (flux/server/limits.py) against a real server process: body size,
+"""Limits at the edge (flux/server/request_limits.py) against a real server process: body size,
 JSON depth, 64-bit integers, non-finite numbers, NUL characters, and anonymous calls
 refused before their body is read."""
 

@@ -1,4 +1,4 @@
-"""The edge's nesting proof (``nests_within``, flux/server/limits.py) agrees with a parse:
+"""The edge's nesting proof (``nests_within``, flux/server/request_limits.py) agrees with a parse:
 for any JSON text it tries, it says "within" exactly when every container nests less
 deep than the limit, and no text makes it slow."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flux.server.limits import json_problem, nests_within
+from flux.server.request_limits import json_problem, nests_within
 
 LIMIT = 4
 SCALARS = (
