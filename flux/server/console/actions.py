@@ -6,13 +6,12 @@ that check their path's verb first, as a page that does not exist."""
 
 from __future__ import annotations
 
-import json
-from typing import Any
 from urllib.parse import quote
 
 from fastapi.responses import RedirectResponse
 from starlette.responses import Response
 
+from flux.server.console import forms
 from flux.server.console.api import Api, ApiError
 from flux.server.console.base import Visit
 from flux.server.console.session import local_path
@@ -25,10 +24,10 @@ SCHEDULE_VERBS = ("pause", "resume", "trigger")
 
 async def act(visit: Visit, path: str, back: str) -> Response:
     """One POST to the API, then back where the form says (``next``), else ``back``."""
-    form = await visit.form()
+    form = await visit.form(forms.Button)
     async with visit.api() as client:
         await client.post(path)
-    return RedirectResponse(local_path(form.get("next"), back), status_code=303)
+    return RedirectResponse(local_path(form.next, back), status_code=303)
 
 
 async def cancel(visit: Visit, execution_id: str) -> Response:
@@ -58,7 +57,7 @@ async def schedule(visit: Visit, name: str, verb: str) -> Response:
 
 
 async def delete_schedule(visit: Visit, path: str) -> Response:
-    await visit.form()  # the CSRF check
+    await visit.form(forms.Button)  # the CSRF check
     async with visit.api() as client:
         await client.delete(path)
     return RedirectResponse("/ui/schedules", status_code=303)
@@ -66,10 +65,9 @@ async def delete_schedule(visit: Visit, path: str) -> Response:
 
 async def resume(visit: Visit, execution_id: str) -> Response:
     """A PAUSED execution goes on: its ``pause()`` returns the JSON typed in the form."""
-    form = await visit.form()
-    text = form.get("input", "").strip()
+    form = await visit.form(forms.WithInput)
     try:
-        given = json.loads(text) if text else None
+        given = form.value()
     except ValueError as exc:
         return visit.error(422, f"resume input is not valid JSON: {exc}")
     async with visit.api() as client:
@@ -79,7 +77,7 @@ async def resume(visit: Visit, execution_id: str) -> Response:
 
 async def rerun(visit: Visit, execution_id: str) -> Response:
     """A new execution of the same workflow version with the same input."""
-    await visit.form()
+    await visit.form(forms.Button)  # the CSRF check
     async with visit.api() as client:
         old = await client.get(f"/executions/{quote(execution_id, safe='')}")
         new = await client.post(
@@ -91,22 +89,18 @@ async def rerun(visit: Visit, execution_id: str) -> Response:
 
 async def run(visit: Visit, name: str) -> Response:
     """A new execution from the workflow page's form; a refusal shows on that page."""
-    form = await visit.form()
-    text = form.get("input", "").strip()
-    body: dict[str, Any] = {}
+    form = await visit.form(forms.Run)
     try:
-        body["input"] = json.loads(text) if text else None
-        if form.get("version", "").strip():
-            body["version"] = int(form["version"])
+        body = form.body()
     except ValueError as exc:
-        return await _rerender(visit, name, text, f"input is not valid JSON: {exc}")
+        return await _rerender(visit, name, form.text, f"input is not valid JSON: {exc}")
     async with visit.api() as client:
         try:
             execution = await client.post(f"/workflows/{quote(name, safe='')}/run", body)
         except ApiError as refused:
             if refused.status in (401, 404):
                 raise
-            return await _rerender(visit, name, text, refused.detail)
+            return await _rerender(visit, name, form.text, refused.detail)
     return RedirectResponse(f"/ui/executions/{execution['id']}", status_code=303)
 
 
@@ -130,20 +124,11 @@ async def _rerender(visit: Visit, name: str, text: str, problem: str) -> Respons
 async def create_schedule(visit: Visit) -> Response:
     """A new schedule from the page's form: a name, a workflow, cron or every, overlap,
     catch-up, a time zone, a JSON input."""
-    form = await visit.form()
-    body: dict[str, Any] = {"name": form.get("name", "").strip(), "workflow": form.get("workflow", "").strip()}
-    when, timing = form.get("kind", "cron"), form.get("timing", "").strip()
-    if when not in ("cron", "every"):
-        return visit.error(422, f"a schedule runs on cron or every, not {when!r}")
-    body[when] = timing
-    for field in ("overlap", "catch_up", "timezone"):  # the API's defaults where left empty
-        if form.get(field, "").strip():
-            body[field] = form[field].strip()
-    text = form.get("input", "").strip()
+    form = await visit.form(forms.NewSchedule)
     try:
-        body["input"] = json.loads(text) if text else None
-    except ValueError as exc:
-        return visit.error(422, f"the schedule's input is not valid JSON: {exc}")
+        body = form.body()
+    except ValueError as problem:
+        return visit.error(422, str(problem))
     async with visit.api() as client:
         await client.post("/schedules", body)
     return RedirectResponse("/ui/schedules", status_code=303)
@@ -157,9 +142,9 @@ def login_page(visit: Visit, next_page: str | None) -> Response:
 
 async def login(visit: Visit) -> Response:
     """Keep the token the API accepts; a refused one is said on the login page."""
-    form = await visit.form()
-    target = local_path(form.get("next"), "/ui/fleet")
-    token = form.get("token", "").strip()
+    form = await visit.form(forms.Login)
+    target = local_path(form.next, "/ui/fleet")
+    token = form.token.strip()
     if token and await _accepted(visit, token):
         return visit.session.signed_in(visit.request, RedirectResponse(target, status_code=303), token)
     return visit.render(
@@ -168,7 +153,7 @@ async def login(visit: Visit) -> Response:
 
 
 async def logout(visit: Visit) -> Response:
-    await visit.form()
+    await visit.form(forms.Button)  # the CSRF check
     target = "/ui/login" if visit.session.login else "/ui/fleet"
     return visit.session.signed_out(visit.request, RedirectResponse(target, status_code=303))
 

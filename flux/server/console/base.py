@@ -27,6 +27,7 @@ from starlette.responses import Response
 from flux.domain.access import Action, Principal, Role
 from flux.domain.namespaces import DEFAULT
 from flux.server.console.api import BRIDGE, Api, ApiError, namespace_prefix
+from flux.server.console.forms import Form, form_of
 from flux.server.console.session import CSRF_FIELD, CsrfRefused, Fresh, Session
 from flux.server.console.views import environment
 from flux.server.services import Services, services
@@ -110,9 +111,9 @@ class Visit:
         async with Api(self.request, self.session.api_headers(self.request), self.namespace) as api:
             yield api
 
-    async def form(self) -> dict[str, str]:
-        """The POSTed form, once its CSRF token and origin are checked."""
-        return await self.session.form(self.request)
+    async def form(self, kind: type[Form]) -> Form:
+        """The POSTed form as ``kind`` (``console.forms``), once its CSRF token and origin are checked."""
+        return form_of(kind, await self.session.form(self.request))
 
     async def look(self) -> None:
         """Who is signed in, the namespaces it sees, and the one this request acts in."""
