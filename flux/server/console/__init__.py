@@ -4,11 +4,11 @@ in process. ``docs/console.md`` says what each page shows and why this stack.
 
 ``routes`` are the thin routes; ``base`` the ``Visit`` each takes (who is signed in,
 the namespace, rendering); ``pages`` renders the views, ``actions`` the buttons and
-the login, ``queue`` the current namespace's queue and quota, ``audit`` the audit
-log's page; ``session`` the cookies and CSRF, ``api`` the calls to the API and the
-bridge the page's live updates stream through, ``paging`` the executions list's
-filters, ``gantt`` an execution's tasks in time, ``charts`` the SVG charts, ``views``
-how values read.
+the login, ``forms`` their fields as typed values, ``queue`` the current namespace's
+queue and quota, ``audit`` the audit log's page; ``session`` the cookies and CSRF,
+``api`` the calls to the API and the bridge the page's live updates stream through,
+``paging`` the executions list's filters, ``gantt`` an execution's tasks in time,
+``charts`` the SVG charts, ``views`` how values read.
 """
 
 from __future__ import annotations
