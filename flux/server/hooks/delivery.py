@@ -64,7 +64,9 @@ def lease_for(timeout: float) -> float:
 
 
 @dataclass(frozen=True)
-class Job:
+class DueDelivery:
+    """A delivery this replica claimed: the POST it owes, and its attempt's number."""
+
     seq: int
     hook_id: int
     number: int
@@ -73,7 +75,7 @@ class Job:
     body: dict
 
 
-def claim(session: Session, now: float, full: set[int], free: dict[int, int], lease: float) -> list[Job]:
+def claim(session: Session, now: float, full: set[int], free: dict[int, int], lease: float) -> list[DueDelivery]:
     """Lease the due deliveries that come first for their hook and subject."""
     d, earlier = HookDeliveryModel, aliased(HookDeliveryModel)
     blocked = (
@@ -88,7 +90,7 @@ def claim(session: Session, now: float, full: set[int], free: dict[int, int], le
         query = query.where(d.hook_id.not_in(full))
     rows = list(session.scalars(query.order_by(d.seq).limit(BATCH).with_for_update(skip_locked=True, of=d)))
     hooks = {h.id: h for h in session.scalars(select(HookModel).where(HookModel.id.in_({r.hook_id for r in rows})))}
-    jobs = []
+    due = []
     for row in rows:
         hook = hooks.get(row.hook_id)
         if hook is None:  # deleted since: its deliveries go
@@ -99,20 +101,20 @@ def claim(session: Session, now: float, full: set[int], free: dict[int, int], le
             free[row.hook_id] = free.get(row.hook_id, PER_HOOK) - 1
             row.attempts += 1
             row.next_attempt_at = now + lease
-            jobs.append(Job(row.seq, row.hook_id, row.attempts, hook.url, hook.secret_encrypted, row.body))
-    return jobs
+            due.append(DueDelivery(row.seq, row.hook_id, row.attempts, hook.url, hook.secret_encrypted, row.body))
+    return due
 
 
-def record(session: Session, job: Job, outcome: sending.Outcome, base: float) -> str | None:
+def record(session: Session, delivery: DueDelivery, outcome: sending.Outcome, base: float) -> str | None:
     """The attempt and what follows it: delivered, a retry, or dead. None: the delivery is gone."""
-    row = session.get(HookDeliveryModel, job.seq)
+    row = session.get(HookDeliveryModel, delivery.seq)
     if row is None:
         return None
     now = time.time()
     session.add(
         HookAttemptModel(
-            delivery_seq=job.seq,
-            number=job.number,
+            delivery_seq=delivery.seq,
+            number=delivery.number,
             at=now - outcome.latency,
             status_code=outcome.status_code,
             latency=outcome.latency,
@@ -122,7 +124,7 @@ def record(session: Session, job: Job, outcome: sending.Outcome, base: float) ->
     if outcome.ok:
         row.state, row.finished_at = DELIVERED, now
     else:
-        retry_at = now + retry_delay(job.number, base, MAX_BACKOFF, random.random())
+        retry_at = now + retry_delay(delivery.number, base, MAX_BACKOFF, random.random())
         if retry_at > row.expires_at:
             row.state, row.finished_at = DEAD, now
         else:
@@ -237,37 +239,45 @@ class Deliveries:
         full = {hook for hook, count in self.in_flight.items() if count >= PER_HOOK}
         free = {hook: PER_HOOK - count for hook, count in self.in_flight.items()}
         lease = lease_for(self.settings.hooks_timeout)
-        jobs = await self.db.run(lambda s: claim(s, time.time(), full, free, lease))
-        for job in jobs:
-            self.in_flight[job.hook_id] += 1
-            task = asyncio.create_task(self._send(job))
+        due = await self.db.run(lambda s: claim(s, time.time(), full, free, lease))
+        for delivery in due:
+            self.in_flight[delivery.hook_id] += 1
+            task = asyncio.create_task(self._send(delivery))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return len(jobs)
+        return len(due)
 
-    async def _send(self, job: Job) -> None:
+    async def _send(self, delivery: DueDelivery) -> None:
         try:
-            outcome = await self._post(job)
-            state = await self.db.run(lambda s: record(s, job, outcome, self.settings.hooks_backoff))
+            outcome = await self._post(delivery)
+            state = await self.db.run(lambda s: record(s, delivery, outcome, self.settings.hooks_backoff))
             self.metrics.hook_deliveries.labels(outcome="delivered" if outcome.ok else "failed").inc()
             if state == DEAD:
                 self.metrics.hook_deliveries.labels(outcome="dead").inc()
                 log.warning(
-                    "hook delivery %s is dead after %d attempt(s): %s", job.body["id"], job.number, outcome.error
+                    "hook delivery %s is dead after %d attempt(s): %s",
+                    delivery.body["id"],
+                    delivery.number,
+                    outcome.error,
                 )
         except Exception:  # noqa: BLE001 - the lease runs out and it is sent again
-            log.exception("hook delivery %s failed to record", job.body["id"])
+            log.exception("hook delivery %s failed to record", delivery.body["id"])
         finally:
-            self.in_flight[job.hook_id] -= 1
+            self.in_flight[delivery.hook_id] -= 1
             self._woken.set()  # the next of its subject may go now
 
-    async def _post(self, job: Job) -> sending.Outcome:
+    async def _post(self, delivery: DueDelivery) -> sending.Outcome:
         try:
-            secret = self.keys.decrypt(job.secret_encrypted.encode()).decode() if self.keys is not None else None
+            secret = self.keys.decrypt(delivery.secret_encrypted.encode()).decode() if self.keys is not None else None
         except InvalidToken:
             secret = None
         if secret is None:
             return sending.Outcome(None, 0.0, "the server's secrets key cannot decrypt this hook's secret")
         return await sending.post(
-            self._client, job.url, secret, job.body, self.settings.hooks_allow_private, self.settings.hooks_timeout
+            self._client,
+            delivery.url,
+            secret,
+            delivery.body,
+            self.settings.hooks_allow_private,
+            self.settings.hooks_timeout,
         )
