@@ -278,7 +278,12 @@ class ResourceRequest:
         return tuple(_requirement(text) for text in self.packages)
 
     def describe(self) -> str:
-        """Short and human: "cpu=4, memory=8Gi, gpu=1, packages=[torch>=2.0]"."""
+        """Short and human: "cpu=4, memory=8Gi, gpu=1, packages=[torch>=2.0]": the one form
+        people read a request in (CLI tables and records, the console's chips)."""
+        return ", ".join(self.parts()) or "none"
+
+    def parts(self) -> list[str]:
+        """Each thing asked for as ``name=amount``, in ``describe``'s order and form."""
         parts = []
         if self.cpu is not None:
             parts.append(f"cpu={self.cpu:g}")
@@ -292,7 +297,7 @@ class ResourceRequest:
         if self.packages:
             parts.append(f"packages=[{', '.join(self.packages)}]")
         parts += [f"{name}={amount:g}" for name, amount in self.resources]
-        return ", ".join(parts) or "none"
+        return parts
 
 
 def request_or_none(value: ResourceRequest | Mapping[str, Any] | None) -> ResourceRequest | None:

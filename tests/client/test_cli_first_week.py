@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import httpx
 import pytest
 
 from flux.client import FluxClient
@@ -121,6 +122,9 @@ def test_requests_read_the_same_in_show_as_in_lists(fleet):
         done = client.run("modest", None, wait=60)
     execution = flux("execution", "show", done["id"], url=fleet.server_url).stdout
     assert "cpu=1, memory=256Mi" in execution and "268435456" not in execution
+    page = httpx.get(f"{fleet.server_url}/ui/workflows", timeout=30).text  # the console's chips: the same form
+    assert '<span class="chip">cpu=1</span><span class="chip">memory=256Mi</span>' in page
+    assert "256.0 MiB" not in page
 
 
 def test_progress_of_one_is_a_full_bar(fleet):

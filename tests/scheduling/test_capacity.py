@@ -51,8 +51,8 @@ def test_reasons_keep_the_fields_the_api_shows():
     request = ResourceRequest(cpu=4, memory="8Gi", disk="20Gi")
     assert [f.check(request, None, poor).message for f in PROBED] == [
         "cpu_available 2.0 < requested 4",
-        "memory_available 4.0Gi < requested 8.0Gi",
-        "disk_free 10.0Gi < requested 20.0Gi",
+        "memory_available 4.0Gi < requested 8Gi",
+        "disk_free 10.0Gi < requested 20Gi",
     ]
     reserving = view(
         {"cpu": 8.0, "memory": 32 * GiB, "disk": 500 * GiB},
@@ -179,11 +179,11 @@ def test_a_new_probed_dimension_is_one_capacity_registered_at_run_time(scratch):
     request = ResourceRequest(resources={"scratch": 8 * GiB})
     assert filters.active(request, None) == (scratch,)  # the custom filter leaves it to its own filter
     assert verdict(request, None, scratch_box()).reason == Reason(
-        "scratch", "Insufficient scratch", "scratch_available 6.0Gi < requested 8.0Gi"
+        "scratch", "Insufficient scratch", "scratch_available 6.0Gi < requested 8Gi"
     )
     assert (
         verdict(request, None, scratch_box("reserve")).message
-        == "scratch_available 6.0Gi after reservations < requested 8.0Gi"
+        == "scratch_available 6.0Gi after reservations < requested 8Gi"
     )
     assert infeasibility(request, None, [scratch_box()]) is None  # 10 GiB when idle
     assert infeasibility(ResourceRequest(resources={"scratch": 11 * GiB}), None, [scratch_box()]) == (

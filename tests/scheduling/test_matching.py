@@ -82,7 +82,7 @@ def test_spec_memory_threshold_is_greater_or_equal_in_bytes(available, ok):
 
 def test_memory_mismatch_is_readable():
     mismatch = check_resources(ResourceRequest(memory="8Gi"), worker(available={"memory": 4 * Gi}))
-    assert mismatch == reason("memory", "memory_available 4.0Gi < requested 8.0Gi")
+    assert mismatch == reason("memory", "memory_available 4.0Gi < requested 8Gi")
 
 
 @pytest.mark.parametrize(("free", "ok"), [(10**10, True), (10**10 - 1, False), (10**10 + 1, True)])

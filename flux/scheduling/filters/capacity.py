@@ -18,13 +18,11 @@ from typing import Any, Callable, Mapping
 
 from flux.domain import resources as dimensions
 from flux.domain.allotment import Allotment
-from flux.domain.resource_request import ResourceRequest
+from flux.domain.resource_request import ResourceRequest, format_bytes
 from flux.domain.resources import Quantity, Resources
 from flux.domain.samples import available_field
 from flux.scheduling.filters.base import Check, Consumption, Filter, Reason, after_reservations
 from flux.scheduling.snapshot import WorkerView
-
-_BINARY_UNITS = (("Ei", 1024**6), ("Pi", 1024**5), ("Ti", 1024**4), ("Gi", 1024**3), ("Mi", 1024**2), ("Ki", 1024))
 
 #: How a filter shows (available, requested) in its reason.
 Show = Callable[[Quantity, Quantity], tuple[str, str]]
@@ -35,13 +33,15 @@ def _cores(available: float, requested: float) -> tuple[str, str]:
 
 
 def _bytes(available: int, requested: int) -> tuple[str, str]:
-    """Both sides in the requested amount's unit ("4.0Gi", "8.0Gi"); exact bytes if rounding hides the gap."""
-    for unit, factor in _BINARY_UNITS:
-        if requested >= factor:
-            shown = f"{available / factor:.1f}{unit}", f"{requested / factor:.1f}{unit}"
-            if shown[0] != shown[1]:
-                return shown
-            break
+    """The request as people write it everywhere ("8Gi": ``format_bytes``, as ``describe``),
+    what is available in its unit to a tenth ("4.0Gi"); exact bytes where that rounding hides the gap."""
+    want = format_bytes(int(requested)) if float(requested).is_integer() else str(requested)
+    unit = want.lstrip("0123456789")
+    if unit and want[0].isdigit():
+        factor = int(requested) // int(want[: -len(unit)])
+        have = f"{available / factor:.1f}{unit}"
+        if have != f"{requested / factor:.1f}{unit}":
+            return have, want
     return str(available), str(requested)
 
 

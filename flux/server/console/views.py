@@ -15,6 +15,7 @@ from markupsafe import Markup, escape
 
 from flux.domain.durations import format_duration
 from flux.domain.numbers import human_size
+from flux.domain.resource_request import ResourceRequest
 from flux.domain.workers import WorkerState
 
 #: Input or output longer than this (as indented JSON) is cut on the page.
@@ -101,6 +102,11 @@ def size(value: float | None) -> str:
     return "—" if value is None else human_size(value)
 
 
+def request_parts(requests: dict | None) -> list[str]:
+    """A workflow's requests as the CLI shows them ("cpu=1", "memory=256Mi"), one chip each."""
+    return ResourceRequest.from_dict(requests).parts() if requests else []
+
+
 def redact(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: MASK if isinstance(k, str) and SECRET_KEY.search(k) else redact(v) for k, v in value.items()}
@@ -178,6 +184,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
+        request_parts=request_parts,
         ago=ago,
         absolute=absolute,
         iso=iso,
