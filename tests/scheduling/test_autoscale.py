@@ -94,24 +94,55 @@ templates = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+#: A member of one of the pools (by index) in one of the states a pass sees.
+member_kinds = st.tuples(
+    st.integers(0, 2), st.sampled_from(["starting", "busy", "idle", "expired", "stopping"]), st.integers(0, 50)
+)
+
+
+def member(pools: list[PoolTemplate], i: int, index: int, kind: str, extra: int) -> Member:
+    """A starting, busy, idle (within the timeout), idle past it, or stopping worker."""
+    pool = pools[index % len(pools)]
+    name = f"{pool.name}-{kind}-{i}"
+    if kind == "starting":
+        return Member(name, pool.name, MemberState.STARTING)
+    if kind == "stopping":
+        return Member(name, pool.name, MemberState.STOPPING)
+    if kind == "busy":  # busy for a long time: its idle time is not what counts
+        return Member(name, pool.name, MemberState.RUNNING, running=1 + extra % 3, idle_for=pool.idle_timeout + extra)
+    idle_for = extra if kind == "idle" else pool.idle_timeout + extra  # 0-50 s against 300 s, or past it
+    return Member(name, pool.name, MemberState.RUNNING, idle_for=idle_for)
+
+
+@settings(max_examples=200, deadline=None)
 @given(
     st.lists(templates, min_size=1, max_size=3, unique_by=lambda t: t.name),
     st.lists(shapes, max_size=30),
-    st.integers(0, 3),
+    st.lists(member_kinds, max_size=8),
 )
-def test_properties(pools, requests, starting):
+def test_properties(pools, requests, kinds):
     waiting = [Demand(f"e{i}", ResourceRequest(**r) if r else None, None) for i, r in enumerate(requests)]
-    members = [Member(f"{pools[0].name}-s{i}", pools[0].name, MemberState.STARTING) for i in range(starting)]
+    members = [member(pools, i, *kind) for i, kind in enumerate(kinds)]
     result = plan(pools, waiting, [], members)
     fitting = [d for d in waiting if any(fits(t, d) for t in pools)]
     assert result.unfit == len(waiting) - len(fitting)
     for pool in pools:
         decision = result.decisions[pool.name]
-        assert pool.minimum <= decision.desired <= max(pool.maximum, starting if pool is pools[0] else 0)
-        current = sum(1 for m in members if m.pool == pool.name)
+        mine = [m for m in members if m.pool == pool.name]
+        assert pool.minimum <= decision.desired <= pool.maximum
+        current = sum(1 for m in mine if m.state != MemberState.STOPPING)
         assert current + decision.start <= max(pool.maximum, current)  # never beyond max
-        assert decision.stop == ()  # nothing idle here: nothing stopped
+        # only a worker idle past the timeout is stopped (never a busy, a recently idle, a
+        # starting or an already stopping one), longest idle first, never below the minimum
+        expired = {m.name: m.idle_for for m in mine if m.state == MemberState.RUNNING and m.running == 0}
+        expired = {name: idle for name, idle in expired.items() if idle >= pool.idle_timeout}
+        assert set(decision.stop) <= expired.keys()
+        kept = [idle for name, idle in expired.items() if name not in decision.stop]
+        assert all(expired[name] >= max(kept, default=0) for name in decision.stop)
+        assert current - len(decision.stop) >= min(pool.minimum, current)
+        assert not (decision.stop and decision.start)
+        if not waiting and pool.minimum <= current - len(expired) and current <= pool.maximum:
+            assert set(decision.stop) == expired.keys()  # no work: every one of them goes
         # never more new workers than executions that only a new worker of this pool fits
         assert decision.start <= max(pool.minimum, sum(1 for d in fitting if fits(pool, d)))
     # every waiting execution a template fits is either given room or counted as capped
