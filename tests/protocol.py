@@ -50,9 +50,10 @@ def sample(memory_available: int = 8 * GiB, **overrides) -> dict:
 
 
 class ProtocolWorker:
-    def __init__(self, server_url: str, home: Path, name: str, heartbeat_interval: float = 0.5):
+    def __init__(self, server_url: str, home: Path, name: str, heartbeat_interval: float = 0.5, slots: int = 4):
         self.name = name
         self.heartbeat_interval = heartbeat_interval
+        self.slots = slots
         self.http = httpx.Client(base_url=server_url, timeout=30)
         self.bootstrap = (Path(home) / "bootstrap-token").read_text().strip()
         self.token: str | None = None
@@ -61,7 +62,7 @@ class ProtocolWorker:
         body = {
             "name": self.name,
             "labels": labels or {},
-            "max_concurrent_executions": 4,
+            "max_concurrent_executions": self.slots,
             "heartbeat_interval": self.heartbeat_interval,
             "resources": sample(**sample_overrides),
             "packages": [{"name": f"pkg-{i}", "version": "1.0"} for i in range(100)],
