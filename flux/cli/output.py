@@ -81,13 +81,14 @@ def render_rows(
     whole: tuple[str, ...] = (),
     optional: tuple[str, ...] = (),
 ) -> None:
-    """A table at the terminal's width. The columns in ``whole`` (names, ids) are never
-    cut; the others wrap between words, a word being cut only when nothing else fits.
+    """A table at the terminal's width. The columns in ``whole`` (and any named ``name`` or
+    ``id``) are never cut; the others wrap between words, a word being cut only when nothing else fits.
     ``optional`` columns (the least wanted first) are left out where no row has a value,
     and then one at a time while the table would be wider than the terminal."""
     from rich.table import Table
     from rich.text import Text
 
+    whole = (*whole, *(c for c in ("name", "id") if c in columns))  # names and ids, in every table
     cells = {c: [when(row[c]) if c.endswith("_at") else cell(row.get(c)) for row in rows] for c in columns}
     shown = [c for c in columns if c not in optional or any(v not in ("-", "") for v in cells[c])]
     room = console.width - _TABLE_FRAME
