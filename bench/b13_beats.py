@@ -35,7 +35,7 @@ async def main(url, token, beats, gpu_source, name):
     config = WorkerConfig(name=name, server_url=url, bootstrap_token=token, runner="inprocess", gpu_source=gpu_source)
     worker = Worker(config)
     worker.session.open()
-    await worker.register()
+    await worker.register_worker()
     for _ in range(20):
         await worker.publisher.beat()
     beat, claim = [], []

@@ -80,7 +80,7 @@ def main():
     Session = sessionmaker(engine, expire_on_commit=False)
     with Session.begin() as s:
         for i in range(N):
-            fleet.register(s, body(i), f"token-{i}", None, ExecutionPolicy())
+            fleet.register_worker(s, body(i), f"token-{i}", None, ExecutionPolicy())
     scans, warms = [], []
     for _ in range(7):
         snap = FleetSnapshot(FleetRegistry())

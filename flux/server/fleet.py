@@ -112,7 +112,7 @@ _NEW_RUNTIME = insert(WorkerRuntimeModel.__table__)
 _NEW_RESOURCES = insert(WorkerResourcesModel.__table__)
 
 
-def register(
+def register_worker(
     session: Session, body: WorkerRegistration, token: str, held_token: str | None, policy: ExecutionPolicy
 ) -> tuple[Member, list[str]]:
     """Create or refresh a worker; returns its registry member and executions to abandon.

@@ -61,14 +61,14 @@ class Worker:
 
     async def call(self, path: str, json: Body, timeout: float | None = None, reply: type[Reply] | None = None) -> Any:
         """A call to the server (``ServerSession.call``); its reply decoded into ``reply`` when given."""
-        return await self.session.call(path, json, self.register, timeout, reply=reply)
+        return await self.session.call(path, json, self.register_worker, timeout, reply=reply)
 
     async def fetch(self, path: str) -> bytes:
         """A GET of bytes (a bundle), as resilient as ``call``."""
-        return await self.session.call(path, None, self.register, timeout=120.0, method="GET")
+        return await self.session.call(path, None, self.register_worker, timeout=120.0, method="GET")
 
-    async def register(self, stale_token: str | None = None) -> None:
-        registered = await self.session.register(self.publisher.registration, stale_token)
+    async def register_worker(self, stale_token: str | None = None) -> None:
+        registered = await self.session.register_worker(self.publisher.registration, stale_token)
         if registered is not None:
             self.publisher.registered(*registered)
 
@@ -85,7 +85,7 @@ class Worker:
         stop_waiting = asyncio.create_task(self._abandon_on_signal())
         loops: list[asyncio.Task] = []
         try:
-            await self.register()
+            await self.register_worker()
             # Then warm the pool (a child forked, the template importing what children
             # run): the worker can take work without it, so it need not wait for it.
             await self.runner.start()

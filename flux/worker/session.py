@@ -218,7 +218,7 @@ class ServerSession:
             self.http.base_url = self.urls[0]
             log.warning("switching to server %s", self.urls[0])
 
-    async def register(
+    async def register_worker(
         self, payload: Callable[[], Awaitable[WorkerRegistration]], stale_token: str | None = None
     ) -> tuple[WorkerRegistration, RegistrationReply] | None:
         """Register (again) with what ``payload`` builds. Calls that lost the same session

@@ -39,7 +39,7 @@ HELD_TOKEN = Header(
 async def register_worker(
     body: WorkerRegistration, worker_token: str | None = HELD_TOKEN, svc: Services = Depends(services)
 ):
-    return await registration.register(svc, body, worker_token)
+    return await registration.register_worker(svc, body, worker_token)
 
 
 @router.post("/workers/{name}/heartbeat", response_model=HeartbeatReply, responses=WORKER)
