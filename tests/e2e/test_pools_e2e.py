@@ -96,9 +96,17 @@ def test_a_failing_provider_is_retried_with_backoff_and_reported(cluster, client
     assert pool["retry_at"] > time.time() - 1 and pool["desired"] == 1
     # the loop goes on for the other pool: its minimum is started
     eventually(lambda: client.show_pool("fine")["running"] == 1, 40, "the loop stopped with the failing provider")
-    first = client.show_pool("broken")["failures"]
-    time.sleep(2.5)
-    assert client.show_pool("broken")["failures"] - first <= 1  # backing off, not once a pass
+    # backing off, not once a pass: no failure is retried before its retry_at (a read that
+    # shows one more, answered before retry_at by this host's clock, would be a retry too
+    # early), and the next retry_at is later still
+    first = client.show_pool("broken")
+    while time.time() < first["retry_at"]:
+        shown = client.show_pool("broken")
+        answered = time.time()
+        assert shown["failures"] == first["failures"] or answered >= first["retry_at"], (first, shown)
+        time.sleep(0.1)
+    again = eventually(lambda: (p := client.show_pool("broken"))["failures"] > first["failures"] and p, 60, "no retry")
+    assert again["retry_at"] > first["retry_at"]
     # a deleted pool's workers are drained and stopped, its minimum notwithstanding; then it is gone
     client.delete_pool("fine")
     eventually(
