@@ -1,6 +1,6 @@
-"""``flux namespace create/list/show/delete`` (docs/namespaces.md). Every other client
-command acts in one namespace: ``-n/--namespace``, ``FLUX_NAMESPACE`` or
-``[client] namespace``, else ``default``."""
+"""``flux namespace create/list/show/delete/quota/set`` (docs/namespaces.md). Every other
+client command acts in one namespace: ``-n/--namespace``, ``FLUX_NAMESPACE`` or
+``[client] namespace``, else the token's only namespace, else ``default``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,22 @@ def namespace_group() -> None:
     """Namespaces: workflows, executions, schedules, secrets and cache entries each belong to one."""
 
 
+def _readable(namespace: dict) -> dict:
+    """Its quota and what it holds as ``flux namespace quota`` takes and prints them
+    (``cpu=1 memory=4Gi executions=2``), not as JSON."""
+    from flux.domain.quotas import Quota
+
+    shown = dict(namespace)
+    for key in ("quota", "held"):
+        if shown.get(key):
+            shown[key] = Quota.from_json(shown[key]).describe()
+    return shown
+
+
+def _render_namespace(namespace: dict) -> None:
+    render_record(_readable(namespace))
+
+
 @namespace_group.command("create")
 @click.argument("name")
 @client_command
@@ -26,7 +42,7 @@ def namespace_create(client: FluxClient, name: str) -> dict:
 
 @namespace_group.command("list")
 @client_command
-@renders(lambda rows: render_rows(["name", "state", "weight", "quota", "created_at"], rows))
+@renders(lambda rows: render_rows(["name", "state", "weight", "quota", "created_at"], [_readable(r) for r in rows]))
 def namespace_list(client: FluxClient) -> list[dict]:
     """Every namespace and its state."""
     return client.list_namespaces()
@@ -35,7 +51,7 @@ def namespace_list(client: FluxClient) -> list[dict]:
 @namespace_group.command("show")
 @click.argument("name", required=False)
 @client_command
-@renders(render_record)
+@renders(_render_namespace)
 def namespace_show(client: FluxClient, name: str | None) -> dict:
     """What namespace NAME (default: the one -n names) holds: workflows, executions by state, schedules, secrets."""
     return client.show_namespace(name)
@@ -48,7 +64,7 @@ def namespace_show(client: FluxClient, name: str | None) -> dict:
 @click.option("--replace", is_flag=True, help="Replace the whole quota with LIMITS (else the others are kept)")
 @click.option("--clear", is_flag=True, help="Remove the quota")
 @client_command
-@renders(render_record)
+@renders(_render_namespace)
 def namespace_quota(
     client: FluxClient, name: str, limits: tuple[str, ...], unset: tuple[str, ...], replace: bool, clear: bool
 ) -> dict | Output:
@@ -102,7 +118,7 @@ def _quota_request(limits: tuple[str, ...], unset: tuple[str, ...], replace: boo
     help="Its fair-share weight against other namespaces of the same priority (default 1)",
 )
 @client_command
-@renders(render_record)
+@renders(_render_namespace)
 def namespace_set(client: FluxClient, name: str, weight: float) -> dict:
     """Change namespace NAME's fair-share weight (docs/contention.md)."""
     return client.update_namespace(name, weight=weight)

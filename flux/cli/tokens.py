@@ -49,8 +49,14 @@ def token_group() -> None:
     """Client tokens: a role (viewer, developer, operator, admin) in some namespaces or all."""
 
 
+def _scoped(token: dict) -> dict:
+    """The token as people read it: its namespaces as ``all`` or ``ml, ml-eval`` (as whoami shows them)."""
+    scope = token.get("namespaces")
+    return {**token, "namespaces": "all" if scope is None else ", ".join(scope)}
+
+
 def _created(token: dict) -> None:
-    render_record({key: value for key, value in token.items() if key != "token"})
+    render_record({key: value for key, value in _scoped(token).items() if key != "token"})
     click.echo(token["token"])
     click.echo("This is the only time the token is shown: the server keeps only its hash.", err=True)
 
@@ -80,9 +86,7 @@ def token_create(client: FluxClient, name: str, role: str, namespaces: tuple[str
 
 @token_group.command("list")
 @client_command(namespaced=False)
-@renders(
-    lambda rows: render_rows(COLUMNS, [{**row, "namespaces": ",".join(row["namespaces"] or ["*"])} for row in rows])
-)
+@renders(lambda rows: render_rows(COLUMNS, [_scoped(row) for row in rows]))
 def token_list(client: FluxClient) -> list[dict]:
     """Every token, revoked and expired ones too (never a secret)."""
     return client.list_tokens()
@@ -98,14 +102,9 @@ def token_revoke(client: FluxClient, name: str) -> Output:
     return Output(None)
 
 
-def _render_whoami(who: dict) -> None:
-    scope = who.get("namespaces")
-    render_record({**who, "namespaces": "all" if scope is None else ", ".join(scope)})
-
-
 @token_group.command("whoami")
 @client_command(namespaced=False)
-@renders(_render_whoami)
+@renders(lambda who: render_record(_scoped(who)))
 def token_whoami(client: FluxClient) -> dict:
     """The name, role and namespaces of the token this command uses, and the namespace
     it acts in without -n (its only namespace, else default)."""

@@ -14,6 +14,7 @@ is not restricted to a few namespaces, or the operator role (docs/security.md#ro
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -80,6 +81,13 @@ ALLOWED: dict[Role, frozenset[Action]] = {
 }
 
 
+def home_namespace(namespaces: Iterable[str] | None) -> str:
+    """Where a token with these namespaces acts when a client names none: its only
+    namespace, else ``default`` (as a Kubernetes service account's kubeconfig names its own)."""
+    scope = None if namespaces is None else frozenset(namespaces)
+    return next(iter(scope)) if scope is not None and len(scope) == 1 else DEFAULT
+
+
 @dataclass(frozen=True)
 class Principal:
     """Who a request acts as: a token's name, its role and its namespaces."""
@@ -91,11 +99,8 @@ class Principal:
 
     @property
     def home(self) -> str:
-        """The namespace it acts in when a client names none: its only namespace, else
-        ``default`` (as a Kubernetes service account's kubeconfig names its own)."""
-        if self.namespaces is not None and len(self.namespaces) == 1:
-            return next(iter(self.namespaces))
-        return DEFAULT
+        """The namespace it acts in when a client names none (``home_namespace``)."""
+        return home_namespace(self.namespaces)
 
     def scope_hint(self) -> str:
         """Where it may act, for a refusal of a namespace out of its scope."""

@@ -51,7 +51,7 @@ async def show_namespace(name: str = NAME, svc: Services = SVC):
 async def update_namespace(body: NamespaceUpdate, name: str = NAME, svc: Services = SVC):
     """Its fair-share weight and its quota (docs/contention.md); placement reads them at its next round.
     The quota is merged: the keys given change, a null removes one, the others are kept."""
-    changed = await svc.db.run(lambda s: namespaces.update(s, name, body))
+    changed = await svc.db.run(lambda s: namespaces.update(s, name, body, svc.policy.fair_share_half_life))
     svc.notifier.notify(topics.NAMESPACES)  # every replica's placement reads the rules again
     svc.dispatcher.kick()
     return changed
@@ -61,7 +61,8 @@ async def update_namespace(body: NamespaceUpdate, name: str = NAME, svc: Service
 async def replace_quota(body: QuotaReplacement, name: str = NAME, svc: Services = SVC):
     """Its whole quota, replacing the one it had (``{"quota": {}}`` removes it); ``PATCH
     /namespaces/NAME`` changes some keys and keeps the others."""
-    changed = await svc.db.run(lambda s: namespaces.replace_quota(s, name, body.to_quota()))
+    half_life = svc.policy.fair_share_half_life
+    changed = await svc.db.run(lambda s: namespaces.replace_quota(s, name, body.to_quota(), half_life))
     svc.notifier.notify(topics.NAMESPACES)
     svc.dispatcher.kick()
     return changed

@@ -183,9 +183,10 @@ def rules(session: Session) -> tuple[dict[str, Quota], dict[str, float]]:
     return quotas, weights
 
 
-def update(session: Session, name: str, body: NamespaceUpdate) -> NamespaceDetail:
+def update(session: Session, name: str, body: NamespaceUpdate, half_life: float = 0.0) -> NamespaceDetail:
     """Its weight and quota (docs/contention.md): what is given changes; the quota's keys
-    given change and the others are kept (a merge patch); a null quota removes it."""
+    given change and the others are kept (a merge patch); a null quota removes it. Answered
+    as ``detail`` answers a read (``half_life``: the server's), so the two never differ."""
     row = get_row(session, name, lock=True)
     if body.weight is not None:
         row.weight = body.weight
@@ -194,15 +195,15 @@ def update(session: Session, name: str, body: NamespaceUpdate) -> NamespaceDetai
         quota = change.applied_to(Quota.from_json(row.quota)) if change is not None else NO_QUOTA
         row.quota = quota.to_json() or None
     session.flush()
-    return detail(session, name)
+    return detail(session, name, half_life)
 
 
-def replace_quota(session: Session, name: str, quota: Quota) -> NamespaceDetail:
+def replace_quota(session: Session, name: str, quota: Quota, half_life: float = 0.0) -> NamespaceDetail:
     """Its whole quota, replacing the one it had (an empty one removes it)."""
     row = get_row(session, name, lock=True)
     row.quota = quota.to_json() or None
     session.flush()
-    return detail(session, name)
+    return detail(session, name, half_life)
 
 
 def require_active(session: Session, name: str) -> None:

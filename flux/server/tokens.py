@@ -23,7 +23,7 @@ from typing import Awaitable, Callable
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from flux.domain.access import Principal, Role
+from flux.domain.access import Principal, Role, home_namespace
 from flux.server import namespaces, topics
 from flux.server.access_models import ApiTokenModel
 from flux.server.access_schemas import TokenCreate, TokenCreated, TokenInfo
@@ -49,6 +49,7 @@ def _info(row: ApiTokenModel) -> TokenInfo:
         name=row.name,
         role=Role(row.role),
         namespaces=row.namespaces,
+        namespace=home_namespace(row.namespaces),
         created_at=row.created_at,
         expires_at=row.expires_at,
         revoked_at=row.revoked_at,

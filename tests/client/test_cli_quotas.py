@@ -111,3 +111,29 @@ def test_the_cli_merges_unsets_replaces_and_prints_the_quota_before_and_after(cl
     ):
         refused = quota(url, *args, check=False)
         assert refused.returncode == 2 and says in error_line(refused), args
+
+
+def test_show_and_list_print_the_quota_as_quota_does_and_a_change_answers_as_a_read_does(cluster):
+    """``namespace show``/``list`` print the quota and what is held in the form ``namespace
+    quota`` takes and prints, never JSON; PATCH and PUT answer the namespace as GET does
+    (the server's fair-share half-life, not 0)."""
+    url = cluster.server_url
+    flux("namespace", "create", "ml", server_url=url)
+    patched = httpx.patch(f"{url}/namespaces/ml", json={"quota": {"cpu": 1, "memory": "4Gi", "executions": 2}})
+    put = httpx.put(f"{url}/namespaces/ml/quota", json={"quota": {"cpu": 1, "memory": "4Gi", "executions": 2}})
+    read = httpx.get(f"{url}/namespaces/ml").json()
+    assert read["fair_share_half_life"] == 3600.0  # the server's default, 1h
+    for changed in (patched.json(), put.json()):
+        assert changed == read
+
+    shown = flux("namespace", "show", "ml", server_url=url).stdout
+    assert "cpu=1 memory=4Gi executions=2" in shown and "executions=0" in shown  # the quota; held: nothing
+    assert "{" not in shown
+    listed = flux("namespace", "list", server_url=url, env={"COLUMNS": "120"}).stdout
+    assert "cpu=1 memory=4Gi executions=2" in next(line for line in listed.splitlines() if " ml " in line)
+    assert "cpu=1 memory=4Gi executions=2" in quota(url).stdout  # without LIMITS: the same record
+    assert json.loads(flux("namespace", "show", "ml", "--format", "json", server_url=url).stdout)["quota"] == {
+        "cpu": 1,
+        "memory": 4 * 1024**3,
+        "executions": 2,
+    }

@@ -8,6 +8,7 @@ CLI does."""
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
@@ -75,6 +76,30 @@ def test_a_token_with_one_namespace_acts_in_it_without_n(scoped, workflow_file):
     with FluxClient(url, api_token=tokens["ml-solo"], namespace="default") as client:  # a namespace given wins
         with pytest.raises(FluxClientError, match="token ml-solo may act in: ml; pass -n NAMESPACE"):
             client.list_workflows()
+
+
+def test_a_tokens_record_names_where_it_acts_and_its_namespaces_read_as_whoami_shows_them(scoped):
+    """``token create``/``list`` (``POST``/``GET /tokens``) answer a token's ``namespace`` as
+    ``whoami`` does: its only namespace, else default; the CLI shows its namespaces as
+    whoami does (``all``, or ``ml, ml-eval``), never as JSON."""
+    url, _ = scoped
+    env = {"FLUX_API_TOKEN": ADMIN_TOKEN, "COLUMNS": "160"}
+    listed = json.loads(flux("token", "list", "--format", "json", server_url=url, env=env).stdout)
+    assert {t["name"]: t["namespace"] for t in listed} == {"ml-dev": "default", "ml-solo": "ml"}
+    created = flux(
+        "token", "create", "eval-only", "--role", "viewer", "--namespace", "ml-eval", server_url=url, env=env
+    )
+    assert re.search(r"│ namespaces +│ ml-eval +│", created.stdout) and re.search(
+        r"│ namespace +│ ml-eval +│", created.stdout
+    )
+    assert "[" not in created.stdout
+    flux("token", "create", "reader", "--role", "viewer", server_url=url, env=env)
+    rows = {
+        line.split("│")[1].strip(): line
+        for line in flux("token", "list", server_url=url, env=env).stdout.splitlines()
+        if line.startswith("│")
+    }
+    assert "│ ml, ml-eval " in rows["ml-dev"] and "│ all " in rows["reader"] and "│ ml-eval " in rows["eval-only"]
 
 
 def test_a_token_with_several_namespaces_is_told_which_it_may_use(scoped):
