@@ -16,7 +16,7 @@ from flux.scheduling import filters
 from flux.scheduling.allocation import take, with_allotments
 from flux.scheduling.demand import Demand
 from flux.scheduling.explain import infeasibility, verdict
-from flux.scheduling.filters import Reason, register, unregister
+from flux.scheduling.filters import Reason, add_filter, remove_filter
 from flux.scheduling.filters.capacity import CPU, DISK, MEMORY, PROBED, Capacity, _bytes
 from flux.scheduling.placement import place
 from flux.scheduling.snapshot import WorkerView
@@ -144,9 +144,9 @@ def scratch():
     """What adding a probed dimension adds to flux/scheduling/filters/capacity.py (one line),
     registered here instead: the probe publishes it, everything between carries it as data."""
     capacity = Capacity("scratch", _bytes)
-    register(capacity, before="gpu")
+    add_filter(capacity, before="gpu")
     yield capacity
-    unregister(capacity)
+    remove_filter(capacity)
 
 
 def scratch_box(allocation="sample", free=6 * GiB) -> WorkerView:
@@ -203,7 +203,7 @@ def test_a_new_probed_dimension_is_sampled_like_cpu_memory_and_disk(scratch):
 
 
 def test_unregistered_a_probed_dimension_falls_back_to_a_counted_custom_resource(scratch):
-    unregister(scratch)
+    remove_filter(scratch)
     try:
         request = ResourceRequest(resources={"scratch": 8 * GiB})
         assert [f.name for f in filters.active(request, None)] == ["custom"]
@@ -211,4 +211,4 @@ def test_unregistered_a_probed_dimension_falls_back_to_a_counted_custom_resource
             "custom", "Insufficient scratch", "resource scratch 6.44245e+09 < requested 8.58993e+09"
         )
     finally:
-        register(scratch, before="gpu")
+        add_filter(scratch, before="gpu")

@@ -10,7 +10,7 @@ from flux.domain.resources import Resources
 from flux.scheduling import filters
 from flux.scheduling.demand import Demand
 from flux.scheduling.explain import infeasibility, summarize, verdict
-from flux.scheduling.filters import Consumption, Filter, Reason, register, unregister
+from flux.scheduling.filters import Consumption, Filter, Reason, add_filter, remove_filter
 from flux.scheduling.placement import place
 from flux.scheduling.snapshot import WorkerView
 
@@ -39,9 +39,9 @@ class Shm(Filter):
 @pytest.fixture
 def shm():
     filter = Shm()
-    register(filter)
+    add_filter(filter)
     yield filter
-    unregister(filter)
+    remove_filter(filter)
 
 
 def worker(name="w", shm_gib=2, available=None, **overrides) -> WorkerView:
@@ -86,8 +86,8 @@ def test_a_registered_filter_keeps_its_place_in_the_order(shm):
 
 def test_unregistered_the_dimension_falls_back_to_a_plain_custom_resource():
     filter = Shm()
-    register(filter)
-    unregister(filter)
+    add_filter(filter)
+    remove_filter(filter)
     assert "shm" not in [f.name for f in filters.PIPELINE]
     # still matched and booked, only in the generic words (amounts as plain numbers)
     assert verdict(ResourceRequest(resources={"shm": GiB}), None, worker(shm_gib=0)).reason == Reason(
@@ -98,11 +98,11 @@ def test_unregistered_the_dimension_falls_back_to_a_plain_custom_resource():
 
 def test_register_refuses_a_taken_name_and_an_unknown_position(shm):
     with pytest.raises(ValueError, match="already registered"):
-        register(Shm())
+        add_filter(Shm())
     other = Shm()
     other.name = "other"
     with pytest.raises(ValueError, match="no filter named 'nope'"):
-        register(other, before="nope")
+        add_filter(other, before="nope")
 
 
 def test_every_reason_names_its_filter_and_phrase():

@@ -8,7 +8,7 @@ gives the worker's ``Reason``.
 
 An execution is checked only by the filters that ``apply`` to it (``active``), so
 unconstrained work - no request, no affinity - has no filter at all and takes the
-fast path. ``register`` adds a filter for a new dimension (see
+fast path. ``add_filter`` adds a filter for a new dimension (see
 docs/architecture-scheduling.md for a worked example).
 
 A match is not enforcement: it only decides where an execution goes. Nothing here
@@ -39,11 +39,11 @@ __all__ = [
     "check",
     "first_bound_failure",
     "first_failure",
-    "register",
-    "unregister",
+    "add_filter",
+    "remove_filter",
 ]
 
-#: Every filter, in checking order. Changed only through ``register`` and ``unregister``.
+#: Every filter, in checking order. Changed only through ``add_filter`` and ``remove_filter``.
 PIPELINE: list[Filter] = [AFFINITY, *PROBED, GPUS, PACKAGES, CUSTOM]
 
 
@@ -55,7 +55,7 @@ def _owned() -> None:
 _owned()
 
 
-def register(new: Filter, *, before: str = CUSTOM.name) -> None:
+def add_filter(new: Filter, *, before: str = CUSTOM.name) -> None:
     """Add ``new`` to the pipeline ahead of the filter named ``before`` (by default the
     custom resources, which stay last: they are the catch-all for ``resources={...}``)."""
     names = [f.name for f in PIPELINE]
@@ -67,7 +67,7 @@ def register(new: Filter, *, before: str = CUSTOM.name) -> None:
     _owned()
 
 
-def unregister(old: Filter) -> None:
+def remove_filter(old: Filter) -> None:
     PIPELINE.remove(old)
     _owned()
 

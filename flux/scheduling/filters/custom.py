@@ -27,7 +27,7 @@ class CustomResources(Filter):
     consumed = Consumption.ALWAYS
 
     def __init__(self) -> None:
-        #: The dimensions other filters of the pipeline own (kept by ``filters.register``).
+        #: The dimensions other filters of the pipeline own (kept by ``filters.add_filter``).
         self.owned: frozenset[str] = frozenset()
 
     def _asked(self, request: ResourceRequest) -> Iterator[tuple[str, float]]:
