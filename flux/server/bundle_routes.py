@@ -70,7 +70,7 @@ async def register_bundle(body: BundleRegistration, ns: str = Depends(namespace)
     bundle = await asyncio.to_thread(bundles.check, data, svc.settings)
     versions = await asyncio.to_thread(workflows.bundle_versions, bundle, body)
     fleet_views = svc.dispatcher.snapshot.views
-    registered = await svc.db.run(lambda s: declared.register(s, ns, versions, fleet_views(s)))
+    registered = await svc.db.run(lambda s: declared.register_versions(s, ns, versions, fleet_views(s)))
     if declared.declares_schedules(versions):
         svc.notifier.notify(topics.SCHEDULES)  # the firing loop counts its next due time again
     svc.dispatcher.kick()  # what waited on an older version may fit now

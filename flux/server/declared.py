@@ -15,7 +15,7 @@ from flux.server.schemas import WorkflowInfo
 from flux.server.workflows import NewVersion
 
 
-def register(
+def register_versions(
     session: Session, namespace: str, versions: list[NewVersion], fleet: list[WorkerView]
 ) -> list[WorkflowInfo]:
     """``workflows.store``, after the namespace check, then each declared schedule."""

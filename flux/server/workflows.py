@@ -60,7 +60,7 @@ class NewVersion:
         return (self.source_digest, self.bundle_sha256, self.module, self.options.stored())
 
 
-def register(
+def register_source(
     session: Session, namespace: str, registration: WorkflowRegistration, fleet: list[WorkerView]
 ) -> list[WorkflowInfo]:
     """Store each workflow a client read from one source file (the API of hand-written
