@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Receiver:
     """An HTTP endpoint on loopback that records each POST; ``answers`` are the status
     codes of the first requests (then 200); ``hang`` seconds before each answer;
-    ``answered`` counts the answers sent (a hanging one's, once it stops hanging)."""
+    ``answered`` counts the answers sent (a hanging one's, once it stops hanging). Each
+    record has the time it arrived (``at``, this host's clock)."""
 
     def __init__(self, answers: list[int] | None = None, hang: float = 0.0, handler: type | None = None):
         self.received: list[dict] = []
@@ -26,7 +27,9 @@ class Receiver:
             def do_POST(self):  # noqa: N802 - http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 with outer.lock:
-                    outer.received.append({"headers": dict(self.headers), "raw": body, "body": json.loads(body)})
+                    outer.received.append(
+                        {"headers": dict(self.headers), "raw": body, "body": json.loads(body), "at": time.time()}
+                    )
                     status = outer.answers.pop(0) if outer.answers else 200
                 time.sleep(outer.hang)
                 self.send_response(status)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
+from protocol import metric
 from receivers import Receiver
 from shared import HELLO
 from waiting import eventually
@@ -22,6 +23,8 @@ from flux.client import FluxClient
 from flux.local import LocalCluster
 
 TESTS = Path(__file__).parents[1]
+ROUNDS = 'flux_dispatch_round_seconds_count{part="total"}'
+DELIVERED = 'flux_hook_deliveries_total{outcome="delivered"}'
 SECRET = "s3cret-of-the-tests-0123456789"
 ALLOW = ("--hooks-allow-private", "--hooks-backoff", "0.2", "--hooks-timeout", "2")
 HUGE = """
@@ -32,6 +35,14 @@ HUGE = """
     async def huge(ctx):
         return "never"
 """
+
+
+def delivered(server_url: str) -> float:
+    """Deliveries this server process sent and saw answered 2xx (none yet: no sample)."""
+    try:
+        return metric(server_url, DELIVERED)
+    except KeyError:
+        return 0.0
 
 
 @pytest.fixture
@@ -58,11 +69,11 @@ def test_an_execution_unschedulable_past_the_threshold_is_told_once(
         execution = client.run("huge")
         eventually(lambda: client.execution(execution["id"])["unschedulable"], 20, "never judged unschedulable")
         judged = time.time()
-        time.sleep(1.5)
-        assert receiver.bodies() == [], "told on the verdict, before the threshold"
         body = eventually(lambda: receiver.bodies(), 20, "never told")[0]
-        arrived = time.time()
-        time.sleep(3)  # rounds go on (the execution still waits): no second delivery
+        arrived = receiver.received[0]["at"]  # stamped by the receiver: not told on the verdict, before the threshold
+        # rounds go on (the execution still waits), each of which could tell again: two of them
+        rounds = metric(cluster.server_url, ROUNDS)
+        eventually(lambda: metric(cluster.server_url, ROUNDS) >= rounds + 2, 30, "no round ran after")
         assert len(receiver.bodies()) == 1, receiver.bodies()
         assert body["type"] == "execution.unschedulable" and body["data"]["execution_id"] == execution["id"]
         assert "cpu" in body["data"]["reason"] and body["data"]["waited"] >= 3
@@ -85,7 +96,10 @@ def test_a_device_that_became_unhealthy_is_told_once_fake_nvml(make_cluster, mon
         failing = client.show_worker("h200-box")["resources"]["gpus"][1]["uuid"]
         faults.write_text(json.dumps({"xid": {failing: 79}}))  # the card falls off the bus
         body = eventually(lambda: receiver.bodies(), 30, "never told")[0]
-        time.sleep(2)  # heartbeats go on reporting it unhealthy: told once, not per heartbeat
+        # heartbeats go on reporting it unhealthy, each of which could tell again: three of them
+        beats = metric(cluster.server_url, "flux_heartbeats_total")
+        eventually(lambda: metric(cluster.server_url, "flux_heartbeats_total") >= beats + 3, 30, "no beat after")
+        assert [d["type"] for d in client.hook_deliveries("devices")] == ["device.unhealthy"]  # told once
     assert len(receiver.bodies()) == 1, receiver.bodies()
     assert body["type"] == "device.unhealthy" and body["namespace"] is None
     assert body["data"] == {"worker": "h200-box", "device": failing, "index": 1, "reason": "XID 79"}
@@ -121,7 +135,11 @@ def test_two_replicas_deliver_each_event_once_per_delivery_id(
                 return {(b["data"]["execution_id"], b["type"]) for b in receiver.bodies()}
 
             eventually(lambda: arrived() >= expected, 60, f"missing: {expected - arrived()}")
-            time.sleep(1)  # anything sent twice would have come by now
+            # every delivery recorded as delivered, and the sends both replicas counted are as
+            # many: none is still on its way (a copy would be sent by a replica, and counted)
+            eventually(lambda: {d["state"] for d in two.hook_deliveries("both")} == {"delivered"}, 30, "undelivered")
+            eventually(lambda: sum(delivered(s.server_url) for s in servers) >= len(expected), 30, "sends not counted")
+            assert sum(delivered(s.server_url) for s in servers) == len(expected)
             recorded = {d["id"] for d in two.hook_deliveries("both")}
     finally:
         for server in servers:
