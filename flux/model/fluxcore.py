@@ -15,10 +15,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from flux.domain.fluxcore_routing import Unmapped
 from flux.model.differences import GUIDE, MigrationWarning, _warned, differs  # noqa: F401 - re-exported
 from flux.model.runtime import ExecutionContext, current_task
 from flux.model.waits import pause
-from flux.routing import Unmapped
 
 RUNNERS = ("inprocess", "subprocess", "docker", "docker-airgapped")
 

@@ -20,7 +20,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from flux import routing as flux_core_routing
+from flux.domain import fluxcore_routing as flux_core_routing
 from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
 from flux.domain.concurrency import Concurrency
 from flux.domain.declared_schedules import cron, interval, once
