@@ -176,3 +176,24 @@ def test_on_a_phone_an_executions_state_and_why_come_first_and_cancel_is_on_scre
             )
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("width", [PHONE, LAPTOP])
+def test_a_quota_bars_name_sits_before_its_bar_never_over_it(browser, lived, width):  # noqa: F811
+    """The queue page's quota bar named ``executions`` (wider than cpu or memory) ends
+    before its bar begins, on a phone and a laptop."""
+    cluster, _ = lived
+    context, page = signed_in(browser, cluster, width)
+    try:
+        page.goto("/ui/queue?namespace=frozen")
+        meter = page.locator(".meter", has_text="executions")
+        expect(meter.locator(".meter-text")).to_have_text("0 / 0")
+        text_ends, bar_starts = meter.evaluate(
+            """m => { const r = document.createRange(), bar = m.querySelector('span.bar');
+                      r.selectNodeContents(m.querySelector('.meter-label'));
+                      return [r.getBoundingClientRect().right, bar.getBoundingClientRect().left]; }"""
+        )  # the text's own box: a grid column narrower than the word lets it run over the bar
+        assert text_ends <= bar_starts, (text_ends, bar_starts)
+        on_screen(page, meter.locator("span.bar"))
+    finally:
+        context.close()
