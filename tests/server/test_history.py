@@ -5,6 +5,7 @@ retention, against real server and worker processes and both databases."""
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import subprocess
 import sys
@@ -137,14 +138,16 @@ def test_prune_and_retention_delete_only_finished_executions_with_their_events(m
     with FluxClient(cluster.server_url) as client:
         client.register_file(workflow_file(WORKFLOWS))
         finished = [client.run("echo", i, wait=60)["id"] for i in range(3)]
-        time.sleep(
-            5
-        )  # older than 5 s at the prune; fresh (stopping the worker, a CLI start) is not, even on a busy machine
-        fresh = client.run("echo", "fresh", wait=60)["id"]
+        time.sleep(8)  # the finished ones are 8 s older than the fresh one
+        fresh = client.run("echo", "fresh", wait=60)
         cluster.stop_worker("w1")
         queued = client.run("echo", "queued")["id"]
 
-        pruned = _flux(cluster, "execution", "prune", "--older-than", "5s", "--format", "json")
+        # older than the fresh one is now, with 6 s to spare for the CLI to start on a busy
+        # machine, and still younger than the finished ones (8 s older)
+        older = math.ceil(time.time() - fresh["finished_at"]) + 6
+        pruned = _flux(cluster, "execution", "prune", "--older-than", f"{older}s", "--format", "json")
+        fresh = fresh["id"]
         assert pruned.returncode == 0, pruned.stderr
         assert json.loads(pruned.stdout) == {"deleted": 3}
         assert {e["id"] for e in client.iter_executions()} == {fresh, queued}
