@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_
     )
     from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
     from flux.domain.concurrency import Concurrency
-    from flux.domain.declared_schedules import cron, interval, once
+    from flux.domain.fluxcore_schedules import cron, interval, once
     from flux.domain.gang import Gang
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
@@ -70,9 +70,9 @@ _EXPORTS = {
     "randint": "flux.model.determinism",
     "random": "flux.model.determinism",
     "uuid4": "flux.model.determinism",
-    "cron": "flux.domain.declared_schedules",
-    "interval": "flux.domain.declared_schedules",
-    "once": "flux.domain.declared_schedules",
+    "cron": "flux.domain.fluxcore_schedules",
+    "interval": "flux.domain.fluxcore_schedules",
+    "once": "flux.domain.fluxcore_schedules",
     "MigrationWarning": "flux.model.fluxcore",
     "CatchUpPolicy": "flux.domain.schedules",
     "InvalidSchedule": "flux.domain.schedules",

@@ -1,7 +1,7 @@
 """flux-core's import path of its schedule constructors (``from flux.domain.schedule import
-cron, IntervalSchedule``): ``flux.domain.declared_schedules`` under that name."""
+cron, IntervalSchedule``): ``flux.domain.fluxcore_schedules`` under that name."""
 
-from flux.domain.declared_schedules import (
+from flux.domain.fluxcore_schedules import (
     CronSchedule,
     DeclaredSchedule,
     IntervalSchedule,

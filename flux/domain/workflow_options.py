@@ -18,8 +18,8 @@ from typing import Any, Callable, Mapping
 from flux.domain.affinity import normalise_affinity
 from flux.domain.attempts import check_max_attempts
 from flux.domain.concurrency import Concurrency, check_concurrency, check_limit
-from flux.domain.declared_schedules import DeclaredSchedule
 from flux.domain.durations import parse_duration
+from flux.domain.fluxcore_schedules import DeclaredSchedule
 from flux.domain.names import check_name
 from flux.domain.namespaces import check_namespace
 from flux.domain.numbers import is_number

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from flux.domain import fluxcore_routing as flux_core_routing
 from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
 from flux.domain.concurrency import Concurrency
-from flux.domain.declared_schedules import cron, interval, once
+from flux.domain.fluxcore_schedules import cron, interval, once
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import label, load, metric, score
 from flux.domain.task_options import TaskOptions

@@ -12,7 +12,7 @@ import pytest
 
 from flux import ExecutionContext, routing, task, workflow
 from flux.domain.affinity import NotIn
-from flux.domain.declared_schedules import CronSchedule, DeclaredSchedule, IntervalSchedule, cron, interval, once
+from flux.domain.fluxcore_schedules import CronSchedule, DeclaredSchedule, IntervalSchedule, cron, interval, once
 from flux.domain.schedules import InvalidSchedule, OverlapPolicy
 from flux.model.fluxcore import MigrationWarning
 from flux.registration.static import StaticError, read_source

@@ -8,7 +8,7 @@ from dataclasses import FrozenInstanceError, fields
 import pytest
 
 from flux.domain.concurrency import Concurrency
-from flux.domain.declared_schedules import cron
+from flux.domain.fluxcore_schedules import cron
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import load, score
 from flux.domain.workflow_options import DIRECTIVES, WorkflowOptions, names

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from flux.domain.declared_schedules import DeclaredSchedule
+from flux.domain.fluxcore_schedules import DeclaredSchedule
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.schedules import InvalidSchedule, Schedule, iso, jitter_offset
 from flux.server import executions, workflows

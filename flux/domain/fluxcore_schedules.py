@@ -2,8 +2,9 @@
 flux-core's words: ``cron``, ``interval`` and ``once`` build a ``DeclaredSchedule``
 (``CronSchedule``, ``IntervalSchedule``, ``OnceSchedule``, with flux-core's attributes)
 that registration turns into a server schedule named after the workflow
-(docs/migrating-from-flux-core.md, docs/schedules.md). Pure: the decorator and the
-static reader both call these.
+(docs/migrating-from-flux-core.md, docs/schedules.md). Each wraps one of our schedule
+values (``flux.domain.schedules``). Pure: the decorator and the static reader both call
+these.
 """
 
 from __future__ import annotations
