@@ -2,9 +2,9 @@
 
 Affinity reads a worker's labels, the package filter its installed packages, the
 namespace gate the namespaces it serves: all three change only when the worker
-registers again. A round used to check them against every worker with a free slot
-for every set of constraints it met, ~20 sets times 1,000 workers a round on a free
-fleet, most of its cost (B17). ``Registered`` keeps, per set of constraints, each
+registers again. Checked in every round, against every worker with a free slot for
+every set of constraints the round meets, they would be most of its cost (~20 sets
+times 1,000 workers a round on a free fleet, B17). ``Registered`` keeps, per set of constraints, each
 worker's verdict; it is kept in the ``FreePool`` across rounds and forgotten as a
 whole when any worker registers, registers again with other labels, packages or
 namespaces, or leaves. A round then checks only what changes between rounds (free

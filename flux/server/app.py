@@ -43,7 +43,7 @@ from flux.server.workers import routes as worker_routes
 #: (docs/bundles.md), schedules (docs/schedules.md), the task cache and secrets (docs/tasks.md),
 #: namespaces (docs/namespaces.md), tokens and the audit log (docs/security.md#roles), webhooks
 #: (docs/hooks.md), worker pools (docs/autoscaling.md). Routes that take a namespace are
-#: mounted under /namespaces/{namespace} and at their old path for 'default' (``scope``).
+#: mounted under /namespaces/{namespace} and, for 'default', without that prefix (``scope``).
 #: FastAPI's own OpenTelemetry (0.142+) stays off: Flux's spans are those docs/tracing.md
 #: lists (a span for every heartbeat and long poll would bury them), and its check of the
 #: global providers cost every request ~5 % of the event loop's time (docs/latency.md).

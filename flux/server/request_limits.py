@@ -9,8 +9,8 @@ It refuses, before any route code runs and in ``ErrorBody`` shape:
   holds more than the limit;
 - JSON nested deeper than ``max_json_depth``, integers outside the 64-bit range,
   non-finite numbers (``NaN``, ``1e999``) and NUL characters, in the body, path or
-  query (422, naming the field). Each of these was once accepted and broke later:
-  responses that could not be serialized, PostgreSQL columns, ``compile()``.
+  query (422, naming the field). Each of these, accepted, breaks something later: a
+  response that cannot be serialized, a PostgreSQL column, ``compile()``.
 """
 
 from __future__ import annotations

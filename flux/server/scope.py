@@ -3,9 +3,9 @@
 Every client route on namespaced things (workflows, executions, schedules, secrets,
 the task cache, the watch stream) takes its namespace from the ``namespace``
 dependency, and ``include`` mounts it twice: under ``/namespaces/{namespace}`` (the
-API's form, in the OpenAPI schema, like Kubernetes' paths) and at its old path as an
-alias for ``default``, left out of the schema, so scripts written before namespaces
-keep working. The worker protocol's routes take no namespace: they are mounted once,
+API's form, in the OpenAPI schema, like Kubernetes' paths) and without that prefix
+(``/executions``) as an alias for ``default``, left out of the schema, so scripts that
+name no namespace keep working. The worker protocol's routes take no namespace: they are mounted once,
 as they are, and the server finds a namespace from the execution.
 """
 

@@ -61,7 +61,7 @@ def lifespan(svc: Services, shedding: LoadShedding):  # noqa: ANN201 - FastAPI's
             loops.append(asyncio.create_task(autoscaler.run()))
         # What it took to start (modules, the app, its models, the schema) lives as long
         # as the process: out of the collector's sight, so that the collections a busy
-        # server keeps triggering no longer walk it (py-spy at 1,000 idle workers: the
+        # server keeps triggering do not walk it (py-spy at 1,000 idle workers: the
         # collector's share of samples fell from 7.2 % to 5.7 %).
         gc.collect()
         gc.freeze()

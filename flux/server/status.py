@@ -1,10 +1,10 @@
 """Worker status in batches: a sample that moved is held in memory, and written with
 every other one that moved, once a ``WRITE_PERIOD``.
 
-A busy fleet (memory moving past the threshold on every beat) used to cost a write
-transaction per heartbeat, and a re-read of the changed rows by placement: at 1,000
-such workers 200 transactions a second. Now a heartbeat records its sample in the
-registry (``FleetRegistry.record_status``), placement reads it from there at its
+Written as it arrives, a busy fleet's status (memory moving past the threshold on
+every beat) would cost a write transaction per heartbeat, and a re-read of the changed
+rows by placement: at 1,000 such workers 200 transactions a second. So a heartbeat
+records its sample in the registry (``FleetRegistry.record_status``), placement reads it from there at its
 next round (``flux.server.snapshot``), and this loop writes what changed in one
 batch (``resources.store_statuses``: a few statements however many workers changed).
 

@@ -46,13 +46,14 @@ class Job(ClaimedExecution):
 
 @dataclass
 class Stop:
-    """The two ways a worker stops a running attempt.
+    """How a worker stops a running attempt (``cancel``, ``kill``), and the preemption
+    notice that may come before a kill (``preempt``).
 
     ``cancel``: a user cancelled the execution; the workflow records
     WORKFLOW_CANCELLED (a child gets SIGTERM, then SIGKILL after a grace period).
     ``kill``: the attempt is no longer this worker's (fenced) or is being handed back
     (a drain's deadline passed, a preemption's grace period ended); it is killed at
-    once and records nothing more. ``preempt``: not a stop yet, set whenever ``notice``
+    once and records nothing more. ``preempt``: not a stop, set whenever ``notice``
     changes (a preemption notice the workflow sees, or None once it is withdrawn;
     docs/contention.md): the runner clears it and tells the workflow. The kill follows
     at the notice's end unless it is withdrawn first.

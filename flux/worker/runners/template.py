@@ -18,7 +18,7 @@ Each child runs ``flux.worker.runners.child`` exactly as a started one would: it
 session (process group), the pipes the runner made as fds 0, 1, 2 and the protocol
 channel, the environment the runner chose, and ``PR_SET_PDEATHSIG``: it dies with
 the template, which dies with the worker. If the template is gone, the runner starts
-children the old way (``ChildTemplate.alive``).
+each child from scratch, a new interpreter (``ChildTemplate.alive``).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ SPAWN_FDS = 4
 
 
 class TemplateGone(Exception):
-    """The template process died or was closed: start children the old way."""
+    """The template process died or was closed: the runner starts each child from scratch."""
 
 
 class ForkedProcess:
