@@ -73,7 +73,10 @@ def _custom_name(name: str) -> bool:
 def _limit(name: str, value: Any) -> float:
     field = f"quota {name}"
     if name == CPU:
-        return parse_cpu(value)
+        try:
+            return parse_cpu(value)
+        except InvalidResourceRequest as exc:  # said of a request's field; here it is the quota's
+            raise InvalidQuota(str(exc).replace("ResourceRequest.cpu", field, 1)) from None
     if name in BYTES:
         return parse_quantity(value, field)
     try:

@@ -59,6 +59,8 @@ def test_the_api_merges_a_patch_replaces_on_put_and_refuses_a_typo_leaving_the_q
     assert "unknown quota key 'gpus'; did you mean gpu?" in typo["detail"]
     assert typo["errors"][0]["loc"] == ["body", "quota"]
     assert "unknown quota key 'foo.bar'" in assert_error(patch({"foo.bar": 1}), 422, "validation_error")["detail"]
+    cores = assert_error(patch({"cpu": "abc"}), 422, "validation_error")["detail"]  # the quota's field, not a request's
+    assert cores.startswith("quota: quota cpu: cannot parse 'abc' as cores"), cores
     assert httpx.get(f"{url}/namespaces/ml").json()["quota"] == {"cpu": 1, "executions": 2}  # unchanged
 
     assert patch({"gpu": 2}).json()["quota"] == {"cpu": 1, "gpu": 2, "executions": 2}  # the rest kept
@@ -90,6 +92,7 @@ def test_the_cli_merges_unsets_replaces_and_prints_the_quota_before_and_after(cl
     assert error_line(typo).startswith("Error: unknown quota key 'gpus'; did you mean gpu?")
     assert "did you mean" in error_line(quota(url, "--unset", "gpus", check=False))
     assert "unknown quota key 'foo.bar'" in error_line(quota(url, "foo.bar=1", check=False))
+    assert error_line(quota(url, "cpu=-1", check=False)).startswith("Error: quota cpu: cannot parse '-1' as cores")
     assert json.loads(quota(url, "--format", "json").stdout)["quota"] == {"cpu": 1, "executions": 2}  # unchanged
 
     merged = quota(url, "gpu=2").stdout
