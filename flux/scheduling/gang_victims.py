@@ -2,7 +2,7 @@
 domain so that every member fits (pure, no I/O; docs/gangs.md).
 
 A set of victims costs what ``preemption.Costs.key`` says it costs for a single
-execution (issue 52: the preempted within their cooldown, those within their
+execution (docs/contention.md: the preempted within their cooldown, those within their
 ``min_runtime``, the most important priority, the sum of priorities, the work lost, the
 count, the youngest), so one rule ranks victims for both. On each worker, as
 ``preemption.find_room`` does: with every evictable holder gone, how many members fit,

@@ -1,4 +1,4 @@
-"""The claim path as set-based statements (issue 40, docs/latency.md).
+"""The claim path as set-based statements (docs/latency.md).
 
 A dispatch round claims everything it placed with ONE UPDATE statement (its rows as
 one executemany: a single pipelined batch on PostgreSQL) and logs the claims with one

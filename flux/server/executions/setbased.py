@@ -1,11 +1,11 @@
-"""Row writes as Core statements, fenced by ``row_version`` (issue 40, docs/latency.md).
+"""Row writes as Core statements, fenced by ``row_version`` (docs/latency.md).
 
 The hot paths (a round's claims, a claim's delivery, a checkpoint that neither ends
 the attempt nor the execution) write execution rows with Core statements built once,
 not through the ORM's unit of work. Each row is written only at the ``row_version``
-it was read at, as the ORM's version counter did: a row another writer moved in
-between fails the unit with ``StaleDataError``; it is rolled back and runs again
-(``Database.run``). The ORM object read before, if any, is told what was written.
+it was read at, as the ORM's version counter fences its writes: a row another writer
+moved in between fails the unit with ``StaleDataError``; it is rolled back and runs
+again (``Database.run``). The ORM object read before, if any, is told what was written.
 """
 
 from __future__ import annotations
