@@ -26,7 +26,7 @@ from flux.model.calls import call_with, describe_error, failure_of
 from flux.model.saga import compensate
 
 EventSink = Callable[[dict], None]
-#: The worker's services to an attempt: ``await ask(kind, body)`` (``flux.services``).
+#: The worker's services to an attempt: ``await ask(kind, body)`` (``flux.worker.services``).
 Ask = Callable[[str, dict], Awaitable[Any]]
 
 
@@ -223,7 +223,7 @@ class ExecutionContext:
     recorded: dict[str, Any] = field(default_factory=dict)
     #: Task ids whose rollback ended in an earlier attempt: not run again.
     rolled_back: set[str] = field(default_factory=set)
-    #: The worker's services (cache lookups, secrets), None in a local run (``flux.services``).
+    #: The worker's services (cache lookups, secrets), None in a local run (``flux.worker.services``).
     ask: "Ask | None" = field(default=None, repr=False)
     #: A local run's secrets (``Workflow.run(secrets=...)``); on a worker they come through ``ask``.
     secrets: dict[str, str] | None = field(default=None, repr=False)
