@@ -17,14 +17,24 @@ def namespace_group() -> None:
 
 
 def _readable(namespace: dict) -> dict:
-    """Its quota and what it holds as ``flux namespace quota`` takes and prints them
-    (``cpu=1 memory=4Gi executions=2``), not as JSON."""
+    """As people read it, not as JSON: its quota and what it holds as ``flux namespace
+    quota`` takes and prints them (``cpu=1 memory=4Gi executions=2``), its executions by
+    state (``COMPLETED=6 RUNNING=1``), what waits by priority, its past usage to four
+    figures and its share of the fleet's in percent, the half-life as a duration."""
+    from flux.domain.durations import format_duration
     from flux.domain.quotas import Quota
 
     shown = dict(namespace)
     for key in ("quota", "held"):
         if shown.get(key):
             shown[key] = Quota.from_json(shown[key]).describe()
+    for key, word in (("executions", "{}={}"), ("waiting", "priority {}: {}"), ("usage", "{}={:.4g}")):
+        if isinstance(shown.get(key), dict):
+            shown[key] = " ".join(word.format(name, value) for name, value in shown[key].items()) or None
+    if isinstance(shown.get("usage_share"), (int, float)):
+        shown["usage_share"] = f"{100 * shown['usage_share']:.3g}% of the fleet"
+    if shown.get("fair_share_half_life"):
+        shown["fair_share_half_life"] = format_duration(shown["fair_share_half_life"])
     return shown
 
 

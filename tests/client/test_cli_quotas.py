@@ -7,6 +7,7 @@ merged into the quota (the others kept), ``--unset`` removes one, ``--replace`` 
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
@@ -131,7 +132,7 @@ def test_show_and_list_print_the_quota_as_quota_does_and_a_change_answers_as_a_r
 
     shown = flux("namespace", "show", "ml", server_url=url).stdout
     assert "cpu=1 memory=4Gi executions=2" in shown and "executions=0" in shown  # the quota; held: nothing
-    assert "{" not in shown
+    assert "{" not in shown and "0% of the fleet" in shown and re.search(r"│ fair_share_half_life +│ 1h +│", shown)
     listed = flux("namespace", "list", server_url=url, env={"COLUMNS": "120"}).stdout
     assert "cpu=1 memory=4Gi executions=2" in next(line for line in listed.splitlines() if " ml " in line)
     assert "cpu=1 memory=4Gi executions=2" in quota(url).stdout  # without LIMITS: the same record
