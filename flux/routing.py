@@ -2,52 +2,8 @@
 label, prefer, score``): ``flux.domain.fluxcore_routing``, which translates it, under
 that name."""
 
-from flux.domain.fluxcore_routing import (
-    Condition,
-    Selector,
-    Unmapped,
-    input,
-    label,
-    label_for,
-    least,
-    load,
-    meta,
-    meta_for,
-    metric,
-    most,
-    optional,
-    prefer,
-    require,
-    resource,
-    routing_input,
-    score,
-    service,
-    sticky,
-    utilization,
-    when,
-)
+from flux.domain import fluxcore_routing as _translation
+from flux.domain.fluxcore_routing import *  # noqa: F403 - every name flux-core's users import
+from flux.domain.fluxcore_routing import Condition, Selector, Unmapped
 
-__all__ = [
-    "Condition",
-    "Selector",
-    "Unmapped",
-    "input",
-    "label",
-    "label_for",
-    "least",
-    "load",
-    "meta",
-    "meta_for",
-    "metric",
-    "most",
-    "optional",
-    "prefer",
-    "require",
-    "resource",
-    "routing_input",
-    "score",
-    "service",
-    "sticky",
-    "utilization",
-    "when",
-]
+__all__ = ["Condition", "Selector", "Unmapped", *_translation.__all__]
