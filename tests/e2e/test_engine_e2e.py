@@ -183,8 +183,9 @@ def test_worker_auth_bootstrap_session_and_ownership(cluster, steps):
 
 def test_execution_waits_in_scheduled_until_a_worker_arrives(cluster, steps):
     execution = steps.run("two_steps", 1)
-    time.sleep(0.5)
-    assert steps.execution(execution["id"])["state"] == "SCHEDULED"
+    # a round has looked for a worker for it (and explained why it waits)
+    waiting = eventually(lambda: (e := steps.execution(execution["id"]))["placement_note"] and e, 30, "never weighed")
+    assert waiting["state"] == "SCHEDULED"
     cluster.start_worker("late")
     assert steps.wait(execution["id"], 30)["state"] == "COMPLETED"
 

@@ -4,7 +4,6 @@ client reads; a worker killed mid-run leaves what it had shipped."""
 from __future__ import annotations
 
 import signal
-import time
 
 from waiting import eventually
 
@@ -82,8 +81,7 @@ def test_a_worker_killed_mid_run_keeps_the_lines_it_had_shipped(make_cluster, wo
         eventually(lambda: len(list(client.logs(execution["id"]))) >= 10, 30, "no lines arrived while it ran")
         cluster.workers["doomed"].send_signal(signal.SIGKILL)
         cluster.workers.pop("doomed").wait(10)
-        time.sleep(0.5)
-        kept = list(client.logs(execution["id"]))
+        kept = list(client.logs(execution["id"]))  # a dead worker sends no more: whatever is there is kept
         client.cancel(execution["id"])
     ticks = [line["message"] for line in kept if line["stream"] == "stdout"]
     assert len(ticks) >= 10 and ticks == [f"tick {i}" for i in range(len(ticks))]

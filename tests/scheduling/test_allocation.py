@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -120,7 +119,10 @@ def test_reserve_mode_holds_the_extra_cpu1_execution_until_one_ends(cluster, cli
     cluster.start_worker("reserving", max_concurrent_executions=cpus + 2, extra_args=("--allocation", "reserve"))
     ids = [client.run("one_cpu", 1.5)["id"] for _ in range(cpus + 1)]
     states = _wait_running(client, ids, cpus)
-    time.sleep(0.5)
+    waiting = ids[states.index("SCHEDULED")] if "SCHEDULED" in states else None
+    assert waiting is not None, states
+    # a round has weighed the one left waiting while the others run (and said why)
+    eventually(lambda: client.execution(waiting)["placement_note"], 30, "the waiting one was never weighed")
     assert sorted(client.execution(i)["state"] for i in ids) == ["RUNNING"] * cpus + ["SCHEDULED"], states
     assert {client.wait(i, 30)["state"] for i in ids} == {"COMPLETED"}
     finished = sorted(client.execution(i)["finished_at"] for i in ids)

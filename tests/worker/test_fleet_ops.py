@@ -8,9 +8,12 @@ import time
 import httpx
 import pytest
 from click.testing import CliRunner
+from protocol import metric
 from waiting import eventually
 
 from flux.client import FluxClient
+
+ROUNDS = 'flux_dispatch_round_seconds_count{part="total"}'
 
 SLEEPY = """
     import asyncio
@@ -65,7 +68,12 @@ def test_drain_finishes_running_work_takes_none_and_survives_restart(cluster, sl
     cluster.start_server()
     with FluxClient(cluster.server_url) as again:
         eventually(lambda: again.show_worker("w1")["state"] == "DRAINED")
-        time.sleep(0.5)
+        # the worker is heard again (it backs off while the server is away): until then it is
+        # rightly silent to this server, and undraining it would find it STALE
+        eventually(lambda: metric(cluster.server_url, "flux_heartbeats_total") >= 1, 60, "the worker never came back")
+        # the queued execution waits (rounds every second): two rounds that could have placed it
+        rounds = metric(cluster.server_url, ROUNDS)
+        eventually(lambda: metric(cluster.server_url, ROUNDS) >= rounds + 2, 30, "no round ran")
         assert again.execution(queued["id"])["state"] == "SCHEDULED"
         assert again.undrain_worker("w1")["state"] == "ONLINE"
         assert again.wait(queued["id"], 30)["state"] == "COMPLETED"
@@ -93,12 +101,8 @@ def test_server_killed_and_restarted_loses_no_execution(cluster, sleepy):
 
 def test_metrics_endpoint_reports_fleet_queue_and_dispatch(cluster, sleepy):
     queued = sleepy.run("sleepy", 0)
-    time.sleep(0.3)
+    eventually(lambda: metric(cluster.server_url, "flux_oldest_scheduled_age_seconds") > 0.2, 30, "it never aged")
     text = httpx.get(f"{cluster.server_url}/metrics").text
-    age = float(
-        next(line.split()[-1] for line in text.splitlines() if line.startswith("flux_oldest_scheduled_age_seconds"))
-    )
-    assert age > 0.2
     assert 'flux_executions{state="SCHEDULED"} 1.0' in text
 
     cluster.start_worker("w1")
@@ -129,7 +133,8 @@ def test_worker_settings_precedence_flag_over_env_over_toml(tmp_path, monkeypatc
     monkeypatch.setattr(worker.Worker, "run", capture)
     config = tmp_path / "flux.toml"
     config.write_text(
-        '[worker]\nmax_concurrent_executions = 7\nheartbeat_interval = 9\nlabels = { region = "us-east-1", gpu = "true" }\n'
+        "[worker]\nmax_concurrent_executions = 7\nheartbeat_interval = 9\n"
+        'labels = { region = "us-east-1", gpu = "true" }\n'
     )
     result = CliRunner().invoke(
         cli.main,

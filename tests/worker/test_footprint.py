@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import psutil
 import pytest
@@ -70,7 +69,10 @@ def test_the_pool_grows_with_a_burst_and_shrinks_back_after_the_idle_timeout():
 
 
 def test_a_child_imports_neither_the_worker_side_runners_nor_packaging():
-    probe = "import sys, flux.worker.runners.child; print(sorted(m for m in sys.modules if m.startswith(('flux.worker.runners.docker', 'flux.worker.runners.subprocess', 'packaging', 'httpx', 'psutil'))))"
+    probe = (
+        "import sys, flux.worker.runners.child; print(sorted(m for m in sys.modules if m.startswith(("
+        "'flux.worker.runners.docker', 'flux.worker.runners.subprocess', 'packaging', 'httpx', 'psutil'))))"
+    )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
 
@@ -92,9 +94,8 @@ def test_an_idle_worker_keeps_one_warm_child_and_returns_to_it_after_a_burst(mak
     eventually(lambda: len(children()) == 1, 10, "no warm child")
     with FluxClient(cluster.server_url) as client:
         client.register_file(workflow_file(SOURCE))
-        runs = [client.run("nap", 1.0)["id"] for _ in range(4)]
-        time.sleep(0.6)
-        during = children()
+        runs = [client.run("nap", 10.0)["id"] for _ in range(4)]  # long enough to be seen running together
+        during = eventually(lambda: (now := children()) and len(now) >= 4 and now, 30, "never four children")
         assert all(client.wait(run, 60)["state"] == "COMPLETED" for run in runs)
     assert len(during) == 4
     eventually(
