@@ -58,7 +58,9 @@ def truncation_note(max_bytes: int) -> dict:
         "task_id": None,
         "level": None,
         "logger": None,
-        "message": f"log truncated: this attempt passed {human_bytes(max_bytes)} (max_log_bytes); later lines were dropped",
+        "message": (
+            f"log truncated: this attempt passed {human_bytes(max_bytes)} (max_log_bytes); later lines were dropped"
+        ),
     }
 
 
