@@ -112,6 +112,8 @@ class Dispatcher:
         #: when it is next accrued (at once: a restarted server reads what the table says).
         self._usage: dict[str, tuple[float, float]] = {}
         self._usage_due = 0.0
+        #: A round placed something since usage was last accrued (the snapshot has not read it yet).
+        self._placed_since_accrual = False
         #: Preemptions may be in progress (an empty queue's round looks for ones to withdraw).
         self._preempting = False
         notifier.hooks.append(self.rules.on_notify)
@@ -139,11 +141,11 @@ class Dispatcher:
     async def run(self) -> None:
         while True:
             timeout = min(BACKLOG_ROUND if self._backlog else IDLE_ROUND, max(0.0, self._next_ready - time.time()))
-            if self.policy.fair_share_half_life > 0:
+            if self._accruing():
                 timeout = min(timeout, max(0.0, self._usage_due - time.monotonic()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
-            if self.policy.fair_share_half_life > 0 and time.monotonic() >= self._usage_due:
+            if self._accruing() and time.monotonic() >= self._usage_due:
                 await self._accrue()
                 if not self._wake.is_set() and not self._backlog and time.time() < self._next_ready:
                     continue  # only the usage was due
@@ -177,6 +179,7 @@ class Dispatcher:
                 self._placing = False
             if done.again:
                 self._wake.set()
+            self._placed_since_accrual |= bool(assigned)
             for claimed in assigned:
                 self.metrics.observe_dispatch(claimed)
             for worker_name in {claimed.worker for claimed in assigned} | done.preempting:
@@ -184,9 +187,18 @@ class Dispatcher:
             for handed in done.handed:  # after the wake-ups: what they would read, they have
                 handed.member.hand(handed.claimed, handed.cancel, handed.held, handed.seen)
 
+    def _accruing(self) -> bool:
+        """Usage is accrued at start (a restarted server reads what the table says) and then
+        while anything holds a worker: an idle server runs no statement for it (a namespace
+        that holds nothing decays when read)."""
+        if self.policy.fair_share_half_life <= 0:
+            return False
+        return self._usage_due == 0.0 or self._placed_since_accrual or bool(self.snapshot.held.quantities)
+
     async def _accrue(self) -> None:
         """Add what each namespace holds to its decayed usage (``flux.server.usage``)."""
         self._usage_due = time.monotonic() + usage.USAGE_PERIOD
+        self._placed_since_accrual = False
 
         def accrue(session: Session) -> dict[str, tuple[float, float]]:
             with self.snapshot.lock:
