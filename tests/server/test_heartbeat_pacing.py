@@ -91,9 +91,15 @@ def test_a_fleet_that_shrank_does_not_find_a_worker_stale_before_the_beat_it_was
     assert workers[0].heartbeat()["heartbeat_interval"] == 4.0
     for w in workers[1:]:
         w.post(f"/workers/{w.name}/shutdown", {}).raise_for_status()
-    time.sleep(4)  # past three beats of the pace now (1 s), within three of the one it was told (4 s)
+    # a canary joins the fleet of two and is told 2 s: it is STALE after three of them. s0,
+    # silent since before it, would be STALE by then were it judged by the pace of now (2 s)
+    # instead of the 4 s it was told; the sweep that finds the canary proves it is not.
+    canary = worker("canary")
+    assert canary.register()["heartbeat_interval"] == 2.0
     with FluxClient(cluster.server_url) as client:
-        assert {w["name"]: w["state"] for w in client.list_workers()}["s0"] == "ONLINE"
+        eventually(lambda: client.show_worker("canary")["state"] == "STALE", 30, "the canary never went stale")
+        assert client.show_worker("s0")["state"] == "ONLINE"
+    canary.post("/workers/canary/shutdown", {}).raise_for_status()
     assert workers[0].heartbeat()["heartbeat_interval"] == 1.0  # told the pace of the smaller fleet
 
 
