@@ -16,6 +16,9 @@ from flux.cli.output import console, render_record, render_rows, when
 from flux.client import FluxClient
 
 COLUMNS = ["name", "provider", "min", "max", "desired", "starting", "running", "idle", "stopping", "provider_error"]
+#: Left out where no pool has one, then (stopping first) while the table is wider than the
+#: terminal: at 80 columns no word is cut; ``flux pool show`` has both.
+OPTIONAL = ("stopping", "provider_error")
 PROVIDERS = click.Choice(["local", "kubernetes", "command"])
 
 
@@ -151,7 +154,7 @@ def pool_create(
 @pool_group.command("apply")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @client_command(namespaced=False)
-@renders(lambda rows: render_rows(COLUMNS, rows))
+@renders(lambda rows: render_rows(COLUMNS, rows, optional=OPTIONAL))
 def pool_apply(client: FluxClient, path: str) -> list[dict]:
     """Create or replace every pool of a TOML file: one [pools.NAME] table each, with the
     API's fields (labels, resources, packages, slots, min, max, idle_timeout, provider, options)."""
@@ -166,7 +169,7 @@ def pool_apply(client: FluxClient, path: str) -> list[dict]:
 
 @pool_group.command("list")
 @client_command(namespaced=False)
-@renders(lambda rows: render_rows(COLUMNS, rows))
+@renders(lambda rows: render_rows(COLUMNS, rows, optional=OPTIONAL))
 def pool_list(client: FluxClient) -> list[dict]:
     """Every pool, with its workers by state."""
     return client.list_pools()

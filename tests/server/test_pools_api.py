@@ -94,6 +94,9 @@ def test_the_command_line_creates_applies_shows_and_deletes(cluster, tmp_path):
     flux("pool", "apply", str(config), server_url=url)
     listed = json.loads(flux("pool", "list", "--format", "json", server_url=url).stdout)
     assert {p["name"]: p["provider"] for p in listed} == {"cpu": "command", "gpu": "kubernetes"}
+    table = flux("pool", "list", server_url=url, env={"COLUMNS": "80"}).stdout  # no provider failed: no such column
+    assert max(map(len, table.splitlines())) <= 80 and "provider_error" not in table and "kubernetes" in table, table
+    assert "stopping" in flux("pool", "list", server_url=url, env={"COLUMNS": "120"}).stdout  # room for it at 120
     cpu = json.loads(flux("pool", "show", "cpu", "--format", "json", server_url=url).stdout)
     assert (cpu["labels"], cpu["idle_timeout"], cpu["options"]["command"]) == (
         {"tier": "batch", "zone": "a"},
