@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from flux.domain.workers import AllocationMode
 from flux.worker import cgroups
 from flux.worker.runners.base import Runner
-from flux.worker.runners.ceilings import LimitPolicy
+from flux.worker.runners.ceilings import CeilingPolicy
 from flux.worker.runners.docker import DockerRunner, EngineUnreachable, engine_problem
 from flux.worker.runners.subprocess import SubprocessRunner
 from flux.worker.runners.template import ChildTemplate
@@ -100,7 +100,7 @@ def build_runner(config: WorkerConfig, template: ChildTemplate | None = None) ->
         if config.docker_fallback != "subprocess":
             raise EngineUnreachable(problem)
         log.warning("%s; running executions as child processes instead (--docker-fallback subprocess)", problem)
-    policy = LimitPolicy(
+    policy = CeilingPolicy(
         subprocess_memory_limit=config.subprocess_memory_limit, enforce_requests=config.enforce_requests
     )
     return SubprocessRunner(

@@ -11,7 +11,7 @@ import pytest
 
 from flux.domain.allotment import Allotment
 from flux.worker.runners.base import Job
-from flux.worker.runners.ceilings import CgroupMemory, CoreAllotter, LimitPolicy
+from flux.worker.runners.ceilings import CeilingPolicy, CgroupMemory, CoreAllotter
 from flux.worker.runners.docker import DockerRunner
 
 HOGS = """
@@ -93,11 +93,11 @@ def test_core_allotter_spreads_children_over_least_used_cores():
 
 
 def test_limit_policy_plans_from_the_allotment_and_worker_ceiling():
-    policy = LimitPolicy(subprocess_memory_limit=GiB, cores=CoreAllotter([0, 1]))
+    policy = CeilingPolicy(subprocess_memory_limit=GiB, cores=CoreAllotter([0, 1]))
     plain = policy.plan(Allotment.from_json({"memory": 2 * GiB, "cpu": 1, "gpus": [1]}))
     assert (plain.memory, plain.memory_source, plain.cpus) == (GiB, "subprocess_memory_limit", None)
     assert plain.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}
-    enforcing = LimitPolicy(subprocess_memory_limit=GiB, enforce_requests=True, cores=CoreAllotter([0, 1]))
+    enforcing = CeilingPolicy(subprocess_memory_limit=GiB, enforce_requests=True, cores=CoreAllotter([0, 1]))
     shaped = enforcing.plan(Allotment.from_json({"memory": 2 * GiB, "cpu": 1.5}))
     assert (shaped.memory, shaped.memory_source, shaped.cpus) == (2 * GiB, "memory request", [0, 1])
     assert shaped.env["OMP_NUM_THREADS"] == "2"

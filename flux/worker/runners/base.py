@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from pydantic import ConfigDict
 
 from flux.protocol.claims import ClaimedExecution, PreemptionNotice
-from flux.worker.runners.ceilings import Limits
+from flux.worker.runners.ceilings import Ceilings
 from flux.worker.runners.protocol import LogSink
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class Job(ClaimedExecution):
     #: The unpacked bundle the workflow is imported from (the worker's bundle cache).
     bundle_root: str | None = None
     #: The ceilings the runner planned from the allotment: the child applies them to itself.
-    limits: Limits | None = None
+    limits: Ceilings | None = None
     #: What the child writes to its fds 1 and 2 when its attempt closes (``flux.worker.runners.pipes``).
     output_mark: str | None = None
 

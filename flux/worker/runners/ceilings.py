@@ -40,7 +40,7 @@ CGROUP_ROOT = Path(cgroups.DEFAULT_ROOT)
 
 
 @dataclass
-class Limits:
+class Ceilings:
     """What the child applies to itself before user code runs (sent inside the job)."""
 
     memory: int | None = None
@@ -95,7 +95,7 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def apply_in_child(limits: Limits) -> None:
+def apply_in_child(limits: Ceilings) -> None:
     """Called by the child process on itself, before it imports any user code."""
     os.environ.update(limits.env)
     if limits.cpus:
@@ -170,8 +170,8 @@ class CgroupMemory:
 
 
 @dataclass
-class LimitPolicy:
-    """The worker's settings; plans the Limits of each execution."""
+class CeilingPolicy:
+    """The worker's settings; plans each execution's ceilings."""
 
     subprocess_memory_limit: int | None = None
     enforce_requests: bool = False
@@ -188,9 +188,9 @@ class LimitPolicy:
             )
             log.info("enforcing requests: CPU by sched_setaffinity, memory by %s", how)
 
-    def plan(self, allotment: Allotment) -> Limits:
+    def plan(self, allotment: Allotment) -> Ceilings:
         """The ceilings of one attempt, from what its placement set aside (and the worker's own)."""
-        limits = Limits()
+        limits = Ceilings()
         if allotment.gpus:
             # NVML indexes follow PCI bus order; make CUDA number the cards the same way.
             limits.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
@@ -206,7 +206,7 @@ class LimitPolicy:
             limits.env.update({name: str(len(limits.cpus)) for name in THREAD_VARIABLES})
         return limits
 
-    def cgroup_for(self, name: str, limits: Limits, pid: int) -> Path | None:
+    def cgroup_for(self, name: str, limits: Ceilings, pid: int) -> Path | None:
         """Put the child in a memory cgroup of its own (``name``: one per attempt); if the
         kernel refuses, RLIMIT_AS instead."""
         if not limits.memory_by_cgroup or self._cgroup_parent is None:
@@ -220,6 +220,6 @@ class LimitPolicy:
             limits.memory_by_cgroup = False
             return None
 
-    def release(self, limits: Limits) -> None:
+    def release(self, limits: Ceilings) -> None:
         if limits.cpus:
             self.cores.release(limits.cpus)

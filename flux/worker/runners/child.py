@@ -33,7 +33,7 @@ from flux.model.runtime import forget_preemption, notice_preemption
 from flux.worker.runners.asking import ANSWER, Asker
 from flux.worker.runners.base import Job
 from flux.worker.runners.capture import Capture, Channel
-from flux.worker.runners.ceilings import Limits, apply_in_child
+from flux.worker.runners.ceilings import Ceilings, apply_in_child
 from flux.worker.runners.execute import execute_job
 from flux.worker.runners.lifetime import die_with_parent
 from flux.worker.runners.protocol import IDLE, MAX_EVENT_BYTES, PARENT_ENV, PREEMPT, PROTOCOL_FD_ENV
@@ -89,7 +89,7 @@ async def serve(channel: Channel, capture: Capture) -> None:
     asker = Asker(channel.send)
     reader = asyncio.create_task(read_stdin(jobs, asker))
     while (job := await jobs.get()) is not None:
-        limits = job.limits or Limits()
+        limits = job.limits or Ceilings()
         apply_in_child(limits)
         memory_cause = limits.describe_memory() if limits.memory else None
 

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 
 from flux.worker.runners.base import Job, Stop
-from flux.worker.runners.ceilings import THREAD_VARIABLES, Limits, gpu_list
+from flux.worker.runners.ceilings import THREAD_VARIABLES, Ceilings, gpu_list
 from flux.worker.runners.pipes import Child
 from flux.worker.runners.protocol import LogSink
 from flux.worker.runners.subprocess import SubprocessRunner, attempt_name
@@ -81,11 +81,11 @@ class DockerRunner(SubprocessRunner):
         self.image, self.memory, self.cpus = image, memory, cpus
         self.extra_args, self.enforce_requests, self.docker = tuple(extra_args), enforce_requests, docker
 
-    def plan(self, job: Job) -> Limits:
+    def plan(self, job: Job) -> Ceilings:
         """Inside the container only thread-pool sizes remain; docker enforces the rest."""
         cpu = job.allotment.cpu if self.enforce_requests else None
         env = {name: str(math.ceil(cpu)) for name in THREAD_VARIABLES} if cpu else {}
-        return Limits(env=env)
+        return Ceilings(env=env)
 
     def command(self, job: Job) -> list[str]:
         """``docker run`` for one attempt: its ceilings and GPUs from its allotment (with
@@ -107,7 +107,7 @@ class DockerRunner(SubprocessRunner):
             args += ["-v", f"{root}:{root}:ro"]
         return [*args, *self.extra_args, self.image, "python", "-m", "flux.worker.runners.child"]
 
-    async def _take(self, job: Job, limits: Limits) -> Child:
+    async def _take(self, job: Job, limits: Ceilings) -> Child:
         return await self._spawn(*self.command(job))
 
     @staticmethod

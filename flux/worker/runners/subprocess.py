@@ -41,7 +41,7 @@ from flux.domain.attempts import AttemptEnd
 from flux.domain.events import ATTEMPT_CLOSING_EVENTS, EventType, make_event
 from flux.worker.runners.asking import ASK, answer
 from flux.worker.runners.base import Job, Runner, Stop
-from flux.worker.runners.ceilings import CgroupMemory, LimitPolicy, Limits
+from flux.worker.runners.ceilings import CeilingPolicy, Ceilings, CgroupMemory
 from flux.worker.runners.pipes import MAX_EVENT_BYTES, Child, spawn
 from flux.worker.runners.protocol import IDLE, LOG, OUTPUT_MARK, PARENT_ENV, PREEMPT, LogSink
 from flux.worker.runners.template import ChildTemplate
@@ -96,7 +96,7 @@ class SubprocessRunner(Runner):
         self,
         warm_processes: int = 1,
         cancel_grace: float = 10.0,
-        limits: LimitPolicy | None = None,
+        limits: CeilingPolicy | None = None,
         max_executions_per_child: int = 100,
         max_idle: int | None = None,
         idle_timeout: float = 60.0,
@@ -110,7 +110,7 @@ class SubprocessRunner(Runner):
         #: back to ``warm_processes`` after a burst (docs/footprint.md).
         self.idle_timeout = idle_timeout
         self.cancel_grace = cancel_grace
-        self.limits = limits or LimitPolicy()
+        self.limits = limits or CeilingPolicy()
         #: 1 gives every execution a fresh process; more lets a clean child serve again.
         self.max_executions_per_child = max_executions_per_child
         #: Idle children, the longest idle on the left: a job takes the right end (the
@@ -177,10 +177,10 @@ class SubprocessRunner(Runner):
         for _ in range(max(missing, 0)):
             self._schedule_refill()
 
-    def plan(self, job: Job) -> Limits:
+    def plan(self, job: Job) -> Ceilings:
         return self.limits.plan(job.allotment)
 
-    async def _take(self, job: Job, limits: Limits) -> Child:
+    async def _take(self, job: Job, limits: Ceilings) -> Child:
         child = self._idle_for(job.bundle)
         if self._will_return(limits):
             self._returning += 1
@@ -207,7 +207,7 @@ class SubprocessRunner(Runner):
             self._retire_soon(self._pool.popleft()[0])
         return None
 
-    def _will_return(self, limits: Limits) -> bool:
+    def _will_return(self, limits: Ceilings) -> bool:
         return self.max_executions_per_child > 1 and limits.reusable()
 
     def _give_back(self, child: Child) -> None:
