@@ -150,7 +150,8 @@ def test_a_hanging_endpoint_delays_neither_placement_nor_other_hooks(
     """Runs of a namespace whose every event goes to a hanging hook, alternated with
     runs of one without hooks: every run completes and the healthy hook hears of each
     while the hanging endpoint still holds every request it got (none answered). That
-    submit->claimed is the same with and without it is a figure: ``bench.b49_reactions``."""
+    submit->claimed is the same with and without it is a figure: ``bench.b49_reactions``
+    (``B49.claim_ms``)."""
     monkeypatch.setenv("FLUX_SECRETS_KEY", Fernet.generate_key().decode())
     cluster = make_cluster(server_args=("--hooks-allow-private", "--hooks-timeout", "300"))
     hanging, healthy = receivers(hang=300), receivers()  # hangs past the test's own timeout

@@ -49,7 +49,8 @@ def test_server_stops_cleanly_while_a_worker_and_a_client_long_poll(cluster, cli
     eventually(lambda: parked(cluster.server_url, 2), timeout=30)  # the worker's claim and the client's wait
 
     cluster.server.send_signal(sig)
-    assert cluster.server.wait(timeout=15) == 0  # well before the 60 s wait: answered, not waited out
+    # well before the 60 s wait: answered, not waited out (how soon: B49.server_stop_s)
+    assert cluster.server.wait(timeout=15) == 0
     cluster.server = None
     waiter.join(timeout=10)
     assert answers and answers[0].status_code == 200 and answers[0].json()["state"] == "SCHEDULED"

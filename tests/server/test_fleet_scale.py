@@ -103,8 +103,8 @@ def test_a_sample_that_moves_past_the_threshold_is_seen_within_one_heartbeat_wit
 
 def test_a_real_worker_publishes_a_changed_metric_with_its_heartbeats(cluster, client, tmp_path, monkeypatch):
     """A user metric is material on any change; the worker sends it, the server stores it.
-    How soon is a figure (one beat, plus the probe and the request): the worker reads its
-    provider on every beat, so it is ``bench.b13_beats``' beat; not timed here."""
+    How soon is one heartbeat interval (the worker reads its provider on every beat),
+    not a figure timed here."""
     (tmp_path / "depth.py").write_text(
         "from pathlib import Path\n"
         f"def read():\n    return {{'queue_depth': float(Path({str(tmp_path / 'depth.txt')!r}).read_text())}}\n"

@@ -318,7 +318,7 @@ def test_follow_streams_new_lines_and_ends_once_the_execution_has_with_a_protoco
     try:
         first = stream.next()
         held.post([line("live", task_id="echo:1")])
-        live = stream.next(timeout=30)  # pushed by the post (how soon: bench.b9_logs' follow figure)
+        live = stream.next(timeout=30)  # pushed by the post (how soon: B49.follow_log_ms)
         held.checkpoint(1, "WORKFLOW_STARTED", "WORKFLOW_COMPLETED")
         rest = stream.until_end()
     finally:
@@ -363,7 +363,7 @@ def test_events_follow_with_a_protocol_worker(held):
     try:
         claimed = [stream.next(), stream.next()]
         held.checkpoint(1, "WORKFLOW_STARTED")
-        started = stream.next(timeout=30)  # pushed by the checkpoint (how soon: bench.b9_logs' follow figure)
+        started = stream.next(timeout=30)  # pushed by the checkpoint (how soon: B49.follow_event_ms)
         held.checkpoint(2, "WORKFLOW_COMPLETED")
         rest = stream.until_end()
     finally:
