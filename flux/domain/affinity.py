@@ -3,7 +3,7 @@
 A workflow's ``affinity`` maps a label key to what the worker's label must be::
 
     affinity={
-        "region": "us-east-1",              # equality, as before (plain dicts keep their meaning)
+        "region": "us-east-1",              # equality (a plain value)
         "zone": In("a", "b"),               # the label is one of these values
         "tier": NotIn("spot"),              # the label is none of these (or absent)
         "ssd": Exists(),                    # the label is present, any value

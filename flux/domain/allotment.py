@@ -5,11 +5,11 @@ records it with the claim (``WORKFLOW_CLAIMED`` and ``GET .../explain`` show it)
 the claimed job carries it, and the runner's ceilings (cpu, memory) and device
 pinning (GPU indexes) read it and nothing else.
 
-Its JSON form is the one the API has always shown: the well-known quantities at
+Its JSON form is the one the API shows: the well-known quantities at
 the top (``cpu``, ``memory``, ``disk``), ``gpus`` as indexes and custom resources
 under ``resources``; a dimension nothing was set aside for is absent. GPUs are also
-listed by UUID under ``devices``, each with the share of the card set aside (an
-addition: a form without ``devices`` still reads, its ``gpus`` as whole cards).
+listed by UUID under ``devices``, each with the share of the card set aside (a form
+without ``devices`` reads too, its ``gpus`` as whole cards).
 """
 
 from __future__ import annotations

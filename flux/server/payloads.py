@@ -2,8 +2,8 @@
 
 The execution row holds the input and the output; the log's WORKFLOW_SCHEDULED and
 WORKFLOW_COMPLETED events hold a reference to them (``flux.domain.payloads``) that
-``resolve`` turns back into the value when the log is read, so the API shows the same
-events as before while the database keeps one copy (docs/history.md).
+``resolve`` turns back into the value when the log is read, so the API shows each
+event with its payload while the database keeps one copy (docs/history.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 oldest first, with every waiting namespace represented on the first page
 (docs/contention.md).
 
-A page is one ordered read by the ``ix_executions_queue`` index, as before priorities.
+A page is one ordered read by the ``ix_executions_queue`` index.
 A full first page may still leave out a namespace whose work is all newer than another
 namespace's thousand oldest: its turn in fair share would never come while the fleet
 stays full. So when the first page is full, the (priority, namespace) groups that wait

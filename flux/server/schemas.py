@@ -1,8 +1,8 @@
 """Pydantic models of the HTTP API: what FastAPI validates and what /docs shows.
 
 The worker protocol's messages live in ``flux.protocol`` (one definition for the server
-and its workers); they are re-exported here with the client-facing models, so the
-routes and the OpenAPI document name them as before."""
+and its workers); they are re-exported here with the client-facing models, so every
+route takes its bodies from this one module."""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ class WorkerConfig:
     #: output stops being read (back-pressure).
     log_buffer_lines: int = 10_000
     #: Capture what executions print and log and ship it to the server (docs/logs.md);
-    #: off: the children's output goes to this worker's stderr, as before.
+    #: off: the children's output goes to this worker's stderr.
     capture_output: bool = True
     #: Subprocess children kept warm whatever the demand (a burst grows the pool up to
     #: the slots; children idle past ``child_idle_timeout`` exit: docs/footprint.md).

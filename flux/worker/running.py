@@ -45,7 +45,7 @@ log = logging.getLogger("flux.worker")
 Call = Callable[..., Awaitable[Any]]
 
 #: Checkpoint requests a worker has in flight at once. One execution alone never waits
-#: (its next batch leaves as soon as the last is answered, as before); a burst of
+#: (its next batch leaves as soon as the last is answered); a burst of
 #: many shares these, so each request carries what piled up meanwhile (docs/footprint.md).
 CHECKPOINTS_IN_FLIGHT = 4
 #: Seconds an attempt's first checkpoint waits for more of its events (less if the

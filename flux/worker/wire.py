@@ -10,7 +10,7 @@ answers: every framing (``Content-Length``, chunked, read to close), interim ans
 keep-alive rules are h11's, none are parsed here. Failures are httpx's exceptions
 (``ConnectError``, ``ReadError``, ``ReadTimeout``, ``HTTPStatusError`` from
 ``raise_for_status``), so the session's retry rules (``flux.worker.session``) read them
-as before. Behind a proxy (``HTTP(S)_PROXY``) the session keeps httpx, which honours it
+whichever transport sent the call. Behind a proxy (``HTTP(S)_PROXY``) the session keeps httpx, which honours it
 (``Httpx``).
 """
 
