@@ -20,6 +20,8 @@ import httpx
 from waiting import steady
 
 GiB = 1024**3
+#: Dispatch rounds the server has run, placed or not (``metric(url, ROUNDS)``).
+ROUNDS = 'flux_dispatch_round_seconds_count{part="total"}'
 
 #: A one-task workflow (``one_task``) for tests that drive the protocol by hand.
 ONE_TASK = """

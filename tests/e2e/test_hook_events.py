@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
-from protocol import metric
+from protocol import ROUNDS, metric
 from receivers import Receiver
 from shared import HELLO
 from waiting import eventually
@@ -23,7 +23,6 @@ from flux.client import FluxClient
 from flux.local import LocalCluster
 
 TESTS = Path(__file__).parents[1]
-ROUNDS = 'flux_dispatch_round_seconds_count{part="total"}'
 DELIVERED = 'flux_hook_deliveries_total{outcome="delivered"}'
 SECRET = "s3cret-of-the-tests-0123456789"
 ALLOW = ("--hooks-allow-private", "--hooks-backoff", "0.2", "--hooks-timeout", "2")

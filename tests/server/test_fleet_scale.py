@@ -17,7 +17,7 @@ import time
 
 import httpx
 import pytest
-from protocol import ONE_TASK, GiB, ProtocolWorker, metric, quiet_statements, sample, statements
+from protocol import ONE_TASK, ROUNDS, GiB, ProtocolWorker, metric, quiet_statements, sample, statements
 from waiting import eventually
 
 from flux.client import FluxClient
@@ -35,14 +35,6 @@ SLOW = """
     async def slow(ctx):
         await nap(ctx.input)
 """
-
-
-def round_count(server_url: str) -> float:
-    """Dispatch rounds the server has run (placed or not: one that met the lock counts)."""
-    lines = httpx.get(f"{server_url}/metrics").text.splitlines()
-    return float(
-        next(line for line in lines if line.startswith('flux_dispatch_round_seconds_count{part="total"}')).split()[-1]
-    )
 
 
 @pytest.fixture
@@ -479,8 +471,8 @@ def test_work_that_met_another_replicas_placement_round_is_placed_once_it_ends_w
                     other.execute(f"SELECT pg_advisory_xact_lock({AdvisoryLock.PLACEMENT.value})")
                     execution = client.run("one_task", n)
                     # the round under way may have begun before the submission; the one after it met the lock
-                    rounds = round_count(cluster.server_url)
-                    eventually(lambda: round_count(cluster.server_url) > rounds + 1, timeout=30)
+                    rounds = metric(cluster.server_url, ROUNDS)
+                    eventually(lambda: metric(cluster.server_url, ROUNDS) > rounds + 1, timeout=30)
                     assert client.execution(execution["id"])["state"] == "SCHEDULED"  # not placed
                 # leaving the block commits: the lock is free
                 claimer.join(timeout=90)

@@ -8,12 +8,10 @@ import time
 import httpx
 import pytest
 from click.testing import CliRunner
-from protocol import metric
+from protocol import ROUNDS, metric
 from waiting import eventually
 
 from flux.client import FluxClient
-
-ROUNDS = 'flux_dispatch_round_seconds_count{part="total"}'
 
 SLEEPY = """
     import asyncio
