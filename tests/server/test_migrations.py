@@ -257,3 +257,16 @@ def test_the_hooks_migration_goes_up_and_down(backend, tmp_path, request):
     assert not {"hooks", "hook_deliveries", "hook_attempts"} & tables(url)
     migrate(url)
     assert schema_diff(url) == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_preemption_costs_migration_goes_up_and_down(backend, tmp_path, request):
+    """0024 (docs/contention.md): what preemption costs on executions, and namespace_usage."""
+    url = f"sqlite:///{tmp_path / 'costs.db'}" if backend == "sqlite" else request.getfixturevalue("pg_url")
+    added = {"min_runtime", "progress_at", "preempted_at", "preemption_lost_seconds"}
+    migrate(url)
+    assert "namespace_usage" in tables(url) and added <= columns(url, "executions")
+    alembic(url).downgrade("0023")
+    assert "namespace_usage" not in tables(url) and not added & columns(url, "executions")
+    migrate(url)
+    assert schema_diff(url) == []
