@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 from flux.domain.allotment import EMPTY, Allotment, DeviceShare
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import Resources
-from flux.scheduling.filters import PIPELINE, Filter
+from flux.scheduling.filters import PIPELINE, Filter, Pipeline
 from flux.scheduling.snapshot import WorkerView
 
 
@@ -77,9 +77,10 @@ def take(filters: Iterable[Filter], worker: WorkerView, allotment: Allotment) ->
         f.take(worker, allotment)
 
 
-def with_allotments(worker: WorkerView, allotments: Iterable[Allotment]) -> WorkerView:
-    """Apply the allotments of the executions a worker runs to a fresh view of it."""
+def with_allotments(worker: WorkerView, allotments: Iterable[Allotment], pipeline: Pipeline = PIPELINE) -> WorkerView:
+    """Apply the allotments of the executions a worker runs to a fresh view of it, each
+    dimension by its filter of ``pipeline``."""
     allotments = [a for a in allotments if a]
-    for f in PIPELINE:
+    for f in pipeline:
         f.apply(worker, allotments)
     return worker

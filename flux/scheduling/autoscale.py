@@ -25,7 +25,7 @@ from flux.domain.resources import Resources
 from flux.domain.workers import AllocationMode, WorkerState
 from flux.scheduling.allocation import allotment_for, take
 from flux.scheduling.demand import Demand
-from flux.scheduling.filters import active, check
+from flux.scheduling.filters import PIPELINE, Pipeline
 from flux.scheduling.namespaces import refusal
 from flux.scheduling.snapshot import GPU, WorkerView, worker_view
 
@@ -116,26 +116,27 @@ def template_view(template: PoolTemplate, name: str | None = None) -> WorkerView
     )
 
 
-def fits(template: PoolTemplate, demand: Demand) -> bool:
+def fits(template: PoolTemplate, demand: Demand, pipeline: Pipeline = PIPELINE) -> bool:
     """Whether an idle worker of ``template`` could take ``demand`` (the dispatcher's filters)."""
-    return check(demand.request, demand.affinity, template_view(template)) is None
+    return pipeline.check(demand.request, demand.affinity, template_view(template)) is None
 
 
 class _Bin:
     """Room on one worker, existing or imagined, counted down as the pass fills it."""
 
-    def __init__(self, view: WorkerView, slots: int, pool: str | None = None):
+    def __init__(self, view: WorkerView, slots: int, pipeline: Pipeline, pool: str | None = None):
         self.view = view.evolve(gpu_allotted=dict(view.gpu_allotted))
         self.slots = slots
+        self.pipeline = pipeline
         self.pool = pool
 
     def offer(self, demand: Demand) -> bool:
         """Take ``demand`` if it fits what is left; whether it did."""
         if self.slots <= 0 or refusal(self.view, demand.namespace) is not None:
             return False
-        if check(demand.request, demand.affinity, self.view) is not None:
+        if self.pipeline.check(demand.request, demand.affinity, self.view) is not None:
             return False
-        filters = active(demand.request, demand.affinity)
+        filters = self.pipeline.active(demand.request, demand.affinity)
         take(filters, self.view, allotment_for(filters, demand.request, self.view))
         self.slots -= 1
         return True
@@ -164,13 +165,14 @@ def plan(
     waiting: Sequence[Demand],
     fleet: Sequence[WorkerView],
     members: Sequence[Member],
+    pipeline: Pipeline = PIPELINE,
 ) -> Plan:
     """Each pool's decision for one pass. ``fleet``: the live workers' views (a pool's
     members among them); ``members``: every worker the pools asked for and still have."""
     by_pool = {t.name: t for t in templates}
-    existing = [_Bin(v, v.free_slots) for v in fleet if v.state == WorkerState.ONLINE and v.free_slots > 0]
+    existing = [_Bin(v, v.free_slots, pipeline) for v in fleet if v.state == WorkerState.ONLINE and v.free_slots > 0]
     imagined = [
-        _Bin(template_view(by_pool[m.pool], m.name), by_pool[m.pool].slots, m.pool)
+        _Bin(template_view(by_pool[m.pool], m.name), by_pool[m.pool].slots, pipeline, m.pool)
         for m in members
         if m.state == MemberState.STARTING and m.pool in by_pool
     ]
@@ -188,7 +190,7 @@ def plan(
         if room is not None:
             asked_for[room.pool] += 1
             continue
-        fitting = [t for t in templates if fits(t, demand)]
+        fitting = [t for t in templates if fits(t, demand, pipeline)]
         if not fitting:
             unfit += 1
             continue
@@ -196,7 +198,7 @@ def plan(
         if pool is None:
             capped[fitting[0].name] += 1
             continue
-        new = _Bin(template_view(pool), pool.slots, pool.name)
+        new = _Bin(template_view(pool), pool.slots, pipeline, pool.name)
         new.offer(demand)
         imagined.append(new)
         opened[pool.name] += 1

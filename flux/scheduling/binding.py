@@ -25,7 +25,7 @@ from flux.scheduling import concurrency, quotas
 from flux.scheduling.autoscale import PoolTemplate, template_view
 from flux.scheduling.demand import Demand
 from flux.scheduling.explain import Verdict, summarize
-from flux.scheduling.filters import Reason, check
+from flux.scheduling.filters import PIPELINE, Pipeline, Reason
 
 #: ``Reason.filter`` of room held for it, or made by preemption (``flux.scheduling.contention``).
 ROOM = "preemption"
@@ -108,17 +108,19 @@ def led(tally: str, available: bool, holds: Iterable[Reason | None] = ()) -> Exp
     return Explanation(f"{lead.message}; {tally}", lead)
 
 
-def no_pool(templates: Sequence[PoolTemplate], demand: Demand) -> Reason | None:
+def no_pool(templates: Sequence[PoolTemplate], demand: Demand, pipeline: Pipeline = PIPELINE) -> Reason | None:
     """Why no pool can start a worker for ``demand``: each template's first failing check
     as an idle worker of it; ``None`` when there are no pools or one fits."""
     verdicts: list[tuple[str, str]] = []
     for template in templates:
         view = template_view(template)
-        reason = check(demand.request, demand.affinity, view)  # as the planner's ``fits`` judges it
+        reason = pipeline.check(demand.request, demand.affinity, view)  # as the planner's ``fits`` judges it
         if reason is None and template.maximum > 0:
             return None
         if reason is not None:  # its numbers as a worker's line says them, nothing reserved on it yet
-            reason = check(demand.request, demand.affinity, view.evolve(allocation=AllocationMode.SAMPLE)) or reason
+            reason = (
+                pipeline.check(demand.request, demand.affinity, view.evolve(allocation=AllocationMode.SAMPLE)) or reason
+            )
         verdicts.append((template.name, reason.message if reason is not None else "its maximum is 0"))
     if not verdicts:
         return None

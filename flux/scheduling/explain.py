@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 from flux.domain.namespaces import DEFAULT
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.workers import AllocationMode, WorkerState
-from flux.scheduling.filters import PIPELINE, Reason, check
+from flux.scheduling.filters import PIPELINE, Pipeline, Reason
 from flux.scheduling.namespaces import NAME as NAMESPACE
 from flux.scheduling.namespaces import refusal
 from flux.scheduling.snapshot import WorkerView
@@ -51,7 +51,11 @@ class Verdict:
 
 
 def verdict(
-    request: ResourceRequest | None, affinity: Mapping[str, Any] | None, worker: WorkerView, namespace: str = DEFAULT
+    request: ResourceRequest | None,
+    affinity: Mapping[str, Any] | None,
+    worker: WorkerView,
+    namespace: str = DEFAULT,
+    pipeline: Pipeline = PIPELINE,
 ) -> Verdict:
     """The first reason this worker cannot take the execution now, in dispatch's own order
     (a restriction to other namespaces first: it holds whatever else changes)."""
@@ -62,7 +66,7 @@ def verdict(
         return Verdict(worker.name, DRAINED if worker.shown_state == WorkerState.DRAINED else DRAINING)
     if worker.state == WorkerState.STALE:
         return Verdict(worker.name, STALE)
-    reason = check(request, affinity, worker)
+    reason = pipeline.check(request, affinity, worker)
     if reason is None and worker.free_slots == 0:
         reason = _all_slots_busy(worker)
     return Verdict(worker.name, reason)
@@ -82,10 +86,10 @@ def summarize(verdicts: list[Verdict]) -> str:
     return f"{available}/{len(verdicts)} workers are available" + (f": {listed}." if listed else ".")
 
 
-def capacity_view(worker: WorkerView) -> WorkerView:
+def capacity_view(worker: WorkerView, pipeline: Pipeline = PIPELINE) -> WorkerView:
     """The worker as if idle: every dimension as its filter sees it with nothing running."""
     view = worker.evolve(running=0, state=WorkerState.ONLINE, allocation=AllocationMode.SAMPLE)
-    for f in PIPELINE:
+    for f in pipeline:
         f.idle(view)
     return view
 
@@ -95,9 +99,10 @@ def infeasibility(
     affinity: Mapping[str, Any] | None,
     workers: Iterable[WorkerView],
     namespace: str = DEFAULT,
+    pipeline: Pipeline = PIPELINE,
 ) -> str | None:
     """Why no registered worker could ever take this, or None when one could."""
-    verdicts = [verdict(request, affinity, capacity_view(w), namespace) for w in workers]
+    verdicts = [verdict(request, affinity, capacity_view(w, pipeline), namespace, pipeline) for w in workers]
     if any(v.available for v in verdicts):
         return None
     if not verdicts:

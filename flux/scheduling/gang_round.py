@@ -60,7 +60,7 @@ class GangRound:
         key = self._key(gd)
         board = self._boards.get(key)
         if board is None:
-            fit = Fit(gd.demand, gd.gang, key[1])
+            fit = Fit(gd.demand, gd.gang, key[1], self.pool.pipeline)
             board = self._boards[key] = Board(fit, gd.gang, self.pool.online())
         return board
 
@@ -98,7 +98,7 @@ class GangRound:
         idle = self._idle.get(key)
         if idle is None:
             online = (v for v in self.pool.views.values() if v.state == WorkerState.ONLINE)
-            idle = self._idle[key] = Board(board.fit, gd.gang, (capacity_view(v) for v in online))
+            idle = self._idle[key] = Board(board.fit, gd.gang, (capacity_view(v, self.pool.pipeline) for v in online))
         short = self.waiting[gd.execution_id] = shortfall(gd.gang, gd.demand.request, board, idle)
         if self._holds_left <= 0:
             return

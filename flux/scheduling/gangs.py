@@ -42,7 +42,7 @@ from flux.domain.workers import AllocationMode, WorkerState
 from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.demand import Demand
 from flux.scheduling.explain import DRAINED, DRAINING, STALE
-from flux.scheduling.filters import Filter, Reason, active, bound, first_bound_failure
+from flux.scheduling.filters import PIPELINE, Filter, Pipeline, Reason, bound, first_bound_failure
 from flux.scheduling.namespaces import gate
 from flux.scheduling.ranking import candidate_key
 from flux.scheduling.snapshot import WorkerView
@@ -101,9 +101,9 @@ class GangPlacement:
 class Fit:
     """How many members of one kind of gang a worker holds, with their allotments."""
 
-    def __init__(self, demand: Demand, gang: Gang, namespace: str | None = None):
+    def __init__(self, demand: Demand, gang: Gang, namespace: str | None = None, pipeline: Pipeline = PIPELINE):
         self.request, self.per_worker = demand.request, gang.per_worker
-        self.filters: tuple[Filter, ...] = active(demand.request, demand.affinity)
+        self.filters: tuple[Filter, ...] = pipeline.active(demand.request, demand.affinity)
         gated = (gate(namespace),) if namespace is not None else ()
         self.checks = gated + bound(self.filters, demand.request, demand.affinity)
         self.allot = Allotter(self.filters, demand.affinity)

@@ -23,7 +23,7 @@ from flux.domain.allotment import EMPTY, Allotment
 from flux.scheduling.allocation import Allotter, take
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand
-from flux.scheduling.filters import Consumption, Filter, active, bound, first_bound_failure
+from flux.scheduling.filters import PIPELINE, Consumption, Filter, Pipeline, bound, first_bound_failure
 from flux.scheduling.filters.gpu import GPUS, Ask, ask_of
 from flux.scheduling.namespaces import gate
 from flux.scheduling.packing import OpenCards, packing_reason
@@ -139,7 +139,7 @@ def _candidates(unconstrained: _Unconstrained, key: tuple, demand: Demand, names
     keeps them across rounds (``flux.scheduling.registered``), then what changes between
     rounds, checked on the workers that passed them."""
     pool = unconstrained.pool
-    filters = active(demand.request, demand.affinity)
+    filters = pool.pipeline.active(demand.request, demand.affinity)
     gated = (gate(namespace),) if namespace is not None else ()
     checks = gated + bound(filters, demand.request, demand.affinity)  # in pipeline order: the reason of a refusal
     static = gated + tuple(c for f, c in zip(filters, checks[len(gated) :]) if f.static)
@@ -155,12 +155,15 @@ def place(
     workers: list[WorkerView] | FreePool,
     contention: Contention | None = None,
     limit: int | None = None,
+    *,
+    pipeline: Pipeline = PIPELINE,
 ) -> list[Placement]:
     """Assign in queue order; the workers' running counts and allotments are updated
     (in their views, and in the pool: ``FreePool.put``). ``contention`` collects what
     waits and why, and the preemptions the round decided. ``limit``: stop after that
-    many placements (``demands`` is read no further)."""
-    pool = workers if isinstance(workers, FreePool) else FreePool(workers)
+    many placements (``demands`` is read no further). ``pipeline``: the filters, when
+    ``workers`` is a list (a ``FreePool`` carries its own)."""
+    pool = workers if isinstance(workers, FreePool) else FreePool(workers, pipeline)
     unconstrained = _Unconstrained(pool)
     constrained: dict[tuple, _Candidates] = {}
     cards: OpenCards | None = None  # the shared cards, once a share asks

@@ -20,6 +20,7 @@ import heapq
 
 from flux.domain.workers import WorkerState
 from flux.scheduling.fairshare import capacity_of
+from flux.scheduling.filters import PIPELINE, Pipeline
 from flux.scheduling.ranking import candidate_key
 from flux.scheduling.registered import Registered, same_registration
 from flux.scheduling.snapshot import WorkerView
@@ -35,7 +36,9 @@ def _same_capacity(old: WorkerView, new: WorkerView) -> bool:
 
 
 class FreePool:
-    def __init__(self, views: list[WorkerView] = ()):
+    def __init__(self, views: list[WorkerView] = (), pipeline: Pipeline = PIPELINE):
+        #: The filters placement checks these workers with (the verdicts ``registered`` keeps are theirs).
+        self.pipeline = pipeline
         #: Each worker's current view, by name.
         self.views: dict[str, WorkerView] = {}
         #: How many of them are ONLINE (the unconstrained eligible count).

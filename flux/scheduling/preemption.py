@@ -121,7 +121,9 @@ class Room:
         return (*self.cost, candidate_key(self.worker))
 
 
-def room_view(worker: WorkerView, staying: Sequence[Allotment], filters: Sequence[Filter] = PIPELINE) -> WorkerView:
+def room_view(
+    worker: WorkerView, staying: Sequence[Allotment], filters: Sequence[Filter] = PIPELINE.filters
+) -> WorkerView:
     """``worker`` as if only ``staying`` ran there: ``filters``' dimensions idle, then their
     allotments applied (the filters that constrain the waiting execution are enough: its
     checks read nothing else)."""
@@ -143,7 +145,7 @@ def find_room(
     holders: Iterable[Holder],
     added: Sequence[Allotment],
     evictable: Callable[[Holder], bool],
-    filters: Sequence[Filter] = PIPELINE,
+    filters: Sequence[Filter] = PIPELINE.filters,
     costs: Costs = Costs(),
 ) -> Room | None:
     """The victims on ``worker`` that make room (see the module's docstring), or None.

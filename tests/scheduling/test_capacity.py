@@ -16,7 +16,7 @@ from flux.scheduling import filters
 from flux.scheduling.allocation import take, with_allotments
 from flux.scheduling.demand import Demand
 from flux.scheduling.explain import infeasibility, verdict
-from flux.scheduling.filters import Reason, add_filter, remove_filter
+from flux.scheduling.filters import PIPELINE, Reason
 from flux.scheduling.filters.capacity import CPU, DISK, MEMORY, PROBED, Capacity, _bytes
 from flux.scheduling.placement import place
 from flux.scheduling.snapshot import WorkerView
@@ -43,7 +43,7 @@ def test_each_probed_dimension_is_one_capacity_filter_named_by_its_dimension():
     assert [f.name for f in PROBED] == ["cpu", "memory", "disk"] and PROBED == (CPU, MEMORY, DISK)
     assert [f.dimension for f in PROBED] == ["cpu", "memory", "disk"]
     assert [f.field for f in PROBED] == ["cpu_available", "memory_available", "disk_free"]
-    assert filters.PIPELINE[1:4] == list(PROBED)
+    assert filters.PIPELINE.filters[1:4] == PROBED
 
 
 def test_reasons_keep_the_fields_the_api_shows():
@@ -142,11 +142,15 @@ def test_property_bytes_are_shown_apart_whenever_they_differ(available, requeste
 @pytest.fixture
 def scratch():
     """What adding a probed dimension adds to flux/scheduling/filters/capacity.py (one line),
-    registered here instead: the probe publishes it, everything between carries it as data."""
-    capacity = Capacity("scratch", _bytes)
-    add_filter(capacity, before="gpu")
-    yield capacity
-    remove_filter(capacity)
+    added here to a pipeline of its own instead: the probe publishes it, everything between
+    carries it as data."""
+    return Capacity("scratch", _bytes)
+
+
+@pytest.fixture
+def scratched(scratch):
+    """The default pipeline with ``scratch``: what placement and explain are given."""
+    return PIPELINE.with_filter(scratch, before="gpu")
 
 
 def scratch_box(allocation="sample", free=6 * GiB) -> WorkerView:
@@ -165,8 +169,8 @@ def needs_scratch(i, gib=4) -> Demand:
     return Demand(f"e{i}", ResourceRequest(resources={"scratch": gib * GiB}), None)
 
 
-def test_a_new_probed_dimension_is_one_capacity_registered_at_run_time(scratch):
-    assert [f.name for f in filters.PIPELINE] == [
+def test_a_new_probed_dimension_is_one_capacity_registered_at_run_time(scratch, scratched):
+    assert [f.name for f in scratched] == [
         "affinity",
         "cpu",
         "memory",
@@ -177,38 +181,37 @@ def test_a_new_probed_dimension_is_one_capacity_registered_at_run_time(scratch):
         "custom",
     ]
     request = ResourceRequest(resources={"scratch": 8 * GiB})
-    assert filters.active(request, None) == (scratch,)  # the custom filter leaves it to its own filter
-    assert verdict(request, None, scratch_box()).reason == Reason(
+    assert scratched.active(request, None) == (scratch,)  # the custom filter leaves it to its own filter
+    assert verdict(request, None, scratch_box(), pipeline=scratched).reason == Reason(
         "scratch", "Insufficient scratch", "scratch_available 6.0Gi < requested 8Gi"
     )
     assert (
-        verdict(request, None, scratch_box("reserve")).message
+        verdict(request, None, scratch_box("reserve"), pipeline=scratched).message
         == "scratch_available 6.0Gi after reservations < requested 8Gi"
     )
-    assert infeasibility(request, None, [scratch_box()]) is None  # 10 GiB when idle
-    assert infeasibility(ResourceRequest(resources={"scratch": 11 * GiB}), None, [scratch_box()]) == (
+    assert infeasibility(request, None, [scratch_box()], pipeline=scratched) is None  # 10 GiB when idle
+    too_big = ResourceRequest(resources={"scratch": 11 * GiB})
+    assert infeasibility(too_big, None, [scratch_box()], pipeline=scratched) == (
         "no registered worker could ever satisfy it, even idle: 1 Insufficient scratch (of 1)"
     )
 
 
-def test_a_new_probed_dimension_is_sampled_like_cpu_memory_and_disk(scratch):
+def test_a_new_probed_dimension_is_sampled_like_cpu_memory_and_disk(scratched):
     # sample mode: the threshold model, a sampled quantity is not counted within a round
-    placed = place([needs_scratch(i) for i in range(3)], [scratch_box("sample")])
+    placed = place([needs_scratch(i) for i in range(3)], [scratch_box("sample")], pipeline=scratched)
     assert [p.allotment.to_json() for p in placed] == [{"resources": {"scratch": 4 * GiB}}] * 3
     # reserve: counted within a round, and applied from what runs
-    assert [p.execution_id for p in place([needs_scratch(i) for i in range(3)], [scratch_box("reserve")])] == ["e0"]
+    reserving = place([needs_scratch(i) for i in range(3)], [scratch_box("reserve")], pipeline=scratched)
+    assert [p.execution_id for p in reserving] == ["e0"]
     held = [Allotment.from_json({"resources": {"scratch": 4 * GiB}})] * 2
-    assert with_allotments(scratch_box("reserve", free=9 * GiB), held).available["scratch"] == 2 * GiB
-    assert with_allotments(scratch_box("sample", free=9 * GiB), held).available["scratch"] == 9 * GiB
+    assert with_allotments(scratch_box("reserve", free=9 * GiB), held, scratched).available["scratch"] == 2 * GiB
+    assert with_allotments(scratch_box("sample", free=9 * GiB), held, scratched).available["scratch"] == 9 * GiB
 
 
-def test_unregistered_a_probed_dimension_falls_back_to_a_counted_custom_resource(scratch):
-    remove_filter(scratch)
-    try:
-        request = ResourceRequest(resources={"scratch": 8 * GiB})
-        assert [f.name for f in filters.active(request, None)] == ["custom"]
-        assert verdict(request, None, scratch_box()).reason == Reason(
-            "custom", "Insufficient scratch", "resource scratch 6.44245e+09 < requested 8.58993e+09"
-        )
-    finally:
-        add_filter(scratch, before="gpu")
+def test_unregistered_a_probed_dimension_falls_back_to_a_counted_custom_resource(scratch, scratched):
+    without = scratched.without(scratch)
+    request = ResourceRequest(resources={"scratch": 8 * GiB})
+    assert [f.name for f in without.active(request, None)] == ["custom"]
+    assert verdict(request, None, scratch_box(), pipeline=without).reason == Reason(
+        "custom", "Insufficient scratch", "resource scratch 6.44245e+09 < requested 8.58993e+09"
+    )

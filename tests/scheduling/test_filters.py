@@ -1,5 +1,5 @@
 """The filter pipeline, and the worked example of docs/architecture-scheduling.md: a new
-countable dimension (``shm``) added as one filter, registered, placed with and explained."""
+countable dimension (``shm``) added as one filter to a pipeline, placed with and explained."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from flux.domain.resources import Resources
 from flux.scheduling import filters
 from flux.scheduling.demand import Demand
 from flux.scheduling.explain import infeasibility, summarize, verdict
-from flux.scheduling.filters import Consumption, Filter, Reason, add_filter, remove_filter
+from flux.scheduling.filters import PIPELINE, Consumption, Filter, Reason
 from flux.scheduling.placement import place
 from flux.scheduling.snapshot import WorkerView
 
@@ -38,10 +38,8 @@ class Shm(Filter):
 
 @pytest.fixture
 def shm():
-    filter = Shm()
-    add_filter(filter)
-    yield filter
-    remove_filter(filter)
+    """The default pipeline with the shm filter: what placement and explain are given."""
+    return PIPELINE.with_filter(Shm())
 
 
 def worker(name="w", shm_gib=2, available=None, **overrides) -> WorkerView:
@@ -60,18 +58,18 @@ def test_pipeline_order_is_affinity_then_the_request_in_spec_order():
 
 
 def test_a_registered_filter_places_and_explains_its_own_dimension(shm):
-    assert [f.name for f in filters.PIPELINE][-3:] == ["packages", "shm", "custom"]
+    assert [f.name for f in shm][-3:] == ["packages", "shm", "custom"]
     box = worker()
-    placed = place([needs_shm(i) for i in range(3)], [box])
+    placed = place([needs_shm(i) for i in range(3)], [box], pipeline=shm)
     assert [(p.execution_id, p.allotment.to_json()) for p in placed] == [
         (f"e{i}", {"resources": {"shm": GiB}}) for i in range(2)
     ]
 
-    third = verdict(ResourceRequest(resources={"shm": GiB}), None, box)
+    third = verdict(ResourceRequest(resources={"shm": GiB}), None, box, pipeline=shm)
     assert third.reason == Reason("shm", "Insufficient shm", "shm 0Gi free < requested 1Gi")
     assert summarize([third, verdict(None, None, worker("idle"))]) == "1/2 workers are available: 1 Insufficient shm."
     too_big = ResourceRequest(resources={"shm": 4 * GiB})
-    assert infeasibility(too_big, None, [box]) == (
+    assert infeasibility(too_big, None, [box], pipeline=shm) == (
         "no registered worker could ever satisfy it, even idle: 1 Insufficient shm (of 1)"
     )
 
@@ -79,30 +77,29 @@ def test_a_registered_filter_places_and_explains_its_own_dimension(shm):
 def test_a_registered_filter_keeps_its_place_in_the_order(shm):
     short_of_both = worker(shm_gib=0, available={"cpu": 1.0})
     request = ResourceRequest(cpu=2, resources={"shm": GiB, "fpga": 1})
-    assert verdict(request, None, short_of_both).reason.filter == "cpu"
-    assert verdict(request, None, worker(shm_gib=0)).reason.filter == "shm"
-    assert verdict(request, None, worker()).message == "resource fpga 0 < requested 1"
+    assert verdict(request, None, short_of_both, pipeline=shm).reason.filter == "cpu"
+    assert verdict(request, None, worker(shm_gib=0), pipeline=shm).reason.filter == "shm"
+    assert verdict(request, None, worker(), pipeline=shm).message == "resource fpga 0 < requested 1"
 
 
 def test_unregistered_the_dimension_falls_back_to_a_plain_custom_resource():
     filter = Shm()
-    add_filter(filter)
-    remove_filter(filter)
-    assert "shm" not in [f.name for f in filters.PIPELINE]
+    without = PIPELINE.with_filter(filter).without(filter)
+    assert "shm" not in [f.name for f in without] and "shm" not in [f.name for f in filters.PIPELINE]
     # still matched and booked, only in the generic words (amounts as plain numbers)
-    assert verdict(ResourceRequest(resources={"shm": GiB}), None, worker(shm_gib=0)).reason == Reason(
+    assert verdict(ResourceRequest(resources={"shm": GiB}), None, worker(shm_gib=0), pipeline=without).reason == Reason(
         "custom", "Insufficient shm", "resource shm 0 < requested 1.07374e+09"
     )
-    assert len(place([needs_shm(i) for i in range(3)], [worker()])) == 2
+    assert len(place([needs_shm(i) for i in range(3)], [worker()], pipeline=without)) == 2
 
 
 def test_register_refuses_a_taken_name_and_an_unknown_position(shm):
     with pytest.raises(ValueError, match="already registered"):
-        add_filter(Shm())
+        shm.with_filter(Shm())
     other = Shm()
     other.name = "other"
     with pytest.raises(ValueError, match="no filter named 'nope'"):
-        add_filter(other, before="nope")
+        shm.with_filter(other, before="nope")
 
 
 def test_every_reason_names_its_filter_and_phrase():

@@ -26,9 +26,9 @@ class CustomResources(Filter):
     name = "custom"
     consumed = Consumption.ALWAYS
 
-    def __init__(self) -> None:
-        #: The dimensions other filters of the pipeline own (kept by ``filters.add_filter``).
-        self.owned: frozenset[str] = frozenset()
+    def __init__(self, owned: frozenset[str] = frozenset()) -> None:
+        #: The dimensions other filters of its pipeline own (``Pipeline`` builds it told them).
+        self.owned = owned
 
     def _asked(self, request: ResourceRequest) -> Iterator[tuple[str, float]]:
         return ((name, amount) for name, amount in request.resources if name not in self.owned)
@@ -76,6 +76,3 @@ class CustomResources(Filter):
 
     def idle(self, worker: WorkerView) -> None:
         worker.available = worker.available.updated({name: worker.total[name] for name in self._counted(worker.total)})
-
-
-CUSTOM = CustomResources()
