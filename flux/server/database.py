@@ -13,6 +13,15 @@ The database counts the statements it runs (reads and writes, for ``/metrics``: 
 fleet's idle upkeep is meant to be zero statements, and tests check it) and how
 long work waits for a thread (the server's own lag: it must not blame workers for
 it, see ``flux.server.liveness``).
+
+What must follow a commit, and only a commit, is one mechanism: ``Database.after_commit``
+hooks, registered on this database's sessions (the metrics' finished executions, the
+outbox's wake of the delivery loop). A transaction leaves what they need in
+``session.info``; a rollback clears it, so a rolled-back or retried transaction
+triggers nothing. Hooks are registered explicitly, per database, rather than by a
+global listener on every ``Session`` (which runs for every commit of every database in
+the process, and exists only because some module was imported): which work follows a
+commit is then read in one place, ``flux.server.startup``.
 """
 
 from __future__ import annotations
@@ -155,6 +164,8 @@ class Database:
         #: ``flux.server.outbox``), so a service function of a Session reaches it.
         self.context: dict = {}
         self._sessions = sessionmaker(self.engine, expire_on_commit=False, info=self.context)
+        #: What runs after each commit of these sessions (``after_commit``), in registration order.
+        self._committed: list[Callable[[Session], None]] = []
         #: The writer threads, committing what queued together at once (group commit:
         #: SQLite has one writer anyway; on PostgreSQL a commit waits for its WAL flush,
         #: one flush for a group costs what one unit's did, and a few groups commit at once).
@@ -172,8 +183,14 @@ class Database:
     def after_commit(self, hook: Callable[[Session], None]) -> None:
         """``hook(session)`` after each commit of this database's sessions, and nothing
         after a rollback: what a transaction left in ``session.info`` for later."""
-        event.listen(self._sessions, "after_commit", hook)
-        event.listen(self._sessions, "after_rollback", lambda session: session.info.clear())
+        if not self._committed:
+            event.listen(self._sessions, "after_commit", self._after_commit)
+            event.listen(self._sessions, "after_rollback", lambda session: session.info.clear())
+        self._committed.append(hook)
+
+    def _after_commit(self, session: Session) -> None:
+        for hook in self._committed:
+            hook(session)
 
     def transaction(self, fn: Callable[[Session], T]) -> T:
         """One transaction; retried when a concurrent writer (another replica) won a race.

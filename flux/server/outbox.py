@@ -8,6 +8,13 @@ against this replica's copy of the subscriptions (``Subscriptions``, in
 ``session.info``): with no hook at all it costs nothing, not a statement. The copy
 is read again when a hook changes here or on another replica (``topics.HOOKS``), and
 every few seconds where replicas share the database.
+
+The delivery loop is woken once a transaction that enqueued commits, by ``committed``,
+a hook the server registers with ``Database.after_commit`` beside the metrics' one:
+the server's one post-commit mechanism. Each hook is registered on one database's
+sessions and reads what its transaction left in ``session.info`` (cleared by a
+rollback), rather than a listener on every ``Session`` of the process that runs for
+every database's commits wherever this module is imported (``flux.server.database``).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import time
 import uuid
 from typing import Any, Callable
 
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 from sqlalchemy import insert as sql_insert
 from sqlalchemy.orm import Session
 
@@ -151,9 +158,9 @@ def wake_on_commit(session: Session) -> None:
         session.info[ENQUEUED] = copy
 
 
-@event.listens_for(Session, "after_commit")
-def _committed(session: Session) -> None:
-    """Wake the delivery loop once what a transaction enqueued is there to be read."""
+def committed(session: Session) -> None:
+    """After a commit (``Database.after_commit``): wake the delivery loop once what the
+    transaction enqueued is there to be read."""
     copy = session.info.pop(ENQUEUED, None)
     if copy is not None:
         copy.wake()

@@ -110,6 +110,7 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
     svc.dispatcher = Dispatcher(svc.db, svc.notifier, svc.registry, svc.metrics, svc.policy)
     svc.hooks = Subscriptions(settings.hooks_max_age, settings.hooks_unschedulable_after)
     svc.db.context[outbox.SLOT] = svc.hooks  # what enqueue matches against (docs/hooks.md)
+    svc.db.after_commit(outbox.committed)  # wakes the delivery loop, once what was enqueued is committed
     svc.notifier.hooks.append(svc.hooks.on_notify)
     return broadcast
 

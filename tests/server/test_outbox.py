@@ -84,6 +84,24 @@ def test_a_delivery_exists_exactly_when_its_transaction_committed(db):
     assert states(db) == ["pending"]
 
 
+def test_the_delivery_loop_is_woken_after_a_commit_that_enqueued_only(db):
+    """``outbox.committed`` as the server registers it (``Database.after_commit``)."""
+    woken = []
+    db.context[outbox.SLOT].wake = lambda: woken.append("woken")
+    db.after_commit(outbox.committed)
+
+    def rolled_back(session):
+        outbox.enqueue(session, event())
+        raise RuntimeError("the state change failed")
+
+    with pytest.raises(RuntimeError):
+        db.transaction(rolled_back)
+    db.transaction(lambda s: None)
+    assert woken == []
+    db.transaction(lambda s: outbox.enqueue(s, event()))
+    assert woken == ["woken"] and states(db) == ["pending"]  # once
+
+
 def test_a_subjects_later_delivery_waits_for_the_earlier_one(both):
     for subject in ("e1", "e1", "e2"):
         both.transaction(lambda s, subject=subject: outbox.enqueue(s, event(subject)))
