@@ -23,8 +23,10 @@ from flux.domain.sources import source_digest
 from flux.domain.workflow_options import WorkflowOptions
 from flux.registration import StaticError, read_bundle
 from flux.registration.bundle import stored_request
+from flux.scheduling.demand import Demand
 from flux.scheduling.explain import infeasibility
 from flux.scheduling.snapshot import WorkerView
+from flux.server.autoscale import notes
 from flux.server.errors import Invalid, NotFound
 from flux.server.models import ExecutionModel, NamespaceModel, WorkflowModel
 from flux.server.namespaces import being_deleted, require_active
@@ -119,7 +121,7 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
     stored = []
     for new in versions:
         latest = _latest(session, namespace, new.name)
-        warnings = _warnings(new.options.requests, new.options.affinity, fleet, namespace) + new.notes
+        warnings = _warnings(session, new.options.requests, new.options.affinity, fleet, namespace) + new.notes
         if latest and (latest.source_digest, latest.bundle_sha256, latest.module, latest.options) == new.key():
             stored.append((latest, warnings))
             continue
@@ -190,12 +192,16 @@ def _requeue_waiting_on(session: Session, row: WorkflowModel) -> None:
 
 
 def _warnings(
-    request: ResourceRequest | None, affinity: dict | None, fleet: list[WorkerView], namespace: str
+    session: Session, request: ResourceRequest | None, affinity: dict | None, fleet: list[WorkerView], namespace: str
 ) -> list[str]:
-    """What it requests no worker could ever give it (judged among the workers that serve its namespace)."""
+    """What it requests no worker could ever give it (judged among the workers that serve its
+    namespace), and no pool could start one for it."""
     if request is None and not affinity:
         return []
     reason = infeasibility(request, affinity, fleet, namespace)
+    if reason:
+        demand = Demand(execution_id="", request=request, affinity=affinity, namespace=namespace)
+        reason = notes.unplaceable(reason, notes.templates(session), demand)
     return [reason] if reason else []
 
 

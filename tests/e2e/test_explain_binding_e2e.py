@@ -37,6 +37,11 @@ async def trainer(ctx):
 @workflow.with_options(requests=ResourceRequest(cpu=64))
 async def wide(ctx):
     return "never"
+
+
+@workflow.with_options(requests=ResourceRequest(cpu=2))
+async def modest(ctx):
+    return "placed"
 """
 
 
@@ -86,3 +91,21 @@ def test_a_run_no_pool_can_fit_says_no_pool_can_start_a_worker_for_it(cluster, c
     shown = flux("execution", "explain", wide, server_url=cluster.server_url, env=WIDE).stdout
     assert shown.splitlines()[0] == note
     assert client.show_pool("small")["desired"] == 0  # and nothing was started for it
+
+
+def test_a_run_a_pool_can_start_a_worker_for_is_not_called_unplaceable(cluster, client, workflow_file):
+    """No worker is registered, but a pool's template fits: the run waits for autoscaling,
+    so it is not marked unschedulable and `flux workflow run` does not warn that it can
+    never be placed; the pool starts a worker and the run completes on it."""
+    client.create_pool("small", "local", resources={"cpu": 4, "memory": "8Gi"}, min=0, max=1)
+    registered = {info["name"]: info for info in client.register_file(workflow_file(SOURCE))}
+    assert registered["modest"]["warnings"] == []  # a pool can start a worker for it
+    assert registered["wide"]["warnings"]  # no pool's template fits cpu=64: still warned
+    ran = flux("workflow", "run", "modest", "--format", "json", server_url=cluster.server_url)
+    assert ran.returncode == 0, ran.stderr
+    assert "never be placed" not in ran.stderr
+    modest = json.loads(ran.stdout)["id"]
+    done = client.wait(modest, WAIT)
+    assert (done["state"], done["output"]) == ("COMPLETED", "placed")
+    events = [event["type"] for event in client.events(modest)]
+    assert "WORKFLOW_UNSCHEDULABLE" not in events

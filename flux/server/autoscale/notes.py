@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.scheduling.autoscale import MemberState, PoolTemplate, fits
+from flux.scheduling.binding import no_pool
 from flux.scheduling.demand import Demand
 from flux.server.autoscale import store
 from flux.server.pool_models import PoolModel, PoolWorkerModel
@@ -25,8 +26,18 @@ def starting_for(session: Session, demand: Demand) -> str | None:
     for pool_name, requested_at in rows:
         pool = session.get(PoolModel, pool_name)
         if pool is not None and fits(store.template(pool), demand):
-            return f"a worker of pool {pool_name} is starting (requested {time.strftime('%H:%M:%S', time.gmtime(requested_at))})"
+            since = time.strftime("%H:%M:%S", time.gmtime(requested_at))
+            return f"a worker of pool {pool_name} is starting (requested {since})"
     return None
+
+
+def unplaceable(reason: str | None, pools: list[PoolTemplate], demand: Demand) -> str | None:
+    """``reason`` (no registered worker could ever take ``demand``), unless a pool can start a
+    worker that would: such work waits for autoscaling, not for ever (as Kueue calls a workload
+    inadmissible only when no flavour could hold it)."""
+    if reason and pools and no_pool(pools, demand) is None:
+        return None
+    return reason
 
 
 def templates(session: Session) -> list[PoolTemplate]:
