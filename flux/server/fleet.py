@@ -18,7 +18,7 @@ import secrets
 import time
 from typing import Callable
 
-from sqlalchemy import bindparam, func, insert, select, update
+from sqlalchemy import Row, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.dml import Insert
 
@@ -130,92 +130,27 @@ def register_worker(
     """
     now = time.time()
     digest = packages_digest(body.packages)
-    values = dict(
-        state=WorkerState.ONLINE,
-        session_token_hash=hash_token(token),
-        labels=body.labels,
-        max_concurrent_executions=body.max_concurrent_executions,
-        allocation=body.allocation,
-        custom_resources=body.custom_resources,
-        namespaces=body.namespaces,
-        heartbeat_interval=body.heartbeat_interval,
-        registered_at=now,
-        last_heartbeat_at=now,
-        packages_digest=digest,
-    )
-    runtime = body.runtime.model_dump()
-    sample = body.resources.model_dump()
-    resources = {**row_values(sample), "metrics": body.metrics}
+    row = _Registered(body, hash_token(token), digest, now)
     known = session.execute(_KNOWN, {"name": body.name}).first()
-    proof = hash_token(held_token) if held_token else None
-    if (
-        known is not None
-        and known.state != WorkerState.OFFLINE
-        and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash))
-    ):
-        raise Conflict(
-            f"worker name {body.name!r} is held by another worker that is still online; stop it (it then releases "
-            "the name), wait for its eviction, or choose another name"
-        )
+    _refuse_a_live_name(known, body.name, held_token)
     held: dict[str, Held] = {}  # a new worker holds nothing
     if known is None:
-        worker_id = session.execute(
-            _NEW_WORKER, {"name": body.name, "resources_version": 1, "draining": False, **values}
-        ).scalar_one()
-        session.execute(_NEW_RUNTIME, {"worker_id": worker_id, **runtime})
-        session.execute(_NEW_RESOURCES, {"worker_id": worker_id, **resources})
-        if body.resources.gpus:
-            store_gpus(session, [(worker_id, body.name, sample["gpus"])])
-        draining = False
+        worker_id, draining = _insert_worker(session, body, row), False
     else:
         worker_id, draining = known.id, known.draining
-        session.execute(
-            update(WorkerModel)
-            .where(WorkerModel.id == worker_id)
-            .values(
-                resources_version=WorkerModel.resources_version + 1,
-                previous_token_hash=known.session_token_hash,
-                **values,
-            )
-        )
-        session.execute(update(WorkerRuntimeModel).where(WorkerRuntimeModel.worker_id == worker_id).values(**runtime))
-        session.execute(
-            update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**resources)
-        )
-        store_gpus(session, [(worker_id, body.name, sample["gpus"])])
-        still_running = set(body.running)
-        kept = []
-        for execution in executions.held_by(session, body.name):
-            if not execution.delivered:
-                executions.end_attempt(
-                    session,
-                    execution,
-                    AttemptEnd.HANDED_BACK,
-                    f"worker {body.name} restarted before it arrived",
-                    policy,
-                )
-            elif execution.id not in still_running:
-                executions.end_attempt(
-                    session,
-                    execution,
-                    AttemptEnd.WORKER_LOST,
-                    f"worker {body.name} lost (restarted without it)",
-                    policy,
-                )
-            else:
-                kept.append(execution)
-        held = held_map(kept)
+        _refresh_worker(session, known, body, row)
+        held = held_map(_requeue_unreported(session, body, policy))
     if known is None or known.packages_digest != digest:
         store_package_set(session, digest, body.packages)
     outbox.fleet_event(session, HookEventType.WORKER_ONLINE, body.name, labels=body.labels, restarted=known is not None)
     member = Member(
         id=worker_id,
         name=body.name,
-        token_hash=values["session_token_hash"],
+        token_hash=row.values["session_token_hash"],
         heartbeat_interval=body.heartbeat_interval,
         last_seen=now,
         draining=draining,
-        sample=sample,
+        sample=row.sample,
         metrics=dict(body.metrics),
         gpu_rows=bool(body.resources.gpus),
         held=held,
@@ -223,6 +158,101 @@ def register_worker(
         last_claim_check=now,  # so its first claim waits for a wake-up instead of reading what it holds
     )
     return member, sorted(set(body.running) - set(held))
+
+
+class _Registered:
+    """What a registration writes: the worker's row, its runtime's and its resources'."""
+
+    def __init__(self, body: WorkerRegistration, token_hash: str, digest: str, now: float):
+        #: The ``workers`` row's columns a registration sets, new worker or restart.
+        self.values = dict(
+            state=WorkerState.ONLINE,
+            session_token_hash=token_hash,
+            labels=body.labels,
+            max_concurrent_executions=body.max_concurrent_executions,
+            allocation=body.allocation,
+            custom_resources=body.custom_resources,
+            namespaces=body.namespaces,
+            heartbeat_interval=body.heartbeat_interval,
+            registered_at=now,
+            last_heartbeat_at=now,
+            packages_digest=digest,
+        )
+        self.runtime = body.runtime.model_dump()
+        self.sample = body.resources.model_dump()
+        self.resources = {**row_values(self.sample), "metrics": body.metrics}
+
+
+def _refuse_a_live_name(known: Row | None, name: str, held_token: str | None) -> None:
+    """409 unless the name is free, OFFLINE, or re-registered with the token it was given."""
+    proof = hash_token(held_token) if held_token else None
+    if (
+        known is not None
+        and known.state != WorkerState.OFFLINE
+        and (proof is None or proof not in (known.session_token_hash, known.previous_token_hash))
+    ):
+        raise Conflict(
+            f"worker name {name!r} is held by another worker that is still online; stop it (it then releases "
+            "the name), wait for its eviction, or choose another name"
+        )
+
+
+def _insert_worker(session: Session, body: WorkerRegistration, row: _Registered) -> int:
+    """A new worker's rows; its id."""
+    worker_id = session.execute(
+        _NEW_WORKER, {"name": body.name, "resources_version": 1, "draining": False, **row.values}
+    ).scalar_one()
+    session.execute(_NEW_RUNTIME, {"worker_id": worker_id, **row.runtime})
+    session.execute(_NEW_RESOURCES, {"worker_id": worker_id, **row.resources})
+    if body.resources.gpus:
+        store_gpus(session, [(worker_id, body.name, row.sample["gpus"])])
+    return worker_id
+
+
+def _refresh_worker(session: Session, known: Row, body: WorkerRegistration, row: _Registered) -> None:
+    """A known worker's rows, as its new incarnation registered them (the old token kept as the previous one)."""
+    worker_id = known.id
+    session.execute(
+        update(WorkerModel)
+        .where(WorkerModel.id == worker_id)
+        .values(
+            resources_version=WorkerModel.resources_version + 1,
+            previous_token_hash=known.session_token_hash,
+            **row.values,
+        )
+    )
+    session.execute(update(WorkerRuntimeModel).where(WorkerRuntimeModel.worker_id == worker_id).values(**row.runtime))
+    session.execute(
+        update(WorkerResourcesModel).where(WorkerResourcesModel.worker_id == worker_id).values(**row.resources)
+    )
+    store_gpus(session, [(worker_id, body.name, row.sample["gpus"])])
+
+
+def _requeue_unreported(session: Session, body: WorkerRegistration, policy: ExecutionPolicy) -> list[ExecutionModel]:
+    """A restart: what the old incarnation held and the new one does not run goes back to
+    the queue (handed back if it never arrived, lost otherwise); what it still runs, kept."""
+    still_running = set(body.running)
+    kept = []
+    for execution in executions.held_by(session, body.name):
+        if not execution.delivered:
+            executions.end_attempt(
+                session,
+                execution,
+                AttemptEnd.HANDED_BACK,
+                f"worker {body.name} restarted before it arrived",
+                policy,
+            )
+        elif execution.id not in still_running:
+            executions.end_attempt(
+                session,
+                execution,
+                AttemptEnd.WORKER_LOST,
+                f"worker {body.name} lost (restarted without it)",
+                policy,
+            )
+        else:
+            kept.append(execution)
+    return kept
 
 
 def member_for_token(session: Session, token_hash: str) -> Member | None:
