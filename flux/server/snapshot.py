@@ -22,8 +22,9 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session, selectinload
 
 from flux.domain.allotment import Allotment
@@ -110,6 +111,22 @@ def _with_resources(view: WorkerView, worker: WorkerModel) -> WorkerView:
     return resampled(view, **_sample(worker))
 
 
+class _Claim(NamedTuple):
+    """A holder, with what it was built from (its claim: kept while that lasts)."""
+
+    key: tuple
+    holder: Holder
+
+
+class _RoundView(NamedTuple):
+    """A worker's round view (what it holds applied), with what it was built from."""
+
+    key: tuple
+    view: WorkerView
+    #: The view it was built on: kept alive with it, so the ``id`` in ``key`` stays unique.
+    base: WorkerView
+
+
 @dataclass
 class _Built:
     """A worker's view, the row (``resources_version``, ``registered_at``) it was last
@@ -140,7 +157,7 @@ class FleetSnapshot:
         self._fleet_version = -1
         self._scanned_at = 0.0
         #: Each worker's view as the last round used it, keyed by what it was built from.
-        self._round_views: dict[str, tuple[tuple, WorkerView, WorkerView]] = {}
+        self._round_views: dict[str, _RoundView] = {}
         #: Workers the last round placed work on: their round views were changed in place.
         self._touched: set[str] = set()
         #: The current round views in scan order, each worker's index, who held work last time.
@@ -156,7 +173,7 @@ class FleetSnapshot:
         self.holders_by_worker: dict[str, list[Holder]] = {}
         #: Each holder by id, with what it was built from: kept while its claim lasts, so a
         #: round parses only new claims' allotments (and their quantities stay summed).
-        self._holder_of: dict[str, tuple[tuple, Holder]] = {}
+        self._holder_of: dict[str, _Claim] = {}
         #: What each namespace's holders hold, kept up to date with what came and went.
         self.held = Holdings()
         #: The caches above are shared by rounds (which change views in place) and readers.
@@ -196,7 +213,20 @@ class FleetSnapshot:
         ``FLEET_RESCAN`` seconds as a safety net; a worker's round view is rebuilt
         only when what it holds changed or the last round placed work on it.
         """
-        registry = self.registry
+        held = self._read_holders(session)
+        resampled_here = self._resample_heard_here()
+        for row in self._rows_to_view(session, held, resampled_here):
+            view = self._round_view(row, held.get(row.name, ()))
+            self._views_now[self._position[row.name]] = view
+            if self.pool.views.get(row.name) is not view:
+                self.pool.put(view)
+        self._holding = set(held)
+        self._touched = set()
+        return self._views_now
+
+    def _read_holders(self, session: Session) -> dict[str, list[dict]]:
+        """The allotments held on each worker, as stored; ``holders`` and ``held`` brought
+        up to date on the way (a holder rebuilt only when its claim changed)."""
         held: dict[str, list[dict]] = {}
         self.holders, self.holders_by_worker = [], {}
         known, self._holder_of = self._holder_of, {}
@@ -206,52 +236,59 @@ class FleetSnapshot:
             held.setdefault(row.worker_name, []).append(row.allotment or {})
             key = (row.worker_name, row.claimed_at, row.priority, row.preempt_deadline, row.state, row.progress_at)
             cached = known.pop(row.id, None)
-            if cached is None or cached[0] != key:
-                went += [cached[1]] if cached is not None else []
-                cached = (key, _holder(row))
-                came.append(cached[1])
+            if cached is None or cached.key != key:
+                went += [cached.holder] if cached is not None else []
+                cached = _Claim(key, _holder(row))
+                came.append(cached.holder)
             self._holder_of[row.id] = cached
-            self.holders.append(cached[1])
-            self.holders_by_worker.setdefault(row.worker_name, []).append(cached[1])
-        self.held.update(came, went + [holder for _, holder in known.values()])
+            self.holders.append(cached.holder)
+            self.holders_by_worker.setdefault(row.worker_name, []).append(cached.holder)
+        self.held.update(came, went + [claim.holder for claim in known.values()])
+        return held
+
+    def _resample_heard_here(self) -> set[str]:
+        """Samples heard here that moved, applied from memory (no read); their names."""
+        registry = self.registry
         resampled_here = registry.take_resampled()
-        for name in resampled_here:  # samples heard here that moved: from memory, no read
+        for name in resampled_here:
             built, member = self._views.get(name), registry.members.get(name)
             if built is not None and member is not None and not member.via_lease:
                 built.from_memory(member)
-        if self._fleet_version != registry.fleet_version or time.monotonic() - self._scanned_at > FLEET_RESCAN:
-            self._fleet_version = registry.fleet_version
+        return resampled_here
+
+    def _rows_to_view(self, session: Session, held: dict[str, list[dict]], resampled_here: set[str]) -> list:
+        """Every worker's row after a scan (when the fleet changed, or ``FLEET_RESCAN``
+        passed); else only those of workers whose round view can differ."""
+        if self._fleet_version != self.registry.fleet_version or time.monotonic() - self._scanned_at > FLEET_RESCAN:
+            self._fleet_version = self.registry.fleet_version
             self._scanned_at = time.monotonic()
-            self._rows = self._scan(session)
-            rows = self._rows
+            self._rows = rows = self._scan(session)
             self._position = {row.name: i for i, row in enumerate(rows)}
             self._views_now = [None] * len(rows)
             for gone in self.pool.views.keys() - self._position.keys():
                 self.pool.drop(gone)
-        else:  # only workers that hold, held, were just given something, or were resampled can differ
-            names = {*held, *self._holding, *self._touched, *resampled_here}
-            rows = [self._rows[self._position[n]] for n in names if n in self._position]
-        for row in rows:
-            base = self._views[row.name].view
-            member = registry.members.get(row.name)
-            if row.draining or (member is not None and member.leaving):
-                state = WorkerState.DRAINING
-            else:
-                state = WorkerState.STALE if member is not None and member.stale_since else WorkerState.ONLINE
-            allotments = held.get(row.name, ())
-            key = (id(base), state, _signature(allotments))  # the cache entry keeps base alive: ids stay unique
-            cached = self._round_views.get(row.name)
-            if cached is None or cached[0] != key or row.name in self._touched:
-                view = with_allotments(
-                    base.evolve(running=len(allotments), state=state), map(Allotment.from_json, allotments)
-                )
-                cached = self._round_views[row.name] = (key, view, base)
-            self._views_now[self._position[row.name]] = cached[1]
-            if self.pool.views.get(row.name) is not cached[1]:
-                self.pool.put(cached[1])
-        self._holding = set(held)
-        self._touched = set()
-        return self._views_now
+            return rows
+        # only workers that hold, held, were just given something, or were resampled can differ
+        names = {*held, *self._holding, *self._touched, *resampled_here}
+        return [self._rows[self._position[n]] for n in names if n in self._position]
+
+    def _round_view(self, row: Row, allotments: list[dict] | tuple) -> WorkerView:
+        """The worker's view with what it holds applied, rebuilt only when that, its view
+        or its state changed, or the last round placed work on it."""
+        base = self._views[row.name].view
+        member = self.registry.members.get(row.name)
+        if row.draining or (member is not None and member.leaving):
+            state = WorkerState.DRAINING
+        else:
+            state = WorkerState.STALE if member is not None and member.stale_since else WorkerState.ONLINE
+        key = (id(base), state, _signature(allotments))
+        cached = self._round_views.get(row.name)
+        if cached is None or cached.key != key or row.name in self._touched:
+            view = with_allotments(
+                base.evolve(running=len(allotments), state=state), map(Allotment.from_json, allotments)
+            )
+            cached = self._round_views[row.name] = _RoundView(key, view, base)
+        return cached.view
 
     def _scan(self, session: Session) -> list:
         rows = session.execute(
