@@ -4,7 +4,8 @@
 signatures) on 1,000 synthetic workers (B5's fleet), whose running executions are
 holders spread over the namespaces and priorities; a fifth of the namespaces have a
 quota and some a weight of 2. A round is what the server's dispatch round runs after
-its reads (the holders grouped by worker as the snapshot reads them): the queue in pages as ``flux.server.queue.page`` reads them (highest
+its reads (the holders grouped by worker as the snapshot reads them): the queue in pages
+as ``flux.server.queue.page`` reads them (highest
 priority first, then oldest; a full first page adds the 10 oldest of each waiting
 namespace it misses), the ledgers as ``Dispatcher._ledgers`` builds them (what each
 namespace holds summed once, the quota ledger, fair share), then
@@ -18,7 +19,8 @@ namespace's decayed past usage (``FairShare.past``), and victims are chosen by c
 cooldown), the holders carrying those. The clock is ``time.process_time`` (CPU: the machine is shared) around the
 round, on a fresh copy of the fleet with the static verdicts the previous round left
 in the server's pool (``flux.scheduling.registered``; ``contended_first`` is the round
-after a registration, without them), the collector paused as ``timeit`` pauses it. ``--whole-queue`` lifts the budget (one round
+after a registration, without them), the collector paused as ``timeit`` pauses it.
+``--whole-queue`` lifts the budget (one round
 places everything it can, as before rounds had one).
 """
 

@@ -1,7 +1,7 @@
 """CI smoke for the fleet benchmark (issue 22), the chaos benchmark (issue 13), the schedules
 benchmark (issue 17), the bundles benchmark (issue 15) and the history, footprint and payload
-benchmarks (issue 18): ``python -m bench.b7_fleet --quick``, ``python -m bench.b8_chaos --quick`` and the others run end to
-end against real processes. Speed figures are printed, never asserted: this machine is
+benchmarks (issue 18): ``python -m bench.b7_fleet --quick``, ``python -m bench.b8_chaos --quick``
+and the others run end to end against real processes. Speed figures are printed, never asserted: this machine is
 noisy, and speed is measured by the benchmark, not by tests. B8's correctness figures
 (no run lost, no recorded task run again, no write from a fenced attempt) are counts, not
 timings, and are asserted; so is B10's count of fires (every due time once)."""

@@ -15,7 +15,10 @@ from flux.domain.workers import AllocationMode
 from flux.protocol.base import Number, Strict
 
 #: The interval a server gives a worker (its own, or longer in a large fleet: docs/fleet.md#heartbeat-pacing).
-PACED = "Seconds until the next heartbeat: the worker's own interval, or longer so that a large fleet stays within the server's heartbeats a second; omitted by older servers: keep your own"
+PACED = (
+    "Seconds until the next heartbeat: the worker's own interval, or longer so that a large fleet stays"
+    " within the server's heartbeats a second; omitted by older servers: keep your own"
+)
 
 
 class GPUInfo(Strict):

@@ -103,4 +103,5 @@ class OpenCards:
 
 def packing_reason(worker: WorkerView, eligible: int) -> str:
     """The claim's reason when a share went to a card already shared."""
-    return f"best-fitting shared gpu of {eligible} eligible: {worker.running}/{worker.max_concurrent_executions} slots busy"
+    busy = f"{worker.running}/{worker.max_concurrent_executions}"
+    return f"best-fitting shared gpu of {eligible} eligible: {busy} slots busy"

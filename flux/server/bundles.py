@@ -32,7 +32,8 @@ def check(data: bytes, settings: ServerSettings) -> Bundle:
     """The checked bundle, or 413 (too large) / 422 (not a zip, zip-slip: the entry named)."""
     if len(data) > settings.max_bundle_size:
         raise TooLarge(
-            f"the bundle is {len(data)} bytes, more than the server's limit of {settings.max_bundle_size} (--max-bundle-size)"
+            f"the bundle is {len(data)} bytes,"
+            f" more than the server's limit of {settings.max_bundle_size} (--max-bundle-size)"
         )
     try:
         return open_bundle(data, max_unpacked=max(settings.max_bundle_size * UNPACK_RATIO, 1))

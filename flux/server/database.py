@@ -216,7 +216,8 @@ class Database:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def run(self, fn: Callable[[Session], T]) -> T:
-        """Run ``fn(session)`` in one transaction off the event loop (maybe one shared with other units that queued with it; answered once committed)."""
+        """Run ``fn(session)`` in one transaction off the event loop (maybe one shared with other
+        units that queued with it; answered once committed)."""
         unit = Unit(fn, True, self._enqueue(self._queued))
         try:
             return await asyncio.wrap_future(self._writer.submit(unit))

@@ -414,7 +414,10 @@ class AttemptInfo(BaseModel):
     ended_at: float | None = None
     end: str | None = Field(
         default=None,
-        description="finished, child_died, memory_limit, worker_lost, drained, handed_back, suspended, device_failure; null while it runs",
+        description=(
+            "finished, child_died, memory_limit, worker_lost, drained, handed_back, suspended, device_failure;"
+            " null while it runs"
+        ),
     )
     cause: str | None = None
     counted: bool = Field(default=False, description="Whether it used up one of max_attempts (a crash)")
@@ -433,7 +436,9 @@ class QueueInfo(BaseModel):
     held: dict[str, float] = Field(default={}, description="What its namespace's executions hold now")
     note: str | None = Field(
         default=None,
-        description="What the last round said of it: a quota, a concurrency key, a higher priority's room, its own preemption",
+        description=(
+            "What the last round said of it: a quota, a concurrency key, a higher priority's room, its own preemption"
+        ),
     )
     preempted_by: str | None = None
     preempt_deadline: float | None = None

@@ -6,9 +6,10 @@ Fernet key, or several separated by commas or lines (the first encrypts, all dec
 ``MultiFernet``, for rotation). Neither given, a server on SQLite makes one in its home on
 first start (``HOME/secrets-key``, 0600, as it makes its bootstrap token): the database
 and its key live side by side, as they would in any one-host install. On PostgreSQL it
-does not: replicas with homes of their own would each make a different key. A server whose database holds secrets refuses to start
-without a key that decrypts them. Values leave the server only to the worker that holds
-an execution's current attempt (``values_for``, fenced); no list or read returns one.
+does not: replicas with homes of their own would each make a different key. A server
+whose database holds secrets refuses to start without a key that decrypts them. Values
+leave the server only to the worker that holds an execution's current attempt
+(``values_for``, fenced); no list or read returns one.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ from flux.server.service_models import SecretModel
 from flux.server.settings import sqlite_file
 
 KEY_ENV = "FLUX_SECRETS_KEY"
-NO_KEY = f"the server has no secrets key: start it with {KEY_ENV} or --secrets-key-file (make one with 'flux secret generate-key')"
+NO_KEY = (
+    f"the server has no secrets key: start it with {KEY_ENV} or --secrets-key-file"
+    " (make one with 'flux secret generate-key')"
+)
 #: The key a server on SQLite makes in its home when none is given.
 HOME_KEY = "secrets-key"
 

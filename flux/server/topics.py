@@ -7,8 +7,9 @@ other replicas (keys cross them through ``flux.server.broadcast``), spell it ali
 - ``execution:ID``: an execution changed state; ``events:ID``: a checkpoint; ``logs:ID``: new lines;
 - ``status:NAME``: a worker's stored sample or drain changed (dispatch re-reads it);
 - ``auth:NAME:PREFIX``: a worker's session token changed (``-``: revoked);
-- ``executions`` (``watch``), ``fleet`` (``GET /fleet``'s stream), ``schedules`` (the firing loop), ``namespaces`` (quotas, weights) and ``tokens`` (a client
-  token was revoked: every replica reads the tokens again) carry no subject.
+- ``executions`` (``watch``), ``fleet`` (``GET /fleet``'s stream), ``schedules`` (the firing
+  loop), ``namespaces`` (quotas, weights) and ``tokens`` (a client token was revoked: every
+  replica reads the tokens again) carry no subject.
 """
 
 from __future__ import annotations

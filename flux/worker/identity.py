@@ -43,7 +43,8 @@ class WorkerIdentity:
         except BlockingIOError:
             os.close(fd)
             raise NameTaken(
-                f"worker {self.name!r} is already running on this host (it holds {self.folder / (self.name + '.lock')}); "
+                f"worker {self.name!r} is already running on this host"
+                f" (it holds {self.folder / (self.name + '.lock')}); "
                 "stop it first or choose another name"
             ) from None
         self._lock_fd = fd

@@ -109,7 +109,8 @@ class Wire:
     async def request(
         self, method: str, path: str, content: bytes | None, headers: dict[str, str], timeout: float
     ) -> Answer:
-        """One exchange (an error status is the caller's to raise); a kept-alive connection the server had closed is retried once on a new one."""
+        """One exchange (an error status is the caller's to raise); a kept-alive connection the
+        server had closed is retried once on a new one."""
         request = self._request(method, path, headers, content)
         try:
             async with asyncio.timeout(timeout):

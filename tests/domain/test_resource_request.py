@@ -160,7 +160,8 @@ def test_spec_schema_is_closed_and_unknown_fields_point_to_resources_and_labels(
     with pytest.raises(InvalidResourceRequest) as excinfo:
         ResourceRequest(cpu=1, fpga=1)
     assert str(excinfo.value) == (
-        "ResourceRequest got an unknown field 'fpga'; fields are cpu, memory, disk, gpu, gpu_memory, packages, resources. "
+        "ResourceRequest got an unknown field 'fpga';"
+        " fields are cpu, memory, disk, gpu, gpu_memory, packages, resources. "
         "Count anything else with resources={...}, or advertise it with worker labels and route with affinity"
     )
 

@@ -58,7 +58,8 @@ def write_project(root: Path, version: int) -> Path:
     (root / "shop" / "__init__.py").write_text("")
     (root / "shop" / "prices.json").write_text(json.dumps({"apple": 3}))
     (root / "shop" / "catalog.py").write_text(
-        "import json\nfrom pathlib import Path\n\nPRICES = json.loads((Path(__file__).parent / 'prices.json').read_text())\n"
+        "import json\nfrom pathlib import Path\n\n"
+        "PRICES = json.loads((Path(__file__).parent / 'prices.json').read_text())\n"
     )
     (root / "shop" / "flows.py").write_text(FLOWS.format(version=version))
     return root

@@ -82,7 +82,8 @@ def test_a_traceback_is_marked_for_the_stylesheet_and_escaped():
 
     html = str(
         traceback_html(
-            'Traceback (most recent call last):\n  File "a.py", line 3, in f\n    raise ValueError("<x>")\nValueError: <x>'
+            'Traceback (most recent call last):\n  File "a.py", line 3, in f\n'
+            '    raise ValueError("<x>")\nValueError: <x>'
         )
     )
     assert '<span class="tb-where">  File &#34;a.py&#34;, line 3, in f</span>' in html

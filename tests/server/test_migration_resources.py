@@ -60,9 +60,10 @@ def _moves_the_rows_both_ways(url: str) -> None:
             for row in OLD_ROWS:
                 connection.execute(
                     sa.text(
-                        "INSERT INTO workers (id, name, state, session_token_hash, labels, max_concurrent_executions, allocation,"
-                        " custom_resources, heartbeat_interval, registered_at, last_heartbeat_at, resources_version,"
-                        " packages_digest, draining) VALUES (:id, :name, 'ONLINE', :token, '{}', 1, 'sample', '{}', 5, 0, 0, 1, '', false)"
+                        "INSERT INTO workers (id, name, state, session_token_hash, labels, max_concurrent_executions,"
+                        " allocation, custom_resources, heartbeat_interval, registered_at, last_heartbeat_at,"
+                        " resources_version, packages_digest, draining) VALUES (:id, :name, 'ONLINE', :token, '{}',"
+                        " 1, 'sample', '{}', 5, 0, 0, 1, '', false)"
                     ),
                     {"id": row["worker_id"], "name": f"w{row['worker_id']}", "token": f"t{row['worker_id']}"},
                 )
@@ -96,7 +97,8 @@ def _moves_the_rows_both_ways(url: str) -> None:
                 dict(r._mapping)
                 for r in connection.execute(
                     sa.text(
-                        "SELECT worker_id, cpu_total, cpu_available, memory_total, memory_available, disk_total, disk_free"
+                        "SELECT worker_id, cpu_total, cpu_available, memory_total, memory_available,"
+                        " disk_total, disk_free"
                         " FROM worker_resources ORDER BY worker_id"
                     )
                 )

@@ -49,7 +49,8 @@ async def list_schedules(
     ns: str = NS,
     svc: Services = SVC,
 ):
-    """The namespace's schedules; with follow=true a 'schedules' event each time the list changes (the console's page)."""
+    """The namespace's schedules; with follow=true a 'schedules' event each time the list
+    changes (the console's page)."""
     if wants_stream(request, follow):
         return EventSourceResponse(_lists(svc, ns), ping=PING, sep=SEP, send_timeout=SEND_TIMEOUT)
     return await svc.db.read(lambda s: store.list_all(s, ns))

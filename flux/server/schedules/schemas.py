@@ -28,7 +28,8 @@ Duration = float | str
 #: An ISO 8601 time (without an offset: in the schedule's time zone), or epoch seconds.
 Moment = str | float
 
-#: The values of ``OverlapPolicy`` and ``CatchUpPolicy`` (a strict model takes a JSON string for a Literal, not for an Enum).
+#: The values of ``OverlapPolicy`` and ``CatchUpPolicy`` (a strict model takes a JSON string
+#: for a Literal, not for an Enum).
 Overlap = Literal["skip", "queue_one", "allow_all", "cancel_previous"]
 CatchUp = Literal["latest", "all", "none"]
 
@@ -167,7 +168,9 @@ class ScheduleInfo(BaseModel):
     )
     paused_reason: str | None = Field(
         default=None,
-        description="Why the server paused it (its timing lies outside what the API accepts); null: by hand or not paused",
+        description=(
+            "Why the server paused it (its timing lies outside what the API accepts); null: by hand or not paused"
+        ),
     )
     next_fire_times: list[str] = Field(
         description="The next due times (ISO 8601, in its time zone); empty while paused or done"

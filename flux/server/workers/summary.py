@@ -130,7 +130,8 @@ def stream(svc: Services) -> EventSourceResponse:
 
 
 async def keep_trend(svc: Services) -> None:
-    """The server's loop that samples the summary into ``svc.trend`` every ``PERIOD`` seconds (``flux.server.fleet_trend``)."""
+    """The server's loop that samples the summary into ``svc.trend`` every ``PERIOD`` seconds
+    (``flux.server.fleet_trend``)."""
     while True:
         try:
             svc.trend.add(await svc.db.read(read(svc), counted=False))
