@@ -73,7 +73,9 @@ class _Candidates:
         self.reserved = bound(
             (f for f in filters if f.consumed is not Consumption.NEVER), demand.request, demand.affinity
         )
-        self.eligible = len(self.workers)
+        #: Those with a free slot now: a worker that filled up earlier in the round is not
+        #: counted, whichever way ``free`` was found (a kept pool's verdicts or a fresh walk).
+        self.eligible = sum(1 for w in self.workers if w.free_slots > 0)
         #: A share of a card packs (``flux.scheduling.packing``): what it asks, and who may take it.
         self.share: Ask | None = (
             ask_of(demand.request, demand.affinity) if GPUS in filters and demand.request.shares_gpu else None
