@@ -61,10 +61,8 @@ def _event(client: FluxClient, execution_id: str, type_: str) -> dict:
     return found[-1]
 
 
-def test_decayed_usage_reorders_two_namespaces_after_one_held_the_fleet_alone_across_a_restart(
-    make_cluster, workflow_file, marks
-):
-    cluster = make_cluster(server_args=("--fair-share-half-life", "1h"), eviction_grace_period=5)
+def _two_teams(cluster, workflow_file, marks) -> tuple[FluxClient, FluxClient]:
+    """Namespaces owls and larks with the workflows registered, and one worker of one slot."""
     source = workflow_file(SOURCE.format(marks=str(marks)))
     with FluxClient(cluster.server_url) as admin:
         for name in ("owls", "larks"):
@@ -73,6 +71,14 @@ def test_decayed_usage_reorders_two_namespaces_after_one_held_the_fleet_alone_ac
     for client in (owls, larks):
         client.register_file(source)
     cluster.start_worker("w1", max_concurrent_executions=1)
+    return owls, larks
+
+
+def test_decayed_usage_reorders_two_namespaces_after_one_held_the_fleet_alone_across_a_restart(
+    make_cluster, workflow_file, marks
+):
+    cluster = make_cluster(server_args=("--fair-share-half-life", "1h"), eviction_grace_period=5)
+    owls, larks = _two_teams(cluster, workflow_file, marks)
     held = owls.run("night", None)  # the owls hold the whole fleet, alone
     eventually(lambda: owls.show_namespace()["usage_share"] > 0, WAIT, "the owls' usage never accrued")
     _restart(cluster)
@@ -97,14 +103,7 @@ def test_decayed_usage_reorders_two_namespaces_after_one_held_the_fleet_alone_ac
 
 def test_without_a_half_life_the_same_queue_is_placed_first_come_first_served(make_cluster, workflow_file, marks):
     cluster = make_cluster(server_args=("--fair-share-half-life", "0"), eviction_grace_period=5)
-    source = workflow_file(SOURCE.format(marks=str(marks)))
-    with FluxClient(cluster.server_url) as admin:
-        for name in ("owls", "larks"):
-            admin.create_namespace(name)
-    owls, larks = FluxClient(cluster.server_url, namespace="owls"), FluxClient(cluster.server_url, namespace="larks")
-    for client in (owls, larks):
-        client.register_file(source)
-    cluster.start_worker("w1", max_concurrent_executions=1)
+    owls, larks = _two_teams(cluster, workflow_file, marks)
     held = owls.run("night", None)
     eventually(lambda: owls.execution(held["id"])["state"] == "RUNNING", WAIT, "the night never started")
     first = owls.run("quick", "owls")
