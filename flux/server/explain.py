@@ -169,7 +169,7 @@ def record_waiting(
             if infeasible and templates is None:
                 templates = notes.templates(session)
             unfit = no_pool(templates, demand) if infeasible else None
-            infeasible = notes.unplaceable(infeasible, templates or [], demand)
+            infeasible = notes.unplaceable(infeasible, templates or [], unfit)
             explained[key] = (summarize(verdicts), any(v.available for v in verdicts), infeasible, unfit)
         tally, available, infeasible, unfit = explained[key]
         reason = (held_back or {}).get(row.id)

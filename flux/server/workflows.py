@@ -23,6 +23,7 @@ from flux.domain.sources import source_digest
 from flux.domain.workflow_options import WorkflowOptions
 from flux.registration import StaticError, read_bundle
 from flux.registration.bundle import stored_request
+from flux.scheduling.binding import no_pool
 from flux.scheduling.demand import Demand
 from flux.scheduling.explain import infeasibility
 from flux.scheduling.snapshot import WorkerView
@@ -201,7 +202,8 @@ def _warnings(
     reason = infeasibility(request, affinity, fleet, namespace)
     if reason:
         demand = Demand(execution_id="", request=request, affinity=affinity, namespace=namespace)
-        reason = notes.unplaceable(reason, notes.templates(session), demand)
+        pools = notes.templates(session)
+        reason = notes.unplaceable(reason, pools, no_pool(pools, demand))
     return [reason] if reason else []
 
 

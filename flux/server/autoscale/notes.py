@@ -10,8 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.scheduling.autoscale import MemberState, PoolTemplate, fits
-from flux.scheduling.binding import no_pool
 from flux.scheduling.demand import Demand
+from flux.scheduling.filters import Reason
 from flux.server.autoscale import store
 from flux.server.pool_models import PoolModel, PoolWorkerModel
 
@@ -31,11 +31,11 @@ def starting_for(session: Session, demand: Demand) -> str | None:
     return None
 
 
-def unplaceable(reason: str | None, pools: list[PoolTemplate], demand: Demand) -> str | None:
-    """``reason`` (no registered worker could ever take ``demand``), unless a pool can start a
-    worker that would: such work waits for autoscaling, not for ever (as Kueue calls a workload
-    inadmissible only when no flavour could hold it)."""
-    if reason and pools and no_pool(pools, demand) is None:
+def unplaceable(reason: str | None, pools: list[PoolTemplate], unfit: Reason | None) -> str | None:
+    """``reason`` (no registered worker could ever take it), unless a pool can start a worker
+    that would (``unfit``: ``no_pool``'s verdict on ``pools``): such work waits for autoscaling,
+    not for ever (as Kueue calls a workload inadmissible only when no flavour could hold it)."""
+    if reason and pools and unfit is None:
         return None
     return reason
 
