@@ -18,6 +18,10 @@ import importlib
 #: Each exported name and the module that defines it, imported on first use (PEP 562).
 _EXPORTS = {
     "Strict": "base",
+    "GangSeat": "gangs",
+    "GangPeer": "gangs",
+    "Rendezvous": "gangs",
+    "RendezvousReply": "gangs",
     "Number": "base",
     "GPUInfo": "registration",
     "ResourcesInfo": "registration",

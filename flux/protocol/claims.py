@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, PlainSerializer, PlainValidator, model_se
 
 from flux.domain.allotment import EMPTY, Allotment
 from flux.protocol.base import Number, Strict
+from flux.protocol.gangs import GangSeat
 
 
 class _SetFieldsOnly(BaseModel):
@@ -109,6 +110,9 @@ class ClaimedExecution(BaseModel):
     )
     rolled_back: list[str] = Field(
         default_factory=list, description="Task ids whose rollback ended in an earlier attempt (not run again)"
+    )
+    gang: GangSeat | None = Field(
+        default=None, description="A gang member's seat: rendezvous before user code runs (docs/gangs.md)"
     )
 
 

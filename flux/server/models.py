@@ -140,6 +140,8 @@ class ExecutionModel(Base):
         # durable waits and timeouts (docs/waits.md): a parent's children, the sleepers
         # due now, and the deadlines of what has not finished
         Index("ix_executions_parent", "parent_id"),
+        # a gang's members by rank (docs/gangs.md)
+        Index("ix_executions_gang", "gang_id", "rank"),
         Index("ix_executions_state_ready", "state", "ready_at"),
         Index(
             "ix_executions_deadline",
@@ -202,6 +204,13 @@ class ExecutionModel(Base):
     log_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     #: The execution whose ``call`` started this one (docs/waits.md).
     parent_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: A gang's own row: its ``Gang`` JSON form (docs/gangs.md); members run, it holds no worker.
+    gang: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    #: A member's row: its gang's execution and its rank (0 .. size-1); out of the queue.
+    gang_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    rank: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: ``host:port`` its worker gave at the rendezvous of the current attempt (None before).
+    gang_address: Mapped[str | None] = mapped_column(String(300), nullable=True)
     #: What it waits for while SLEEPING, PAUSED or AWAITING_CHILD (``flux.domain.waits``).
     wait: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     #: When it ends TIMED_OUT: submission + its workflow's ``timeout``.
@@ -258,6 +267,7 @@ class ExecutionModel(Base):
         self.unschedulable = None
         self.preempted_by = None
         self.preempt_deadline = None
+        self.gang_address = None
 
 
 #: The queue in placement order, highest priority first (``flux.server.queue``): a
