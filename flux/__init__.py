@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; tests/client/test_lazy_
     from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
     from flux.domain.concurrency import Concurrency
     from flux.domain.fluxcore_schedules import cron, interval, once
-    from flux.domain.gang import Gang
+    from flux.domain.gang import Gang, GangContext
     from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
     from flux.domain.routing import RoutingPolicy, label, load, metric, score
     from flux.domain.schedules import CatchUpPolicy, InvalidSchedule, OverlapPolicy, Schedule
@@ -56,6 +56,7 @@ _EXPORTS = {
     "NotIn": "flux.domain.affinity",
     "Concurrency": "flux.domain.concurrency",
     "Gang": "flux.domain.gang",
+    "GangContext": "flux.domain.gang",
     "InvalidResourceRequest": "flux.domain.resource_request",
     "ResourceRequest": "flux.domain.resource_request",
     "RoutingPolicy": "flux.domain.routing",
@@ -141,6 +142,7 @@ __all__ = [
     "ExecutionTimedOut",
     "Exists",
     "Gang",
+    "GangContext",
     "Ge",
     "Gt",
     "In",

@@ -14,6 +14,10 @@ server makes it again from the JSON form at registration (a 422 naming the field
 ``size`` is capped by the server (``DEFAULT_MAX_SIZE`` unless it says otherwise): the
 decorator checks the default cap, or ``max_size=`` when a server allows more; the
 server checks its own with ``from_dict(data, max_size=...)``. Model: docs/gangs.md.
+
+A started member sees its ``GangContext`` as ``ctx.gang`` (its rank, the gang's size, rank
+0's address and port, every member by rank) and, in its process environment, what
+``GangContext.env`` gives: the variables torch.distributed's ``env://`` reads.
 """
 
 from __future__ import annotations
@@ -162,3 +166,43 @@ class Gang:
         parts.append(f"{self.per_worker} a worker")
         parts.append(f"start within {format_duration(self.start_timeout)}")
         return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class GangMember:
+    """One member of a started gang: its rank, the worker it runs on, and the
+    ``host:port`` it gave at the rendezvous (None where it is not known)."""
+
+    rank: int
+    worker: str
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class GangContext:
+    """What a member of a started gang sees as ``ctx.gang``: its seat (``rank`` of
+    ``size``, ``local_rank`` of the ``local_size`` members on its worker), rank 0's
+    address and port (``master_addr``, ``master_port``: where torch.distributed's
+    rendezvous listens) and every member by rank. None for an execution that is not a gang
+    member."""
+
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    master_addr: str
+    master_port: int
+    members: tuple[GangMember, ...] = ()
+
+    def env(self) -> dict[str, str]:
+        """The variables torch.distributed's ``env://`` reads (and ``torchrun`` sets): a
+        member's process has them in its environment, so ``init_process_group`` needs no
+        arguments."""
+        return {
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+            "RANK": str(self.rank),
+            "WORLD_SIZE": str(self.size),
+            "LOCAL_RANK": str(self.local_rank),
+            "LOCAL_WORLD_SIZE": str(self.local_size),
+        }

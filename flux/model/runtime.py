@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, ClassVar, Protocol
 
 from flux import tracing
 from flux.domain.events import EventType, make_event
+from flux.domain.gang import GangContext
 from flux.domain.payloads import PayloadRefused, check_levels, check_size
 from flux.domain.secrets import SecretsUnavailable
 from flux.model import caching, codecs
@@ -229,6 +230,8 @@ class ExecutionContext:
     secrets: dict[str, str] | None = field(default=None, repr=False)
     #: A MemoryError ends the attempt (a ceiling the worker set) rather than failing the workflow.
     ends_on_memory_error: bool = False
+    #: A gang member's seat and peers once every member started (docs/gangs.md); None otherwise.
+    gang: GangContext | None = None
     _task_calls: dict[str, int] = field(default_factory=dict, repr=False)
     _value_calls: dict[str, int] = field(default_factory=dict, repr=False)
     _fetched_secrets: dict[str, str] = field(default_factory=dict, repr=False)
