@@ -20,6 +20,7 @@ from flux.domain.attempts import check_max_attempts
 from flux.domain.concurrency import Concurrency, check_concurrency, check_limit
 from flux.domain.durations import parse_duration
 from flux.domain.fluxcore_schedules import DeclaredSchedule
+from flux.domain.gang import DEFAULT_MAX_SIZE, Gang, InvalidGang
 from flux.domain.names import check_name
 from flux.domain.namespaces import check_namespace
 from flux.domain.numbers import is_number
@@ -63,6 +64,8 @@ class WorkflowOptions:
     namespace: str | None = None
     #: A schedule declared in code: registration creates (or updates) the server schedule ``<name>``.
     schedule: DeclaredSchedule | None = None
+    #: Run as ``size`` members placed together (docs/gangs.md); ``requests`` is per member.
+    gang: Gang | None = None
 
     @classmethod
     def of(cls, name: str, **options: Any) -> WorkflowOptions:
@@ -158,6 +161,29 @@ def _schedule(value: Any, owner: str) -> DeclaredSchedule | None:
     return value
 
 
+def _gang(value: Any, owner: str) -> Gang | None:
+    """A ``Gang``, or its JSON form (a hand-written registration's): its size is checked
+    against the server's cap where the server reads it (``flux.server.gang_options``),
+    since a server may allow more than ``DEFAULT_MAX_SIZE``."""
+    if value is None or isinstance(value, Gang):
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidGang(f"{owner}: gang must be a Gang(size=..., topology=...), got {value!r}")
+    try:
+        return gang_from_json(value)
+    except InvalidGang as exc:
+        raise InvalidGang(f"{owner}: {exc}") from None
+
+
+def gang_from_json(data: Mapping[str, Any]) -> Gang:
+    """A gang from its JSON form with no cap of its own on ``size`` (the cap is the
+    server's, checked where the server reads it): a stored document reads back even
+    after a server's cap was lowered."""
+    size = data.get("size") if isinstance(data, Mapping) else None
+    cap = int(size) if is_number(size) and float(size).is_integer() and size > DEFAULT_MAX_SIZE else DEFAULT_MAX_SIZE
+    return Gang.from_dict(data, max_size=cap)
+
+
 #: Each option's check: ``(value, owner) -> the value kept``, raising ``ValueError`` naming it.
 _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "requests": _requests,
@@ -173,6 +199,7 @@ _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "max_concurrency": _max_concurrency,
     "namespace": _namespace,
     "schedule": _schedule,
+    "gang": _gang,
 }
 
 #: The options whose JSON form is not the value itself: (to JSON, from JSON).
@@ -181,4 +208,5 @@ _JSON: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "routing": (RoutingPolicy.to_dict, RoutingPolicy.from_dict),
     "concurrency": (Concurrency.to_json, Concurrency.from_json),
     "schedule": (DeclaredSchedule.request, DeclaredSchedule.from_request),
+    "gang": (Gang.to_dict, gang_from_json),
 }

@@ -24,6 +24,7 @@ from flux.domain import fluxcore_routing as flux_core_routing
 from flux.domain.affinity import DoesNotExist, Exists, Ge, Gt, In, Le, Lt, NotIn
 from flux.domain.concurrency import Concurrency
 from flux.domain.fluxcore_schedules import cron, interval, once
+from flux.domain.gang import Gang, InvalidGang
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import label, load, metric, score
 from flux.domain.task_options import TaskOptions
@@ -48,6 +49,7 @@ CONSTRUCTORS: dict[str, Callable[..., Any]] = {
     "cron": cron,
     "interval": interval,
     "once": once,
+    "Gang": Gang,
     # flux-core's routing language (``from flux.routing import ...``), translated to ours
     **{f"routing.{name}": getattr(flux_core_routing, name) for name in flux_core_routing.__all__},
 }
@@ -115,6 +117,8 @@ class StaticError(ValueError):
 
     def __init__(self, filename: str, line: int | None, message: str):
         self.filename, self.line, self.reason = filename, line, message
+        #: The decorator option whose value was refused, when one was (``gang``: a 422 naming it).
+        self.option: str | None = None
         where = f"{filename}:{line}" if line else filename
         super().__init__(f"{where}: {message}")
 
@@ -256,10 +260,14 @@ class _Reader:
                 raise self.error(keyword.value, f"unknown {what} option {keyword.arg!r}; allowed: {', '.join(allowed)}")
             if keyword.arg in RUNTIME_OPTIONS:
                 continue
-            if keyword.arg in FUNCTION_OPTIONS:
-                options[keyword.arg] = self._function_ref(keyword.value)
-            else:
-                options[keyword.arg] = self.evaluate(keyword.value)
+            try:
+                if keyword.arg in FUNCTION_OPTIONS:
+                    options[keyword.arg] = self._function_ref(keyword.value)
+                else:
+                    options[keyword.arg] = self.evaluate(keyword.value)
+            except StaticError as exc:
+                exc.option = keyword.arg
+                raise
         return options
 
     def _function_ref(self, node: ast.expr) -> FunctionRef | None:
@@ -284,7 +292,9 @@ class _Reader:
                     raise ValueError(f"workflow {name or node.name!r}: {options[policy].message()}")
             validated = WorkflowOptions.of(node.name if name is None else name, **options)
         except (ValueError, TypeError, InvalidResourceRequest) as exc:
-            raise self.error(decorator, str(exc)) from None
+            error = self.error(decorator, str(exc))
+            error.option = "gang" if isinstance(exc, InvalidGang) else None
+            raise error from None
         self.reading.workflows.append(FoundWorkflow(validated, self.filename, node.lineno, self.module))
 
     def _task(self, node: ast.FunctionDef | ast.AsyncFunctionDef, decorator: ast.expr, call: ast.Call | None) -> None:

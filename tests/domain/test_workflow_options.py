@@ -9,6 +9,7 @@ import pytest
 
 from flux.domain.concurrency import Concurrency
 from flux.domain.fluxcore_schedules import cron
+from flux.domain.gang import Gang, InvalidGang
 from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
 from flux.domain.routing import load, score
 from flux.domain.workflow_options import DIRECTIVES, WorkflowOptions, names
@@ -27,6 +28,7 @@ EVERY = dict(
     max_concurrency=7,
     namespace="ml",
     schedule=cron("0 * * * *"),
+    gang=Gang(size=4, topology="rack", prefer="zone", start_timeout="5m"),
 )
 
 
@@ -79,6 +81,11 @@ def test_a_version_stores_every_option_but_the_directives_of_registration():
         ("affinity", ["zone"], "workflow 'w': affinity"),
         ("routing", {"terms": []}, "workflow 'w': routing"),
         ("requests", 3, "workflow 'w': requests must be a ResourceRequest"),
+        ("gang", 4, "workflow 'w': gang must be a Gang"),
+        ("gang", {"size": 4, "topology": "my rack"}, "workflow 'w': Gang.topology: 'my rack' is not a label key"),
+        ("gang", {"size": 4, "topology": "rack", "per_worker": 5}, "workflow 'w': Gang.per_worker: 5 is more"),
+        ("gang", {"size": 1, "topology": "rack"}, "workflow 'w': Gang.size: must be at least 2"),
+        ("gang", {"size": 4, "topology": "rack", "ranks": 2}, "workflow 'w': Gang got unknown field.* 'ranks'"),
     ],
 )
 def test_each_check_names_the_workflow_and_the_option(option, value, message):
@@ -93,3 +100,19 @@ def test_a_bad_request_and_an_unknown_option_are_refused():
         WorkflowOptions.of("w", gpus=1)
     with pytest.raises(ValueError, match="name"):
         WorkflowOptions.of("")
+
+
+def test_a_gang_keeps_its_json_form_and_reads_back_past_the_default_cap():
+    options = WorkflowOptions.of("train", gang=Gang(size=4, topology="rack", prefer="zone", start_timeout="5m"))
+    assert options.to_json()["gang"] == {
+        "size": 4,
+        "topology": "rack",
+        "prefer": "zone",
+        "per_worker": 1,
+        "start_timeout": 300.0,
+    }
+    # a server started with a higher cap stored it: its document reads back (the cap is the server's)
+    big = WorkflowOptions.of("big", gang={"size": 600, "topology": "rack"})
+    assert WorkflowOptions.from_json(big.to_json()).gang == big.gang and big.gang.size == 600
+    with pytest.raises(InvalidGang, match="Gang.size: must be a whole number"):
+        WorkflowOptions.of("w", gang={"size": "four", "topology": "rack"})
