@@ -29,7 +29,8 @@ class AttemptEnd(StrEnum):
     WORKER_LOST = "worker_lost"
     #: A draining worker's deadline passed: it stopped the attempt and handed it back.
     DRAINED = "drained"
-    #: The worker gave it back before or without running it (shutdown, a lost claim).
+    #: The worker gave it back before or without running it (shutdown, a lost claim, a gang
+    #: member whose gang did not start within its ``start_timeout``: docs/gangs.md).
     HANDED_BACK = "handed_back"
     #: A GPU it was allotted failed (an XID, uncorrectable ECC errors): the worker stopped
     #: it and it goes elsewhere. The card's fault, not the workflow's: it does not count.
@@ -51,6 +52,7 @@ COUNTED = frozenset({AttemptEnd.CHILD_DIED, AttemptEnd.MEMORY_LIMIT, AttemptEnd.
 #: The ends a worker may report itself (the others are the server's own findings).
 WORKER_REPORTED = frozenset(
     {
+        AttemptEnd.HANDED_BACK,
         AttemptEnd.CHILD_DIED,
         AttemptEnd.MEMORY_LIMIT,
         AttemptEnd.DRAINED,

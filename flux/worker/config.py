@@ -75,6 +75,9 @@ class WorkerConfig:
     bundle_cache_size: int = 2 * 1024**3
     #: Where they are kept; None: HOME/bundle-cache/NAME, or a temporary folder.
     bundle_cache_dir: str | None = None
+    #: The address a gang member's peers reach it at (docs/gangs.md#on-the-worker); None:
+    #: this host's address toward the server (``flux.worker.gangs.advertise_address``).
+    advertise_address: str | None = None
 
 
 def build_runner(config: WorkerConfig, template: ChildTemplate | None = None) -> Runner:

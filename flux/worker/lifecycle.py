@@ -19,6 +19,7 @@ from flux.worker.bundles import BundleCache, cache_root
 from flux.worker.claims import claim_loop
 from flux.worker.config import WorkerConfig, build_runner
 from flux.worker.drain import StopSignals, drain
+from flux.worker.gangs import advertise_address
 from flux.worker.heartbeat import Publisher
 from flux.worker.identity import WorkerIdentity
 from flux.worker.runners import Runner
@@ -47,6 +48,7 @@ class Worker:
             max_log_bytes=config.max_log_bytes,
             capture_output=config.capture_output,
             bundles=self.bundles,
+            advertise=self.advertise_address,
         )
         self.publisher = Publisher(config, self.executions, self.call)
         self.signals = StopSignals()
@@ -58,6 +60,15 @@ class Worker:
     def _get_resources_info(self) -> WorkerRegistration:
         """The registration payload (the spec's ``flux/worker.py::_get_resources_info``)."""
         return self.publisher.resources_info()
+
+    async def advertise_address(self) -> str:
+        """Where a gang member's peers reach this worker: ``--advertise-address``, else this
+        host's address toward the server, found once (off the loop: it may resolve a name)."""
+        if self.config.advertise_address is None:
+            found = await asyncio.to_thread(advertise_address, self.config.server_url)
+            log.info("gang members on this worker are reached at %s (--advertise-address)", found)
+            self.config.advertise_address = found
+        return self.config.advertise_address
 
     async def call(self, path: str, json: Body, timeout: float | None = None, reply: type[Reply] | None = None) -> Any:
         """A call to the server (``ServerSession.call``); its reply decoded into ``reply`` when given."""

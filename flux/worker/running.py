@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -35,6 +36,7 @@ from flux.domain.events import ATTEMPT_CLOSING_EVENTS, MAX_CHECKPOINT_EVENTS, Ev
 from flux.logformat import bind
 from flux.protocol.checkpoints import CheckpointReply
 from flux.protocol.claims import PreemptionNotice, PreemptionWithdrawal
+from flux.worker import gangs
 from flux.worker.bundles import BundleCache
 from flux.worker.logs import LogShipper
 from flux.worker.runners import Job, Runner, Stop
@@ -116,6 +118,8 @@ class RunningExecution:
     refused: str | None = None
     #: While a preemption's grace period runs: the end of the attempt at its deadline.
     preempt_timer: asyncio.TimerHandle | None = None
+    #: When this worker received the attempt (``time.monotonic``): a gang member's ``start_timeout`` counts from it.
+    received: float = field(default_factory=time.monotonic)
 
 
 class Executions:
@@ -127,8 +131,11 @@ class Executions:
         max_log_bytes: int = 10 * 1024**2,
         capture_output: bool = True,
         bundles: BundleCache | None = None,
+        advertise: Callable[[], Awaitable[str]] | None = None,
     ):
         self.runner = runner
+        #: The address a gang member's peers reach it at (``--advertise-address``, or found on first use).
+        self.advertise = advertise or _loopback
         self.bundles = bundles
         self.call = call
         self.log_buffer_lines, self.max_log_bytes = log_buffer_lines, max_log_bytes
@@ -283,9 +290,12 @@ class Executions:
                     job = job.model_copy(update={"traceparent": tracing.current_traceparent()})
                 if bundle:
                     job = job.model_copy(update={"bundle_root": str(await self._bundle(execution, bundle))})
-                await self.runner.run(
-                    job, services.redacted(execution.outbox.put), execution.stop, log=sink, ask=services
-                )
+                if job.gang is not None:
+                    job = await self._gang_start(execution, job)
+                if job is not None:
+                    await self.runner.run(
+                        job, services.redacted(execution.outbox.put), execution.stop, log=sink, ask=services
+                    )
         except BundleError as exc:
             execution.outbox.put(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc)}))
         except Exception as exc:  # noqa: BLE001 - a runner failure must not kill the worker
@@ -317,6 +327,36 @@ class Executions:
             if self.running.get(job.id) is execution:
                 del self.running[job.id]
             self.slot_freed.set()
+
+    async def _gang_start(self, execution: RunningExecution, job: Job) -> Job | None:
+        """A gang member waits at the rendezvous before its user code runs (``flux.worker.gangs``):
+        the job with its peers once every member arrived, or None when it must not start
+        (the gang's attempt ended: nothing more is reported; too late: the attempt ends;
+        cancelled meanwhile: the cancellation is recorded; stopped: as any stopped attempt)."""
+        assert job.gang is not None
+        address = await self.advertise()
+        deadline = execution.received + job.gang.start_timeout
+        try:
+            with gangs.reserved_port(address) as port:  # released as the member's process starts
+                reply = await gangs.rendezvous(self.call, job, address, port, deadline, execution.stop)
+        except gangs.GangEnded as exc:
+            log.warning(
+                "execution %s attempt %s: its gang's attempt ended before it started: %s", job.id, job.attempt, exc
+            )
+            self._abandon(execution)
+            return None
+        except gangs.GangLate:
+            log.warning("execution %s attempt %s: %s", job.id, job.attempt, gangs.LATE)
+            self._end(execution, AttemptEnd.HANDED_BACK, gangs.LATE)
+            return None
+        if reply is not None:
+            return job.model_copy(update={"rendezvous": reply})
+        if execution.stop.cancel.is_set() and not execution.stop.kill.is_set():
+            reason = {"reason": "cancelled before its gang started"}
+            execution.outbox.put(make_event(EventType.WORKFLOW_CANCELLED, job.workflow_name, value=reason))
+        elif not execution.stop.kill.is_set():  # the worker stopped waiting for the server
+            self._abandon(execution)
+        return None
 
     async def _bundle(self, execution: RunningExecution, sha256: str):  # noqa: ANN202 - a Path
         """The unpacked bundle of an execution (fetched on first use), held until it ends."""
@@ -385,6 +425,10 @@ class Executions:
         if reply.cancel:
             execution.stop.cancel.set()
         return not closing
+
+
+async def _loopback() -> str:
+    return "127.0.0.1"
 
 
 #: The most of a refusal's reason that a failed attempt's error keeps.

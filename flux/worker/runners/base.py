@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Callable
 
 from pydantic import ConfigDict
 
+from flux.domain.gang import GangContext, GangMember
 from flux.protocol.claims import ClaimedExecution, PreemptionNotice
+from flux.protocol.gangs import RendezvousReply
 from flux.worker.runners.ceilings import Ceilings
 from flux.worker.runners.protocol import LogSink
 
@@ -36,12 +38,40 @@ class Job(ClaimedExecution):
     limits: Ceilings | None = None
     #: What the child writes to its fds 1 and 2 when its attempt closes (``flux.worker.runners.pipes``).
     output_mark: str | None = None
+    #: A gang member's rendezvous once every member arrived (``flux.worker.gangs``): its peers, rank 0's address.
+    rendezvous: RendezvousReply | None = None
 
     @classmethod
     def claimed(cls, execution: ClaimedExecution) -> Job:
         """The job of a claimed execution (already validated: not validated again)."""
         fields = {name: getattr(execution, name) for name in type(execution).model_fields}
         return cls.model_construct(execution.model_fields_set, **fields)
+
+    def gang_context(self) -> GangContext | None:
+        """What a gang member's workflow sees as ``ctx.gang`` (and its process's environment,
+        ``GangContext.env``): its seat, and its peers from the rendezvous; None until every
+        member arrived, and for an execution that is not a member."""
+        seat, met = self.gang, self.rendezvous
+        if seat is None or met is None:
+            return None
+        members = tuple(
+            GangMember(peer.rank, peer.worker, peer.address) for peer in sorted(met.members, key=lambda peer: peer.rank)
+        )
+        master_addr, master_port = met.master_addr, met.master_port
+        if (master_addr is None or master_port is None) and members and members[0].address:
+            host, _, port = members[0].address.rpartition(":")  # rank 0's "host:port"
+            master_addr, master_port = host.strip("[]"), int(port)
+        if master_addr is None or master_port is None:
+            raise ValueError(f"execution {self.id}: the rendezvous named no address for rank 0")
+        return GangContext(
+            rank=seat.rank,
+            size=seat.size,
+            local_rank=seat.local_rank,
+            local_size=seat.local_size,
+            master_addr=master_addr,
+            master_port=master_port,
+            members=members,
+        )
 
 
 @dataclass

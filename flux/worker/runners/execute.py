@@ -26,6 +26,7 @@ def context_for(job: Job, emit: EventSink, ask: Ask | None = None) -> ExecutionC
         ask=ask,
         # a memory ceiling (planned from the allotment, or the worker's own): hitting it ends the attempt
         ends_on_memory_error=bool(job.limits and job.limits.memory),
+        gang=job.gang_context(),  # a gang member's seat and peers (docs/gangs.md#on-the-worker)
     )
 
 

@@ -229,6 +229,9 @@ class SubprocessRunner(Runner):
         self, job: Job, emit: Callable[[dict], None], stop: Stop, log: LogSink | None = None, ask: Ask | None = None
     ) -> None:
         limits = self.plan(job)
+        gang = job.gang_context()
+        if gang is not None:  # what env:// reads, set by the child on itself; such a child then retires
+            limits.env.update(gang.env())
         child = cgroup = watcher = None
         answering: set[asyncio.Task] = set()  # the child's questions (flux.worker.runners.asking) being answered
         mark = secrets.token_hex(8)  # this job's output mark (flux.worker.runners.pipes)
