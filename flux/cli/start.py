@@ -733,6 +733,13 @@ def _check_secrets_key(settings: ServerSettings) -> None:
     help="Where unpacked bundles are kept [HOME/bundle-cache/NAME]",
 )
 @click.option(
+    "--advertise-address",
+    envvar="FLUX_ADVERTISE_ADDRESS",
+    default=None,
+    help="Host the other members of a gang reach this worker's members at (MASTER_ADDR for rank 0; "
+    "docs/gangs.md) [this host's address toward the server]",
+)
+@click.option(
     "--fork-children/--no-fork-children",
     envvar="FLUX_FORK_CHILDREN",
     default=True,
@@ -774,6 +781,7 @@ def start_worker(
     capture_output: bool,
     bundle_cache_size: int,
     bundle_cache_dir: str | None,
+    advertise_address: str | None,
     fork_children: bool,
     log_format: str,
 ) -> None:
@@ -829,6 +837,7 @@ def start_worker(
         capture_output=capture_output,
         bundle_cache_size=bundle_cache_size,
         bundle_cache_dir=bundle_cache_dir,
+        advertise_address=advertise_address,
     )
     asyncio.run(Worker(config, template=template).run())
 
