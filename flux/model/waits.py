@@ -21,10 +21,11 @@ import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from flux.domain.durations import parse_duration
 from flux.domain.events import STATE_AFTER, EventType, ExecutionState
+from flux.domain.gang import Gang, InvalidGang
 from flux.domain.names import check_name
 from flux.domain.waits import DEFAULT_DURABLE_SLEEP_THRESHOLD, THRESHOLD_ENV, WaitKind
 from flux.model.runtime import (
@@ -113,22 +114,37 @@ async def pause(name: str, payload: Any = None, *, output: Any = None) -> Any:
     raise Suspended({"kind": WaitKind.PAUSE.value, "id": wait_id, "name": name, "payload": payload})
 
 
-async def call(workflow: RunnableWorkflow | str, input: Any = None) -> Any:
+async def call(workflow: RunnableWorkflow | str, input: Any = None, *, gang: Gang | Mapping | None = None) -> Any:
     """Run another workflow as a child execution, placed by its own requests and
     affinity, and return its output; ``ChildWorkflowError`` if it did not complete.
-    The parent holds no worker while the child runs; cancelling it cancels the child."""
+    The parent holds no worker while the child runs; cancelling it cancels the child.
+    ``gang``: run the child as this gang (a ``Gang``, or fields changing the child's own,
+    ``{"size": 8}``), as a run's ``gang`` does (docs/gangs.md); its output is rank 0's."""
     name = check_name(workflow if isinstance(workflow, str) else getattr(workflow, "name", None))
     ctx = _workflow_context("call")
     input = to_json_value(
         input, f"the input of the call of workflow {name!r}", ctx.max_payload_size, _in_wait(ctx.max_payload_levels)
     )
+    asked = _gang_of(gang)
     wait_id = ctx.next_task_id(WaitKind.CALL.value)
     if wait_id in ctx.completed_tasks:
         return _child_result(name, ctx.completed_tasks[wait_id])
     local = _local.get()
     if local is not None:
         local.targets[wait_id] = workflow
-    raise Suspended({"kind": WaitKind.CALL.value, "id": wait_id, "workflow": name, "input": input})
+    if local is not None and asked is not None:
+        local.gangs[wait_id] = asked
+    wait = {"kind": WaitKind.CALL.value, "id": wait_id, "workflow": name, "input": input}
+    raise Suspended(wait if asked is None else {**wait, "gang": asked})
+
+
+def _gang_of(gang: Gang | Mapping | None) -> dict | None:
+    """A call's gang in its JSON form (the server checks it against its cap and the child's own)."""
+    if gang is None or isinstance(gang, Gang):
+        return None if gang is None else gang.to_dict()
+    if not isinstance(gang, Mapping) or not all(isinstance(key, str) for key in gang):
+        raise InvalidGang(f"call(gang=...): a Gang or a mapping of its fields such as {{'size': 4}}, got {gang!r}")
+    return dict(gang)
 
 
 def _in_wait(max_levels: int | None) -> int | None:
@@ -157,6 +173,8 @@ def _record(ctx: ExecutionContext, kind: WaitKind, wait_id: str, value: Any) -> 
 class _LocalRun:
     #: Called workflows by call id: a local run has no registry to find them by name.
     targets: dict[str, Any] = field(default_factory=dict)
+    #: The gang a call asked its child to run as, by call id.
+    gangs: dict[str, dict] = field(default_factory=dict)
 
 
 _local: ContextVar[_LocalRun | None] = ContextVar("flux_local_run", default=None)
@@ -210,7 +228,7 @@ async def _wait_locally(wait: dict) -> Any:
     if not hasattr(target, "run_async"):
         error = f"a local run calls a workflow object, not the name {wait['workflow']!r}"
         return {"state": ExecutionState.FAILED.value, "error": error}
-    child = await target.run_async(wait["input"])
+    child = await target.run_async(wait["input"], gang=_local.get().gangs.pop(wait["id"], None))
     result = {"child": child.execution_id, "state": child.state.value}
     if child.succeeded:
         return {**result, "output": child.output}

@@ -17,9 +17,11 @@ from typing import Any, Callable, Mapping
 
 from flux.domain.affinity import normalise_affinity
 from flux.domain.events import ExecutionState
+from flux.domain.gang import Gang, GangContext
 from flux.domain.secrets import Redactor
 from flux.domain.workflow_options import WorkflowOptions, names
 from flux.model import codecs, fluxcore
+from flux.model.gang_local import chosen_gang, run_gang
 from flux.model.results import Event, RunResult
 from flux.model.runtime import ExecutionContext
 from flux.model.waits import run_local
@@ -159,10 +161,14 @@ class Workflow:
         secrets: Mapping[str, str] | None = None,
         execution_id: str | None = None,
         resume_payload: Any = None,
+        *,
+        gang: Gang | Mapping[str, Any] | None = None,
     ) -> LocalExecution:
         """Run in this process, without a server (tests, notebooks). ``secrets``: what
         tasks with ``secret_requests`` receive (masked in the events, as on a worker).
-        ``execution_id`` (and ``resume_payload``): flux-core's form of ``resume(execution_id, value)``."""
+        ``execution_id`` (and ``resume_payload``): flux-core's form of ``resume(execution_id, value)``.
+        A gang (the workflow's, or ``gang``: a ``Gang`` or ``{"size": N}``) runs its members
+        as processes of this machine (``flux.model.gang_local``): the output is rank 0's."""
         if execution_id is not None:
             if resume_payload is not None:
                 fluxcore.differs(
@@ -178,7 +184,7 @@ class Workflow:
             raise RuntimeError(
                 f"{self.name}.run() called inside a running event loop; use 'await {self.name}.run_async(...)'"
             )
-        return asyncio.run(self.run_async(input, secrets))
+        return asyncio.run(self.run_async(input, secrets, gang=gang))
 
     def resume(self, execution_id: str, input: Any = None) -> LocalExecution:
         """Continue this process's local run ``execution_id``: a paused one goes on with
@@ -191,11 +197,22 @@ class Workflow:
         return run.resume(run.resume_with if input is None else input)
 
     async def run_async(
-        self, input: Any = None, secrets: Mapping[str, str] | None = None, execution_id: str | None = None
+        self,
+        input: Any = None,
+        secrets: Mapping[str, str] | None = None,
+        execution_id: str | None = None,
+        *,
+        gang: Gang | Mapping[str, Any] | None = None,
+        member: GangContext | None = None,
     ) -> LocalExecution:
         """Run in this process; durable waits are played as the server would
         (``flux.model.waits.run_local``): a long sleep is slept, a call runs its child here.
-        ``secrets``: what tasks with ``secret_requests`` receive, redacted from the events."""
+        ``secrets``: what tasks with ``secret_requests`` receive, redacted from the events.
+        A gang runs as local processes (``run``); ``member``: this process is that member
+        of one (its ``ctx.gang``)."""
+        chosen = None if member is not None else chosen_gang(self.options.gang, gang)
+        if chosen is not None:
+            return await self._run_gang(input, secrets, execution_id, chosen)
         execution_id, events, completed = execution_id or uuid.uuid4().hex, [], {}
         secrets = {**fluxcore.LOCAL_SECRETS, **(secrets or {})}
         redactor = Redactor()
@@ -210,6 +227,7 @@ class Workflow:
                 completed_tasks=completed,
                 emit=lambda event: events.append(Event(redactor.redact(event))),
                 secrets=dict(secrets or {}),
+                gang=member,
             )
 
         deadline = None if self.timeout is None else time.time() + self.timeout  # from submission, as on a server
@@ -244,6 +262,22 @@ class Workflow:
             return run
 
         return await attempts()
+
+    async def _run_gang(
+        self, input: Any, secrets: Mapping[str, str] | None, execution_id: str | None, gang: Gang
+    ) -> LocalExecution:
+        state, output, events = await asyncio.to_thread(run_gang, self, input, gang, secrets)
+        run = LocalExecution(
+            execution_id or uuid.uuid4().hex,
+            state,
+            output,
+            [Event(event) for event in events],
+            workflow_name=self.name,
+            input=input,
+            namespace=self.namespace,
+        )
+        keep_local_run(run)
+        return run
 
     def __repr__(self) -> str:
         return f"<workflow {self.name}>"
