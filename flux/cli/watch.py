@@ -56,13 +56,11 @@ def compact(value: Any) -> str:
 BAR = 10
 
 
-def progress_text(value: Any, fractions: bool = False) -> str:
+def progress_text(value: Any) -> str:
     """A PROGRESS value for people: a fraction (a float from 0 to 1) as a bar and a
     percentage, other numbers to four significant digits, anything else as compact JSON.
-    ``fractions``: the execution reported fractions before, so a 0 or 1 is one too (SQLite
-    keeps a JSON 1.0 as the integer 1: its JSON columns have numeric affinity)."""
-    if fractions and type(value) is int and value in (0, 1):
-        value = float(value)
+    A value reads as the workflow reported it: ``1.0`` is 100 %, ``1`` a count (the
+    server keeps a float a float on SQLite too: ``flux/server/jsonvalue.py``)."""
     if isinstance(value, float) and 0.0 <= value <= 1.0:
         filled = round(value * BAR)
         return f"{'█' * filled}{'░' * (BAR - filled)} {value * 100:.0f}%"
@@ -119,8 +117,6 @@ class Tracker:
         self.done: set[str] = set()
         self.running: set[str] = set()
         self.progress: str | None = None
-        #: Whether its progress came as fractions (a later 0 or 1 is then 0 % or 100 %).
-        self.fractions = False
         self.started = time.monotonic()
 
     def _state(self, state: str, how: str = "", loud: bool = False) -> tuple[str, bool] | None:
@@ -175,8 +171,7 @@ class Tracker:
             retry = " (will retry)" if value_of.get("will_retry") else ""
             return f"task {task} failed{retry}: {value_of.get('error', compact(value))}", True
         if kind == "PROGRESS":
-            self.fractions = self.fractions or (isinstance(value, float) and 0.0 <= value <= 1.0)
-            self.progress = f"{task + ' ' if task else ''}{progress_text(value, self.fractions)}"
+            self.progress = f"{task + ' ' if task else ''}{progress_text(value)}"
             return f"progress {self.progress}", False
         if kind == "WORKFLOW_CANCEL_REQUESTED":
             return self._state("CANCELLING")

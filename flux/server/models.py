@@ -29,6 +29,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from flux.domain.namespaces import DEFAULT
 from flux.domain.workers import AllocationMode
+from flux.server.jsonvalue import JsonValue
 
 
 class Base(DeclarativeBase):
@@ -158,8 +159,8 @@ class ExecutionModel(Base):
     workflow_name: Mapped[str] = mapped_column(String(128))
     workflow_version: Mapped[int] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(16))
-    input: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
-    output: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    input: Mapped[Any | None] = mapped_column(JsonValue(none_as_null=True), nullable=True)
+    output: Mapped[Any | None] = mapped_column(JsonValue(none_as_null=True), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: A FAILED one's ``Failure`` (type, message, traceback), when user code raised it.
     failure: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
@@ -303,7 +304,7 @@ class ExecutionEventModel(Base):
     type: Mapped[str] = mapped_column(String(32))
     name: Mapped[str | None] = mapped_column(String(128), nullable=True)
     task_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
-    value: Mapped[Any | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    value: Mapped[Any | None] = mapped_column(JsonValue(none_as_null=True), nullable=True)
     time: Mapped[float] = mapped_column(Float)
     #: The worker that reported it (None for the server's own events).
     worker_name: Mapped[str | None] = mapped_column(String(128), nullable=True)
