@@ -334,10 +334,11 @@ class Executions:
         (the gang's attempt ended: nothing more is reported; too late: the attempt ends;
         cancelled meanwhile: the cancellation is recorded; stopped: as any stopped attempt)."""
         assert job.gang is not None
-        address = await self.advertise()
-        deadline = execution.received + job.gang.start_timeout
+        address, seat = await self.advertise(), job.gang
+        deadline = execution.received + seat.start_timeout
         try:
             with gangs.reserved_port(address) as port:  # released as the member's process starts
+                log.info("execution %s: rank %d of gang %s waits at the rendezvous", job.id, seat.rank, seat.gang_id)
                 reply = await gangs.rendezvous(self.call, job, address, port, deadline, execution.stop)
         except gangs.GangEnded as exc:
             log.warning(
