@@ -120,6 +120,8 @@ class RunningExecution:
     preempt_timer: asyncio.TimerHandle | None = None
     #: When this worker received the attempt (``time.monotonic``): a gang member's ``start_timeout`` counts from it.
     received: float = field(default_factory=time.monotonic)
+    #: A gang member waiting at the rendezvous: no user code has run, so a preemption ends it at once.
+    gathering: bool = False
 
 
 class Executions:
@@ -156,7 +158,7 @@ class Executions:
 
     def start(self, job: Job) -> None:
         logs = LogShipper(self.call, job.id, job.attempt, self.log_buffer_lines, self.max_log_bytes)
-        execution = RunningExecution(job, logs)
+        execution = RunningExecution(job, logs, gathering=job.gang is not None)
         previous = self.running.get(job.id)
         if previous is not None:  # an older attempt still stopping: it is no longer ours
             self._abandon(previous)
@@ -200,7 +202,8 @@ class Executions:
             execution.stop.notice = notice
             execution.stop.preempt.set()  # the runner tells the workflow
             cause = f"preempted by {notice.by}" if notice.by else "preempted"
-            execution.preempt_timer = loop.call_later(notice.seconds, self._end, execution, AttemptEnd.PREEMPTED, cause)
+            grace = 0.0 if execution.gathering else notice.seconds  # nothing to save before a gang starts
+            execution.preempt_timer = loop.call_later(grace, self._end, execution, AttemptEnd.PREEMPTED, cause)
 
     def withdraw(self, withdrawals: list[PreemptionWithdrawal]) -> None:
         """Preemptions called off in their grace period: the attempt goes on, and the
@@ -290,11 +293,10 @@ class Executions:
                     job = job.model_copy(update={"traceparent": tracing.current_traceparent()})
                 if bundle:
                     job = job.model_copy(update={"bundle_root": str(await self._bundle(execution, bundle))})
-                if job.gang is not None:
-                    job = await self._gang_start(execution, job)
-                if job is not None:
+                start = job if job.gang is None else await self._gang_start(execution, job)
+                if start is not None:
                     await self.runner.run(
-                        job, services.redacted(execution.outbox.put), execution.stop, log=sink, ask=services
+                        start, services.redacted(execution.outbox.put), execution.stop, log=sink, ask=services
                     )
         except BundleError as exc:
             execution.outbox.put(make_event(EventType.WORKFLOW_FAILED, job.workflow_name, value={"error": str(exc)}))
@@ -350,6 +352,8 @@ class Executions:
             log.warning("execution %s attempt %s: %s", job.id, job.attempt, gangs.LATE)
             self._end(execution, AttemptEnd.HANDED_BACK, gangs.LATE)
             return None
+        finally:
+            execution.gathering = False
         if reply is not None:
             return job.model_copy(update={"rendezvous": reply})
         if execution.stop.cancel.is_set() and not execution.stop.kill.is_set():

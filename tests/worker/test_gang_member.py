@@ -1,7 +1,8 @@
 """A gang member on its worker, the pieces that need no server (issue 53): the address it
 advertises, the port it reserves, the context its job builds from the rendezvous, and a
-real child process that gets the six variables and ``ctx.gang`` before user code runs.
-The rendezvous itself, against a real server: ``tests/e2e/test_gang_worker_e2e.py``."""
+real child process that gets the six variables and ``ctx.gang`` before user code runs,
+and each way out of the rendezvous (``_against_a_fake_server``). The rendezvous against a
+real server: ``tests/e2e/test_gang_worker_e2e.py``."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ import errno
 import json
 import socket
 
+import httpx
 import pytest
 
+from flux.domain.events import EventType, make_event
 from flux.domain.gang import GangContext, GangMember
+from flux.protocol.claims import PreemptionNotice
 from flux.protocol.gangs import GangPeer, GangSeat, RendezvousReply
 from flux.worker.gangs import advertise_address, reserved_port
-from flux.worker.runners.base import Job, Stop
+from flux.worker.runners.base import Job, Runner, Stop
 from flux.worker.runners.subprocess import SubprocessRunner
+from flux.worker.running import Executions
 
 MEMBER = """
 import os
@@ -143,3 +148,114 @@ def test_a_member_child_has_the_six_variables_and_ctx_gang_and_is_not_reused():
     assert plain[-1]["type"] == "WORKFLOW_COMPLETED", plain[-1]
     assert plain[-1]["value"]["gang"] is None
     assert set(plain[-1]["value"]["env"].values()) == {None}
+
+
+# The worker's side of the rendezvous, each way out of it. A real server ends a gang's
+# attempt on its own clock (tests/e2e/test_gang_worker_e2e.py); these pin the worker's
+# answer to each reply, including the ones a real server gives only in a race (a
+# preemption or a cancel that lands while a member waits), against a fake server.
+
+
+class Recording(Runner):
+    """Records the job it is given and completes it at once."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+
+    async def run(self, job, emit, stop: Stop, log=None, ask=None) -> None:  # noqa: ANN001
+        self.jobs.append(job)
+        emit(make_event(EventType.WORKFLOW_STARTED, job.workflow_name))
+        emit(make_event(EventType.WORKFLOW_COMPLETED, job.workflow_name, value=1))
+
+
+class FakeServer:
+    """``Worker.call``'s shape: rendezvous posts get ``answers`` in turn (a reply, an HTTP
+    status, or None: hold until cancelled); checkpoints are recorded."""
+
+    def __init__(self, *answers) -> None:  # noqa: ANN002
+        self.answers = list(answers)
+        self.posts: list = []
+        self.events: list[dict] = []
+
+    async def call(self, path: str, body, timeout=None, reply=None):  # noqa: ANN001, ANN201
+        if path.endswith("/rendezvous"):
+            self.posts.append(body)
+            answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+            if answer is None:
+                await asyncio.sleep(3600)
+            if isinstance(answer, int):
+                request = httpx.Request("POST", path)
+                raise httpx.HTTPStatusError(
+                    "refused", request=request, response=httpx.Response(answer, request=request)
+                )
+            return answer
+        self.events.extend(body["events"])
+        return reply.model_validate({"state": "RUNNING", "cancel": False})
+
+    def types(self) -> list[str]:
+        return [event["type"] for event in self.events]
+
+
+WAITING = RendezvousReply(ready=False)
+
+
+def member(timeout: float = 60) -> Job:
+    return job(gang=SEAT.model_copy(update={"start_timeout": timeout}))
+
+
+def gather(server: FakeServer, one: Job, meanwhile=None) -> Recording:  # noqa: ANN001
+    runner = Recording()
+
+    async def scenario() -> None:
+        executions = Executions(runner, server.call, capture_output=False)
+        executions.start(one)
+        if meanwhile is not None:
+            await asyncio.sleep(0.2)
+            meanwhile(executions)
+        assert await executions.wait_empty(10, asyncio.Event())
+
+    asyncio.run(scenario())
+    return runner
+
+
+def test_a_member_posts_until_ready_then_runs_with_its_peers_against_a_fake_server():
+    server = FakeServer(WAITING, WAITING, MET)
+    runner = gather(server, member())
+    assert [post.attempt for post in server.posts] == [1, 1, 1]
+    assert {(post.address, post.port) for post in server.posts} == {("127.0.0.1", server.posts[0].port)}
+    assert [one.rendezvous for one in runner.jobs] == [MET]
+    assert server.types() == ["WORKFLOW_STARTED", "WORKFLOW_COMPLETED"]
+
+
+def test_a_409_stops_the_member_reporting_nothing_against_a_fake_server():
+    server = FakeServer(WAITING, 409)
+    runner = gather(server, member())
+    assert runner.jobs == [] and server.events == []
+
+
+def test_a_member_past_start_timeout_ends_its_attempt_handed_back_against_a_fake_server():
+    server = FakeServer(WAITING)
+    runner = gather(server, member(timeout=0.5))
+    assert runner.jobs == []
+    assert [(e["type"], e["value"]) for e in server.events] == [
+        ("ATTEMPT_ENDED", {"end": "handed_back", "cause": "gang did not start within start_timeout"})
+    ]
+
+
+def test_a_member_preempted_at_the_rendezvous_ends_at_once_against_a_fake_server():
+    server = FakeServer(None)
+    notice = PreemptionNotice(execution_id="m1", attempt=1, by="g2", seconds=3600)
+    runner = gather(server, member(), lambda executions: executions.preempt([notice]))
+    assert runner.jobs == []  # no grace: it has nothing to save
+    assert [(e["type"], e["value"]) for e in server.events] == [
+        ("ATTEMPT_ENDED", {"end": "preempted", "cause": "preempted by g2"})
+    ]
+
+
+def test_a_member_cancelled_at_the_rendezvous_records_its_cancellation_against_a_fake_server():
+    server = FakeServer(None)
+    runner = gather(server, member(), lambda executions: executions.cancel(["m1"]))
+    assert runner.jobs == []
+    assert server.types() == ["WORKFLOW_CANCELLED"]
