@@ -131,7 +131,7 @@ class Quota:
 
     def to_json(self) -> dict[str, float | int]:
         """As stored and answered: custom resources by their own name, as ``held`` counts them."""
-        data: dict[str, float | int] = {name: _compact(amount) for name, amount in sorted(self.limits.items())}
+        data: dict[str, float | int] = {name: whole(amount) for name, amount in sorted(self.limits.items())}
         if self.executions is not None:
             data[EXECUTIONS] = self.executions
         return data
@@ -198,7 +198,9 @@ def _shown(name: str, amount: float) -> str:
     return format_bytes(int(amount)) if name in BYTES else f"{amount:g}"
 
 
-def _compact(amount: float) -> float | int:
+def whole(amount: float) -> float | int:
+    """An amount as it was given: a whole one as an int (``gpu=8`` answers 8, not 8.0), a
+    fraction as it is (``gpu=1.5``); quotas and what is held are counted in floats."""
     return int(amount) if float(amount).is_integer() else amount
 
 

@@ -11,7 +11,7 @@ from flux.domain.names import NAME_PATTERN
 from flux.domain.namespaces import NamespaceState, check_namespace
 from flux.domain.quotas import Quota, QuotaChange
 from flux.domain.resource_request import InvalidResourceRequest
-from flux.server.schemas import Strict
+from flux.server.schemas import Amount, Strict
 
 
 class NamespaceCreate(Strict):
@@ -34,7 +34,7 @@ class NamespaceInfo(BaseModel):
     weight: float = Field(
         default=1.0, description="Its share of a contended fleet against other namespaces (docs/contention.md)"
     )
-    quota: dict[str, float] | None = Field(
+    quota: dict[str, Amount] | None = Field(
         default=None,
         description="The most it may hold at once: cpu, memory and disk (bytes), gpu, custom resources (by their "
         "own name, as held counts them), executions",
@@ -98,7 +98,7 @@ class NamespaceDetail(NamespaceInfo):
     unfinished: int = Field(description="Executions that have not finished (what a delete without force refuses for)")
     schedules: int
     secrets: int
-    held: dict[str, float] = Field(
+    held: dict[str, Amount] = Field(
         default={}, description="What its executions that hold a worker hold: quantities and executions"
     )
     waiting: dict[str, int] = Field(default={}, description="Executions queued (SCHEDULED), by priority")

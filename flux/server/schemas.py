@@ -6,15 +6,16 @@ route takes its bodies from this one module."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 from flux.domain.concurrency import check_concurrency
 from flux.domain.durations import parse_duration
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.names import NAME_PATTERN, check_name
 from flux.domain.priority import check_priority
+from flux.domain.quotas import whole
 from flux.domain.secrets import MAX_SECRET_LENGTH
 
 # The worker protocol's messages, re-exported for the routes (and whoever imported them from here).
@@ -73,6 +74,9 @@ class ConcurrencyJSON(BaseModel):
     key: str = Field(description="E.g. 'customer:{input.customer_id}'; rendered at submission")
     limit: int = Field(ge=1, le=1_000_000)
 
+
+#: A quota's or a holding's amount as given: 8 stays 8 (not 8.0), 1.5 stays 1.5.
+Amount = Annotated[Number, AfterValidator(whole)]
 
 #: A priority class's name (``high``) or an int; validated by ``flux.domain.priority.check_priority``.
 Priority = int | str
@@ -432,8 +436,8 @@ class QueueInfo(BaseModel):
         default=None, description="While SCHEDULED: its place in its namespace's queue (1: next)"
     )
     higher_waiting: int = Field(default=0, description="Executions of higher priority waiting, in every namespace")
-    quota: dict[str, float] | None = Field(default=None, description="Its namespace's quota")
-    held: dict[str, float] = Field(default={}, description="What its namespace's executions hold now")
+    quota: dict[str, Amount] | None = Field(default=None, description="Its namespace's quota")
+    held: dict[str, Amount] = Field(default={}, description="What its namespace's executions hold now")
     note: str | None = Field(
         default=None,
         description=(
