@@ -50,9 +50,14 @@ def token_group() -> None:
 
 
 def _scoped(token: dict) -> dict:
-    """The token as people read it: its namespaces as ``all`` or ``ml, ml-eval`` (as whoami shows them)."""
+    """The token as people read it: its namespaces as ``all`` or ``ml, ml-eval`` (as whoami
+    shows them); a token of several namespaces has none to act in without -n, and says so
+    rather than showing a ``default`` it may not use."""
     scope = token.get("namespaces")
-    return {**token, "namespaces": "all" if scope is None else ", ".join(scope)}
+    shown = {**token, "namespaces": "all" if scope is None else ", ".join(scope)}
+    if "namespace" in token and token["namespace"] is None:
+        shown["namespace"] = f"none: pass -n ({shown['namespaces']})"
+    return shown
 
 
 def _created(token: dict) -> None:

@@ -81,11 +81,18 @@ ALLOWED: dict[Role, frozenset[Action]] = {
 }
 
 
-def home_namespace(namespaces: Iterable[str] | None) -> str:
+def home_namespace(namespaces: Iterable[str] | None) -> str | None:
     """Where a token with these namespaces acts when a client names none: its only
-    namespace, else ``default`` (as a Kubernetes service account's kubeconfig names its own)."""
-    scope = None if namespaces is None else frozenset(namespaces)
-    return next(iter(scope)) if scope is not None and len(scope) == 1 else DEFAULT
+    namespace (as a Kubernetes service account's kubeconfig names its own), else
+    ``default`` where it may act there (all namespaces, or several with ``default``);
+    None for several without it: it has no namespace of its own and must name one
+    (``-n``), so nothing shows it a ``default`` it may not use."""
+    if namespaces is None:
+        return DEFAULT
+    scope = frozenset(namespaces)
+    if len(scope) == 1:
+        return next(iter(scope))
+    return DEFAULT if DEFAULT in scope else None
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ class Principal:
     namespaces: frozenset[str] | None = None
 
     @property
-    def home(self) -> str:
+    def home(self) -> str | None:
         """The namespace it acts in when a client names none (``home_namespace``)."""
         return home_namespace(self.namespaces)
 

@@ -45,9 +45,10 @@ class TokenInfo(BaseModel):
     name: str
     role: Role
     namespaces: list[str] | None = Field(description="null: all namespaces")
-    namespace: str = Field(
+    namespace: str | None = Field(
         default="default",
-        description="The namespace a client acts in when it names none: the token's only namespace, else 'default'",
+        description="The namespace a client acts in when it names none: the token's only namespace, else 'default' "
+        "where it may act there; null for several namespaces without 'default' (it must name one)",
     )
     created_at: float
     expires_at: float | None = None
@@ -66,9 +67,10 @@ class Whoami(BaseModel):
     )
     role: Role
     namespaces: list[str] | None = Field(description="null: all namespaces")
-    namespace: str = Field(
+    namespace: str | None = Field(
         default="default",
-        description="The namespace a client acts in when it names none: the token's only namespace, else 'default'",
+        description="The namespace a client acts in when it names none: the token's only namespace, else 'default' "
+        "where it may act there; null for several namespaces without 'default' (it must name one)",
     )
 
 

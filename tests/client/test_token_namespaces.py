@@ -85,7 +85,7 @@ def test_a_tokens_record_names_where_it_acts_and_its_namespaces_read_as_whoami_s
     url, _ = scoped
     env = {"FLUX_API_TOKEN": ADMIN_TOKEN, "COLUMNS": "160"}
     listed = json.loads(flux("token", "list", "--format", "json", server_url=url, env=env).stdout)
-    assert {t["name"]: t["namespace"] for t in listed} == {"ml-dev": "default", "ml-solo": "ml"}
+    assert {t["name"]: t["namespace"] for t in listed} == {"ml-dev": None, "ml-solo": "ml"}  # ml-dev: no default
     created = flux(
         "token", "create", "eval-only", "--role", "viewer", "--namespace", "ml-eval", server_url=url, env=env
     )
@@ -113,8 +113,11 @@ def test_a_token_with_several_namespaces_is_told_which_it_may_use(scoped):
         json.loads(flux("workflow", "list", "-n", "ml-eval", "--format", "json", server_url=url, env=env).stdout) == []
     )
     who = json.loads(flux("token", "whoami", "--format", "json", server_url=url, env=env).stdout)
-    assert (who["namespaces"], who["namespace"]) == (["ml", "ml-eval"], "default")
-    assert "ml, ml-eval" in flux("token", "whoami", server_url=url, env=env).stdout
+    assert (who["namespaces"], who["namespace"]) == (["ml", "ml-eval"], None)  # no default it may not use
+    shown = flux("token", "whoami", server_url=url, env={**env, "COLUMNS": "120"}).stdout
+    assert re.search(r"│ namespaces +│ ml, ml-eval +│", shown), shown
+    assert re.search(r"│ namespace +│ none: pass -n \(ml, ml-eval\) +│", shown), shown
+    assert "default" not in shown, shown
 
     shown = httpx.get(f"{url}/namespaces/other", headers={"Authorization": f"Bearer {tokens['ml-dev']}"})
     assert shown.status_code == 404 and shown.json()["detail"] == f"namespace 'other' not found; {HINT}"

@@ -47,3 +47,17 @@ def test_every_action_has_a_phrase_and_a_refusal_names_the_role_it_needs():
     for action in Action:
         assert action in ALLOWED[lowest_role(action)]
         assert all(action not in ALLOWED[role] for role in ORDER[: ORDER.index(lowest_role(action))])
+
+
+@given(principals)
+def test_the_home_namespace_is_one_the_token_may_act_in_or_none(principal):
+    """Without -n a token acts in its only namespace, else ``default`` where it may act
+    there; a token of several without ``default`` has none (whoami says: pass -n)."""
+    home = principal.home
+    if home is None:
+        assert principal.namespaces is not None and len(principal.namespaces) != 1
+        assert "default" not in principal.namespaces
+    else:
+        assert principal.sees(home)
+        if principal.namespaces is not None and len(principal.namespaces) == 1:
+            assert {home} == principal.namespaces
