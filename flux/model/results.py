@@ -11,17 +11,44 @@ from typing import Any
 
 from flux.domain.events import EventType, ExecutionState, make_event
 from flux.model import codecs
-from flux.model.fluxcore import differs
-from flux.model.runtime import plain
+from flux.model.calls import describe_error
+from flux.model.runtime import TaskFailedError, failure_kind, plain, raised_in
 from flux.output_storage import OutputStorageReference
 
 #: The worker flux-core's local resume named (``WorkerInfo(name="local")``).
 LOCAL_WORKER = "local"
 
-FAILED_OUTPUT = (
-    "a failed run's output is a dict {error, type, message, traceback} here (flux-core's type and "
-    "message of the innermost exception, plus ours); flux-core's was the exception object"
-)
+
+class ExecutionError(TaskFailedError):
+    """flux-core's ``ExecutionError`` as a failed local run's ``output``: what the task's body
+    raised is its ``inner_exception``. A ``TaskFailedError`` (``flux.errors.ExecutionError``), so
+    code that tests the output's type as flux-core's did runs unchanged; built for the output
+    only: the workflow's own ``except`` sees the ``TaskFailedError`` the task raised."""
+
+
+def flux_core_failure(raised: BaseException, message: str | None) -> BaseException:
+    """What flux-core's ``ctx.output`` was for a run that ``raised`` this: the exception the
+    workflow's body raised, a task's failure as ``ExecutionError`` around what its body raised
+    (a timeout or a refused approval as itself). ``message``: the recorded one, secrets masked;
+    where it differs from the exception's own, a copy carrying the recorded one."""
+    inner = raised
+    while isinstance(inner, TaskFailedError) and inner.__cause__ is not None:
+        inner = inner.__cause__
+    if message is not None and str(inner) != message:
+        inner = _masked(inner, message)
+    if not isinstance(raised, TaskFailedError) or isinstance(inner, TimeoutError):
+        return inner  # raised by the body itself, or a task's timeout (flux-core's is an ExecutionError)
+    return ExecutionError(inner)
+
+
+def _masked(exc: BaseException, message: str) -> BaseException:
+    """``exc``'s type with the recorded message (a secret masked), never the original text."""
+    try:
+        copy = type(exc).__new__(type(exc), message)
+        copy.args = (message,)
+        return copy
+    except Exception:  # noqa: BLE001 - a type that cannot be built bare: the message still matters
+        return RuntimeError(message)
 
 
 class Event(dict):
@@ -60,6 +87,8 @@ def _shown(value: Any) -> Any:
         pass
     if isinstance(value, OutputStorageReference):
         return value.to_dict()
+    if isinstance(value, BaseException):
+        return failure_kind(value)  # a failed run's output passed on (as input): flux-core showed its type, message
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
         return str(value)  # a numpy number as flux-core's to_json() printed it
     try:
@@ -80,6 +109,25 @@ class RunResult:
     events: list[dict]
     wait: dict | None
     resume_with: Any
+    #: A failed or timed-out run's failure as the log records it and a server's execution shows
+    #: as its output: ``{"error", "type", "message", "traceback", "failure"}``; None otherwise.
+    failure: dict | None = None
+
+    def __post_init__(self) -> None:
+        """A failed run's ``output`` is the exception, as flux-core's was (``flux_core_failure``);
+        what the log recorded, JSON, is ``failure``. A workflow timeout (no flux-core counterpart)
+        keeps its recorded dict as its output too."""
+        self.failure = None
+        if self.state is ExecutionState.TIMED_OUT:
+            self.failure = self.output if isinstance(self.output, dict) else {"error": str(self.output)}
+        elif self.state is ExecutionState.FAILED and isinstance(self.output, BaseException):
+            self.failure = {"error": describe_error(self.output), **failure_kind(self.output)}  # told by a process
+        elif self.state is ExecutionState.FAILED:
+            recorded = self.output if isinstance(self.output, dict) else {"error": str(self.output)}
+            raised = raised_in(self.execution_id)
+            text = recorded.get("message", recorded.get("error"))
+            self.failure = recorded
+            self.output = ExecutionError(None, text) if raised is None else flux_core_failure(raised, text)
 
     @property
     def has_finished(self) -> bool:
@@ -91,14 +139,7 @@ class RunResult:
 
     @property
     def has_failed(self) -> bool:
-        return self._failure_read()
-
-    def _failure_read(self) -> bool:
-        """Whether the run failed; flux-core code reading a failure is told, once, what its output is here."""
-        failed = self.state in (ExecutionState.FAILED, ExecutionState.TIMED_OUT)
-        if failed:
-            differs("the output of a failed run", FAILED_OUTPUT)
-        return failed
+        return self.state in (ExecutionState.FAILED, ExecutionState.TIMED_OUT)
 
     @property
     def is_paused(self) -> bool:
@@ -116,7 +157,6 @@ class RunResult:
         """flux-core's shape: ids, input, output, state and the events; a paused run's
         output is its pause (``{"name", "output"}``) and a failed run's its exception's
         ``{"type", "message"}``, as flux-core showed them."""
-        self._failure_read()
         return json.loads(
             json.dumps(
                 {
@@ -136,13 +176,12 @@ class RunResult:
 
     def _shown_output(self) -> Any:
         """A paused run's output is its pause; a failed run's, the ``{"type", "message"}``
-        flux-core's ``to_json()`` printed for its exception (the whole dict stays in ``output``)."""
+        flux-core's ``to_json()`` printed for its exception (the whole record is ``failure``)."""
         if self.is_paused:
             return self.paused_output()
-        if self.state in (ExecutionState.FAILED, ExecutionState.TIMED_OUT) and isinstance(self.output, dict):
-            if {"type", "message"} <= self.output.keys():
-                return {"type": self.output["type"], "message": self.output["message"]}
-        return self.output
+        if self.failure is not None and {"type", "message"} <= self.failure.keys():
+            return {"type": self.failure["type"], "message": self.failure["message"]}
+        return self.failure if self.failure is not None else self.output
 
     @property
     def workflow_id(self) -> str:

@@ -151,6 +151,35 @@ class ExecutionTimeoutError(TimeoutError):
     """A task's ``timeout`` passed (flux-core's name for it; a ``TimeoutError`` all the same)."""
 
 
+def timed_out(name: str, timeout: float) -> str:
+    """A task timeout's message in flux-core's words (``Task x (id) timed out (1s).``), so a
+    migrated program prints the same line; the id is this engine's call id (``x:1``), the one
+    its events name."""
+    call = current_task()
+    return f"Task {name} ({call.task_id if call is not None else name}) timed out ({timeout}s)."
+
+
+#: What failed each local run's last attempt, by execution id, until its result takes it
+#: (``raised_in``): a local run's ``output`` is this exception, as flux-core's was. Bounded,
+#: in case a result is never built; a worker's attempts (``ctx.ask`` set) record nothing.
+_raised: dict[str, BaseException] = {}
+KEPT_RAISED = 256
+
+
+def raised_in(execution_id: str) -> BaseException | None:
+    """The exception that failed local run ``execution_id`` (once: it is forgotten)."""
+    return _raised.pop(execution_id, None)
+
+
+def _remember_raised(ctx: "ExecutionContext", exc: BaseException) -> None:
+    if ctx.ask is not None:
+        return
+    _raised.pop(ctx.execution_id, None)
+    _raised[ctx.execution_id] = exc
+    while len(_raised) > KEPT_RAISED:
+        del _raised[next(iter(_raised))]
+
+
 class Suspended(BaseException):
     """A durable wait (``flux.model.waits``: a long sleep, a pause, a call) ends the attempt
     here: the execution waits on the server, holding no worker. A BaseException, like
@@ -461,6 +490,7 @@ async def run_workflow(workflow: RunnableWorkflow, ctx: ExecutionContext) -> tup
         if _caused_by(exc, MemoryError):
             failure["out_of_memory"] = True  # a runner with a memory ceiling ends the attempt instead
         outcome = (EventType.WORKFLOW_FAILED, failure)
+        _remember_raised(ctx, exc)
         if not (failure.get("out_of_memory") and ctx.ends_on_memory_error):  # else: replayed, not failed
             await compensate(ctx)
     finally:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from flux.domain.task_options import TaskOptions
 from flux.model import fluxcore
-from flux.model.runtime import ExecutionTimeoutError, TaskFailedError, current_context
+from flux.model.runtime import ExecutionTimeoutError, TaskFailedError, current_context, timed_out
 
 __all__ = ["Task", "TaskFailedError", "TaskOptions", "parallel", "task"]
 
@@ -76,7 +76,7 @@ class Task:
         try:
             return await asyncio.wait_for(call, self.options.timeout)
         except TimeoutError as exc:
-            raise ExecutionTimeoutError(f"task {self.name!r} timed out after {self.options.timeout} s") from exc
+            raise ExecutionTimeoutError(timed_out(self.name, self.options.timeout)) from exc
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"

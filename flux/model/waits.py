@@ -232,4 +232,5 @@ async def _wait_locally(wait: dict) -> Any:
     result = {"child": child.execution_id, "state": child.state.value}
     if child.succeeded:
         return {**result, "output": child.output}
-    return {**result, "error": (child.output or {}).get("error") if isinstance(child.output, dict) else child.output}
+    # the failure as recorded (JSON): a failed local run's output is the exception itself
+    return {**result, "error": (child.failure or {}).get("error")}

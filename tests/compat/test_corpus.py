@@ -5,6 +5,7 @@ worker, with the state and output flux-core gave it (docs/migrating-from-flux-co
 from __future__ import annotations
 
 import importlib.util
+import json
 import runpy
 import sys
 import warnings
@@ -82,7 +83,11 @@ def test_each_construct_runs_unchanged_locally(
         assert ctx.is_paused, ctx.to_json()
         ctx = wf.resume(ctx.execution_id, value)
     assert ctx.has_finished and ctx.has_succeeded is (state == "COMPLETED") and ctx.has_failed is (state == "FAILED")
-    _check(name, ctx.state.value, ctx.output, state, output)
+    if ctx.has_failed:  # flux-core's output: the exception; the recorded failure (a server's output) beside it
+        assert isinstance(ctx.output, Exception) and ctx.to_dict()["output"] == {
+            key: ctx.failure[key] for key in ("type", "message")
+        }
+    _check(name, ctx.state.value, ctx.failure if ctx.has_failed else ctx.output, state, output)
     assert ctx.to_dict()["state"] == state and ctx.execution_id in ctx.to_json()
 
 
@@ -98,7 +103,8 @@ def test_run_with_execution_id_resumes_and_an_ended_run_comes_back_as_it_is():
 def test_a_rejected_approval_fails_the_task_without_running_it():
     wf = _module("gated_deploy")["gated_deploy"]
     ctx = wf.resume(wf.run("1.3").execution_id, {"approved": False, "reason": "freeze"})
-    assert ctx.has_failed and ctx.output["type"] == "ApprovalRejected" and "freeze" in ctx.output["message"]
+    assert ctx.has_failed and type(ctx.output).__name__ == "ApprovalRejected" and "freeze" in str(ctx.output)
+    assert ctx.failure["type"] == "ApprovalRejected"
     assert not any(event["type"] == "TASK_STARTED" for event in ctx.events)
 
 
@@ -121,14 +127,16 @@ def test_run_with_a_resume_payload_warns_that_the_pause_returns_it():
     assert done.output == {"draft": "draft on tides", "verdict": "approved"}
 
 
-def test_reading_a_failed_run_warns_what_its_output_is_here():
-    import flux.model.fluxcore as fluxcore
-
-    fluxcore._warned.discard("the output of a failed run")
+def test_a_failed_run_reads_as_on_flux_core_without_a_warning():
     ctx = _module("failing_job")["failing_job"].run()
-    with pytest.warns(MigrationWarning, match=r"failed run's output is a dict.*flux-core's was the exception object"):
-        assert ctx.has_failed
-    assert ctx.output["type"] == "RuntimeError"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MigrationWarning)
+        assert ctx.has_failed and json.loads(ctx.to_json())["output"] == {
+            "type": "RuntimeError",
+            "message": "disk full",
+        }
+    assert type(ctx.output) is RuntimeError and str(ctx.output) == "disk full"  # as its body raised it
+    assert ctx.failure["type"] == "RuntimeError" and "traceback" in ctx.failure
 
 
 def test_the_agent_layer_is_refused_by_name():

@@ -14,6 +14,7 @@ from flux import ExecutionContext, routing, task, workflow
 from flux.domain.affinity import NotIn
 from flux.domain.fluxcore_schedules import CronSchedule, DeclaredSchedule, IntervalSchedule, cron, interval, once
 from flux.domain.schedules import InvalidSchedule, OverlapPolicy
+from flux.errors import ExecutionError, ExecutionTimeoutError
 from flux.model.fluxcore import MigrationWarning
 from flux.registration.static import StaticError, read_source
 
@@ -219,9 +220,38 @@ def test_a_failure_carries_flux_core_type_and_message_of_the_innermost_task():
     async def nested(ctx: ExecutionContext):
         await outer()
 
-    output = nested.run().output
-    assert output["type"] == "ExecutionTimeoutError" and "timed out after 0.05 s" in output["message"]
-    assert output["error"].startswith("TaskFailedError") and "traceback" in output
+    run = nested.run()
+    assert isinstance(run.output, ExecutionTimeoutError)  # flux-core's output: the exception itself
+    assert str(run.output) == "Task slow (slow:1) timed out (0.05s)."  # flux-core's words, our call id
+    assert run.failure["type"] == "ExecutionTimeoutError" and run.failure["message"] == str(run.output)
+    assert run.failure["error"].startswith("TaskFailedError") and "traceback" in run.failure
+
+
+def test_a_failed_task_is_flux_core_execution_error_around_what_its_body_raised():
+    @task
+    async def charge():
+        raise ValueError("card declined")
+
+    @workflow
+    async def checkout(ctx: ExecutionContext):
+        await charge()
+
+    run = checkout.run()
+    assert type(run.output).__name__ == "ExecutionError" and isinstance(run.output, ExecutionError)
+    assert isinstance(run.output.inner_exception, ValueError) and str(run.output.inner_exception) == "card declined"
+    assert run.to_dict()["output"] == {"type": "ValueError", "message": "card declined"}
+    with pytest.raises(TypeError):
+        {**run.output}  # flux-core code spreading a failed run's output stops as it did there
+
+
+def test_what_the_workflow_body_raised_is_the_output_as_it_was_raised():
+    @workflow
+    async def reads_input(ctx: ExecutionContext):
+        return ctx.input.get("path")
+
+    run = reads_input.run()
+    assert type(run.output) is AttributeError and run.has_failed
+    assert run.failure["type"] == "AttributeError" and "NoneType" in run.failure["message"]
 
 
 def test_start_resuming_and_the_context_manager_resume_a_local_run():

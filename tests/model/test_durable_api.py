@@ -111,7 +111,7 @@ def test_rollbacks_run_when_the_workflow_fails_newest_first_and_a_failing_one_st
         await pay()
 
     run = trip.run()
-    assert run.state is ExecutionState.FAILED and "declined" in run.output["error"]
+    assert run.state is ExecutionState.FAILED and "declined" in run.failure["error"]
     assert undone == [("c", "booking-c"), ("a", "booking-a")]
     assert of(run.events, "ROLLBACK_STARTED") == ["book:3", "book:2", "book:1"]
     assert of(run.events, "ROLLBACK_FAILED") == ["book:2"] and of(run.events, "ROLLBACK_COMPLETED") == [
@@ -262,10 +262,10 @@ def test_secrets_reach_only_the_task_that_requested_them_and_are_masked_everywhe
 
     run = flow.run(secrets={"DB_URL": "postgresql://app:hunter2@db/app", "OTHER": "not-asked-for"})
     assert seen == {"DB_URL": "postgresql://app:hunter2@db/app"}
-    assert run.state is ExecutionState.FAILED and "cannot reach ***" in run.output["error"]
-    assert "hunter2" not in json.dumps(run.events) + json.dumps(run.output)
+    assert run.state is ExecutionState.FAILED and "cannot reach ***" in run.failure["error"]
+    assert "hunter2" not in json.dumps(run.events) + json.dumps(run.failure) + repr(run.output.inner_exception)
     missing = flow.run()
-    assert "SecretsUnavailable: secret(s) not set: DB_URL" in missing.output["error"]
+    assert "SecretsUnavailable: secret(s) not set: DB_URL" in missing.failure["error"]
 
 
 @pytest.mark.parametrize(

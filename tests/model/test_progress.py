@@ -58,4 +58,4 @@ def test_progress_must_be_json():
         await ctx.progress(object())
 
     result = unjsonable.run()
-    assert result.state.value == "FAILED" and "progress must be JSON-serialisable" in result.output["error"]
+    assert result.state.value == "FAILED" and "progress must be JSON-serialisable" in result.failure["error"]

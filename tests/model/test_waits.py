@@ -122,9 +122,9 @@ def test_options_and_waits_are_validated_naming_what_is_wrong():
             return await pause("not a name!")
         return await sleep(-1)
 
-    assert "is awaited in the workflow's body, not inside a task" in misuse.run("task").output["error"]
-    assert "pause name 'not a name!'" in misuse.run("name").output["error"]
-    assert "sleep: must be more than 0 seconds" in misuse.run("negative").output["error"]
+    assert "is awaited in the workflow's body, not inside a task" in misuse.run("task").failure["error"]
+    assert "pause name 'not a name!'" in misuse.run("name").failure["error"]
+    assert "sleep: must be more than 0 seconds" in misuse.run("negative").failure["error"]
 
 
 def test_the_new_states_are_cli_filters_and_timed_out_is_terminal():

@@ -110,7 +110,7 @@ def test_task_failing_every_attempt_fails_the_workflow():
 
     execution = failing.run()
     assert execution.state is ExecutionState.FAILED
-    assert "failed after 2 attempt(s): ValueError: bad" in execution.output["error"]
+    assert "failed after 2 attempt(s): ValueError: bad" in execution.failure["error"]
 
 
 def test_workflow_can_handle_a_failed_task():
