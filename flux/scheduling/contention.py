@@ -27,7 +27,7 @@ from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Check, Filter, Reason, bound
 from flux.scheduling.holders import Holder
 from flux.scheduling.pool import FreePool
-from flux.scheduling.preemption import Costs, Room, find_room
+from flux.scheduling.preemption import Costs, Room, find_room, fits, room_view
 from flux.scheduling.quotas import QuotaLedger
 
 #: Executions given room per round at most (the Kubernetes scheduler preempts for one pod a cycle).
@@ -89,6 +89,10 @@ class Contention:
         #: the version of its worker it was found at: a worker changed since is looked at again.
         self._rooms: dict[tuple, list] = {}
         self._version: dict[str, int] = {}
+        #: The rooms held this round, in queue order: (worker, execution, priority).
+        self._held: list[tuple[str, str, int]] = []
+        #: ``_held_room``'s answers by kind of demand and rooms held so far.
+        self._kept_from: dict[tuple, Reason | None] = {}
 
     @property
     def keys(self) -> KeyLedger:
@@ -124,7 +128,12 @@ class Contention:
         self._version[worker] = self._version.get(worker, 0) + 1
 
     def make_room(self, demand: Demand, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool) -> None:
-        """Hold room for ``demand``, which fits nowhere now, on the best worker (preempting there if it may)."""
+        """Hold room for ``demand``, which fits nowhere now, on the best worker (preempting there
+        if it may); a room held for work ahead of it, that it could use, is why it waits
+        until then (``_held_room``: what its explanation leads with)."""
+        kept_from = self._held_room(demand, checks, filters, pool)
+        if kept_from is not None:
+            self.waiting[demand.execution_id] = kept_from
         if demand.priority <= self.floor or self._rooms_left <= 0 or self._examinations_left <= 0:
             return
         # demands of one kind find the same rooms; namespaces matter only to restricted workers
@@ -157,6 +166,32 @@ class Contention:
                 Preemption(demand.execution_id, worker.name, tuple(v.execution_id for v in room.victims))
             )
         self.waiting[demand.execution_id] = _why(room, preempting)
+        self._held.append((worker.name, demand.execution_id, demand.priority))
+
+    def _held_room(
+        self, demand: Demand, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool
+    ) -> Reason | None:
+        """The first room held this round (for a higher priority, or one ahead of it in the
+        queue) on a worker that could take ``demand`` were it idle: what keeps it off that
+        worker beyond what runs there (a lower priority may not take held room). Memoised
+        per kind of demand and rooms held so far: a long queue behind one room asks once."""
+        if not self._held:
+            return None
+        memo = (demand.constraint_key, demand.namespace if pool.restricted else None, len(self._held))
+        if memo not in self._kept_from:
+            static = bound((f for f in filters if f.static), demand.request, demand.affinity)
+            passes = pool.registered.judge(("room", demand.constraint_key), static)
+            self._kept_from[memo] = next(
+                (
+                    _kept_from(name, execution, priority, demand.priority)
+                    for name, execution, priority in self._held
+                    if (worker := pool.views.get(name)) is not None
+                    and passes(worker)
+                    and fits(checks, room_view(worker, (), filters))
+                ),
+                None,
+            )
+        return self._kept_from[memo]
 
     @staticmethod
     def _evictable(demand: Demand, holder: Holder) -> bool:
@@ -223,6 +258,17 @@ class Contention:
             replace(h, leaving=True) if h.execution_id in victims else h for h in self.by_worker[worker]
         ]
         self._version[worker] = self._version.get(worker, 0) + 1
+
+
+def _kept_from(worker: str, execution: str, priority: int, own: int) -> Reason:
+    """A room held for another, said as ``binding``'s priority room (``ROOM``'s filter)."""
+    if priority > own:
+        whose = (
+            f"higher-priority {execution} (priority {priority}; this one's {own}): lower-priority work may not take it"
+        )
+    else:
+        whose = f"{execution}, ahead of it at priority {priority}: work behind it may not take it"
+    return Reason("preemption", "room held for another", f"room on worker {worker} is held for {whose}")
 
 
 def _why(room: Room, preempting: bool) -> Reason:

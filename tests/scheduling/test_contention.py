@@ -71,6 +71,26 @@ def test_a_class_that_never_preempts_waits_with_its_room_held():
     )  # the fewest that must end
 
 
+def test_lower_priority_work_kept_off_a_held_room_is_told_so_first():
+    """The low-priority run fits nowhere because h's room is held on w1: its reason is that
+    room (``binding``'s priority room), not only the workers' tally."""
+    holders = [holder(1, -100), holder(2, -100)]
+    contention = Contention(holders, floor=-100)
+    place(
+        [Demand("h", ACCEL, None, priority=100, may_preempt=False), Demand("l", ACCEL, None, priority=-100)],
+        fleet(*holders),
+        contention,
+    )
+    said = contention.waiting["l"]
+    assert said.filter == "preemption" and said.message == (
+        "room on worker w1 is held for higher-priority h (priority 100; this one's -100): "
+        "lower-priority work may not take it"
+    )
+    other = Demand("x", ResourceRequest(resources={"accel": 3}), None, priority=-100)  # w1 could never take it
+    place([other], fleet(*holders), contention)
+    assert "x" not in contention.waiting
+
+
 def test_non_preemptible_work_is_never_a_victim():
     holders = [holder(1, -100, preemptible=False), holder(2, -100, preemptible=False)]
     contention = Contention(holders, floor=-100)
