@@ -125,6 +125,7 @@ class GangRound:
             [v for v in self.pool.views.values() if v.state == WorkerState.ONLINE],
             contention.by_worker,
             lambda h: h.preemptible and h.priority < priority,
+            gang_of={h.execution_id: h.gang for hs in contention.by_worker.values() for h in hs if h.gang},
             namespace=self._key(gd)[1],
             costs=contention.costs,
         )

@@ -41,6 +41,8 @@ class Holder:
     min_runtime: float = 0.0
     #: When an attempt of it last ended preempted (None: never): the cooldown protects it.
     preempted_at: float | None = None
+    #: The gang it is a member of (None: a single execution): a victim only with its whole gang.
+    gang: str | None = None
 
     @cached_property
     def quantities(self) -> Resources:

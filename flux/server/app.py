@@ -19,6 +19,7 @@ from flux.server import (
     console,
     errors,
     execution_routes,
+    gang_routes,
     log_routes,
     namespace_routes,
     pool_routes,
@@ -48,7 +49,14 @@ from flux.server.workers import routes as worker_routes
 #: lists (a span for every heartbeat and long poll would bury them), and its check of the
 #: global providers cost every request ~5 % of the event loop's time (docs/latency.md).
 NO_FASTAPI_TELEMETRY = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
-ROUTERS = (workflow_routes.router, worker_routes.router, execution_routes.router, log_routes.router, watch.router)
+ROUTERS = (
+    workflow_routes.router,
+    worker_routes.router,
+    execution_routes.router,
+    gang_routes.router,
+    log_routes.router,
+    watch.router,
+)
 LATER_ROUTERS = (
     bundle_routes.router,
     schedules.router,

@@ -23,18 +23,22 @@ from typing import Iterable, Iterator, NamedTuple
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from flux.domain.gang import Gang
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.priority import Preemption as ClassPolicy
 from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand, demand_from_row
 from flux.scheduling.fairshare import FairShare
+from flux.scheduling.filters.base import Reason
 from flux.scheduling.holders import Holder
 from flux.scheduling.preemption import Costs
 from flux.scheduling.quotas import QuotaLedger
 from flux.server import executions, fleet, queue, topics, usage
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt, victims, withdraw
 from flux.server.database import Database
+from flux.server.executions import gang_fate
+from flux.server.executions.gangs import claim as gangs_claim
 from flux.server.explain import record_waiting
 from flux.server.locks import AdvisoryLock
 from flux.server.metrics import Claimed, ServerMetrics
@@ -116,6 +120,9 @@ class Dispatcher:
         self._placed_since_accrual = False
         #: Preemptions may be in progress (an empty queue's round looks for ones to withdraw).
         self._preempting = False
+        #: When a placed gang's ``start_timeout`` is next up (at once: a restarted server looks).
+        self._starts = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
         notifier.hooks.append(self.rules.on_notify)
 
     def kick(self) -> None:
@@ -138,9 +145,32 @@ class Dispatcher:
         if self._backlog or self._placing or self.registry.shared:
             self.kick()
 
+    def committed(self, session: Session) -> None:
+        """After a commit (``Database.after_commit``, the database's thread): the workers a
+        gang's end told to stop their members are woken, and dispatch looks (docs/gangs.md)."""
+        workers = session.info.pop(gang_fate.WAKE, None)
+        if workers is None or self._loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
+            self._loop.call_soon_threadsafe(self._woken_by_gangs, workers)
+
+    def _woken_by_gangs(self, workers: set[str]) -> None:
+        for worker in workers:
+            self.notifier.notify(topics.worker(worker))
+        self.kick()
+
+    async def _end_late_gangs(self) -> None:
+        now = time.time()
+        self._starts = await self.db.run(lambda s: executions.end_late_gangs(s, self.policy, now))
+
     async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
         while True:
+            if time.time() >= self._starts:
+                with contextlib.suppress(Exception):  # noqa: BLE001 - tried again at the next round
+                    await self._end_late_gangs()
             timeout = min(BACKLOG_ROUND if self._backlog else IDLE_ROUND, max(0.0, self._next_ready - time.time()))
+            timeout = min(timeout, max(0.0, self._starts - time.time()))
             if self._accruing():
                 timeout = min(timeout, max(0.0, self._usage_due - time.monotonic()))
             with contextlib.suppress(TimeoutError):
@@ -262,10 +292,16 @@ class Dispatcher:
         workers = self.snapshot.views(session)
         now = time.time()
         contention, fair = self._ledgers(session, first)
-        outcome = rounds.run(self._pages(session, first, seen, now), self.snapshot.pool, contention, fair)
+        gangs: dict[str, Gang] = {}
+        pages = self._pages(session, first, seen, now, gangs)
+        outcome = rounds.run(pages, self.snapshot.pool, contention, fair, gangs=gangs)
         placements = outcome.placements
-        self.snapshot.placed_on({p.worker_name for p in placements} | contention.touched)
-        placed = {p.execution_id for p in placements}
+        members = [m for g in outcome.gangs for m in g.members]
+        self.snapshot.placed_on({p.worker_name for p in placements} | {m.worker for m in members} | contention.touched)
+        placed = {p.execution_id for p in placements} | {g.execution_id for g in outcome.gangs}
+        if outcome.gang_round is not None:  # why each gang waits, as explain says it
+            for gang_id, why in outcome.gang_round.waiting.items():
+                contention.waiting[gang_id] = why if isinstance(why, Reason) else why.reason
         noticed = preempt(session, contention.preemptions, self.policy.preemption_grace, now)
         needed = contention.needed | {v for p in contention.preemptions for v in p.victims}
         withdrawn = self._withdraw(session, self.snapshot.holders, needed, contention.sought, placed)
@@ -278,9 +314,9 @@ class Dispatcher:
             session, [row for row in first.rows if row.id in outcome.examined], placed, workers, contention.waiting
         )
         backlog = first.more or any(row.id not in placed for row in first.rows)
-        if not placements:
+        if not placements and not members:
             return Round([], backlog, woken)
-        waiting = self._claims_waiting({p.worker_name for p in placements})
+        waiting = self._claims_waiting({p.worker_name for p in placements} | {m.worker for m in members})
         now = time.time()
         claims = [
             executions.Claim(p.execution_id, p.worker_name, p.allotment, p.reason, p.worker_name in waiting)
@@ -291,7 +327,13 @@ class Dispatcher:
             Claimed(p.worker_name, row.namespace, row.workflow_name, now - row.pending_since)
             for p, row in zip(placements, rows)
         ]
-        fresh = frozenset(p.execution_id for p in placements)
+        fresh = {p.execution_id for p in placements}
+        for gang in outcome.gangs:  # each gang's members in this transaction: never a part of one
+            for member, row in zip(gang.members, gangs_claim(session, gang, set(waiting), now)):
+                claimed.append(Claimed(member.worker, row.namespace, row.workflow_name, now - row.pending_since))
+                fresh.add(row.id)
+            self._starts = min(self._starts, now + gangs[gang.execution_id].start_timeout)
+        fresh = frozenset(fresh)
         return Round(
             claimed,
             backlog,
@@ -328,11 +370,16 @@ class Dispatcher:
         jobs, cancel, held = executions.deliver(session, member.name, fresh)
         return Handed(member, seen, jobs, cancel, fleet.held_map(held))
 
-    def _pages(self, session: Session, first: queue.Page, seen: set[str], now: float) -> Iterator[list[Demand]]:
-        """The queue's pages as demands, each read only when the round goes on to it."""
+    def _pages(
+        self, session: Session, first: queue.Page, seen: set[str], now: float, gangs: dict[str, Gang]
+    ) -> Iterator[list[Demand]]:
+        """The queue's pages as demands, each read only when the round goes on to it;
+        ``gangs`` gains the shape of each gang they hold."""
         page, number = first, 0
         while page.rows:  # the first page always: what fits nowhere may still be given room
-            yield [self._demand(row) for row in page.rows if self._ready(row, now)]
+            ready = [row for row in page.rows if self._ready(row, now)]
+            gangs.update((row.id, Gang.from_dict(row.gang, max_size=math.inf)) for row in ready if row.gang)
+            yield [self._demand(row) for row in ready]
             if not page.more:
                 return
             number += 1

@@ -125,7 +125,9 @@ def usage(session: Session, name: str) -> dict:
     holding = 0
     for (allotment,) in session.execute(
         select(ExecutionModel.allotment).where(
-            ExecutionModel.namespace == name, ExecutionModel.state.in_(HOLDING_STATES)
+            ExecutionModel.namespace == name,
+            ExecutionModel.state.in_(HOLDING_STATES),
+            ExecutionModel.worker_name.is_not(None),  # a gang's own row: its members hold
         )
     ):
         holding += 1

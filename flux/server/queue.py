@@ -43,8 +43,10 @@ COLUMNS = (
     ExecutionModel.priority,
     ExecutionModel.priority_class,
     ExecutionModel.concurrency,
+    ExecutionModel.gang,
 )
-QUEUED = ExecutionModel.state == ExecutionState.SCHEDULED.value
+#: A gang waits as its own row; its members are never queued alone (docs/gangs.md).
+QUEUED = (ExecutionModel.state == ExecutionState.SCHEDULED.value) & ExecutionModel.gang_id.is_(None)
 #: Locked on PostgreSQL: replicas placing at once split the queue instead of colliding
 #: (SQLite has one writer and renders no FOR UPDATE).
 _ORDERED = (

@@ -61,7 +61,9 @@ _HOLDING = select(
     ExecutionModel.progress_at,
     ExecutionModel.min_runtime,
     ExecutionModel.preempted_at,
-).where(ExecutionModel.state.in_(HOLDING_STATES))
+    ExecutionModel.gang_id,
+    # a gang's own row holds no worker: its members do (docs/gangs.md)
+).where(ExecutionModel.state.in_(HOLDING_STATES), ExecutionModel.worker_name.is_not(None))
 
 
 def _holder(row) -> Holder:  # noqa: ANN001 - a row of _HOLDING
@@ -75,11 +77,13 @@ def _holder(row) -> Holder:  # noqa: ANN001 - a row of _HOLDING
         row.claimed_at or 0.0,
         tuple(k["key"] for k in row.concurrency or ()),
         row.preempt_deadline is not None or row.state == ExecutionState.CANCELLING.value,
-        # a cancelled victim leaves whatever its preemption becomes: only a victim may be kept
-        row.preempted_by if row.state != ExecutionState.CANCELLING.value else None,
+        # a cancelled victim leaves whatever its preemption becomes: only a victim may be kept;
+        # so does a gang member whose gang's attempt ended (never withdrawn: docs/gangs.md)
+        row.preempted_by if row.state != ExecutionState.CANCELLING.value and row.preempted_by != row.gang_id else None,
         row.progress_at or 0.0,
         row.min_runtime or 0.0,
         row.preempted_at,
+        row.gang_id,
     )
 
 

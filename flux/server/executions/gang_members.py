@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from flux.domain.events import EventType
+from flux.domain.events import EventType, ExecutionState
 from flux.domain.gang import Gang
 from flux.server.eventlog import INSERT_EVENT
 from flux.server.models import ExecutionModel
@@ -66,3 +66,21 @@ def members(session: Session, gang_id: str) -> list[ExecutionModel]:
     return list(
         session.scalars(select(ExecutionModel).where(ExecutionModel.gang_id == gang_id).order_by(ExecutionModel.rank))
     )
+
+
+def late(session: Session, now: float) -> tuple[list[ExecutionModel], float]:
+    """Gangs whose members have not all arrived within ``start_timeout`` of their
+    placement, and when the next one's time is up (inf: none waits)."""
+    claimed = session.scalars(
+        select(ExecutionModel).where(
+            ExecutionModel.state == ExecutionState.CLAIMED.value, ExecutionModel.gang.is_not(None)
+        )
+    ).all()
+    late, due = [], float("inf")
+    for gang in claimed:
+        deadline = (gang.claimed_at or now) + Gang.from_dict(gang.gang).start_timeout
+        if deadline <= now:
+            late.append(gang)
+        else:
+            due = min(due, deadline)
+    return late, due

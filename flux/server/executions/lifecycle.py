@@ -32,7 +32,8 @@ from flux.domain.policy import ExecutionPolicy
 from flux.server import outbox, payloads, task_cache, usage
 from flux.server.errors import Conflict, Invalid
 from flux.server.eventlog import INSERT_EVENT, append_event, append_events, numbered
-from flux.server.executions import finishes, setbased, waits
+from flux.server.executions import finishes, gang_fate, setbased, waits
+from flux.server.executions.gang_members import late as gangs_late
 from flux.server.executions.reads import get_row, info
 from flux.server.models import ExecutionModel
 from flux.server.schemas import Checkpoint, CheckpointReply, ExecutionInfo, Failure
@@ -211,11 +212,15 @@ def cancel(session: Session, execution_id: str, namespace: str | None = None) ->
     """Cancel now if no worker holds it (queued, or waiting: docs/waits.md); otherwise
     ask the worker. Its children (in its namespace) are cancelled too. Returns the workers to wake."""
     execution = get_row(session, execution_id, namespace)
+    if execution.gang_id is not None:  # a member is cancelled with its gang
+        return cancel(session, execution.gang_id, namespace)
     state = S(execution.state)
     if state.is_terminal:
         raise Conflict(f"execution {execution_id} is already {state.value}")
     if state is S.CANCELLING:
         return info(execution), [execution.worker_name]
+    if execution.gang is not None and state in (S.CLAIMED, S.RUNNING):
+        return info(execution), _cancel_gang(session, execution)
     if state is S.SCHEDULED or state.value in WAITING_STATES or (state is S.CLAIMED and not execution.delivered):
         now = time.time()
         value = {
@@ -229,6 +234,31 @@ def cancel(session: Session, execution_id: str, namespace: str | None = None) ->
     append_event(session, execution, EventType.WORKFLOW_CANCEL_REQUESTED, name=execution.workflow_name)
     execution.state = S.CANCELLING.value
     return info(execution), [execution.worker_name, *cancel_children(session, execution_id)]
+
+
+def _cancel_gang(session: Session, gang: ExecutionModel) -> list[str]:
+    """A placed gang: CANCELLING until its members, each cancelled, have ended."""
+    append_event(session, gang, EventType.WORKFLOW_CANCEL_REQUESTED, name=gang.workflow_name)
+    gang.state = S.CANCELLING.value
+    workers: list[str] = []
+    for member in gang_fate.still_open(session, gang):
+        workers += _cancel_member(session, member)
+    return [w for w in workers if w]
+
+
+def _cancel_member(session: Session, member: ExecutionModel) -> list[str]:
+    state = S(member.state)
+    if state is S.SCHEDULED or (state is S.CLAIMED and not member.delivered):
+        now = time.time()
+        value = {"reason": "its gang was cancelled"}
+        cancelled = dict(type=EventType.WORKFLOW_CANCELLED, name=member.workflow_name, value=value, time=now)
+        opened = [finished_event(member, "cancelled before it started", now)] if state is S.CLAIMED else []
+        append_events(session, member, [*opened, cancelled])
+        finish(session, member, S.CANCELLED, value, now)
+        return []
+    append_event(session, member, EventType.WORKFLOW_CANCEL_REQUESTED, name=member.workflow_name)
+    member.state = S.CANCELLING.value
+    return [member.worker_name]
 
 
 def cancel_children(session: Session, parent_id: str) -> list[str]:
@@ -245,10 +275,14 @@ def end_attempt(
     """End the current attempt for a reason outside the workflow, and decide what follows."""
     now = time.time()
     worker = execution.worker_name
-    if kind.counts:
-        execution.crashes += 1
     if kind is AttemptEnd.PREEMPTED:
         usage.record_lost(session, execution, now)
+    if execution.gang_id is not None and execution.state != S.CANCELLING.value:
+        gang_fate.release(session, execution, kind, cause, now)  # its gang counts, and is queued again whole
+        _end_gang(session, gang_fate.member_left(session, execution, kind, cause, policy, now), now)
+        return
+    if kind.counts:
+        execution.crashes += 1
     events = [
         dict(
             type=EventType.ATTEMPT_ENDED,
@@ -312,6 +346,40 @@ def finish(session: Session, execution: ExecutionModel, state: ExecutionState, v
         waits.child_ended(session, execution)
     outbox.execution_ended(session, execution)
     outbox.worker_left(session, execution.worker_name)
+    if execution.gang_id is not None:
+        _end_gang(session, gang_fate.member_finished(session, execution), at)
+    if execution.gang is not None:  # its members that still run end with it
+        for member in gang_fate.still_open(session, execution):
+            gang_fate.wake(session, *_cancel_member(session, member))
+
+
+#: The event that closes a gang's log, by how it ends.
+_CLOSING = {
+    S.COMPLETED: EventType.WORKFLOW_COMPLETED,
+    S.FAILED: EventType.WORKFLOW_FAILED,
+    S.CANCELLED: EventType.WORKFLOW_CANCELLED,
+    S.TIMED_OUT: EventType.WORKFLOW_TIMED_OUT,
+}
+
+
+def end_late_gangs(session: Session, policy: ExecutionPolicy, now: float) -> float:
+    """End the attempts of gangs whose members did not all start within ``start_timeout``
+    (``gang_fate.late``); returns when the next placed gang's time is up (inf: none)."""
+    late, due = gangs_late(session, now)
+    for gang in late:
+        _end_gang(session, gang_fate.late(session, gang, policy, now), now)
+    return due
+
+
+def _end_gang(session: Session, outcome: gang_fate.Outcome | None, at: float) -> None:
+    """A gang ends as its members decided (``gang_fate``): logged, then finished."""
+    if outcome is None:
+        return
+    gang, state, value = outcome
+    type_ = _CLOSING[state]
+    shown = payloads.STORED.get(type_.value, value)
+    append_event(session, gang, type_, name=gang.workflow_name, value=shown, at=at)
+    finish(session, gang, state, value, at)
 
 
 def finished_event(execution: ExecutionModel, outcome: str, at: float) -> dict:

@@ -10,6 +10,8 @@ from sqlalchemy.orm import Session, defer
 
 from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES, REPLAYED_EVENTS, ExecutionState
+from flux.domain.gang import Gang
+from flux.protocol.gangs import GangSeat
 from flux.server import payloads, workflows
 from flux.server.errors import NotFound
 from flux.server.executions import replay
@@ -144,9 +146,28 @@ def job_for(session: Session, execution: ExecutionModel, traceparent: str | None
         allotment=Allotment.from_json(execution.allotment),  # what the runner enforces
         traceparent=traceparent,
         **(replay.recorded(session, execution.id) if execution.attempt > 1 else {}),
+        gang=seat(session, execution) if execution.gang_id is not None else None,
     )
     claim.model_dump_json()  # fails here, alone, rather than in the response with the others
     return claim
+
+
+def seat(session: Session, member: ExecutionModel) -> GangSeat:
+    """A member's seat in the gang's current attempt (its job carries it)."""
+    gang = Gang.from_dict(session.get(ExecutionModel, member.gang_id).gang)
+    here = session.scalars(
+        select(ExecutionModel.rank)
+        .where(ExecutionModel.gang_id == member.gang_id, ExecutionModel.worker_name == member.worker_name)
+        .order_by(ExecutionModel.rank)
+    ).all()
+    return GangSeat(
+        gang_id=member.gang_id,
+        rank=member.rank,
+        size=gang.size,
+        local_rank=here.index(member.rank) if member.rank in here else 0,
+        local_size=max(1, len(here)),
+        start_timeout=gang.start_timeout,
+    )
 
 
 def _completed_tasks(session: Session, execution_id: str) -> dict[str, Any]:

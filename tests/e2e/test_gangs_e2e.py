@@ -1,0 +1,180 @@
+"""Gang executions end to end (docs/gangs.md), through a real server and real workers
+labelled by rack: placed all or nothing in one rack, started together with the
+environment torch.distributed's ``env://`` reads, the members exchanging data over TCP
+at those addresses, failing as one and replaying what each member completed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from waiting import eventually
+
+from flux.client import FluxClient
+
+pytestmark = pytest.mark.integration
+
+WAIT = 90.0
+
+SOURCE = """
+import os
+import socket
+import time
+from pathlib import Path
+
+from flux import Gang, task, workflow
+
+MARKS = Path({marks!r})
+KEYS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+
+
+def mark(name: str) -> None:
+    with open(MARKS / name, "a") as f:
+        f.write("x")
+
+
+@task
+def first(rank: int) -> int:
+    mark(f"first-{{rank}}")
+    return rank
+
+
+@task
+def hold(rank: int) -> None:
+    # waits for the test's go-ahead (a file), so that a worker can be killed mid-run
+    mark(f"holding-{{rank}}")
+    while not (MARKS / "go").exists():
+        time.sleep(0.05)
+
+
+@task
+def allreduce(value: int) -> int:
+    # the sum over every member, through rank 0: a TCP server at MASTER_ADDR:MASTER_PORT
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    address = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+    if rank == 0:
+        with socket.create_server(address) as server:
+            server.settimeout(60)
+            peers = [server.accept()[0] for _ in range(size - 1)]
+            total = value + sum(int(peer.recv(64)) for peer in peers)
+            for peer in peers:
+                peer.sendall(str(total).encode())
+                peer.close()
+            return total
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(address, timeout=5) as connection:
+                connection.sendall(str(value).encode())
+                return int(connection.recv(64))
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+@workflow.with_options(gang=Gang(size=3, topology="rack"))
+async def ring(ctx):
+    gang = ctx.gang
+    await first(gang.rank)
+    if ctx.input.get("hold"):
+        await hold(gang.rank)
+    total = await allreduce(gang.rank + 1)
+    return {{
+        "rank": gang.rank,
+        "size": gang.size,
+        "total": total,
+        "env": {{key: os.environ[key] for key in KEYS}},
+        "worker": gang.members[gang.rank].worker,
+    }}
+"""
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    folder = tmp_path / "marks"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def racks(make_cluster, workflow_file, marks):
+    """A server (1 s preemption grace, 3 s eviction grace) with the workflow registered;
+    workers a1..a3 in rack a and b1, b2 in rack b."""
+    cluster = make_cluster(server_args=("--preemption-grace", "1"), eviction_grace_period=3)
+    client = FluxClient(cluster.server_url)
+    client.register_file(workflow_file(SOURCE.format(marks=str(marks))))
+    for name in ("a1", "a2", "a3", "b1", "b2"):
+        cluster.start_worker(name, labels={"rack": name[0]}, max_concurrent_executions=1, wait=False)
+    for name in ("a1", "a2", "a3", "b1", "b2"):
+        cluster.wait_for_worker(name)
+    yield cluster, client
+    client.close()
+
+
+def _done(client: FluxClient, execution_id: str) -> dict:
+    return eventually(
+        lambda: (e := client.execution(execution_id))["state"] in ("COMPLETED", "FAILED", "CANCELLED") and e,
+        WAIT,
+        f"gang {execution_id} never ended",
+    )
+
+
+def _members(client: FluxClient, gang_id: str) -> list[dict]:
+    """The members of the gang's last placement, by rank (from its WORKFLOW_CLAIMED event)."""
+    claimed = [e for e in client.events(gang_id) if e["type"] == "WORKFLOW_CLAIMED"]
+    return [client.execution(m["execution"]) for m in claimed[-1]["value"]["members"]]
+
+
+def test_a_gang_of_three_runs_in_one_rack_and_its_members_all_reduce_over_tcp(racks, marks):
+    cluster, client = racks
+    gang = client.run("ring", {})
+    done = _done(client, gang["id"])
+    assert done["state"] == "COMPLETED", (done["error"], done["placement_note"])
+    members = _members(client, gang["id"])
+    assert [m["state"] for m in members] == ["COMPLETED"] * 3
+    outputs = [m["output"] for m in members]
+    assert [o["rank"] for o in outputs] == [0, 1, 2]
+    assert all(o["total"] == 1 + 2 + 3 for o in outputs)  # every member's value reached every member
+    workers = [o["worker"] for o in outputs]
+    assert len(set(workers)) == 3 and {w[0] for w in workers} == {"a"}  # distinct workers, one rack
+    assert [m["worker_name"] for m in members] == workers
+    envs = [o["env"] for o in outputs]
+    assert len({(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs}) == 1
+    assert [e["RANK"] for e in envs] == ["0", "1", "2"]
+    assert {e["WORLD_SIZE"] for e in envs} == {"3"}
+    assert {(e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in envs} == {("0", "1")}
+    assert done["output"] == outputs[0]  # the gang's output is rank 0's
+
+
+def test_a_member_whose_worker_is_killed_ends_the_attempt_of_all_and_the_gang_replays(racks, marks):
+    cluster, client = racks
+    cluster.start_worker("a4", labels={"rack": "a"}, max_concurrent_executions=1)  # room to place it again
+    gang = client.run("ring", {"hold": True})
+    eventually(lambda: len(list(marks.glob("holding-*"))) == 3, WAIT, "the members never all reached hold")
+    victim = _members(client, gang["id"])[1]["worker_name"]
+    cluster.kill_worker(victim)
+    eventually(
+        lambda: client.execution(gang["id"])["attempt"] >= 2, WAIT, "the gang was never placed again after the kill"
+    )
+    (marks / "go").touch()
+    done = _done(client, gang["id"])
+    assert done["state"] == "COMPLETED" and done["output"]["total"] == 6, done
+    assert done["crashes"] == 1  # the gang's attempt counted once, for the lost worker
+    for rank in range(3):  # each member's first task ran once: the replay took its recorded result
+        assert (marks / f"first-{rank}").read_text() == "x", f"rank {rank}'s completed task ran again"
+    members = _members(client, gang["id"])
+    assert victim not in {m["worker_name"] for m in members}
+    ended = [e for e in client.events(gang["id"]) if e["type"] == "ATTEMPT_ENDED"]
+    assert ended and ended[0]["value"]["end"] == "worker_lost"
+
+
+def test_two_gangs_that_each_need_three_of_four_workers_both_complete(racks, marks):
+    cluster, client = racks
+    cluster.start_worker("a4", labels={"rack": "a"}, max_concurrent_executions=1)
+    cluster.stop_worker("b1")
+    cluster.stop_worker("b2")
+    first = client.run("ring", {})
+    second = client.run("ring", {})
+    assert _done(client, first["id"])["state"] == "COMPLETED"
+    assert _done(client, second["id"])["state"] == "COMPLETED"
