@@ -25,6 +25,7 @@ from flux.cli.core import (
 from flux.cli.fleet import bootstrap_token_for_admin, bootstrap_token_for_worker, ready_lines, run_file
 from flux.cli.output import console
 from flux.client import DEFAULT_SERVER_URL
+from flux.domain.gang import DEFAULT_MAX_SIZE as DEFAULT_MAX_GANG_SIZE
 from flux.domain.workers import DEFAULT_MAX_HEARTBEATS_PER_SECOND, AllocationMode
 from flux.logformat import FORMATS, configure_logging
 from flux.server import runfiles
@@ -335,6 +336,14 @@ def start() -> None:
     show_default=True,
     help="Start and stop the workers of worker pools (docs/autoscaling.md); off: pools are kept but not acted on",
 )
+@click.option(
+    "--max-gang-size",
+    envvar="FLUX_MAX_GANG_SIZE",
+    type=click.IntRange(min=2),
+    default=DEFAULT_MAX_GANG_SIZE,
+    show_default=True,
+    help="The largest gang a workflow may declare or a run ask for (docs/gangs.md); more is a 422 naming gang.size",
+)
 @log_format_option
 def start_server(
     home: str | None,
@@ -373,6 +382,7 @@ def start_server(
     hooks_timeout: float,
     hooks_unschedulable_after: float,
     autoscale: bool,
+    max_gang_size: int,
     log_format: str,
 ) -> None:
     """Run the Flux server (API, dispatcher, persistence)."""
@@ -421,6 +431,7 @@ def start_server(
             hooks_timeout=hooks_timeout,
             hooks_unschedulable_after=hooks_unschedulable_after,
             autoscale=autoscale,
+            max_gang_size=max_gang_size,
         )
     except ValueError as exc:
         hint = "--priority-class" if "priority class" in str(exc) else "--max-payload-size"

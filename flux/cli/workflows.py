@@ -202,16 +202,31 @@ def warn_if_never_placed(client: FluxClient, execution: dict) -> None:
     default=None,
     help="This run's priority: a class name (critical, high, default, low, batch) or an int [the workflow's]",
 )
+@click.option(
+    "--gang-size",
+    type=click.IntRange(min=2),
+    default=None,
+    metavar="N",
+    help="Run the workflow's gang with N members (its topology and the rest as declared; docs/gangs.md)",
+)
 @client_command
 def workflow_run(
-    client: FluxClient, name: str, input: str, wait: bool, timeout: float, logs: bool, priority: str | None
+    client: FluxClient,
+    name: str,
+    input: str,
+    wait: bool,
+    timeout: float,
+    logs: bool,
+    priority: str | None,
+    gang_size: int | None,
 ) -> object:
     """Start workflow NAME (its newest version, or NAME@3 for version 3) with INPUT:
     JSON, @FILE holding JSON, or - for stdin [null]. The execution keeps its version.
 
     With --wait, progress goes to stderr (a live line on a terminal) and the final
     record to stdout."""
-    execution = client.run(name, parse_input(input), priority=_priority(priority))
+    gang = None if gang_size is None else {"size": gang_size}
+    execution = client.run(name, parse_input(input), priority=_priority(priority), gang=gang)
     if not (wait or logs):
         warn_if_never_placed(client, execution)
         return execution

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import httpx
 
@@ -24,6 +24,7 @@ from flux.client.hooks import HookMethods
 from flux.client.streams import Following
 from flux.client.urls import given, segment
 from flux.domain.events import HOLDING_STATES, TERMINAL_STATES
+from flux.domain.gang import Gang
 from flux.domain.namespaces import DEFAULT
 from flux.domain.workers import WorkerState
 
@@ -175,14 +176,18 @@ class FluxClient(HookMethods, AccessMethods, Following):
         wait: float | None = None,
         version: int | None = None,
         priority: int | str | None = None,
+        gang: Gang | Mapping[str, Any] | None = None,
     ) -> dict:
         """Start workflow ``name`` (or ``name@3``); a version pins one (default: the newest
         when it first starts), and the execution keeps it through every attempt.
-        ``priority``: this run's (a class name or an int), else its workflow's. ``wait``:
-        seconds to wait for its end; the run's own request waits (``RUN_WAIT`` at most)."""
+        ``priority``: this run's (a class name or an int), else its workflow's. ``gang``:
+        run it as this gang, a ``Gang`` or fields changing the workflow's (``{"size": 8}``;
+        docs/gangs.md). ``wait``: seconds to wait for its end; the run's own request waits
+        (``RUN_WAIT`` at most)."""
         name, pinned = split_version(name)
         version = version or pinned
-        body = {"input": input, **given({"version": version, "priority": priority})}
+        wire_gang = gang.to_dict() if isinstance(gang, Gang) else None if gang is None else dict(gang)
+        body = {"input": input, **given({"version": version, "priority": priority, "gang": wire_gang})}
         path = self.scoped(f"/workflows/{segment(name)}/run")
         if not wait:
             return self._request("POST", path, json=body)

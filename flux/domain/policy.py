@@ -1,13 +1,14 @@
 """The server's rules for executions, as one value handed to every transition: the
 attempts' (``AttemptPolicy``: the default bound, the backoff) and contention's (the
 priority classes a run's priority resolves against, the preemption grace period;
-docs/contention.md)."""
+docs/contention.md) and the cap on a gang's size (docs/gangs.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from flux.domain.attempts import AttemptPolicy
+from flux.domain.gang import DEFAULT_MAX_SIZE
 from flux.domain.priority import PriorityClasses
 
 #: Seconds a preempted attempt has to finish, or return to the queue, before it is ended.
@@ -25,3 +26,5 @@ class ExecutionPolicy(AttemptPolicy):
     preemption_grace: float = DEFAULT_PREEMPTION_GRACE
     preemption_cooldown: float = DEFAULT_COOLDOWN
     fair_share_half_life: float = DEFAULT_HALF_LIFE
+    #: The largest gang a workflow may declare or a run ask for (``--max-gang-size``; docs/gangs.md).
+    max_gang_size: int = DEFAULT_MAX_SIZE

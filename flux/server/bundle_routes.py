@@ -68,7 +68,7 @@ async def register_bundle(body: BundleRegistration, ns: str = Depends(namespace)
     source (never run). Bundles themselves belong to no namespace: stored once by hash."""
     data = await svc.db.read(lambda s: bundles.load(s, body.bundle, svc.settings))
     bundle = await asyncio.to_thread(bundles.check, data, svc.settings)
-    versions = await asyncio.to_thread(workflows.bundle_versions, bundle, body)
+    versions = await asyncio.to_thread(workflows.bundle_versions, bundle, body, svc.policy.max_gang_size)
     fleet_views = svc.dispatcher.snapshot.views
     registered = await svc.db.run(lambda s: declared.register_versions(s, ns, versions, fleet_views(s)))
     if declared.declares_schedules(versions):

@@ -34,6 +34,19 @@ class Invalid(FluxError):
     code = "invalid"
 
 
+class InvalidField(Invalid):
+    """A field's value broke a rule only the service can judge (a server setting such as
+    the gang cap): answered as FastAPI's own field errors are, ``validation_error`` with
+    ``errors[].loc`` naming the field, so a client reads one shape for both."""
+
+    code = "validation_error"
+
+    def __init__(self, loc: Sequence[str | int], message: str):
+        self.loc, self.message = list(loc), message
+        where = ".".join(str(part) for part in (self.loc[1:] if self.loc[0] in ("body", "query", "path") else self.loc))
+        super().__init__(f"{where}: {message}")
+
+
 class Unauthorized(FluxError):
     status_code = 401
     code = "unauthorized"
@@ -128,7 +141,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(FluxError)
     async def _flux_error(_: Request, exc: FluxError) -> JSONResponse:
-        return error_response(exc.status_code, str(exc), exc.code)
+        errors = [ErrorItem(loc=exc.loc, msg=exc.message)] if isinstance(exc, InvalidField) else None
+        return error_response(exc.status_code, str(exc), exc.code, errors)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -75,6 +75,11 @@ class ConcurrencyJSON(BaseModel):
     limit: int = Field(ge=1, le=1_000_000)
 
 
+GANG = (
+    "Run as a gang (docs/gangs.md): {'size': 4, 'topology': 'rack', 'prefer': 'zone', 'per_worker': 1, "
+    "'start_timeout': 300}; the request is per member"
+)
+
 #: A quota's or a holding's amount as given: 8 stays 8 (not 8.0), 1.5 stays 1.5.
 Amount = Annotated[Number, AfterValidator(whole)]
 
@@ -139,6 +144,7 @@ class WorkflowSpec(Contention):
     timeout: float | None = Field(
         default=None, gt=0, le=1e10, description="Seconds from submission before it ends TIMED_OUT"
     )
+    gang: dict[str, Any] | None = Field(default=None, description=GANG)
 
     @field_validator("name")
     @classmethod
@@ -186,6 +192,7 @@ class WorkflowInfo(BaseModel):
     source: str | None = None
     bundle: str | None = Field(default=None, description="The sha256 of the bundle it runs from (docs/bundles.md)")
     module: str | None = Field(default=None, description="The bundle's module that defines it")
+    gang: dict[str, Any] | None = Field(default=None, description=GANG)
     warnings: list[str] = Field(default=[], description="E.g. no registered worker could ever satisfy its request")
 
 
@@ -194,6 +201,11 @@ class RunRequest(Strict):
     version: int | None = Field(default=None, ge=1)
     priority: Priority | None = Field(
         default=None, description="This run's priority (a class name or an int); null: the workflow's"
+    )
+    gang: dict[str, Any] | None = Field(
+        default=None,
+        description="This run's gang: a whole one, or fields changing the workflow's ({'size': 8} resizes it); "
+        "null: the workflow's (docs/gangs.md)",
     )
 
     @field_validator("priority")
@@ -301,6 +313,9 @@ class ExecutionInfo(BaseModel):
     preemption_lost_seconds: float = Field(
         default=0.0, description="Seconds of work its preempted attempts threw away (since each one's last checkpoint)"
     )
+    gang: dict[str, Any] | None = Field(default=None, description="A gang's own execution: the gang it runs as")
+    gang_id: str | None = Field(default=None, description="A gang member's: the gang's execution")
+    rank: int | None = Field(default=None, description="A gang member's rank, 0 .. size-1")
 
 
 # --- execution logs (docs/logs.md) ------------------------------------------------------

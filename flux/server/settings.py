@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from flux.domain.attempts import DEFAULT_MAX_ATTEMPTS
+from flux.domain.gang import DEFAULT_MAX_SIZE
 from flux.domain.policy import DEFAULT_COOLDOWN, DEFAULT_HALF_LIFE, DEFAULT_PREEMPTION_GRACE, ExecutionPolicy
 from flux.domain.priority import PriorityClasses, parse_class
 from flux.domain.workers import DEFAULT_MAX_HEARTBEATS_PER_SECOND
@@ -124,6 +125,9 @@ class ServerSettings:
     hooks_unschedulable_after: float = 300.0
     #: Run the scaling loop of worker pools (docs/autoscaling.md); off: pools are only rows.
     autoscale: bool = True
+    #: The largest gang a workflow may declare or a run ask for (docs/gangs.md): registration
+    #: and runs over it are a 422 naming ``gang.size``.
+    max_gang_size: int = DEFAULT_MAX_SIZE
 
     def __post_init__(self) -> None:
         self.max_payload_size = self._payload_limit()
@@ -133,6 +137,10 @@ class ServerSettings:
             self.database_url = f"sqlite:///{self.home / 'flux.db'}"
         for text in self.priority_classes:
             parse_class(text)  # a malformed class stops the server at start, naming it
+        if not isinstance(self.max_gang_size, int) or self.max_gang_size < 2:
+            raise ValueError(
+                f"max_gang_size must be a whole number of at least 2 (a gang's least size), got {self.max_gang_size!r}"
+            )
 
     def _payload_limit(self) -> int:
         body = self.max_body_size
@@ -169,6 +177,7 @@ class ServerSettings:
             preemption_grace=self.preemption_grace,
             preemption_cooldown=self.preemption_cooldown,
             fair_share_half_life=self.fair_share_half_life,
+            max_gang_size=self.max_gang_size,
         )
 
     def lease_interval_for(self, shared: bool) -> float:

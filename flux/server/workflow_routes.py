@@ -46,7 +46,9 @@ NS = Depends(namespace)
 )
 async def register_workflows(body: WorkflowRegistration, ns: str = NS, svc: Services = Depends(services)):
     fleet_views = svc.dispatcher.snapshot.views
-    registered = await svc.db.run(lambda s: workflows.register_source(s, ns, body, fleet_views(s)))
+    registered = await svc.db.run(
+        lambda s: workflows.register_source(s, ns, body, fleet_views(s), svc.policy.max_gang_size)
+    )
     svc.dispatcher.kick()  # what waited on an older version may fit now
     return registered
 

@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session
 
 from flux.bundles.archive import Bundle
 from flux.domain.events import ExecutionState
+from flux.domain.gang import DEFAULT_MAX_SIZE, InvalidGang
 from flux.domain.namespaces import NamespaceState
-from flux.domain.resource_request import InvalidResourceRequest, ResourceRequest
+from flux.domain.resource_request import InvalidResourceRequest
 from flux.domain.sources import source_digest
 from flux.domain.workflow_options import WorkflowOptions
 from flux.registration import StaticError, read_bundle
@@ -27,6 +28,7 @@ from flux.scheduling.binding import no_pool
 from flux.scheduling.demand import Demand
 from flux.scheduling.explain import infeasibility
 from flux.scheduling.snapshot import WorkerView
+from flux.server import gang_options
 from flux.server.autoscale import notes
 from flux.server.errors import Invalid, NotFound
 from flux.server.models import ExecutionModel, NamespaceModel, WorkflowModel
@@ -64,7 +66,11 @@ class NewVersion:
 
 
 def register_source(
-    session: Session, namespace: str, registration: WorkflowRegistration, fleet: list[WorkerView]
+    session: Session,
+    namespace: str,
+    registration: WorkflowRegistration,
+    fleet: list[WorkerView],
+    max_gang_size: int = DEFAULT_MAX_SIZE,
 ) -> list[WorkflowInfo]:
     """Store each workflow a client read from one source file (the API of hand-written
     calls; ``flux workflow register`` sends bundles: ``register_bundle``)."""
@@ -74,27 +80,46 @@ def register_source(
     if len(set(names)) != len(names):
         raise Invalid("workflow names in one registration must be unique")
     versions = [
-        NewVersion(_options(spec), registration.source, digest, registration.filename)
-        for spec in registration.workflows
+        NewVersion(_options(spec, index, max_gang_size), registration.source, digest, registration.filename)
+        for index, spec in enumerate(registration.workflows)
     ]
     return store(session, namespace, versions, fleet)
 
 
-def _options(spec: WorkflowSpec) -> WorkflowOptions:
-    """A hand-written registration's options, re-validated by the decorator's rules."""
+def _options(spec: WorkflowSpec, index: int, max_gang_size: int) -> WorkflowOptions:
+    """A hand-written registration's options, re-validated by the decorator's rules; its
+    gang against the server's cap (a 422 at ``workflows.<index>.gang.<field>``)."""
+    where = ["body", "workflows", index]
     try:
-        return WorkflowOptions.of(spec.name, **spec.model_dump(exclude={"name"}))
+        options = WorkflowOptions.of(spec.name, **spec.model_dump(exclude={"name"}))
+        gang_options.check_declared(options, max_gang_size, where)
+        return options
+    except InvalidGang as exc:
+        raise gang_options.refusal(exc, where) from None
     except InvalidResourceRequest as exc:
         raise Invalid(f"workflow {spec.name!r}: {exc}") from None
     except (ValueError, TypeError) as exc:
         raise Invalid(str(exc)) from None
 
 
-def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[NewVersion]:
+def bundle_versions(
+    bundle: Bundle, registration: BundleRegistration, max_gang_size: int = DEFAULT_MAX_SIZE
+) -> list[NewVersion]:
     """Every workflow of a bundle, read statically (no code of it runs), as versions
-    to store; its requirements merged into each one's packages unless turned off."""
+    to store; its requirements merged into each one's packages unless turned off. A bad
+    gang is a 422 at ``bundle.gang.<field>``, its message naming the file and line."""
     try:
         reading = read_bundle(bundle, registration.requirements)
+    except StaticError as exc:
+        if exc.option == "gang":
+            raise gang_options.refusal(InvalidGang(exc.reason), BUNDLE, f"{exc.filename}:{exc.line}: ") from None
+        raise Invalid(str(exc)) from None
+    except InvalidResourceRequest as exc:
+        raise Invalid(str(exc)) from None
+    for found in reading.workflows:
+        prefix = f"{found.filename}:{found.line}: workflow {found.options.name!r}: "
+        gang_options.check_declared(found.options, max_gang_size, BUNDLE, prefix)
+    try:
         return [
             NewVersion(
                 replace(found.options, requests=stored_request(found, reading)),
@@ -107,8 +132,12 @@ def bundle_versions(bundle: Bundle, registration: BundleRegistration) -> list[Ne
             )
             for found in reading.workflows
         ]
-    except (StaticError, InvalidResourceRequest) as exc:
+    except InvalidResourceRequest as exc:
         raise Invalid(str(exc)) from None
+
+
+#: Where a bundle's refused option is told (its file and line lead the message).
+BUNDLE = ("body", "bundle")
 
 
 def store(session: Session, namespace: str, versions: list[NewVersion], fleet: list[WorkerView]) -> list[WorkflowInfo]:
@@ -122,7 +151,7 @@ def store(session: Session, namespace: str, versions: list[NewVersion], fleet: l
     stored = []
     for new in versions:
         latest = _latest(session, namespace, new.name)
-        warnings = _warnings(session, new.options.requests, new.options.affinity, fleet, namespace) + new.notes
+        warnings = _warnings(session, new.options, fleet, namespace) + new.notes
         if latest and (latest.source_digest, latest.bundle_sha256, latest.module, latest.options) == new.key():
             stored.append((latest, warnings))
             continue
@@ -192,19 +221,20 @@ def _requeue_waiting_on(session: Session, row: WorkflowModel) -> None:
     )
 
 
-def _warnings(
-    session: Session, request: ResourceRequest | None, affinity: dict | None, fleet: list[WorkerView], namespace: str
-) -> list[str]:
+def _warnings(session: Session, options: WorkflowOptions, fleet: list[WorkerView], namespace: str) -> list[str]:
     """What it requests no worker could ever give it (judged among the workers that serve its
-    namespace), and no pool could start one for it."""
-    if request is None and not affinity:
+    namespace), and no pool could start one for it; for a gang that may not be preempted, a
+    gang no topology domain could ever hold (docs/gangs.md)."""
+    request, affinity = options.requests, options.affinity
+    if request is None and not affinity and options.gang is None:
         return []
-    reason = infeasibility(request, affinity, fleet, namespace)
+    pools = notes.templates(session)
+    reason = infeasibility(request, affinity, fleet, namespace) if request is not None or affinity else None
     if reason:
         demand = Demand(execution_id="", request=request, affinity=affinity, namespace=namespace)
-        pools = notes.templates(session)
         reason = notes.unplaceable(reason, pools, no_pool(pools, demand))
-    return [reason] if reason else []
+    gang = None if reason else gang_options.never_fits_warning(options, namespace, fleet, pools)
+    return [warning for warning in (reason, gang) if warning]
 
 
 def _named(namespace: str, name: str):  # noqa: ANN202 - a WHERE clause
@@ -318,6 +348,7 @@ def info(row: WorkflowModel, with_source: bool = False, warnings: list[str] | No
         bundle=row.bundle_sha256,
         module=row.module,
         contention=row.contention,
+        gang=(row.options or {}).get("gang"),
         warnings=warnings or [],
     )
 

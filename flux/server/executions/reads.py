@@ -224,4 +224,7 @@ def info(row: ExecutionModel, include: Collection[str] = PAYLOADS) -> ExecutionI
         preempt_deadline=row.preempt_deadline,
         min_runtime=row.min_runtime,
         preemption_lost_seconds=row.preemption_lost_seconds or 0.0,
+        gang=getattr(row, "gang", None),
+        gang_id=getattr(row, "gang_id", None),
+        rank=getattr(row, "rank", None),
     )

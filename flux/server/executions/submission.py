@@ -1,5 +1,7 @@
 """Submission: a new execution, queued SCHEDULED, from a client's run or a parent's
-``call`` (docs/waits.md), through the same two INSERTs."""
+``call`` (docs/waits.md), through the same two INSERTs. A gang's execution (the run's
+gang, else its workflow's: ``flux.server.gang_options.for_run``) keeps the gang on its
+row and gets its members' rows in the same transaction (``gang_members.add_members``; docs/gangs.md)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ from flux.domain.concurrency import Concurrency
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.hooks import HookEventType
 from flux.domain.policy import ExecutionPolicy
-from flux.server import outbox, payloads, workflows
+from flux.server import gang_options, outbox, payloads, workflows
 from flux.server.errors import Invalid
 from flux.server.eventlog import INSERT_EVENT
+from flux.server.executions.gang_members import add_members
 from flux.server.executions.reads import info
 from flux.server.models import ExecutionModel
 from flux.server.schemas import ExecutionInfo, RunRequest
@@ -50,14 +53,21 @@ def submit(
 
 
 def submit_child(
-    session: Session, parent: ExecutionModel, execution_id: str, name: str, input: object, policy: ExecutionPolicy
+    session: Session,
+    parent: ExecutionModel,
+    execution_id: str,
+    name: str,
+    input: object,
+    policy: ExecutionPolicy,
+    gang: dict | None = None,
 ) -> ExecutionInfo:
     """A ``call``'s child, in its parent's namespace: its id derives from the parent
-    and the call (``flux.domain.waits.child_id``)."""
+    and the call (``flux.domain.waits.child_id``); ``gang``: the call's (``call(child,
+    input, gang=...)``), as a run's gang."""
     with tracing.span(
         "flux.submit", {"flux.execution_id": execution_id, "flux.workflow": name, "flux.parent": parent.id}
     ):
-        run = RunRequest(input=input)
+        run = RunRequest(input=input).model_copy(update={"gang": gang})  # the gang is checked by for_run
         return _submit(session, parent.namespace, execution_id, name, run, policy, parent.id, inherited=parent.priority)
 
 
@@ -76,6 +86,7 @@ def _submit(
 ) -> ExecutionInfo:
     workflow = workflows.header(session, namespace, name, run.version)
     contention = _contention(workflow, run, policy, inherited)
+    gang = gang_options.for_run(run.gang, (workflow.options or {}).get("gang"), policy.max_gang_size, workflow.name)
     now = time.time()
     row = dict(
         id=execution_id,
@@ -112,6 +123,7 @@ def _submit(
         progress_at=None,
         preempted_at=None,
         preemption_lost_seconds=0.0,
+        gang=gang,
     )
     session.execute(INSERT_EXECUTION, row)
     session.execute(
@@ -140,6 +152,8 @@ def _submit(
             "finished_at",
         )
     )
+    if gang is not None:
+        add_members(session, row)
     execution = SimpleNamespace(**row, **fresh)
     outbox.execution_event(session, execution, HookEventType.EXECUTION_SCHEDULED, scheduled_for=scheduled_for)
     return info(execution)

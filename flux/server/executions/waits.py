@@ -23,7 +23,7 @@ from flux.domain.events import TERMINAL_STATES, EventType, ExecutionState
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.waits import STATE_OF, WaitKind, child_id, note
 from flux.server import outbox
-from flux.server.errors import Conflict, Invalid, NotFound
+from flux.server.errors import Conflict, Invalid, InvalidField, NotFound
 from flux.server.eventlog import append_events
 from flux.server.executions.reads import get_row, info
 from flux.server.executions.submission import submit_child
@@ -78,7 +78,7 @@ def suspend(
     execution.ready_at = wait["until"] if kind is WaitKind.SLEEP else None
     execution.placement_note = note(wait)
     if kind is WaitKind.CALL:
-        _start_child(session, execution, wait, event.value.get("input"), policy, now)
+        _start_child(session, execution, wait, event.value, policy, now)
 
 
 def _wait_of(event: EventIn) -> dict:
@@ -102,14 +102,15 @@ def _wait_of(event: EventIn) -> dict:
 
 
 def _start_child(
-    session: Session, parent: ExecutionModel, wait: dict, input: Any, policy: ExecutionPolicy, now: float
+    session: Session, parent: ExecutionModel, wait: dict, call: dict, policy: ExecutionPolicy, now: float
 ) -> None:
-    """Submit the call's child, once: a replayed call finds the child it started."""
+    """Submit the call's child (``call``: the suspension's value, its ``input`` and, for a
+    gang step, its ``gang``), once: a replayed call finds the child it started."""
     child = session.get(ExecutionModel, wait["child"])
     if child is None:
         try:
-            submit_child(session, parent, wait["child"], wait["workflow"], input, policy)
-        except (NotFound, Conflict) as exc:  # the call fails, in the workflow, like a failed task
+            submit_child(session, parent, wait["child"], wait["workflow"], call.get("input"), policy, call.get("gang"))
+        except (NotFound, Conflict, InvalidField) as exc:  # the call fails, in the workflow, like a failed task
             _continue(session, parent, wait, {"child": None, "state": S.FAILED.value, "error": str(exc)}, now)
         return
     if child.state in ENDED:  # it ended before this attempt asked again
