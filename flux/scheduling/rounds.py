@@ -62,7 +62,7 @@ def run(
     ``gangs``: the shape of each gang among them, by id; a gang is placed at its turn in
     queue order, whole or not at all, between runs of single executions."""
     outcome = Outcome()
-    gangs = gangs or {}
+    gangs = {} if gangs is None else gangs  # the caller's dict, filled as its pages are read
     for page in pages:
         ordered = _noting(order(page, fair), outcome.examined)
         if not gangs.keys() & {d.execution_id for d in page}:  # read lazily, up to the budget
