@@ -73,6 +73,21 @@ def allreduce(value: int) -> int:
             time.sleep(0.1)
 
 
+@workflow.with_options(priority="high", gang=Gang(size=3, topology="rack"))
+async def urgent(ctx):
+    await first(ctx.gang.rank)
+    return await allreduce(ctx.gang.rank + 1)
+
+
+@workflow.with_options(priority="low", affinity={{"rack": "a"}})
+async def background(ctx):
+    # a long run in rack a: each step a task, so a replay after its preemption resumes
+    label = ctx.input["label"]
+    await first(ctx.input["step"])
+    await hold(100 + ctx.input["step"])
+    return label
+
+
 @workflow.with_options(gang=Gang(size=3, topology="rack"))
 async def ring(ctx):
     gang = ctx.gang
@@ -178,3 +193,81 @@ def test_two_gangs_that_each_need_three_of_four_workers_both_complete(racks, mar
     second = client.run("ring", {})
     assert _done(client, first["id"])["state"] == "COMPLETED"
     assert _done(client, second["id"])["state"] == "COMPLETED"
+
+
+def test_a_high_priority_gang_preempts_lower_priority_work_on_two_workers_which_completes_later(racks, marks):
+    cluster, client = racks
+    low = [client.run("background", {"label": f"low{i}", "step": 10 + i}) for i in range(2)]
+    for run in low:
+        eventually(lambda run=run: client.execution(run["id"])["state"] == "RUNNING", WAIT, "low never ran")
+    urgent = client.run("urgent", {})
+    done = _done(client, urgent["id"])
+    assert done["state"] == "COMPLETED" and done["output"] == 6, (done["error"], done["placement_note"])
+    assert {m["worker_name"][0] for m in _members(client, urgent["id"])} == {"a"}
+    for run in low:  # each was preempted for the gang, and waits to run again
+        preempted = [e for e in client.events(run["id"]) if e["type"] == "PREEMPTED"]
+        assert preempted and preempted[0]["value"]["by"] == urgent["id"]
+    (marks / "go").touch()
+    for run in low:
+        finished = _done(client, run["id"])
+        assert finished["state"] == "COMPLETED" and finished["crashes"] == 0
+    assert (marks / "first-10").read_text() == "x" and (marks / "first-11").read_text() == "x"
+
+
+QUOTA_SOURCE = """
+import asyncio
+from flux import Gang, ResourceRequest, workflow
+
+
+@workflow.with_options(requests=ResourceRequest(gpu=2), gang=Gang(size=2, topology="rack"))
+async def pair(ctx):
+    await asyncio.sleep(ctx.input["seconds"])
+    return ctx.gang.rank
+
+
+@workflow.with_options(requests=ResourceRequest(gpu=2), affinity={"rack": "a"})
+async def single(ctx):
+    return "single"
+"""
+
+
+def test_a_gpu_quota_counts_a_gang_as_size_times_its_request_fake_nvml(make_cluster, workflow_file, monkeypatch):
+    """The issue's quota of gpu=8 and members of gpu=8, scaled to two-card workers: a
+    quota of 4 cards holds a gang of 2 x gpu=2 and keeps one more gpu=2 run back; a quota
+    of 2 keeps the gang back whole, naming what the gang asks."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent.parent))  # tests/fakes.py: two fake H200s
+    cluster = make_cluster()
+    admin = FluxClient(cluster.server_url)
+    for name, cards in (("ml", 4), ("tight", 2)):
+        admin.create_namespace(name)
+        admin.update_namespace(name, quota={"gpu": cards})
+    for name in ("g1", "g2", "g3"):
+        cluster.start_worker(
+            name,
+            labels={"rack": "a"},
+            max_concurrent_executions=2,
+            extra_args=("--gpu-source", "nvml:fakes:TWO_FAKE_H200"),
+        )
+    ml, tight = FluxClient(cluster.server_url, namespace="ml"), FluxClient(cluster.server_url, namespace="tight")
+    for client in (ml, tight):
+        client.register_file(workflow_file(QUOTA_SOURCE))
+    gang = ml.run("pair", {"seconds": 4})
+    eventually(lambda: ml.execution(gang["id"])["state"] == "RUNNING", WAIT, "the gang never started")
+    one_more = ml.run("single", {})
+    note = eventually(
+        lambda: "quota" in (ml.execution(one_more["id"])["placement_note"] or "") and ml.execution(one_more["id"]),
+        WAIT,
+        "the run after the gang was never held back by the quota",
+    )["placement_note"]
+    assert "gpu 4/4 in use" in note, note
+    assert ml.execution(one_more["id"])["state"] == "SCHEDULED"
+    assert _done(ml, gang["id"])["state"] == "COMPLETED"
+    assert _done(ml, one_more["id"])["state"] == "COMPLETED"  # the gang's end gave its cards back
+    held_back = tight.run("pair", {"seconds": 0})
+    note = eventually(
+        lambda: (n := tight.execution(held_back["id"])["placement_note"] or "") and "quota" in n and n,
+        WAIT,
+        "a gang over its quota was never held back",
+    )
+    assert "this gang asks 4 more (2 members)" in note, note
+    assert tight.execution(held_back["id"])["state"] == "SCHEDULED"

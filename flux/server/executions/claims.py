@@ -105,6 +105,8 @@ def claim_all(session: Session, claims: list[Claim], now: float) -> list[Row]:
     """The CLAIMED transition of every placement of a round: a new attempt on its
     worker, whose number is the fencing token, logged (WORKFLOW_CLAIMED, ATTEMPT_STARTED).
     Returns the rows as read before (namespace, workflow, how long they waited)."""
+    if not claims:  # a round that placed only gangs
+        return []
     rows = {r.id: r for r in session.execute(_CLAIMING, {"ids": [c.execution_id for c in claims]})}
     params, events = [], []
     for c in claims:
