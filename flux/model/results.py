@@ -109,8 +109,8 @@ class RunResult:
     events: list[dict]
     wait: dict | None
     resume_with: Any
-    #: A failed or timed-out run's failure as the log records it and a server's execution shows
-    #: as its output: ``{"error", "type", "message", "traceback", "failure"}``; None otherwise.
+    #: A failed or timed-out run's failure as the log records it (the WORKFLOW_FAILED event's value,
+    #: as on a server): ``{"error", "type", "message", "traceback", "failure"}``; None otherwise.
     failure: dict | None = None
 
     def __post_init__(self) -> None:
