@@ -174,10 +174,11 @@ class Contention:
         """The first room held this round (for a higher priority, or one ahead of it in the
         queue) on a worker that could take ``demand`` were it idle: what keeps it off that
         worker beyond what runs there (a lower priority may not take held room). Memoised
-        per kind of demand and rooms held so far: a long queue behind one room asks once."""
+        per kind of demand, its priority (the line says it) and rooms held so far: a long
+        queue behind one room asks once."""
         if not self._held:
             return None
-        memo = (demand.constraint_key, demand.namespace if pool.restricted else None, len(self._held))
+        memo = (demand.constraint_key, demand.namespace if pool.restricted else None, demand.priority, len(self._held))
         if memo not in self._kept_from:
             static = bound((f for f in filters if f.static), demand.request, demand.affinity)
             passes = pool.registered.judge(("room", demand.constraint_key), static)

@@ -72,12 +72,19 @@ def test_a_class_that_never_preempts_waits_with_its_room_held():
 
 
 def test_lower_priority_work_kept_off_a_held_room_is_told_so_first():
-    """The low-priority run fits nowhere because h's room is held on w1: its reason is that
-    room (``binding``'s priority room), not only the workers' tally."""
+    """The low-priority runs fit nowhere because h's room is held on w1: their reason is
+    that room (``binding``'s priority room), each with its own priority, not only the
+    workers' tally; a run w1 could never take is not told of it."""
     holders = [holder(1, -100), holder(2, -100)]
-    contention = Contention(holders, floor=-100)
+    contention = Contention(holders, floor=-50)
+    never = Demand("x", ResourceRequest(resources={"accel": 3}), None, priority=-100)
     place(
-        [Demand("h", ACCEL, None, priority=100, may_preempt=False), Demand("l", ACCEL, None, priority=-100)],
+        [
+            Demand("h", ACCEL, None, priority=100, may_preempt=False),
+            Demand("m", ACCEL, None, priority=-50),
+            Demand("l", ACCEL, None, priority=-100),
+            never,
+        ],
         fleet(*holders),
         contention,
     )
@@ -86,8 +93,7 @@ def test_lower_priority_work_kept_off_a_held_room_is_told_so_first():
         "room on worker w1 is held for higher-priority h (priority 100; this one's -100): "
         "lower-priority work may not take it"
     )
-    other = Demand("x", ResourceRequest(resources={"accel": 3}), None, priority=-100)  # w1 could never take it
-    place([other], fleet(*holders), contention)
+    assert "(priority 100; this one's -50)" in contention.waiting["m"].message  # the same kind: its own numbers
     assert "x" not in contention.waiting
 
 
