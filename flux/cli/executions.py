@@ -9,6 +9,7 @@ import time
 import click
 
 from flux.cli.core import DURATION, Output, UsageProblem, client_command, execution_id_argument, renders
+from flux.cli.gangs import logs_target, render_gang_explain, render_members
 from flux.cli.output import ago, cell, console, render_record, render_rows, when
 from flux.cli.watch import brief, event_line, follow, log_line, stamp
 from flux.cli.workflows import parse_input, readable
@@ -90,6 +91,7 @@ def execution_line(execution: dict) -> str:
 @click.option(
     "--include", type=click.Choice(["input", "output"]), multiple=True, help="Carry this payload too (repeatable)"
 )
+@click.option("--members", is_flag=True, help="Gang members too (by default a gang's show lists them)")
 @client_command
 def execution_list(
     client: FluxClient,
@@ -101,18 +103,21 @@ def execution_list(
     after: str | None,
     all_: bool,
     include: tuple[str, ...],
+    members: bool,
     fmt: str,
 ) -> Output | None:
-    """List executions, newest first, a page at a time."""
+    """List executions, newest first, a page at a time (a gang's members under its show)."""
     if all_:
         follow(
-            client.iter_executions(state, workflow, worker=worker, schedule=schedule, include=include, after=after),
+            client.iter_executions(
+                state, workflow, worker=worker, schedule=schedule, include=include, after=after, members=members
+            ),
             execution_line,
             fmt,
         )
         return None
     rows, cursor = client.list_executions_page(
-        state, workflow, limit, worker=worker, schedule=schedule, after=after, include=include
+        state, workflow, limit, worker=worker, schedule=schedule, after=after, include=include, members=members
     )
 
     def render(rows: list[dict]) -> None:
@@ -133,16 +138,22 @@ def execution_prune(client: FluxClient, older_than: float) -> dict:
     return client.prune_executions(older_than)
 
 
+#: Fields ``show`` prints below its record rather than in it.
+SHOWN_APART = ("failure", "gang", "members")
+
+
 @execution_group.command("show")
 @execution_id_argument
 @click.option("--full", is_flag=True, help="A failure's whole traceback, Flux's and the standard library's frames too")
 @client_command
 def execution_show(client: FluxClient, execution_id: str, full: bool) -> Output:
-    """Show an execution's state, output and placement; a failure's traceback, user frames first."""
+    """Show an execution's state, output and placement; a failure's traceback, user frames
+    first; a gang's members by rank."""
     execution = client.execution(client.resolve_execution(execution_id))
 
     def render(record: dict) -> None:
-        render_record(readable({key: value for key, value in record.items() if key != "failure"}))
+        render_record(readable({key: value for key, value in record.items() if key not in SHOWN_APART}))
+        render_members(record)
         failure = Failure.parsed(record)
         if failure is not None:
             console.print(failure.rendered(full=full), markup=False, highlight=False, soft_wrap=True)
@@ -184,6 +195,9 @@ def execution_events(client: FluxClient, execution_id: str, follow_: bool, fmt: 
 @click.option("--task", default=None, help="Only lines written inside this task: a name (fetch) or a call id (fetch:2)")
 @click.option("--attempt", type=click.IntRange(1), default=None, help="Only lines of this attempt")
 @click.option(
+    "--rank", type=click.IntRange(0), default=None, help="A gang's member of this rank (a gang's default: rank 0)"
+)
+@click.option(
     "--stream", type=click.Choice(STREAMS), default=None, help="Only this stream (log: Python logging records)"
 )
 @click.option(
@@ -199,13 +213,16 @@ def execution_logs(
     follow_: bool,
     task: str | None,
     attempt: int | None,
+    rank: int | None,
     stream: str | None,
     level: str | None,
     fmt: str,
 ) -> None:
     """Print what an execution printed and logged: 'time [stream] task: message' lines
-    (JSON lines with --format json), like 'kubectl logs [-f]'."""
+    (JSON lines with --format json), like 'kubectl logs [-f]'. A gang's: one member's,
+    --rank N (rank 0's by default)."""
     execution_id = client.resolve_execution(execution_id)
+    execution_id = logs_target(client.execution(execution_id), rank)  # a gang's log is its members'
     filters = dict(task=task, attempt=attempt, stream=stream, level=level and level.upper())
     lines = client.follow_logs(execution_id, **filters) if follow_ else client.logs(execution_id, **filters)
     follow(lines, log_line, fmt)
@@ -240,6 +257,7 @@ def _render_placement(info: dict) -> None:
     if info.get("unschedulable"):
         console.print(f"[red]unschedulable:[/] {info['unschedulable']}")
     _render_queue(info.get("queue"))
+    render_gang_explain(info.get("gang"))
     render_rows(["name", "state", "available", "reason"], info["workers"])
     attempts = info.get("attempts") or []
     if attempts:

@@ -16,6 +16,18 @@ class _Reply(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+class GangMemberInfo(_Reply):
+    """One member of a gang, as its gang's ``GET /executions/ID`` lists it (docs/gangs.md)."""
+
+    rank: int
+    id: str
+    worker_name: str | None = None
+    attempt: int = 0
+    state: ExecutionState
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
 class Execution(_Reply):
     """One execution as the server has it now (``GET /executions/ID``)."""
 
@@ -40,6 +52,12 @@ class Execution(_Reply):
     parent: str | None = None
     children: list[str] | None = None
     deadline: float | None = None
+    #: A gang's own execution: its shape (``Gang.to_dict()``) and its members by rank.
+    gang: dict[str, Any] | None = None
+    members: list[GangMemberInfo] | None = None
+    #: A gang member's: its gang and rank.
+    gang_id: str | None = None
+    rank: int | None = None
 
     @property
     def ended(self) -> bool:

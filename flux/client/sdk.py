@@ -273,14 +273,17 @@ class FluxClient(HookMethods, AccessMethods, Following):
         schedule: str | None = None,
         after: str | None = None,
         include: Iterable[str] = (),
+        members: bool = False,
     ) -> tuple[list[dict], str | None]:
-        """One page, newest first, and the cursor of the next (None on the last page)."""
+        """One page, newest first, and the cursor of the next (None on the last page).
+        ``members``: gang members too (left out by default: their gang lists them)."""
         params = given(
             {
                 "state": state,
                 "workflow": workflow,
                 "worker": worker,
                 "schedule": schedule,
+                "members": members or None,
                 "limit": limit,
                 "id_prefix": id_prefix,
                 "after": after,
@@ -300,6 +303,7 @@ class FluxClient(HookMethods, AccessMethods, Following):
         include: Iterable[str] = (),
         page_size: int = 1000,
         after: str | None = None,
+        members: bool = False,
     ) -> Iterator[dict]:
         """Every matching execution, newest first, a page at a time (``flux execution list --all``)."""
         params = {
@@ -307,6 +311,7 @@ class FluxClient(HookMethods, AccessMethods, Following):
             "workflow": workflow,
             "worker": worker,
             "schedule": schedule,
+            "members": members or None,
             "include": ",".join(include),
             "limit": page_size,
         }

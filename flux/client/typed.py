@@ -157,10 +157,13 @@ class Client:
     def execution(self, execution_id: str) -> Execution:
         return Execution.model_validate(self.sdk.execution(self.sdk.resolve_execution(execution_id)))
 
-    def executions(self, state: ExecutionState | str | None = None, workflow: str | None = None) -> Iterator[Execution]:
-        """Every matching execution, newest first, page after page."""
+    def executions(
+        self, state: ExecutionState | str | None = None, workflow: str | None = None, members: bool = False
+    ) -> Iterator[Execution]:
+        """Every matching execution, newest first, page after page; ``members``: gang
+        members too (by default a gang is its own row, its ``members`` by rank)."""
         state = state.value if isinstance(state, ExecutionState) else state
-        return (Execution.model_validate(e) for e in self.sdk.iter_executions(state, workflow))
+        return (Execution.model_validate(e) for e in self.sdk.iter_executions(state, workflow, members=members))
 
     def events(self, execution_id: str, follow: bool = False) -> Iterator[Event]:
         """Its event log; with ``follow``, as events are recorded until it has ended."""

@@ -62,11 +62,16 @@ async def list_executions(
         description="Executions whose id starts with this (unique-prefix lookup)",
     ),
     schedule: str | None = Query(default=None, max_length=128, description="Only the runs this schedule started"),
+    members: bool = Query(
+        default=False,
+        description="Gang members too: left out by default, except by worker or id_prefix (docs/gangs.md)",
+    ),
     ns: str = NS,
     svc: Services = SVC,
 ):
     """Newest first, a page at a time: the next page's cursor is in the ``X-Next-Cursor``
-    header (and a ``Link: rel="next"``), absent on the last page (docs/history.md)."""
+    header (and a ``Link: rel="next"``), absent on the last page (docs/history.md). A
+    gang's members are listed under their gang (its ``GET``), not here, unless asked."""
     where = executions.ExecutionFilter(
         namespace=ns,
         state=state,
@@ -76,6 +81,7 @@ async def list_executions(
         id_prefix=id_prefix,
         since=since,
         until=until,
+        members=members,
     )
     wanted = executions.parse_include(include)
     page = await svc.db.read(lambda s: executions.page(s, where, limit, after, wanted))

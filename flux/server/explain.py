@@ -17,7 +17,7 @@ from flux.scheduling.demand import demand_from_row
 from flux.scheduling.explain import infeasibility, summarize, verdict
 from flux.scheduling.filters import Reason
 from flux.scheduling.snapshot import WorkerView
-from flux.server import executions, outbox
+from flux.server import executions, explain_gangs, outbox
 from flux.server.autoscale import notes
 from flux.server.eventlog import append_event
 from flux.server.models import ExecutionEventModel, ExecutionModel, NamespaceModel
@@ -71,9 +71,15 @@ def placement(
     )
     verdicts = [verdict(demand.request, demand.affinity, worker, demand.namespace) for worker in workers]
     states = {worker.name: worker.shown_state for worker in workers}  # DRAINED as `flux worker list` says
-    chosen = binding = None
-    if execution.state == ExecutionState.SCHEDULED.value:
+    chosen = binding = short = claimed = None
+    is_gang = execution.gang is not None
+    if execution.state == ExecutionState.SCHEDULED.value and execution.gang_id is not None:
+        summary = explain_gangs.member(execution)  # never placed alone: its gang's explain says why
+    elif execution.state == ExecutionState.SCHEDULED.value:
         holds = [_held(session, execution)]  # what the last round said holds it: a quota, a key, room
+        if is_gang:  # its shortfall domain by domain, from the fleet as it is now
+            short = explain_gangs.shortfall(execution, demand, workers)
+            holds = explain_gangs.holds(holds[0], short)
         if infeasibility(demand.request, demand.affinity, workers, demand.namespace):
             holds.append(no_pool(notes.templates(session), demand))
         explained = explain(verdicts, holds)
@@ -82,6 +88,9 @@ def placement(
         summary = f"{summary.rstrip('.')}; {starting}." if starting else summary
     elif execution.state in WAITING_STATES:  # on the server, not on a worker (docs/waits.md)
         summary = f"{execution.state}: {execution.placement_note}"
+    elif is_gang:  # placed: its members hold the workers (docs/gangs.md)
+        claimed = _last(session, execution_id, EventType.WORKFLOW_CLAIMED)
+        summary = explain_gangs.placed(execution, claimed)
     else:
         chosen = _last(session, execution_id, EventType.WORKFLOW_CLAIMED)
         summary = (
@@ -103,6 +112,7 @@ def placement(
         crashes=execution.crashes,
         attempts=attempts_of(session, execution_id),
         queue=queue_of(session, execution),
+        gang=explain_gangs.explanation(session, execution, short, claimed) if is_gang else None,
     )
 
 

@@ -25,7 +25,7 @@ from flux.domain.workers import Liveness, WorkerState
 from flux.server import fleet, namespaces, usage
 from flux.server.autoscale import store as pool_store
 from flux.server.database import StatementCounter
-from flux.server.executions import finishes
+from flux.server.executions import finishes, gang_waits
 from flux.server.hook_models import HookDeliveryModel
 from flux.server.models import ExecutionCountModel, ExecutionModel, WorkerModel
 
@@ -174,6 +174,21 @@ class ServerMetrics:
         self.quota_limit = Gauge(
             "flux_quota_limit", "A namespace's quota, by dimension", ["namespace", "resource"], registry=self.registry
         )
+        # gangs (docs/gangs.md)
+        self.gangs_waiting = Gauge(
+            "flux_gangs_waiting",
+            "Gangs in SCHEDULED (waiting to be placed whole), by namespace",
+            ["namespace"],
+            registry=self.registry,
+        )
+        self.gang_wait = Histogram(
+            "flux_gang_wait_seconds",
+            "From a gang's submission or requeue to the placement of all its members, by namespace and workflow",
+            ["namespace", "workflow"],
+            buckets=QUEUE_BUCKETS,
+            registry=self.registry,
+        )
+        gang_waits.watch()
         # per workflow and namespace (docs/production.md#dashboards): bounded by what is registered
         self.queue_wait = Histogram(
             "flux_execution_queue_wait_seconds",
@@ -255,7 +270,10 @@ class ServerMetrics:
         self.queue_wait.labels(namespace=claimed.namespace, workflow=claimed.workflow).observe(waited)
 
     def observe_finished(self, session: Session) -> None:
-        """After a commit (``Database.after_commit``): the executions it finished."""
+        """After a commit (``Database.after_commit``): the executions it finished, and the
+        gangs it placed."""
+        for placed in gang_waits.taken(session):
+            self.gang_wait.labels(namespace=placed.namespace, workflow=placed.workflow).observe(placed.waited)
         for done in finishes.taken(session):
             if done.ran is not None:  # one cancelled while queued never ran
                 self.duration.labels(namespace=done.namespace, workflow=done.workflow, state=done.state).observe(
@@ -283,10 +301,16 @@ class ServerMetrics:
         oldest = session.scalar(
             select(func.min(ExecutionModel.scheduled_at)).where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
         )
-        pending = session.execute(
+        scheduled = ExecutionModel.state == ExecutionState.SCHEDULED.value
+        pending = session.execute(  # what the queue holds: a gang once, not its members (docs/gangs.md)
             select(ExecutionModel.namespace, ExecutionModel.priority, func.count())
-            .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
+            .where(scheduled, ExecutionModel.gang_id.is_(None))
             .group_by(ExecutionModel.namespace, ExecutionModel.priority)
+        ).all()
+        gangs = session.execute(
+            select(ExecutionModel.namespace, func.count())
+            .where(scheduled, ExecutionModel.gang.is_not(None))
+            .group_by(ExecutionModel.namespace)
         ).all()
         quotas = {
             name: (quota, namespaces.usage(session, name)["held"])
@@ -300,6 +324,7 @@ class ServerMetrics:
             "executions": executions,
             "oldest": oldest,
             "pending": pending,
+            "gangs": gangs,
             "quotas": quotas,
             "oldest_hook": oldest_hook,
             "pools": pool_store.gauges(session),
@@ -311,6 +336,9 @@ class ServerMetrics:
         self.pending.clear()
         for namespace, priority, count in snapshot.get("pending", ()):
             self.pending.labels(namespace=namespace, priority=str(priority)).set(count)
+        self.gangs_waiting.clear()
+        for namespace, count in snapshot.get("gangs", ()):
+            self.gangs_waiting.labels(namespace=namespace).set(count)
         for gauge in (self.quota_used, self.quota_limit):
             gauge.clear()
         for namespace, (quota, held) in snapshot.get("quotas", {}).items():

@@ -259,6 +259,18 @@ class WaitInfo(BaseModel):
         return {name: value for name, value in fields.items() if value is not None or name in self.model_fields_set}
 
 
+class GangMemberInfo(BaseModel):
+    """One member of a gang, as its gang's ``GET /executions/ID`` lists it (docs/gangs.md)."""
+
+    rank: int
+    id: str = Field(description="The member's own execution: its events, logs and attempts")
+    worker_name: str | None = Field(description="The worker it holds now (null between the gang's attempts)")
+    attempt: int
+    state: ExecutionState
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
 class ExecutionInfo(BaseModel):
     id: str
     namespace: str = Field(default="default", description="The namespace it belongs to (docs/namespaces.md)")
@@ -316,6 +328,9 @@ class ExecutionInfo(BaseModel):
     gang: dict[str, Any] | None = Field(default=None, description="A gang's own execution: the gang it runs as")
     gang_id: str | None = Field(default=None, description="A gang member's: the gang's execution")
     rank: int | None = Field(default=None, description="A gang member's rank, 0 .. size-1")
+    members: list[GangMemberInfo] | None = Field(
+        default=None, description="A gang's members by rank (GET /executions/ID of a gang only)"
+    )
 
 
 # --- execution logs (docs/logs.md) ------------------------------------------------------
@@ -466,6 +481,21 @@ class QueueInfo(BaseModel):
     )
 
 
+class GangExplanation(BaseModel):
+    """``flux execution explain`` of a gang (docs/gangs.md): why it waits, domain by domain,
+    or where its members were placed."""
+
+    size: int
+    topology: str
+    shortfall: str | None = Field(
+        default=None,
+        description="While it waits and fits nowhere now: what each topology domain holds of it and what it lacks",
+    )
+    domains: list[str] = Field(default=[], description="One line per domain: its workers, what they hold, why not more")
+    domain: str | None = Field(default=None, description="Where its current attempt was placed (its topology value)")
+    members: list[GangMemberInfo] = []
+
+
 class PlacementInfo(BaseModel):
     """``flux execution explain``: why an execution waits, or why its worker won, and its attempts."""
 
@@ -483,6 +513,7 @@ class PlacementInfo(BaseModel):
     crashes: int = 0
     attempts: list[AttemptInfo] = []
     queue: QueueInfo | None = None
+    gang: GangExplanation | None = Field(default=None, description="A gang's own execution (docs/gangs.md)")
 
 
 # --- execution state changes (GET /watch/executions, docs/console.md) -------------------

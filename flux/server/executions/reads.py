@@ -14,7 +14,7 @@ from flux.domain.gang import Gang
 from flux.protocol.gangs import GangSeat
 from flux.server import payloads, workflows
 from flux.server.errors import NotFound
-from flux.server.executions import replay
+from flux.server.executions import gang_reads, replay
 from flux.server.models import ExecutionEventModel, ExecutionModel
 from flux.server.schemas import ClaimedExecution, EventOut, ExecutionInfo, Failure
 
@@ -93,6 +93,8 @@ def _with_children(session: Session, row: ExecutionModel) -> ExecutionInfo:
     execution = info(row)
     execution.failure = Failure.parsed({"failure": row.failure})
     execution.children = list(session.scalars(_CHILDREN, {"parent": row.id}))
+    if row.gang is not None:  # a gang's members, by rank (docs/gangs.md)
+        execution.members = gang_reads.members_info(session, row.id)
     return execution
 
 
