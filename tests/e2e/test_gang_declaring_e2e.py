@@ -44,6 +44,8 @@ async def pinned(ctx):
 
 SOURCE = "from flux import workflow\n@workflow\nasync def w(ctx): pass\n"
 
+pytestmark = pytest.mark.integration
+
 
 def _register_spec(url: str, gang: object) -> httpx.Response:
     return httpx.post(f"{url}/workflows", json={"source": SOURCE, "workflows": [{"name": "w", "gang": gang}]})
