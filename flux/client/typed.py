@@ -146,9 +146,11 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run(self, workflow: Any, input: Any = None, *, version: int | None = None) -> Run:
-        """Start ``workflow`` (its name, ``name@3``, or a ``@workflow`` object) with ``input``."""
-        return Run(self, Execution.model_validate(self.sdk.run(workflow_name(workflow), input, version=version)))
+    def run(self, workflow: Any, input: Any = None, *, version: int | None = None, gang: Any = None) -> Run:
+        """Start ``workflow`` (its name, ``name@3``, or a ``@workflow`` object) with ``input``;
+        ``gang``: run it as this gang (a ``Gang``, or ``{"size": 8}`` resizing its own; docs/gangs.md)."""
+        started = self.sdk.run(workflow_name(workflow), input, version=version, gang=gang)
+        return Run(self, Execution.model_validate(started))
 
     def get(self, execution_id: str) -> Run:
         """A handle on an execution started elsewhere (any unique prefix of its id)."""
@@ -234,8 +236,8 @@ class AsyncClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def run(self, workflow: Any, input: Any = None, *, version: int | None = None) -> AsyncRun:
-        return AsyncRun(self, await asyncio.to_thread(self._client.run, workflow, input, version=version))
+    async def run(self, workflow: Any, input: Any = None, *, version: int | None = None, gang: Any = None) -> AsyncRun:
+        return AsyncRun(self, await asyncio.to_thread(self._client.run, workflow, input, version=version, gang=gang))
 
     async def get(self, execution_id: str) -> AsyncRun:
         return AsyncRun(self, await asyncio.to_thread(self._client.get, execution_id))

@@ -14,7 +14,7 @@ import pytest
 from shared import error_line, flux
 from waiting import eventually
 
-from flux import Gang
+from flux import Client, Gang
 from flux.client import FluxClient, FluxClientError
 from flux.local import LocalCluster
 
@@ -145,6 +145,9 @@ def test_runs_take_the_workflows_gang_or_their_own_and_get_their_members(capped,
         resized = client.run("train", None, gang={"size": 2})
         assert resized["gang"] == {**declared, "size": 2}
         assert [m["rank"] for m in _members(client, resized["id"])] == [0, 1]
+
+        with Client(url) as typed:
+            assert typed.run("train", None, gang={"size": 3}).execution().gang["size"] == 3
 
         own = client.run("single", None, gang=Gang(size=3, topology="zone"))
         assert own["gang"] == {"size": 3, "topology": "zone", "per_worker": 1, "start_timeout": 300.0}
