@@ -73,8 +73,10 @@ def for_run(
 def _resolve(given: Any, declared: Mapping[str, Any] | None, max_size: int, workflow: str) -> Gang | None:
     if given is None:
         return None if declared is None else within_cap(gang_from_json(declared), max_size)
-    if not isinstance(given, Mapping) or not given:
-        raise InvalidGang(f"Gang: expected a mapping of field names such as {{'size': 4}}, got {given!r}")
+    if not isinstance(given, Mapping):
+        raise InvalidGang(f"expected a mapping of field names such as {{'size': 4}}, got {given!r}")
+    if not given:
+        raise InvalidGang("Gang.size: required: give at least a size, such as {'size': 4}, or leave gang out")
     if declared is None:
         missing = [field for field in REQUIRED if field not in given]
         if missing:
