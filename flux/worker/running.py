@@ -198,11 +198,11 @@ class Executions:
             execution = self.running.get(notice.execution_id)
             if execution is None or execution.job.attempt != notice.attempt or execution.stop.notice is not None:
                 continue
-            log.info("execution %s is preempted by %s: ends in %.1fs", notice.execution_id, notice.by, notice.seconds)
+            grace = 0.0 if execution.gathering else notice.seconds  # nothing to save before a gang starts
+            log.info("execution %s is preempted by %s: ends in %.1fs", notice.execution_id, notice.by, grace)
             execution.stop.notice = notice
             execution.stop.preempt.set()  # the runner tells the workflow
             cause = f"preempted by {notice.by}" if notice.by else "preempted"
-            grace = 0.0 if execution.gathering else notice.seconds  # nothing to save before a gang starts
             execution.preempt_timer = loop.call_later(grace, self._end, execution, AttemptEnd.PREEMPTED, cause)
 
     def withdraw(self, withdrawals: list[PreemptionWithdrawal]) -> None:
