@@ -1,7 +1,8 @@
 """An execution's tasks on a time axis, from its event log: one bar per try of each task
 call (``TASK_STARTED`` → ``TASK_COMPLETED`` / ``TASK_FAILED``), within each attempt of
 the execution (``ATTEMPT_STARTED`` / ``ATTEMPT_ENDED``). A bar still open when its
-attempt ended was interrupted (a crash, a drain); one open now is running."""
+attempt ended was interrupted (a crash, a drain); one open now is running. A gang's
+chart is its members', one row per rank (``members_gantt``): its own row runs no task."""
 
 from __future__ import annotations
 
@@ -64,6 +65,30 @@ def gantt(events: list[dict[str, Any]], now: float) -> Gantt:
             bar.outcome = "completed" if kind == EventType.TASK_COMPLETED else "failed"
             if kind == EventType.TASK_FAILED and isinstance(value, dict):
                 bar.error = str(value.get("error") or "")[:500]
+    return _laid_out(chart, now)
+
+
+#: A member's bar by its state: one that ended as its state says, one holding a worker runs.
+_MEMBER_OUTCOMES = {"COMPLETED": "completed", "FAILED": "failed", "TIMED_OUT": "failed", "CANCELLED": "interrupted"}
+
+
+def members_gantt(members: list[dict[str, Any]], now: float) -> Gantt:
+    """A gang's members on a time axis, one row per rank (docs/gangs.md): from each
+    member's start to its end (or now). ``members``: its ``GET /executions/ID``'s. A member
+    not started, or waiting for its gang's next placement (SCHEDULED), has no bar."""
+    chart = Gantt()
+    for m in members:
+        if not m.get("started_at") or m["state"] == "SCHEDULED":
+            continue
+        outcome = _MEMBER_OUTCOMES.get(m["state"], "running")
+        end = m.get("finished_at") if outcome != "running" else None
+        label = f"rank {m['rank']}" + (f" on {m['worker_name']}" if m.get("worker_name") else "")
+        chart.bars.append(Bar(m["id"], label, m.get("attempt") or 1, 1, m["started_at"], end, outcome))
+    return _laid_out(chart, now)
+
+
+def _laid_out(chart: Gantt, now: float) -> Gantt:
+    """Each bar's offset and width as percentages of the chart's span."""
     if chart.bars:
         chart.start = min(bar.start for bar in chart.bars)
         chart.end = max(bar.end if bar.end is not None else now for bar in chart.bars)

@@ -21,7 +21,7 @@ from flux.protocol.failures import Failure
 from flux.server.console import charts
 from flux.server.console.api import Api
 from flux.server.console.base import Visit
-from flux.server.console.gantt import gantt, task_failures
+from flux.server.console.gantt import gantt, members_gantt, task_failures
 from flux.server.console.paging import SINCE, STATES, Filters, page_of_executions
 from flux.server.schedules.schemas import CatchUp, Overlap
 
@@ -121,6 +121,7 @@ async def execution(visit: Visit, execution_id: str, log_filters: dict[str, str]
         logs=logs,
         log_filters=log_filters,
         chart=gantt(events, now),
+        members_chart=members_gantt(execution["members"], now) if execution.get("members") else None,
         now=now,
         terminal=ExecutionState(execution["state"]).is_terminal,
         failure=Failure.parsed(execution),
