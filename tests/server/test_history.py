@@ -207,6 +207,8 @@ def test_every_list_order_and_filter_is_served_by_an_index(engine, index):
         for cursor in (None, after):
             query = history.list_query(FILTERS[index], 51, cursor)
             sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+            # gang members are left out (docs/gangs.md) but by worker: the plans below are with that check
+            assert ("gang_id IS NULL" in sql) == (index != "ix_executions_worker_order"), sql
             if engine.dialect.name == "sqlite":
                 plan = " ".join(row[-1] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
                 assert index in plan and "TEMP B-TREE" not in plan, plan
