@@ -3,7 +3,7 @@ values read (times, sizes, input and output capped and masked)."""
 
 from __future__ import annotations
 
-from flux.server.console.gantt import gantt
+from flux.server.console.gantt import gantt, members_gantt
 from flux.server.console.paging import Filters
 from flux.server.console.views import MASK, MAX_SHOWN, ago, shown, size, usage
 
@@ -39,6 +39,38 @@ def test_the_gantt_has_a_bar_per_try_within_each_attempt():
     assert chart.bars[0].left == 0 and chart.bars[-1].left == 70 and chart.bars[-1].width == 30
     assert [a for a, _ in chart.attempts] == [1, 2]
     assert gantt([], now=1).bars == []
+
+
+def test_a_gangs_chart_has_a_row_per_started_member():
+    members = [
+        {
+            "rank": 0,
+            "id": "m0",
+            "worker_name": "a1",
+            "attempt": 1,
+            "state": "COMPLETED",
+            "started_at": 2,
+            "finished_at": 6,
+        },
+        {
+            "rank": 1,
+            "id": "m1",
+            "worker_name": "a2",
+            "attempt": 1,
+            "state": "RUNNING",
+            "started_at": 4,
+            "finished_at": None,
+        },
+        {"rank": 2, "id": "m2", "worker_name": None, "attempt": 1, "state": "SCHEDULED", "started_at": 3},
+        {"rank": 3, "id": "m3", "worker_name": "a3", "attempt": 1, "state": "CLAIMED", "started_at": None},
+    ]
+    chart = members_gantt(members, now=12)
+    assert [(b.task_id, b.name, b.outcome) for b in chart.bars] == [
+        ("m0", "rank 0 on a1", "completed"),
+        ("m1", "rank 1 on a2", "running"),
+    ]
+    assert (chart.start, chart.end) == (2, 12) and chart.bars[1].left == 20 and chart.bars[1].width == 80
+    assert members_gantt([], now=1).bars == []
 
 
 def test_values_read_as_people_expect():
