@@ -30,15 +30,16 @@ from bench.common import Figure, p99
 from flux.domain.gang import Gang
 from flux.domain.resource_request import ResourceRequest
 from flux.domain.resources import Resources
+from flux.scheduling import rounds
 from flux.scheduling.demand import Demand
-from flux.scheduling.gang_round import GangRound
 from flux.scheduling.gangs import GangDemand
-from flux.scheduling.placement import place
 from flux.scheduling.pool import FreePool
 from flux.scheduling.snapshot import GPU, WorkerView
 
 GI = 1024**3
 AIM_RATIO = 2.0
+#: Both rounds place the whole queue (the server's rounds stop at ``rounds.BUDGET``).
+NO_BUDGET = 10**9
 RACK = 20
 SINGLES = (None, ResourceRequest(gpu=1), ResourceRequest(gpu=2, cpu=8), ResourceRequest(cpu=4))
 #: (request per member, gang): four kinds of eight members.
@@ -81,17 +82,19 @@ def make_queue(singles: int, gangs: int, rng: random.Random) -> tuple[list[Deman
 
 
 def with_gangs(singles: list[Demand], gangs: list[GangDemand]) -> Callable[[FreePool], tuple[int, int]]:
+    """The server's round (``rounds.run``): one queue, the gangs at their turn in it."""
+    page = [gd.demand for gd in gangs] + singles
+    shapes = {gd.execution_id: gd.gang for gd in gangs}
+
     def run(pool: FreePool) -> tuple[int, int]:
-        round_ = GangRound(pool)
-        for gd in gangs:
-            round_.place(gd)
-        return len(round_.placements), len(place(singles, pool))
+        outcome = rounds.run([page], pool, budget=NO_BUDGET, gangs=shapes)
+        return len(outcome.gangs), len(outcome.placements)
 
     return run
 
 
 def without_gangs(singles: list[Demand]) -> Callable[[FreePool], tuple[int, int]]:
-    return lambda pool: (0, len(place(singles, pool)))
+    return lambda pool: (0, len(rounds.run([singles], pool, budget=NO_BUDGET).placements))
 
 
 def timed(run: Callable[[FreePool], tuple[int, int]], fleet, repeats: int) -> tuple[list[float], tuple[int, int]]:

@@ -21,6 +21,7 @@ what is left). When it may preempt, the victims are chosen across the domain's w
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Iterable
 
 from flux.domain.workers import WorkerState
 from flux.scheduling import gang_admission
@@ -51,6 +52,13 @@ class GangRound:
         self._boards: dict[tuple, Board] = {}
         self._idle: dict[tuple, Board] = {}
         self._holds_left = MAX_HOLDS
+        #: Workers the round's single placements changed since the last gang (``later``).
+        self._later: set[str] = set()
+
+    def later(self, names: Iterable[str]) -> None:
+        """Single placements changed these workers (the pool has them): the boards count
+        them again only when a gang next looks, so singles after the last gang cost nothing."""
+        self._later.update(names)
 
     def _key(self, gd: GangDemand) -> tuple:
         return (gd.kind, gd.demand.namespace if self.pool.restricted else None)
@@ -77,6 +85,10 @@ class GangRound:
 
     def place(self, gd: GangDemand) -> GangPlacement | None:
         """Admit and place ``gd``, or hold room for it; the placement, or None when it waits."""
+        if self._later:
+            views = self.pool.views
+            self.changed([views[name] for name in sorted(self._later) if name in views])
+            self._later.clear()
         refused = gang_admission.refusal(gd, self.contention)
         if refused is not None:
             self.waiting[gd.execution_id] = refused

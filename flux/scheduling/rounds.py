@@ -83,7 +83,7 @@ def run(
                 singles = place(iter(run_), pool, contention, limit=budget - outcome.placed)
                 outcome.placements += singles
                 if outcome.gang_round is not None and singles:  # its boards count those workers again
-                    outcome.gang_round.changed([pool.views[p.worker_name] for p in singles])
+                    outcome.gang_round.later(p.worker_name for p in singles)
             if outcome.placed >= budget:
                 outcome.spent = True
                 return outcome

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from flux.domain.gang import Gang
 from flux.domain.policy import ExecutionPolicy
 from flux.domain.priority import Preemption as ClassPolicy
+from flux.domain.workflow_options import gang_from_json
 from flux.scheduling import rounds
 from flux.scheduling.contention import Contention
 from flux.scheduling.demand import Demand, demand_from_row
@@ -378,7 +379,7 @@ class Dispatcher:
         page, number = first, 0
         while page.rows:  # the first page always: what fits nowhere may still be given room
             ready = [row for row in page.rows if self._ready(row, now)]
-            gangs.update((row.id, Gang.from_dict(row.gang, max_size=math.inf)) for row in ready if row.gang)
+            gangs.update((row.id, gang_from_json(row.gang)) for row in ready if row.gang)
             yield [self._demand(row) for row in ready]
             if not page.more:
                 return

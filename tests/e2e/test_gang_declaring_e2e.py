@@ -121,10 +121,7 @@ def test_a_server_started_with_a_higher_cap_takes_a_larger_gang(tmp_path, reques
         assert registered[0]["gang"]["size"] == 600
         with pytest.raises(FluxClientError, match="gang.size: 1025 is more than the server's cap on gang size, 1024"):
             client.run("wide", None, gang={"size": 1025})
-        try:
-            ran = client.run("wide", None, gang={"size": 1000})
-        except FluxClientError as exc:  # the members' rows are made by gang_members.add_members
-            pytest.xfail(f"add_members reads the gang with the default cap of 256: {exc}")
+        ran = client.run("wide", None, gang={"size": 1000})
         assert ran["gang"]["size"] == 1000
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType, ExecutionState
-from flux.domain.gang import Gang
+from flux.domain.workflow_options import gang_from_json
 from flux.server.eventlog import INSERT_EVENT
 from flux.server.models import ExecutionModel
 
@@ -27,7 +27,7 @@ _NOT_COPIED = {"id", "gang", "schedule", "scheduled_for", "parent_id", "pending_
 def add_members(session: Session, gang_row: Mapping[str, Any]) -> None:
     """Insert the members of a gang just submitted (``gang_row``: the INSERT's values),
     each with its own id and first event."""
-    gang = Gang.from_dict(gang_row["gang"])
+    gang = gang_from_json(gang_row["gang"])
     members = [
         {
             **{k: v for k, v in gang_row.items() if k not in _NOT_COPIED},
@@ -78,7 +78,7 @@ def late(session: Session, now: float) -> tuple[list[ExecutionModel], float]:
     ).all()
     late, due = [], float("inf")
     for gang in claimed:
-        deadline = (gang.claimed_at or now) + Gang.from_dict(gang.gang).start_timeout
+        deadline = (gang.claimed_at or now) + gang_from_json(gang.gang).start_timeout
         if deadline <= now:
             late.append(gang)
         else:

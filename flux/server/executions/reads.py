@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, defer
 
 from flux.domain.allotment import Allotment
 from flux.domain.events import HOLDING_STATES, REPLAYED_EVENTS, ExecutionState
-from flux.domain.gang import Gang
+from flux.domain.workflow_options import gang_from_json
 from flux.protocol.gangs import GangSeat
 from flux.server import payloads, workflows
 from flux.server.errors import NotFound
@@ -156,7 +156,7 @@ def job_for(session: Session, execution: ExecutionModel, traceparent: str | None
 
 def seat(session: Session, member: ExecutionModel) -> GangSeat:
     """A member's seat in the gang's current attempt (its job carries it)."""
-    gang = Gang.from_dict(session.get(ExecutionModel, member.gang_id).gang)
+    gang = gang_from_json(session.get(ExecutionModel, member.gang_id).gang)
     here = session.scalars(
         select(ExecutionModel.rank)
         .where(ExecutionModel.gang_id == member.gang_id, ExecutionModel.worker_name == member.worker_name)
