@@ -534,6 +534,9 @@ class ExecutionChange(BaseModel):
     claimed_at: float | None
     started_at: float | None
     finished_at: float | None
+    gang_id: str | None = Field(
+        default=None, description="A gang member's gang: lists show it under its gang (docs/gangs.md)"
+    )
 
 
 class ExecutionChanges(BaseModel):

@@ -186,6 +186,7 @@ def change(row: ExecutionModel) -> ExecutionChange:
         claimed_at=row.claimed_at,
         started_at=row.started_at,
         finished_at=row.finished_at,
+        gang_id=row.gang_id,
     )
 
 

@@ -76,10 +76,14 @@ def shots(tmp_path_factory) -> Path:
 
 def test_a_gangs_page_lists_its_members_by_rank_each_a_gantt_row_and_a_member_links_back(page, rack, shots):
     _, client = rack
+    page.goto("/ui/executions")  # live: the gang appears, its members (listed under it) do not
+    expect(page.locator("[data-live-status]")).to_contain_text("Live")
     gang_id = client.run("duo", None)["id"]
     done = eventually(lambda: (e := client.execution(gang_id))["state"] in ("COMPLETED", "FAILED") and e, WAIT)
     assert done["state"] == "COMPLETED", done["error"]
     members = done["members"]
+    expect(page.locator(f'tr[data-id="{gang_id}"] .badge')).to_have_text("COMPLETED")
+    assert page.locator("table.executions tbody tr").count() == 1
 
     page.goto(f"/ui/executions/{gang_id}")
     expect(page.locator("[data-gang]")).to_contain_text("2 members in one rack")

@@ -62,7 +62,8 @@ function watchExecutions(table) {
     let row = body.querySelector(`tr[data-id="${CSS.escape(e.id)}"]`);
     const matches = (!wantedState || e.state === wantedState) && (!wantedWorker || e.worker_name === wantedWorker);
     if (!row) {
-      if (!firstPage || !matches) return;
+      /* a gang's member is listed under its gang, as the server's list leaves it out, but by worker */
+      if (!firstPage || !matches || (e.gang_id && !wantedWorker)) return;
       row = document.getElementById("execution-row").content.firstElementChild.cloneNode(true);
       row.dataset.id = e.id;
       const link = row.querySelector("a"); link.href = "/ui/executions/" + e.id; link.textContent = e.id.slice(0, 12);
