@@ -13,6 +13,10 @@ recorded in the pool's state with a backoff and never stops the loop or another 
 Scale-down reuses the operator's drain: an idle worker chosen by the planner is
 marked draining (STOPPING); a later pass stops it only if it still holds nothing,
 and undrains it if work reached it in between.
+
+A waiting gang is asked of the pools whole, beside the single executions
+(``flux.server.autoscale.gangs``): all its workers at once from one pool, in one
+topology domain, and the idle workers it counts on are not drained meanwhile.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from flux.scheduling.autoscale import POOL_LABEL, Member, MemberState
 from flux.scheduling.demand import Demand, demand_from_row
 from flux.scheduling.snapshot import WorkerView
 from flux.server import topics
-from flux.server.autoscale import store
+from flux.server.autoscale import gangs, store
 from flux.server.autoscale.providers import provider
 from flux.server.autoscale.providers.base import Change, Context, Provider, Stop
 from flux.server.locks import AdvisoryLock
@@ -181,7 +185,9 @@ class Autoscaler:
         outcome = Outcome(kinds={p.provider for p in pools})
         rows = _reconcile(session, {p.name: p for p in pools}, live, held, now, outcome)
         members = [_member(row, held, now) for row in rows]
-        plan = autoscale.plan([store.template(p) for p in pools], _waiting(session), views, members)
+        templates = [store.template(p) for p in pools]
+        plan = autoscale.plan(templates, _waiting(session), views, members)
+        plan = gangs.with_gangs(plan, templates, gangs.waiting(session), views, members)
         for pool in pools:
             _act(
                 session,
@@ -197,9 +203,15 @@ class Autoscaler:
 
 
 def _waiting(session: Session) -> list[Demand]:
+    """The single executions that wait; a gang waits as one (``gangs.waiting``), its
+    members never alone."""
     rows = session.execute(
         select(ExecutionModel.id, ExecutionModel.requests, ExecutionModel.affinity, ExecutionModel.namespace)
-        .where(ExecutionModel.state == ExecutionState.SCHEDULED.value)
+        .where(
+            ExecutionModel.state == ExecutionState.SCHEDULED.value,
+            ExecutionModel.gang.is_(None),
+            ExecutionModel.gang_id.is_(None),
+        )
         .order_by(ExecutionModel.scheduled_at)
         .limit(WAITING_LIMIT)
     )
