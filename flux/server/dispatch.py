@@ -38,9 +38,9 @@ from flux.scheduling.quotas import QuotaLedger
 from flux.server import executions, fleet, queue, topics, usage
 from flux.server.contention import PREEMPTION_SLACK, expire_preemptions, preempt, victims, withdraw
 from flux.server.database import Database
-from flux.server.executions import gang_fate
 from flux.server.executions.gangs import claim as gangs_claim
 from flux.server.explain import record_waiting
+from flux.server.gang_watch import GangWatch
 from flux.server.locks import AdvisoryLock
 from flux.server.metrics import Claimed, ServerMetrics
 from flux.server.namespaces import RulesCache
@@ -121,9 +121,8 @@ class Dispatcher:
         self._placed_since_accrual = False
         #: Preemptions may be in progress (an empty queue's round looks for ones to withdraw).
         self._preempting = False
-        #: When a placed gang's ``start_timeout`` is next up (at once: a restarted server looks).
-        self._starts = 0.0
-        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Placed gangs' start deadlines, and the wake-ups their ends owe (``flux.server.gang_watch``).
+        self.gangs = GangWatch(db, notifier, self.policy, self.kick)
         notifier.hooks.append(self.rules.on_notify)
 
     def kick(self) -> None:
@@ -146,32 +145,12 @@ class Dispatcher:
         if self._backlog or self._placing or self.registry.shared:
             self.kick()
 
-    def committed(self, session: Session) -> None:
-        """After a commit (``Database.after_commit``, the database's thread): the workers a
-        gang's end told to stop their members are woken, and dispatch looks (docs/gangs.md)."""
-        workers = session.info.pop(gang_fate.WAKE, None)
-        if workers is None or self._loop is None:
-            return
-        with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
-            self._loop.call_soon_threadsafe(self._woken_by_gangs, workers)
-
-    def _woken_by_gangs(self, workers: set[str]) -> None:
-        for worker in workers:
-            self.notifier.notify(topics.worker(worker))
-        self.kick()
-
-    async def _end_late_gangs(self) -> None:
-        now = time.time()
-        self._starts = await self.db.run(lambda s: executions.end_late_gangs(s, self.policy, now))
-
     async def run(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self.gangs.started()
         while True:
-            if time.time() >= self._starts:
-                with contextlib.suppress(Exception):  # noqa: BLE001 - tried again at the next round
-                    await self._end_late_gangs()
+            await self.gangs.expire()
             timeout = min(BACKLOG_ROUND if self._backlog else IDLE_ROUND, max(0.0, self._next_ready - time.time()))
-            timeout = min(timeout, max(0.0, self._starts - time.time()))
+            timeout = min(timeout, max(0.0, self.gangs.due - time.time()))
             if self._accruing():
                 timeout = min(timeout, max(0.0, self._usage_due - time.monotonic()))
             with contextlib.suppress(TimeoutError):
@@ -333,7 +312,7 @@ class Dispatcher:
             for member, row in zip(gang.members, gangs_claim(session, gang, set(waiting), now)):
                 claimed.append(Claimed(member.worker, row.namespace, row.workflow_name, now - row.pending_since))
                 fresh.add(row.id)
-            self._starts = min(self._starts, now + gangs[gang.execution_id].start_timeout)
+            self.gangs.placed(now + gangs[gang.execution_id].start_timeout)
         fresh = frozenset(fresh)
         return Round(
             claimed,

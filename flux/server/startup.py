@@ -108,7 +108,7 @@ async def _open(svc: Services) -> PostgresBroadcast | None:
     svc.metrics = ServerMetrics(svc.db.statements)
     svc.db.after_commit(svc.metrics.observe_finished)  # durations, once what ended them is committed
     svc.dispatcher = Dispatcher(svc.db, svc.notifier, svc.registry, svc.metrics, svc.policy)
-    svc.db.after_commit(svc.dispatcher.committed)  # a gang's end wakes its members' workers
+    svc.db.after_commit(svc.dispatcher.gangs.committed)  # a gang's end wakes its members' workers
     svc.hooks = Subscriptions(settings.hooks_max_age, settings.hooks_unschedulable_after)
     svc.db.context[outbox.SLOT] = svc.hooks  # what enqueue matches against (docs/hooks.md)
     svc.db.after_commit(outbox.committed)  # wakes the delivery loop, once what was enqueued is committed
