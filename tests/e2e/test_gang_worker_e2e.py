@@ -131,6 +131,13 @@ def _pair(cluster) -> None:  # noqa: ANN001
     cluster.start_worker("a2", labels={"rack": "a"}, max_concurrent_executions=1, heartbeat_interval=5.0)
 
 
+def _told(log: str) -> bool:
+    """A worker's member of an ended gang attempt was told so, either way the server tells
+    it first: a 409 at the rendezvous, or a preemption notice in its claim (then no grace:
+    it never started). The 409 alone: tests/worker/test_gang_member.py, against a fake server."""
+    return "its gang's attempt ended before it started" in log or "ends in 0.0s" in log
+
+
 def _pause(cluster, name: str, sig: signal.Signals) -> None:
     os.killpg(cluster.workers[name].pid, sig)  # the worker's own process group: not its children's
 
@@ -192,7 +199,7 @@ def test_a_member_whose_gangs_attempt_ended_at_the_rendezvous_never_runs_user_co
             WAIT,
             "the late gang's attempt was never ended",
         )
-        eventually(lambda: "ends in 0.0s" in cluster.log("worker-a1"), WAIT, "a1's waiting member was never ended")
+        eventually(lambda: _told(cluster.log("worker-a1")), WAIT, "a1's waiting member was never told")
     finally:
         _pause(cluster, "a2", signal.SIGCONT)  # its member of the ended attempt posts now: 409
     done = _done(client, gang["id"])
@@ -200,8 +207,4 @@ def test_a_member_whose_gangs_attempt_ended_at_the_rendezvous_never_runs_user_co
     ran = _ran(marks)
     assert sorted(rank for rank, _ in ran) == [0, 1]  # once each: in the attempt that met
     assert all(attempt > 1 for _, attempt in ran), ran
-    # a2's member of the ended attempt was told so either way the server tells it first: a
-    # 409 at the rendezvous, or a preemption notice in its claim (no grace: it never started).
-    # The 409 alone: tests/worker/test_gang_member.py, against a fake server.
-    told = cluster.log("worker-a2")
-    assert "its gang's attempt ended before it started" in told or "ends in 0.0s" in told, told
+    assert _told(cluster.log("worker-a2")), cluster.log("worker-a2")
