@@ -39,7 +39,9 @@ from flux.server.models import ExecutionModel
 
 log = logging.getLogger("flux.server.autoscale")
 
-#: Waiting gangs one pass reads at most (queue order). Each is a scan of the fleet.
+#: Waiting gangs one pass reads at most (queue order). Each is a scan of the fleet:
+#: 200 gangs on 1,000 workers cost 0.9 s of CPU on the shared 2-core VM (load 10),
+#: nearly all of it ``gang_scale``'s ``Board`` per gang; ten waiting gangs, 50 ms.
 GANG_LIMIT = 200
 #: Gangs no pool can hold that a decision names at most (the rest are counted).
 NAMED = 3
@@ -160,13 +162,14 @@ def _keep(
     domain's ONLINE workers that stay, and the pool's ``coming`` workers (starting, and
     asked for now), hold fewer than ``size`` members without them. Those that hold the
     most members first, then the least idle (the plan drains the longest idle first)."""
-    fit = Fit(gd.demand, gd.gang)
     stopped = {worker: (pool, at) for pool, names in stops.items() for at, worker in enumerate(names)}
+    domain = [v for v in fleet if v.state == WorkerState.ONLINE and v.labels.get(gd.gang.topology) == scale.domain]
+    if not any(v.name in stopped for v in domain):  # the common case: nothing to keep, nothing counted
+        return []
+    fit = Fit(gd.demand, gd.gang)
     room = len(fit.members(template_view(template))[0]) * coming
     candidates = []
-    for view in fleet:
-        if view.state != WorkerState.ONLINE or view.labels.get(gd.gang.topology) != scale.domain:
-            continue
+    for view in domain:
         held = len(fit.members(view)[0])
         if view.name in stopped:
             candidates.append((held, stopped[view.name][1], view.name))
