@@ -13,7 +13,7 @@ from flux.scheduling.autoscale import POOL_LABEL, Member, MemberState, PoolTempl
 from flux.scheduling.demand import Demand
 from flux.scheduling.gangs import GangDemand
 from flux.scheduling.snapshot import WorkerView
-from flux.server.autoscale.gangs import with_gangs
+from flux.server.autoscale.gangs import pools_say, with_gangs
 
 RACKED = PoolTemplate("racked", labels={"rack": "r1"}, resources=Resources(cpu=1.0), slots=1, maximum=4, idle_timeout=3)
 
@@ -101,3 +101,17 @@ def test_without_gangs_the_plan_is_unchanged():
     members = [_idle("racked-a")]
     plan, same = _decide([RACKED], [], [_live("racked-a")], members)
     assert same == plan
+
+
+def test_explain_says_what_the_pools_do_for_a_waiting_gang():
+    plain = PoolTemplate("plain", resources=Resources(cpu=1.0), slots=1, maximum=4)
+    assert pools_say(_gang(), [], [], []) is None
+    assert pools_say(_gang(), [plain, RACKED], [], []) == "pool racked is to start 3 workers for it in rack r1"
+    starting = [Member(f"racked-{i}", "racked", MemberState.STARTING) for i in range(2)]
+    fleet = [_live("racked-a")]
+    assert pools_say(_gang(), [RACKED], fleet, [_idle("racked-a"), *starting]) == (
+        "2 workers of pool racked are starting in rack r1"
+    )
+    assert pools_say(_gang(), [plain], [], []) == (
+        "no pool can hold the gang of 3: pool plain's workers carry no label rack"
+    )

@@ -35,7 +35,9 @@ from flux.scheduling.demand import demand_from_row
 from flux.scheduling.gang_autoscale import GangScale, gang_scale
 from flux.scheduling.gangs import Fit, GangDemand
 from flux.scheduling.snapshot import WorkerView
+from flux.server.autoscale import store
 from flux.server.models import ExecutionModel
+from flux.server.pool_models import PoolModel
 
 log = logging.getLogger("flux.server.autoscale")
 
@@ -131,6 +133,36 @@ def with_gangs(
             reason=reason,
         )
     return replace(plan, decisions=decisions)
+
+
+def pools_say(
+    gd: GangDemand, templates: Sequence[PoolTemplate], fleet: Sequence[WorkerView], members: Sequence[Member]
+) -> str | None:
+    """What the pools say of a waiting gang, for ``flux execution explain``: the pass's own
+    verdict (``gang_scale`` on the same counts), or None when no pool has a part in it."""
+    if not templates:
+        return None
+    starting = Counter(m.pool for m in members if m.state == MemberState.STARTING)
+    counts = Counter(m.pool for m in members if m.state != MemberState.STOPPING)
+    scale = gang_scale(gd, templates, fleet, counts, starting)
+    where = f"in {gd.gang.topology} {scale.domain}"
+    if scale.pool is None:
+        return scale.reason
+    if scale.start:
+        return f"pool {scale.pool} is to start {scale.start} workers for it {where}"
+    if starting[scale.pool]:
+        return f"{starting[scale.pool]} workers of pool {scale.pool} are starting {where}"
+    return None
+
+
+def explain_note(session: Session, gd: GangDemand, fleet: Sequence[WorkerView]) -> str | None:
+    """``pools_say`` on the pools and their workers as the last pass left them (pools in
+    the pass's order: the first that can hold the gang is the one asked)."""
+    templates = [
+        store.template(p) for p in session.scalars(select(PoolModel).order_by(PoolModel.created_at, PoolModel.name))
+    ]
+    members = [Member(r.name, r.pool, MemberState(r.state)) for r in store.members(session)] if templates else []
+    return pools_say(gd, templates, fleet, members)
 
 
 def _draining(decision: Decision, template: PoolTemplate, left: int) -> str:
