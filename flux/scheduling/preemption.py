@@ -7,8 +7,9 @@ waiting execution would then fit (slots, reserved cpu and memory, GPUs, custom
 resources: every filter that applies to it, on the worker as if only what stays
 ran there), and give back each one it still fits without, the costliest to lose
 first (``Costs.keep_order``). What is left are the victims. A set of victims costs
-(``Costs.key``), in this order: the executions preempted within the cooldown it
-holds (chosen only when nothing else makes room), those within their
+(``Costs.key``), in this order: the gang members it holds (a member's end ends its
+whole gang's attempt: chosen only when nothing else makes room; docs/gangs.md), the
+executions preempted within the cooldown it holds (likewise), those within their
 ``min_runtime``, its most important priority, the sum of its priorities, the work
 it loses (seconds since each victim's last checkpoint: its last completed task, or
 its start), and its size. Among workers the cheapest set wins.
@@ -58,6 +59,7 @@ class Costs:
         Inlined: a search for room sorts every candidate of every worker it examines."""
         now = self.now
         return (
+            holder.gang is None,  # a gang member's end ends its whole gang's attempt
             holder.preempted_at is None or now - holder.preempted_at >= self.cooldown,
             holder.min_runtime <= 0 or now - holder.claimed_at >= holder.min_runtime,
             -holder.priority,
@@ -69,8 +71,9 @@ class Costs:
     def key(self, victims: Collection[Holder]) -> tuple:
         """What a set of victims costs (lower is better; see the module's docstring)."""
         if not victims:
-            return (0, 0, MIN_PRIORITY - 1, 0, 0.0, 0, 0.0)
+            return (0, 0, 0, MIN_PRIORITY - 1, 0, 0.0, 0, 0.0)
         return (
+            sum(v.gang is not None for v in victims),
             sum(self.cooling(v) for v in victims),
             sum(self.young(v) for v in victims),
             max(v.priority for v in victims),
