@@ -259,3 +259,13 @@ def test_a_member_cancelled_at_the_rendezvous_records_its_cancellation_against_a
     runner = gather(server, member(), lambda executions: executions.cancel(["m1"]))
     assert runner.jobs == []
     assert server.types() == ["WORKFLOW_CANCELLED"]
+
+
+def test_the_inprocess_runner_gives_ctx_gang_but_leaves_the_shared_environment_alone():
+    from flux.worker.runners.inprocess import InProcessRunner
+
+    events: list[dict] = []
+    asyncio.run(InProcessRunner().run(job(gang=SEAT, rendezvous=MET), events.append, Stop()))
+    assert events[-1]["type"] == "WORKFLOW_COMPLETED", events[-1]
+    assert events[-1]["value"]["gang"][:4] == [1, 3, "10.0.0.1", 7000]
+    assert set(events[-1]["value"]["env"].values()) == {None}  # one process serves every execution
