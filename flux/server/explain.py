@@ -118,9 +118,10 @@ def placement(
 
 def queue_of(session: Session, execution: ExecutionModel) -> QueueInfo:
     """Its priority, its place in its namespace's queue, the namespace's quota and use."""
-    waiting = ExecutionModel.state == ExecutionState.SCHEDULED.value
+    # what the queue holds: a gang once, not its members (never queued alone; docs/gangs.md)
+    waiting = (ExecutionModel.state == ExecutionState.SCHEDULED.value) & ExecutionModel.gang_id.is_(None)
     position = None
-    if execution.state == ExecutionState.SCHEDULED.value:
+    if execution.state == ExecutionState.SCHEDULED.value and execution.gang_id is None:
         ahead = (ExecutionModel.priority > execution.priority) | (
             (ExecutionModel.priority == execution.priority) & (ExecutionModel.scheduled_at < execution.scheduled_at)
         )

@@ -135,7 +135,11 @@ def usage(session: Session, name: str) -> dict:
             held[dimension] = held.get(dimension, 0) + amount
     waiting = session.execute(
         select(ExecutionModel.priority, func.count())
-        .where(ExecutionModel.namespace == name, ExecutionModel.state == ExecutionState.SCHEDULED.value)
+        .where(
+            ExecutionModel.namespace == name,
+            ExecutionModel.state == ExecutionState.SCHEDULED.value,
+            ExecutionModel.gang_id.is_(None),  # what the queue holds: a gang once, not its members
+        )
         .group_by(ExecutionModel.priority)
     ).all()
     return dict(held={**held, EXECUTIONS: holding}, waiting={str(priority): n for priority, n in waiting})

@@ -122,8 +122,10 @@ def test_a_waiting_gang_shows_its_members_and_why_then_runs_and_reads_by_rank(ra
     explained = _flux(cluster, "execution", "explain", gang_id)
     assert explained.returncode == 0 and expected in explained.stdout, explained.stdout + explained.stderr
     assert "rack b: 1 workers hold 1 now" in explained.stdout
-    member_why = client.placement(members[0]["id"])["summary"]
-    assert f"rank 0 of gang {gang_id}" in member_why
+    assert why["queue"]["position"] == 1  # a gang is one entry of the queue, its members none
+    member_why = client.placement(members[0]["id"])
+    assert f"rank 0 of gang {gang_id}" in member_why["summary"] and member_why["queue"]["position"] is None
+    assert httpx.get(f"{cluster.server_url}/namespaces/default").json()["waiting"] == {"0": 1}
 
     # show: the members by rank
     show = _flux(cluster, "execution", "show", gang_id)
