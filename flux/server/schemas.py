@@ -259,6 +259,25 @@ class WaitInfo(BaseModel):
         return {name: value for name, value in fields.items() if value is not None or name in self.model_fields_set}
 
 
+class GangInfo(BaseModel):
+    """A gang's shape as its execution carries it (``Gang.to_dict()``; docs/gangs.md)."""
+
+    size: int = Field(description="How many members")
+    topology: str = Field(description="The worker label every member's worker shares one value of")
+    prefer: str | None = Field(
+        default=None, description="A label to pack the members into as few values of as possible"
+    )
+    per_worker: int = Field(default=1, description="How many members one worker may hold")
+    start_timeout: float = Field(description="Seconds the placed members have to all start")
+
+    @model_serializer(mode="wrap")
+    def _prefer_only_when_set(self, handler):  # noqa: ANN001, ANN202 - as Gang.to_dict writes it
+        fields = handler(self)
+        if fields.get("prefer") is None:
+            fields.pop("prefer", None)
+        return fields
+
+
 class GangMemberInfo(BaseModel):
     """One member of a gang, as its gang's ``GET /executions/ID`` lists it (docs/gangs.md)."""
 
@@ -325,7 +344,7 @@ class ExecutionInfo(BaseModel):
     preemption_lost_seconds: float = Field(
         default=0.0, description="Seconds of work its preempted attempts threw away (since each one's last checkpoint)"
     )
-    gang: dict[str, Any] | None = Field(default=None, description="A gang's own execution: the gang it runs as")
+    gang: GangInfo | None = Field(default=None, description="A gang's own execution: the gang it runs as")
     gang_id: str | None = Field(default=None, description="A gang member's: the gang's execution")
     rank: int | None = Field(default=None, description="A gang member's rank, 0 .. size-1")
     members: list[GangMemberInfo] | None = Field(
