@@ -67,20 +67,29 @@ def member_left(
     if gang is None or gang.state not in HOLDING_STATES:
         return None
     peers = [p for p in members(session, gang.id) if p.id != member.id]
-    if not any(p.state == S.SCHEDULED.value or p.preempted_by == gang.id for p in peers):  # the first end
+    if not _ending(gang, peers):  # the first end
         _ended(session, gang, end.value, f"member {member.rank} ({member.id}): {cause}", end.counts, now)
     return _tear_down(session, gang, peers, policy, now)
 
 
 def late(session: Session, gang: ExecutionModel, policy: ExecutionPolicy, now: float) -> Outcome | None:
     """Not every member reached the rendezvous within ``start_timeout``: the gang's
-    attempt ends (counted: a member that cannot start is a crash), and it is placed again."""
+    attempt ends (counted: a member that cannot start is a crash), and it is placed again.
+    An attempt already ending (a member's end, or an earlier look, while a member's worker
+    has not yet let go) is not ended, nor counted, again."""
     peers = members(session, gang.id)
+    if _ending(gang, peers):
+        return None
     missing = [p.rank for p in peers if not p.gang_address]
     timeout = gang.gang.get("start_timeout")
     cause = f"member(s) {', '.join(map(str, missing))} did not start within start_timeout ({timeout:g}s)"
     _ended(session, gang, "start_timeout", cause, True, now)
     return _tear_down(session, gang, peers, policy, now)
+
+
+def _ending(gang: ExecutionModel, peers: list[ExecutionModel]) -> bool:
+    """The gang's attempt is already ending: a member went back to wait, or was told to stop for it."""
+    return any(p.state == S.SCHEDULED.value or p.preempted_by == gang.id for p in peers)
 
 
 def _ended(session: Session, gang: ExecutionModel, end: str, why: str, counted: bool, now: float) -> None:
