@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from waiting import eventually
@@ -98,6 +99,17 @@ class Watch:
 
 @pytest.mark.slow
 def test_a_gang_of_three_scales_a_racked_pool_from_zero_to_three_and_back(cluster, client, workflow_file):
+    _from_zero_to_three_and_back(client, workflow_file)
+
+
+@pytest.mark.slow
+def test_the_same_on_postgresql(make_cluster, pg_url, workflow_file):
+    """The pass's reads of gangs (JSON column IS NULL, queue order) on PostgreSQL too."""
+    with FluxClient(make_cluster(database_url=pg_url).server_url) as client:
+        _from_zero_to_three_and_back(client, workflow_file)
+
+
+def _from_zero_to_three_and_back(client: FluxClient, workflow_file: Callable[[str], Path]) -> None:
     client.register_file(workflow_file(SOURCE))
     _pool(client, "racked", labels={"rack": "r1"}, idle_timeout=0.1)
     gang = client.run("trio", {})
