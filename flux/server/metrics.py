@@ -188,7 +188,6 @@ class ServerMetrics:
             buckets=QUEUE_BUCKETS,
             registry=self.registry,
         )
-        gang_waits.watch()
         # per workflow and namespace (docs/production.md#dashboards): bounded by what is registered
         self.queue_wait = Histogram(
             "flux_execution_queue_wait_seconds",

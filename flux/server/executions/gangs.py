@@ -26,6 +26,7 @@ from flux.scheduling.gangs import GangPlacement
 from flux.server import outbox
 from flux.server.errors import Conflict, Invalid
 from flux.server.eventlog import append_event
+from flux.server.executions import gang_waits
 from flux.server.executions.claims import Claim, claim_all
 from flux.server.executions.gang_members import members
 from flux.server.executions.lifecycle import fenced_row
@@ -52,6 +53,7 @@ def claim(session: Session, placement: GangPlacement, delivered: set[str], now: 
     gang.attempt += 1
     gang.state = S.CLAIMED.value
     gang.claimed_at, gang.ready_at, gang.placement_note = now, None, placement.reason
+    gang_waits.placed(session, gang, now)  # flux_gang_wait_seconds, once the round commits
     value = {
         "attempt": gang.attempt,
         "reason": placement.reason,
