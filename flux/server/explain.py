@@ -83,7 +83,11 @@ def placement(
         if infeasibility(demand.request, demand.affinity, workers, demand.namespace):
             holds.append(no_pool(notes.templates(session), demand))
         explained = explain(verdicts, holds)
-        starting = notes.starting_for(session, demand)  # worker pools (docs/autoscaling.md)
+        starting = (  # worker pools (docs/autoscaling.md): a gang is asked of one pool, whole
+            explain_gangs.pools_note(session, execution, demand, workers)
+            if is_gang
+            else notes.starting_for(session, demand)
+        )
         summary, binding = explained.summary, explained.binding
         summary = f"{summary.rstrip('.')}; {starting}." if starting else summary
     elif execution.state in WAITING_STATES:  # on the server, not on a worker (docs/waits.md)

@@ -14,18 +14,19 @@ kind of gang does.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from flux.domain.gang import Gang
+from flux.domain.workflow_options import gang_from_json
 from flux.scheduling.binding import GANG
 from flux.scheduling.demand import Demand
 from flux.scheduling.filters import Reason
 from flux.scheduling.gang_explain import GangShortfall, explain_gang
 from flux.scheduling.gangs import GangDemand
 from flux.scheduling.snapshot import WorkerView
+from flux.server.autoscale import gangs as pool_gangs
 from flux.server.executions.gang_reads import members_info
 from flux.server.models import ExecutionModel
 from flux.server.schemas import GangExplanation
@@ -33,12 +34,17 @@ from flux.server.schemas import GangExplanation
 
 def shape(execution: ExecutionModel) -> Gang:
     """The gang's shape as its row keeps it (the server's cap was checked at submission)."""
-    return Gang.from_dict(execution.gang, max_size=math.inf)
+    return gang_from_json(execution.gang)
 
 
 def shortfall(execution: ExecutionModel, demand: Demand, workers: list[WorkerView]) -> GangShortfall | None:
     """Why the gang fits nowhere in the fleet as it is now, or None when it fits."""
     return explain_gang(GangDemand(demand, shape(execution)), workers, demand.namespace)
+
+
+def pools_note(session: Session, execution: ExecutionModel, demand: Demand, workers: list[WorkerView]) -> str | None:
+    """What the worker pools say of the waiting gang (the scaling pass's verdict), or None."""
+    return pool_gangs.explain_note(session, GangDemand(demand, shape(execution)), workers)
 
 
 def holds(held: Reason | None, short: GangShortfall | None) -> list[Reason | None]:

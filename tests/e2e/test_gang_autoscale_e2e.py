@@ -169,3 +169,5 @@ def test_pools_that_cannot_hold_the_gang_start_nothing_and_say_why(cluster, clie
         assert (pool["desired"], pool["workers"]) == (0, []), pool
         assert not _workers(client, name)
     assert client.execution(gang["id"])["state"] == "SCHEDULED"
+    said = client.placement(gang["id"])["summary"]  # flux execution explain says what the pools say
+    assert "no pool can hold the gang of 3: pool plain's workers carry no label rack" in said, said
