@@ -67,7 +67,13 @@ def member_left(
     if gang is None or gang.state not in HOLDING_STATES:
         return None
     peers = [p for p in members(session, gang.id) if p.id != member.id]
-    if not _ending(gang, peers):  # the first end
+    if _ending(gang, peers):  # not the first end
+        pass
+    elif gang.state == S.CLAIMED.value and now >= (gang.claimed_at or now) + gang.gang["start_timeout"]:
+        # past the start deadline before all arrived (a member's worker gave up waiting before
+        # the server looked): the late start ends it, counted as the server's own look counts it
+        _late(session, gang, [p.rank for p in peers if not p.gang_address] or [member.rank], now)
+    else:  # the first end
         _ended(session, gang, end.value, f"member {member.rank} ({member.id}): {cause}", end.counts, now)
     return _tear_down(session, gang, peers, policy, now)
 
@@ -80,11 +86,15 @@ def late(session: Session, gang: ExecutionModel, policy: ExecutionPolicy, now: f
     peers = members(session, gang.id)
     if _ending(gang, peers):
         return None
-    missing = [p.rank for p in peers if not p.gang_address]
-    timeout = gang.gang.get("start_timeout")
+    _late(session, gang, [p.rank for p in peers if not p.gang_address], now)
+    return _tear_down(session, gang, peers, policy, now)
+
+
+def _late(session: Session, gang: ExecutionModel, missing: list[int], now: float) -> None:
+    """The gang's attempt ends for a late start (counted), naming the members that were missing."""
+    timeout = gang.gang["start_timeout"]
     cause = f"member(s) {', '.join(map(str, missing))} did not start within start_timeout ({timeout:g}s)"
     _ended(session, gang, "start_timeout", cause, True, now)
-    return _tear_down(session, gang, peers, policy, now)
 
 
 def _ending(gang: ExecutionModel, peers: list[ExecutionModel]) -> bool:
