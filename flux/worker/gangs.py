@@ -12,9 +12,9 @@ process could take it is the child's start, milliseconds).
 
 Three ways out without running user code: the server answers 409 (the gang's attempt
 was ended meanwhile: another member crashed or was late), and the member reports
-nothing more; ``start_timeout`` passes, counted from when this worker received the
-job (the server counts its own from the placement and ends the gang's attempt too):
-the member ends its attempt itself; or the worker stops it (a cancel, a preemption,
+nothing more; ``start_timeout`` and ``BACKSTOP`` pass, counted from when this worker
+received the job (the server counts ``start_timeout`` from the placement and ends the
+gang's attempt first): the member ends its attempt itself; or the worker stops it (a cancel, a preemption,
 a drain) while it waits.
 """
 
@@ -40,6 +40,10 @@ log = logging.getLogger("flux.worker")
 HOLD = 10.0
 #: Seconds between posts when a server answers "not ready" at once instead of holding.
 MIN_PERIOD = 0.1
+#: Seconds past ``start_timeout`` a member waits before ending its attempt itself: the
+#: server's own deadline (from the placement, a little earlier) decides first, and this
+#: only ends a member whose server is out of reach.
+BACKSTOP = 10.0
 #: The cause of an attempt a member ends because its gang did not start in time.
 LATE = "gang did not start within start_timeout"
 #: The statuses that mean the gang's attempt, or this member's, is no longer running

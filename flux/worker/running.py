@@ -337,7 +337,9 @@ class Executions:
         cancelled meanwhile: the cancellation is recorded; stopped: as any stopped attempt)."""
         assert job.gang is not None
         address, seat = await self.advertise(), job.gang
-        deadline = execution.received + seat.start_timeout
+        # the server ends a late gang's attempt itself (counted from the placement); the
+        # worker's own give-up is a backstop a little later, so that the server decides
+        deadline = execution.received + seat.start_timeout + gangs.BACKSTOP
         try:
             with gangs.reserved_port(address) as port:  # released as the member's process starts
                 log.info("execution %s: rank %d of gang %s waits at the rendezvous", job.id, seat.rank, seat.gang_id)
