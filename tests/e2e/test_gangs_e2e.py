@@ -22,7 +22,7 @@ import socket
 import time
 from pathlib import Path
 
-from flux import Gang, task, workflow
+from flux import Gang, pause, task, workflow
 
 MARKS = Path({marks!r})
 KEYS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
@@ -86,6 +86,13 @@ async def background(ctx):
     await first(ctx.input["step"])
     await hold(100 + ctx.input["step"])
     return label
+
+
+@workflow.with_options(gang=Gang(size=3, topology="rack"))
+async def waiter(ctx):
+    if ctx.gang.rank == 1:
+        await pause("approval")  # a durable wait: not for a gang member
+    return ctx.gang.rank
 
 
 @workflow.with_options(gang=Gang(size=3, topology="rack"))
@@ -182,6 +189,14 @@ def test_a_member_whose_worker_is_killed_ends_the_attempt_of_all_and_the_gang_re
     assert victim not in {m["worker_name"] for m in members}
     ended = [e for e in client.events(gang["id"]) if e["type"] == "ATTEMPT_ENDED"]
     assert ended and ended[0]["value"]["end"] == "worker_lost"
+
+
+def test_a_member_that_makes_a_durable_wait_fails_its_gang(racks):
+    cluster, client = racks
+    gang = client.run("waiter", {})
+    done = _done(client, gang["id"])
+    assert done["state"] == "FAILED", done
+    assert "member 1" in done["error"] and "cannot make a durable wait (pause)" in done["error"], done["error"]
 
 
 def test_two_gangs_that_each_need_three_of_four_workers_both_complete(racks, marks):

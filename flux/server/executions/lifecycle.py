@@ -97,6 +97,8 @@ def checkpoint(
                     session, execution, [finished_event(execution, "workflow cancelled", event.time), cancelled]
                 )
                 finish(session, execution, S.CANCELLED, value, event.time)
+            elif execution.gang_id is not None:  # its peers run on: a member cannot wait on the server
+                _member_cannot_wait(session, execution, event)
             else:
                 waits.suspend(session, execution, event, worker_name, policy)
             return CheckpointReply(state=execution.state, cancel=False), Ended.ATTEMPT
@@ -129,6 +131,20 @@ def checkpoint(
             ), Ended.ATTEMPT if execution.parent_id else Ended.EXECUTION
     append_events(session, execution, logged)
     return CheckpointReply(state=execution.state, cancel=execution.state == S.CANCELLING.value), Ended.NOTHING
+
+
+def _member_cannot_wait(session: Session, member: ExecutionModel, event) -> None:  # noqa: ANN001 - an EventIn
+    """A gang member reached a durable wait (``sleep``, ``pause``, ``call``): it fails, and
+    so its gang (docs/gangs.md): its peers would run on without it, or wait for it on
+    their workers for as long as it waits on the server."""
+    kind = event.value.get("kind", "wait") if isinstance(event.value, dict) else "wait"
+    error = (
+        f"a gang member cannot make a durable wait ({kind}): its peers run on without it; "
+        "wait inside a task (asyncio.sleep) or before the gang starts"
+    )
+    failed = dict(type=EventType.WORKFLOW_FAILED, name=member.workflow_name, value={"error": error}, time=event.time)
+    append_events(session, member, [finished_event(member, "workflow failed", event.time), failed])
+    finish(session, member, S.FAILED, {"error": error}, event.time)
 
 
 #: What ends the attempt in a batch (the rest of such a batch goes through the ORM).
