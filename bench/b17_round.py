@@ -14,7 +14,8 @@ namespace holds summed once, the quota ledger, fair share), then
 most (the next round starts at once). The baseline is the same round without
 priorities or quotas: one priority, submission order, ``contention=None``, the same
 budget. The contended round is the server's as issue 52 made it: fair share adds each
-namespace's decayed past usage (``FairShare.past``), and victims are chosen by cost
+namespace's past usage decayed to the round's clock with the default half life of 1 h
+(``usage.past_shares`` into ``FairShare.past``, as the dispatcher does each round), and victims are chosen by cost
 (``Costs``: the work each loses since its last checkpoint, ``min_runtime``, the
 cooldown), the holders carrying those. The clock is ``time.process_time`` (CPU: the machine is shared) around the
 round, on a fresh copy of the fleet with the static verdicts the previous round left
@@ -47,11 +48,15 @@ from flux.scheduling.holders import Holder, Holdings
 from flux.scheduling.pool import FreePool
 from flux.scheduling.preemption import Costs
 from flux.scheduling.quotas import QuotaLedger
+from flux.server import usage
 from flux.server.queue import HEADS, MAX_MISSING, PAGE_SIZE
 
 PRIORITIES = (1000, 100, 0, -100, -1000)
-#: The namespaces' past usage of the last ``scenario`` (what the dispatcher keeps between rounds).
-past: dict[str, float] = {}
+#: The namespaces' accrued usage of the last ``scenario``: (decayed dominant usage, when it was
+#: accrued), what the dispatcher keeps between rounds (``Dispatcher._usage``).
+past: dict[str, tuple[float, float]] = {}
+#: ``--fair-share-half-life`` (the server's default, 1 h): each round decays ``past`` with it.
+HALF_LIFE = 3600.0
 AIM_MS, AIM_RATIO = 50.0, 2.0
 
 
@@ -87,9 +92,9 @@ def scenario(demands: int, workers: int, namespaces: int, full: bool, seed: int 
     ]
     quotas = {name: Quota(Resources(cpu=64.0, memory=256 * b5_matching.GI), executions=60) for name in names[::5]}
     weights = {name: 2.0 for name in names[::7]}
-    #: each namespace's decayed dominant usage (``flux.server.usage.past_shares``), as fair share gets it
+    #: each namespace's dominant usage as last accrued (every 5 s: up to 5 s before the round's clock)
     past.clear()
-    past.update({name: costs.random() * 0.05 for name in names})
+    past.update({name: (costs.random() * 0.05, len(holders) - 5 * costs.random()) for name in names})
     return fleet, queue, holders, quotas, weights
 
 
@@ -136,9 +141,10 @@ def contended_round(
         held = ready.pop()
         held.update(new)
         floor = min(lowest, held.lowest) if rooms else max(PRIORITIES)
-        costs = Costs(float(len(holders)), 300.0)  # the clock: a cooldown and min_runtime protect some
-        contention = Contention(holders, QuotaLedger(quotas, held), floor, grouped=grouped, costs=costs)
-        fair = FairShare(pool.capacity(), weights, held, past)  # the server's pool keeps the sum across rounds
+        now = float(len(holders))  # the clock: a cooldown and min_runtime protect some
+        contention = Contention(holders, QuotaLedger(quotas, held), floor, grouped=grouped, costs=Costs(now, 300.0))
+        shares = usage.past_shares(past, now, HALF_LIFE)  # decayed to now, as ``Dispatcher._contention`` does
+        fair = FairShare(pool.capacity(), weights, held, shares)  # the server's pool keeps the sum across rounds
         return len(rounds.run(split, pool, contention, fair, budget).placements)
 
     run.setup = setup  # type: ignore[attr-defined]
