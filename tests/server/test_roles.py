@@ -94,6 +94,7 @@ NOT_CLIENT = {
     ("POST", "/workers/{name}/claim"),
     ("POST", "/workers/{name}/shutdown"),
     ("POST", "/executions/{execution_id}/checkpoint"),
+    ("POST", "/executions/{execution_id}/rendezvous"),
     ("POST", "/executions/{execution_id}/logs"),
     ("POST", "/executions/{execution_id}/secrets"),
     ("GET", "/bundles/{sha256}"),
