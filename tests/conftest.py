@@ -14,10 +14,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # lets tests import fakes.py
 
+from hypothesis import HealthCheck, settings  # noqa: E402
 from waiting import eventually  # noqa: E402
 
 from flux.client import FluxClient  # noqa: E402
 from flux.local import LocalCluster  # noqa: E402
+
+#: Property tests judge the code, not the machine: a loaded two-core machine (four test
+#: processes and their servers) drew inputs slowly enough for Hypothesis' too_slow health
+#: check and its per-example deadline to fail tests that were right.
+settings.register_profile("flux", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("flux")
 
 POSTGRES_URL = os.environ.get("FLUX_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
