@@ -64,7 +64,7 @@ def _sample(client: FluxClient, go: Path, i: int) -> float:
     (go / f"b{i}").touch()
     freed = _wait(client, blocker["id"], "COMPLETED")["finished_at"]
     started = client.wait(gang["id"], 60)
-    assert started["state"] == "COMPLETED", started
+    assert started["state"] == "COMPLETED", (started["placement_note"], client.placement(gang["id"])["summary"])
     return started["started_at"] - freed
 
 
