@@ -19,7 +19,6 @@ execution keeps the worker it fits.
 from __future__ import annotations
 
 import logging
-import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
@@ -28,8 +27,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from flux.domain.events import ExecutionState
-from flux.domain.gang import Gang
 from flux.domain.workers import WorkerState
+from flux.domain.workflow_options import gang_from_json
 from flux.scheduling.autoscale import Decision, Member, MemberState, Plan, PoolTemplate, template_view
 from flux.scheduling.demand import demand_from_row
 from flux.scheduling.gang_autoscale import GangScale, gang_scale
@@ -66,7 +65,7 @@ def waiting(session: Session) -> list[GangDemand]:
     gangs = []
     for r in rows:
         try:
-            gang = Gang.from_dict(r.gang, max_size=math.inf)  # the cap was checked at submission
+            gang = gang_from_json(r.gang)  # the cap was checked at submission
         except ValueError:
             log.warning("execution %s: unreadable gang %r; not scaled for", r.id, r.gang)
             continue
