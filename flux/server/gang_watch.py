@@ -37,16 +37,20 @@ class GangWatch:
 
     def committed(self, session: Session) -> None:
         """After a commit (``Database.after_commit``, the database's thread): the workers a
-        gang's end told to stop their members are woken, and dispatch looks."""
+        gang's end told to stop their members are woken, so are the waiters of the gangs
+        that changed, and dispatch looks."""
         workers = session.info.pop(gang_fate.WAKE, None)
+        gangs = session.info.pop(gang_fate.CHANGED, set())
         if workers is None or self._loop is None:
             return
         with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
-            self._loop.call_soon_threadsafe(self._wake, workers)
+            self._loop.call_soon_threadsafe(self._wake, workers, gangs)
 
-    def _wake(self, workers: set[str]) -> None:
+    def _wake(self, workers: set[str], gangs: set[str]) -> None:
         for worker in workers:
             self.notifier.notify(topics.worker(worker))
+        for gang in gangs:
+            self.notifier.notify(topics.execution(gang))
         self.kick()
 
     async def expire(self) -> None:

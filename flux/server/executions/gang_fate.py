@@ -32,6 +32,9 @@ S = ExecutionState
 
 #: ``session.info`` key: workers to wake and whether dispatch must look, once the transaction commits.
 WAKE = "flux.gangs.wake"
+#: ``session.info`` key: the gangs whose row changed here (ended, queued again): their
+#: waiters (``GET /executions/ID?wait=``, ``flux workflow run --wait``) learn of it once it commits.
+CHANGED = "flux.gangs.changed"
 
 
 class Outcome(NamedTuple):
@@ -145,6 +148,7 @@ def requeue(session: Session, gang: ExecutionModel, policy: ExecutionPolicy, now
     gang.ready_at = now + delay if delay else None
     gang.started_at = None
     wake(session)  # and dispatch looks
+    changed(session, gang)
     return None
 
 
@@ -176,3 +180,10 @@ def wake(session: Session, *workers: str | None) -> None:
     """Wake these workers' claims once the transaction commits (they have notices)."""
     woken = session.info.setdefault(WAKE, set())
     woken.update(w for w in workers if w is not None)
+
+
+def changed(session: Session, gang: ExecutionModel) -> None:
+    """Wake whoever waits on this gang once the transaction commits: a member's request
+    changed it, and that request wakes only the member's own waiters."""
+    wake(session)
+    session.info.setdefault(CHANGED, set()).add(gang.id)

@@ -89,10 +89,12 @@ def arrive(session: Session, worker_name: str, member_id: str, body: Rendezvous)
     if fresh:
         member.gang_address = address
     peers = members(session, member.gang_id)
-    ready = all(p.gang_address and p.state in HOLDING_STATES and p.preempted_by is None for p in peers)
-    if not ready:
-        return RendezvousReply(ready=False), fresh
     gang = session.get(ExecutionModel, member.gang_id)
+    # Once the last arrival started the gang's attempt (RUNNING), a member that looks again
+    # later is ready whatever its peers do now: some may have finished already.
+    started = gang.state == S.RUNNING.value
+    if not started and not all(p.gang_address and p.state in HOLDING_STATES and p.preempted_by is None for p in peers):
+        return RendezvousReply(ready=False), fresh
     if gang.state == S.CLAIMED.value:
         now = time.time()
         gang.state, gang.started_at = S.RUNNING.value, gang.started_at or now

@@ -396,6 +396,7 @@ def _end_gang(session: Session, outcome: gang_fate.Outcome | None, at: float) ->
     shown = payloads.STORED.get(type_.value, value)
     append_event(session, gang, type_, name=gang.workflow_name, value=shown, at=at)
     finish(session, gang, state, value, at)
+    gang_fate.changed(session, gang)
 
 
 def finished_event(execution: ExecutionModel, outcome: str, at: float) -> dict:
