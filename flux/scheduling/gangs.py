@@ -246,6 +246,8 @@ class Board:
             if len(seat.allotments) > count:
                 self.seats[domain][name] = seat._replace(allotments=seat.allotments[count:])
                 self._bound(domain, name, len(seat.allotments) - count)
+            elif name in self.why.get(domain, {}) and seat.view.reserves:
+                self._bound(domain, name, 0)  # its count stopped at a resource, which it has still less of now
             else:
                 self.update(self.views[domain][name])  # counted again when a search needs it
 

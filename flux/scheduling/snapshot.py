@@ -90,7 +90,7 @@ class WorkerView:
     def __post_init__(self) -> None:
         self.total = _resources(self.total)
         self.available = self.total if self.available is None else _resources(self.available)
-        self.gpus = tuple(self.gpus)
+        self.gpus = tuple(sorted(self.gpus, key=lambda gpu: gpu.index))  # by index: ``choose`` relies on it
         self.packages = {canonicalize_name(name): version for name, version in self.packages.items()}
 
     def evolve(self, **changes: Any) -> "WorkerView":

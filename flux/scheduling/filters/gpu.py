@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import islice
 from typing import Any, Callable, Mapping
 
 from flux.domain.affinity import label_mismatch
@@ -110,7 +111,10 @@ def usable_gpus(worker: WorkerView) -> int:
 
 def choose(worker: WorkerView, ask: Ask) -> list[GPU]:
     """The devices a placement is allotted: the least-allotted whole ones, or the best-fitting card for a share."""
-    usable = [gpu for gpu in worker.gpus if refusal(worker, gpu, ask) is None]
+    free = (gpu for gpu in worker.gpus if refusal(worker, gpu, ask) is None)
+    if not ask.share and worker.reserves:  # an allotted card is refused: every usable one is unallotted
+        return sorted(islice(free, ask.count), key=lambda gpu: gpu.index)
+    usable = list(free)
     if not ask.share:
         usable.sort(key=lambda gpu: (worker.gpu_allotted.get(gpu.index, 0), gpu.index))
         return sorted(usable[: ask.count], key=lambda gpu: gpu.index)
