@@ -69,6 +69,14 @@ def workflow_file(tmp_path: Path) -> Callable[[str, str], Path]:
 
 
 @pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    """A folder the test's workflows write marks into (which rank ran, in which attempt)."""
+    folder = tmp_path / "marks"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
 def hand_claimed(cluster, workflow_file):
     """A one-task execution claimed by a worker the test speaks for (``ProtocolWorker``)."""
     from protocol import ONE_TASK, ProtocolWorker

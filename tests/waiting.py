@@ -19,6 +19,17 @@ def eventually(condition: Callable[[], T], timeout: float = 30.0, message: str =
     raise AssertionError(message)
 
 
+#: The states an execution ends in (what ``ended`` waits for).
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT")
+
+
+def ended(client, execution_id: str, timeout: float = 90.0) -> dict:  # noqa: ANN001 - a FluxClient
+    """The execution once it has ended (any of ``ENDED``), read through ``client``."""
+    return eventually(
+        lambda: (e := client.execution(execution_id))["state"] in ENDED and e, timeout, f"{execution_id} never ended"
+    )
+
+
 def steady(read: Callable[[], T], period: float = 1.5, timeout: float = 60.0, message: str = "never steady") -> T:
     """``read()`` once two reads ``period`` apart agree: whatever the last action set going
     (a round, a scan, a batch written later) is over, however late a loaded machine runs it."""

@@ -5,7 +5,6 @@ a victim's worker lost during the grace period, quotas and concurrency keys."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from waiting import eventually
@@ -76,13 +75,6 @@ async def plain(ctx):
     await asyncio.sleep(ctx.input["seconds"])
     return "done"
 """
-
-
-@pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    folder = tmp_path / "marks"
-    folder.mkdir()
-    return folder
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import pytest
 from waiting import eventually
@@ -42,13 +41,6 @@ async def night(ctx):
 async def quick(ctx):
     return ctx.input
 """
-
-
-@pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    folder = tmp_path / "marks"
-    folder.mkdir()
-    return folder
 
 
 def _restart(cluster) -> None:

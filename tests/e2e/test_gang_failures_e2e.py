@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 from protocol import ProtocolWorker
-from waiting import eventually
+from waiting import ended, eventually
 
 from flux.client import FluxClient
 
 pytestmark = pytest.mark.integration
 
 WAIT = 90.0
-ENDED = ("COMPLETED", "FAILED", "CANCELLED")
 
 SOURCE = """
 import time
@@ -86,13 +85,6 @@ async def urgent(ctx):
 
 
 @pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    folder = tmp_path / "marks"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
 def setup(make_cluster, workflow_file, marks):
     """A server (1 s preemption grace, 3 s eviction grace) with the workflows registered;
     each test starts its own workers, in rack a."""
@@ -108,12 +100,6 @@ def _workers(cluster, *names: str) -> None:  # noqa: ANN001
         cluster.start_worker(name, labels={"rack": "a"}, max_concurrent_executions=1, wait=False)
     for name in names:
         cluster.wait_for_worker(name)
-
-
-def _done(client: FluxClient, execution_id: str) -> dict:
-    return eventually(
-        lambda: (e := client.execution(execution_id))["state"] in ENDED and e, WAIT, f"{execution_id} never ended"
-    )
 
 
 def _members(client: FluxClient, gang_id: str, placement: int = -1) -> list[dict]:
@@ -170,9 +156,13 @@ def test_a_gang_whose_member_never_reaches_the_rendezvous_is_ended_and_placed_ag
             lambda: stuck.claim(wait=2)["executions"], WAIT, "the protocol worker was never given a member"
         )
         assert job[0]["gang"]["gang_id"] == gang["id"]  # its member's job; it never posts the rendezvous
-        ended = eventually(lambda: _events(client, gang["id"], "ATTEMPT_ENDED"), WAIT, "the late attempt never ended")
-        assert ended[0]["value"]["end"] == "start_timeout" and ended[0]["value"]["counted"] is True, ended
-        assert f"member(s) {job[0]['gang']['rank']} did not start" in ended[0]["value"]["cause"]
+        attempt_ends = eventually(
+            lambda: _events(client, gang["id"], "ATTEMPT_ENDED"), WAIT, "the late attempt never ended"
+        )
+        assert attempt_ends[0]["value"]["end"] == "start_timeout" and attempt_ends[0]["value"]["counted"] is True, (
+            attempt_ends
+        )
+        assert f"member(s) {job[0]['gang']['rank']} did not start" in attempt_ends[0]["value"]["cause"]
         first = _members(client, gang["id"], 0)
         real = [m for m in first if m["worker_name"] != "p1"]
         assert len(real) == 2
@@ -186,7 +176,7 @@ def test_a_gang_whose_member_never_reaches_the_rendezvous_is_ended_and_placed_ag
         assert client.execution(gang["id"])["state"] == "CLAIMED"  # p1 still holds its member
         # another gang's start deadline passes meanwhile: the late gang, still CLAIMED, is not ended twice
         other = client.run("brisk", {})
-        assert _done(client, other["id"])["state"] == "COMPLETED"
+        assert ended(client, other["id"], WAIT)["state"] == "COMPLETED"
         deadline = _events(client, other["id"], "WORKFLOW_CLAIMED")[0]["time"] + 10
         time.sleep(max(0.0, deadline + 2 - time.time()))
         assert len(_events(client, gang["id"], "ATTEMPT_ENDED")) == 1
@@ -195,11 +185,11 @@ def test_a_gang_whose_member_never_reaches_the_rendezvous_is_ended_and_placed_ag
     finally:
         stuck.close()
     _workers(cluster, "a3")
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "COMPLETED" and done["output"] == 0, (done["error"], done["placement_note"])
     assert done["crashes"] == 1  # the late start, counted once (p1's leaving afterwards is not counted again)
-    ended = _events(client, gang["id"], "ATTEMPT_ENDED")
-    assert [e["value"]["end"] for e in ended] == ["start_timeout"], ended
+    attempt_ends = _events(client, gang["id"], "ATTEMPT_ENDED")
+    assert [e["value"]["end"] for e in attempt_ends] == ["start_timeout"], attempt_ends
     assert _events(client, gang["id"], "WORKFLOW_RESCHEDULED")
     ran = _ran(marks)
     assert sorted(rank for rank, _ in ran) == [0, 1, 2] and all(attempt > 1 for _, attempt in ran), ran
@@ -214,14 +204,14 @@ def test_cancelling_a_gang_by_its_id_a_members_id_or_while_it_waits_cancels_ever
     _holding(client, marks, by_cli["id"])
     cancelled = _flux(cluster, "execution", "cancel", by_cli["id"])
     assert cancelled.returncode == 0, cancelled.stderr
-    done = _done(client, by_cli["id"])
+    done = ended(client, by_cli["id"], WAIT)
     assert done["state"] == "CANCELLED", done
     assert [m["state"] for m in _members(client, by_cli["id"])] == ["CANCELLED"] * 2
 
     by_member = client.run("pair", {})
     members = _holding(client, marks, by_member["id"])
     client.cancel(members[1]["id"])  # a member's id: its gang is cancelled
-    assert _done(client, by_member["id"])["state"] == "CANCELLED"
+    assert ended(client, by_member["id"], WAIT)["state"] == "CANCELLED"
     assert [m["state"] for m in _members(client, by_member["id"])] == ["CANCELLED"] * 2
 
     waiting = client.run("trio", {})  # three members, two workers: it waits, SCHEDULED
@@ -241,7 +231,7 @@ def test_a_member_whose_workflow_raises_fails_the_gang_and_the_others_are_cancel
     cluster, client = setup
     _workers(cluster, "a1", "a2")
     gang = client.run("pair", {"raise": 1})
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "FAILED", done
     members = _members(client, gang["id"])
     assert done["error"].startswith(f"member 1 ({members[1]['id']}) failed"), done["error"]
@@ -260,17 +250,17 @@ def test_a_member_preempted_by_a_single_execution_ends_the_gangs_attempt_uncount
     gang = client.run("pair", {})
     _holding(client, marks, gang["id"])
     single = client.run("urgent", {})
-    assert _done(client, single["id"])["state"] == "COMPLETED"
+    assert ended(client, single["id"], WAIT)["state"] == "COMPLETED"
     preempted = [p for m in _members(client, gang["id"], 0) for p in _events(client, m["id"], "PREEMPTED")]
     assert {p["value"]["by"] for p in preempted} == {single["id"], gang["id"]}, preempted  # one by it, one by the gang
     eventually(lambda: client.execution(gang["id"])["attempt"] >= 2, WAIT, "the gang was never placed again")
     (marks / "go").touch()
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "COMPLETED" and done["output"] == 0, (done["error"], done["placement_note"])
     assert done["crashes"] == 0  # a preemption is not counted against max_attempts
-    ended = _events(client, gang["id"], "ATTEMPT_ENDED")
-    assert [(e["value"]["end"], e["value"]["counted"]) for e in ended] == [("preempted", False)], ended
-    assert single["id"] in ended[0]["value"]["cause"]
+    attempt_ends = _events(client, gang["id"], "ATTEMPT_ENDED")
+    assert [(e["value"]["end"], e["value"]["counted"]) for e in attempt_ends] == [("preempted", False)], attempt_ends
+    assert single["id"] in attempt_ends[0]["value"]["cause"]
 
 
 @pytest.mark.slow
@@ -284,12 +274,14 @@ def test_a_gang_whose_members_workers_are_killed_past_max_attempts_fails_once_wi
         cluster.kill_worker(members[1]["worker_name"])
         if attempt == 1:
             eventually(lambda: client.execution(gang["id"])["attempt"] >= 2, WAIT, "the gang was never placed again")
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "FAILED", done
     assert "worker" in done["error"] and "(2 of 2 attempts crashed)" in done["error"], done["error"]
     assert done["crashes"] == 2
     assert len(_events(client, gang["id"], "WORKFLOW_FAILED")) == 1
-    ended = _events(client, gang["id"], "ATTEMPT_ENDED")
-    assert [(e["value"]["end"], e["value"]["counted"]) for e in ended] == [("worker_lost", True)] * 2, ended
+    attempt_ends = _events(client, gang["id"], "ATTEMPT_ENDED")
+    assert [(e["value"]["end"], e["value"]["counted"]) for e in attempt_ends] == [("worker_lost", True)] * 2, (
+        attempt_ends
+    )
     for member in client.execution(gang["id"])["members"]:
         assert member["state"] in ("CANCELLED", "FAILED"), member

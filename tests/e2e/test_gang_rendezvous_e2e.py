@@ -41,7 +41,9 @@ def test_a_member_that_looks_again_after_its_peers_finished_is_told_to_start_wit
     make_cluster, workflow_file
 ):
     cluster = make_cluster()
-    workers = [ProtocolWorker(cluster.server_url, cluster.home, f"p{i}", heartbeat_interval=30, slots=1) for i in range(3)]
+    workers = [
+        ProtocolWorker(cluster.server_url, cluster.home, f"p{i}", heartbeat_interval=30, slots=1) for i in range(3)
+    ]
     with FluxClient(cluster.server_url) as client:
         try:
             client.register_file(workflow_file(SOURCE))
@@ -50,7 +52,9 @@ def test_a_member_that_looks_again_after_its_peers_finished_is_told_to_start_wit
             gang = client.run("trio", {})
             jobs = {}
             for worker in workers:
-                job = eventually(lambda w=worker: w.claim(wait=2)["executions"], WAIT, f"{worker.name} got no member")[0]
+                job = eventually(lambda w=worker: w.claim(wait=2)["executions"], WAIT, f"{worker.name} got no member")[
+                    0
+                ]
                 jobs[job["gang"]["rank"]] = (worker, job)
             late_worker, late_job = jobs[1]
             assert _rendezvous(late_worker, late_job, 7001)["ready"] is False  # arrived; its peers have not
@@ -60,7 +64,11 @@ def test_a_member_that_looks_again_after_its_peers_finished_is_told_to_start_wit
             for rank in (0, 2):
                 worker, job = jobs[rank]
                 worker.complete(job, output=rank)
-            assert [m["state"] for m in client.execution(gang["id"])["members"]] == ["COMPLETED", "CLAIMED", "COMPLETED"]
+            assert [m["state"] for m in client.execution(gang["id"])["members"]] == [
+                "COMPLETED",
+                "CLAIMED",
+                "COMPLETED",
+            ]
             again = _rendezvous(late_worker, late_job, 7001)  # its first reply came before the others arrived
             assert again["ready"] is True, again
             assert (again["master_addr"], again["master_port"]) == ("127.0.0.1", 7000)

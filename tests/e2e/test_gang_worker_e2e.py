@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from waiting import eventually
+from waiting import ended, eventually
 
 from flux.client import FluxClient
 
@@ -91,13 +91,6 @@ async def hasty(ctx):
 
 
 @pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    folder = tmp_path / "marks"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
 def setup(make_cluster, workflow_file, marks):
     """A server with the workflows registered (each test starts its workers, in rack a)."""
     cluster = make_cluster()
@@ -105,14 +98,6 @@ def setup(make_cluster, workflow_file, marks):
     client.register_file(workflow_file(SOURCE.format(marks=str(marks))))
     yield cluster, client
     client.close()
-
-
-def _done(client: FluxClient, execution_id: str) -> dict:
-    return eventually(
-        lambda: (e := client.execution(execution_id))["state"] in ("COMPLETED", "FAILED", "CANCELLED") and e,
-        WAIT,
-        f"gang {execution_id} never ended",
-    )
 
 
 def _ran(marks: Path) -> dict[tuple[int, int], float]:
@@ -148,7 +133,7 @@ def test_members_on_one_worker_see_their_seats_in_ctx_gang_and_in_their_environm
         "a1", labels={"rack": "a"}, max_concurrent_executions=2, extra_args=("--advertise-address", "127.0.0.1")
     )
     gang = client.run("together", {})
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "COMPLETED", (done["error"], done.get("placement_note"))
     reports = done["output"]  # rank 0 heard rank 1 at MASTER_ADDR:MASTER_PORT
     assert [r["rank"] for r in reports] == [0, 1]
@@ -177,7 +162,7 @@ def test_no_member_runs_user_code_until_its_peer_reaches_the_rendezvous(setup, m
         resumed = time.time()
     finally:
         _pause(cluster, "a2", signal.SIGCONT)
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "COMPLETED", (done["error"], done.get("placement_note"))
     ran = _ran(marks)
     assert sorted(rank for rank, _ in ran) == [0, 1] and len({attempt for _, attempt in ran}) == 1
@@ -202,7 +187,7 @@ def test_a_member_whose_gangs_attempt_ended_at_the_rendezvous_never_runs_user_co
         eventually(lambda: _told(cluster.log("worker-a1")), WAIT, "a1's waiting member was never told")
     finally:
         _pause(cluster, "a2", signal.SIGCONT)  # its member of the ended attempt posts now: 409
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "COMPLETED", (done["error"], done.get("placement_note"))
     ran = _ran(marks)
     assert sorted(rank for rank, _ in ran) == [0, 1]  # once each: in the attempt that met

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from waiting import eventually
+from waiting import ended, eventually
 
 from flux.client import FluxClient
 
@@ -113,13 +113,6 @@ async def ring(ctx):
 
 
 @pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    folder = tmp_path / "marks"
-    folder.mkdir()
-    return folder
-
-
-@pytest.fixture
 def racks(make_cluster, workflow_file, marks):
     """A server (1 s preemption grace, 3 s eviction grace) with the workflow registered;
     workers a1..a3 in rack a and b1, b2 in rack b."""
@@ -134,14 +127,6 @@ def racks(make_cluster, workflow_file, marks):
     client.close()
 
 
-def _done(client: FluxClient, execution_id: str) -> dict:
-    return eventually(
-        lambda: (e := client.execution(execution_id))["state"] in ("COMPLETED", "FAILED", "CANCELLED") and e,
-        WAIT,
-        f"gang {execution_id} never ended",
-    )
-
-
 def _members(client: FluxClient, gang_id: str) -> list[dict]:
     """The members of the gang's last placement, by rank (from its WORKFLOW_CLAIMED event)."""
     claimed = [e for e in client.events(gang_id) if e["type"] == "WORKFLOW_CLAIMED"]
@@ -151,7 +136,7 @@ def _members(client: FluxClient, gang_id: str) -> list[dict]:
 def test_a_gang_of_three_runs_in_one_rack_and_its_members_all_reduce_over_tcp(racks, marks):
     cluster, client = racks
     gang = client.run("ring", {})
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "COMPLETED", (done["error"], done["placement_note"])
     members = _members(client, gang["id"])
     assert [m["state"] for m in members] == ["COMPLETED"] * 3
@@ -180,21 +165,21 @@ def test_a_member_whose_worker_is_killed_ends_the_attempt_of_all_and_the_gang_re
         lambda: client.execution(gang["id"])["attempt"] >= 2, WAIT, "the gang was never placed again after the kill"
     )
     (marks / "go").touch()
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "COMPLETED" and done["output"]["total"] == 6, done
     assert done["crashes"] == 1  # the gang's attempt counted once, for the lost worker
     for rank in range(3):  # each member's first task ran once: the replay took its recorded result
         assert (marks / f"first-{rank}").read_text() == "x", f"rank {rank}'s completed task ran again"
     members = _members(client, gang["id"])
     assert victim not in {m["worker_name"] for m in members}
-    ended = [e for e in client.events(gang["id"]) if e["type"] == "ATTEMPT_ENDED"]
-    assert ended and ended[0]["value"]["end"] == "worker_lost"
+    attempt_ends = [e for e in client.events(gang["id"]) if e["type"] == "ATTEMPT_ENDED"]
+    assert attempt_ends and attempt_ends[0]["value"]["end"] == "worker_lost"
 
 
 def test_a_member_that_makes_a_durable_wait_fails_its_gang(racks):
     cluster, client = racks
     gang = client.run("waiter", {})
-    done = _done(client, gang["id"])
+    done = ended(client, gang["id"], WAIT)
     assert done["state"] == "FAILED", done
     assert "member 1" in done["error"] and "cannot make a durable wait (pause)" in done["error"], done["error"]
 
@@ -206,8 +191,8 @@ def test_two_gangs_that_each_need_three_of_four_workers_both_complete(racks, mar
     cluster.stop_worker("b2")
     first = client.run("ring", {})
     second = client.run("ring", {})
-    assert _done(client, first["id"])["state"] == "COMPLETED"
-    assert _done(client, second["id"])["state"] == "COMPLETED"
+    assert ended(client, first["id"], WAIT)["state"] == "COMPLETED"
+    assert ended(client, second["id"], WAIT)["state"] == "COMPLETED"
 
 
 def test_a_high_priority_gang_preempts_lower_priority_work_on_two_workers_which_completes_later(racks, marks):
@@ -216,7 +201,7 @@ def test_a_high_priority_gang_preempts_lower_priority_work_on_two_workers_which_
     for run in low:
         eventually(lambda run=run: client.execution(run["id"])["state"] == "RUNNING", WAIT, "low never ran")
     urgent = client.run("urgent", {})
-    done = _done(client, urgent["id"])
+    done = ended(client, urgent["id"], WAIT)
     assert done["state"] == "COMPLETED" and done["output"] == 6, (done["error"], done["placement_note"])
     assert {m["worker_name"][0] for m in _members(client, urgent["id"])} == {"a"}
     for run in low:  # each was preempted for the gang, and waits to run again
@@ -224,7 +209,7 @@ def test_a_high_priority_gang_preempts_lower_priority_work_on_two_workers_which_
         assert preempted and preempted[0]["value"]["by"] == urgent["id"]
     (marks / "go").touch()
     for run in low:
-        finished = _done(client, run["id"])
+        finished = ended(client, run["id"], WAIT)
         assert finished["state"] == "COMPLETED" and finished["crashes"] == 0
     assert (marks / "first-10").read_text() == "x" and (marks / "first-11").read_text() == "x"
 
@@ -276,8 +261,8 @@ def test_a_gpu_quota_counts_a_gang_as_size_times_its_request_fake_nvml(make_clus
     )["placement_note"]
     assert "gpu 4/4 in use" in note, note
     assert ml.execution(one_more["id"])["state"] == "SCHEDULED"
-    assert _done(ml, gang["id"])["state"] == "COMPLETED"
-    assert _done(ml, one_more["id"])["state"] == "COMPLETED"  # the gang's end gave its cards back
+    assert ended(ml, gang["id"], WAIT)["state"] == "COMPLETED"
+    assert ended(ml, one_more["id"], WAIT)["state"] == "COMPLETED"  # the gang's end gave its cards back
     held_back = tight.run("pair", {"seconds": 0})
     note = eventually(
         lambda: (n := tight.execution(held_back["id"])["placement_note"] or "") and "quota" in n and n,

@@ -89,13 +89,6 @@ async def wide(ctx):
 """
 
 
-@pytest.fixture
-def marks(tmp_path: Path) -> Path:
-    folder = tmp_path / "marks"
-    folder.mkdir()
-    return folder
-
-
 def _cluster(make_cluster, workflow_file, marks: Path, grace: float):
     cluster = make_cluster(server_args=("--preemption-grace", str(grace)), eviction_grace_period=3)
     client = FluxClient(cluster.server_url)
