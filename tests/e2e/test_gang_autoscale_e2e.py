@@ -163,7 +163,11 @@ def test_pools_that_cannot_hold_the_gang_start_nothing_and_say_why(cluster, clie
     )
     for name in ("plain", "small"):
         eventually(lambda: why in (client.show_pool(name)["decision"] or ""), 20, f"pool {name} never said why")
-    time.sleep(3)  # a few more passes
+    seen = {name: client.show_pool(name)["decided_at"] for name in ("plain", "small")}
+    for name in ("plain", "small"):  # two more passes decided, still nothing started
+        eventually(lambda n=name: client.show_pool(n)["decided_at"] > seen[n], 20, f"pool {name} decided nothing more")
+        seen[name] = client.show_pool(name)["decided_at"]
+        eventually(lambda n=name: client.show_pool(n)["decided_at"] > seen[n], 20, f"pool {name} decided nothing more")
     for name in ("plain", "small"):
         pool = client.show_pool(name)
         assert (pool["desired"], pool["workers"]) == (0, []), pool
