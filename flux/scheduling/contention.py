@@ -130,7 +130,9 @@ class Contention:
     def make_room(self, demand: Demand, checks: tuple[Check, ...], filters: tuple[Filter, ...], pool: FreePool) -> None:
         """Hold room for ``demand``, which fits nowhere now, on the best worker (preempting there
         if it may); a room held for work ahead of it, that it could use, is why it waits
-        until then (``_held_room``: what its explanation leads with)."""
+        until then (``_held_room``: what its explanation leads with). ``checks``: the
+        namespace gate and the filters that change; the static ones are judged apart, once
+        per worker and kind of demand (``FreePool.registered``)."""
         kept_from = self._held_room(demand, checks, filters, pool)
         if kept_from is not None:
             self.waiting[demand.execution_id] = kept_from

@@ -55,7 +55,13 @@ class _Candidates:
     """
 
     def __init__(
-        self, free: list[tuple], filters: tuple[Filter, ...], demand: Demand, checks: tuple = (), changing: tuple = ()
+        self,
+        free: list[tuple],
+        filters: tuple[Filter, ...],
+        demand: Demand,
+        checks: tuple = (),
+        changing: tuple = (),
+        room_checks: tuple = (),
     ):
         #: ``(candidate_key, i, view)`` of each eligible worker with a free slot, least loaded first:
         #: of ``free`` (which passed the static checks), those that pass the ``changing`` ones.
@@ -63,8 +69,11 @@ class _Candidates:
         self.workers = [w for _, _, w in self.heap]
         #: The filters active for these constraints: they allot and take for each placement.
         self.filters = filters
-        #: The same bound to them (and the namespace gate when one applies): room is checked with them.
+        #: The same bound to them (and the namespace gate when one applies).
         self.checks = checks
+        #: What a search for room checks on a worker whose static verdict it already has:
+        #: the gate and the filters that change (no leaving changes labels or packages).
+        self.room_checks = room_checks
         #: What each placement sets aside.
         self.allot = Allotter(filters, demand.affinity)
         #: What placements within the round can use up, so is checked again before a
@@ -109,6 +118,7 @@ class _Unconstrained:
 
     filters: tuple[Filter, ...] = ()
     checks: tuple = ()
+    room_checks: tuple = ()
     share = None
 
     @staticmethod
@@ -149,7 +159,7 @@ def _candidates(unconstrained: _Unconstrained, key: tuple, demand: Demand, names
     free = unconstrained.online()
     if static:
         free = pool.registered.free_passing(key, static, pool.views, free)
-    return _Candidates(free, filters, demand, checks, changing)
+    return _Candidates(free, filters, demand, checks, changing, gated + changing)
 
 
 def place(
@@ -191,7 +201,7 @@ def place(
         chosen = packed or candidates.best(demand)
         if chosen is None:
             if contention is not None:
-                contention.make_room(demand, candidates.checks, candidates.filters, pool)
+                contention.make_room(demand, candidates.room_checks, candidates.filters, pool)
             continue
         reason = (
             packing_reason(chosen, candidates.eligible)

@@ -22,6 +22,7 @@ from flux.scheduling.demand import Demand
 from flux.scheduling.filters import active, bound
 from flux.scheduling.holders import Holder
 from flux.scheduling.placement import place
+from flux.scheduling.pool import FreePool
 from flux.scheduling.preemption import Room, find_room, fits, room_view
 from flux.scheduling.quotas import QuotaLedger
 from flux.scheduling.snapshot import WorkerView
@@ -240,3 +241,26 @@ def test_an_execution_its_quota_refuses_preempts_nothing(case):
     contention = Contention(holders, QuotaLedger({demand.namespace: Quota(executions=0)}, holders), floor=LOW)
     place([demand], fleet, contention)
     assert contention.preemptions == [] and contention.waiting[demand.execution_id].filter == "quota"
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases(max_workers=3), st.data())
+def test_room_is_made_only_on_a_worker_whose_labels_and_namespaces_admit_the_demand(case, data):
+    """The searches for room check only what changes; a worker's labels and the namespaces
+    it serves are judged apart, and a room is never held, nor a victim chosen, elsewhere."""
+    fleet, holders, demand = case
+    fleet = [
+        w.evolve(
+            labels={"zone": data.draw(st.sampled_from(("a", "b")))},
+            namespaces=data.draw(st.sampled_from((None, frozenset({"ml"}), frozenset({"data", "ml"})))),
+        )
+        for w in fleet
+    ]
+    demand = dataclasses.replace(demand, affinity={"zone": "a"}, namespace=data.draw(st.sampled_from(("ml", "data"))))
+    contention = Contention(holders, floor=LOW)
+    place([demand], FreePool(fleet), contention)
+    admits = {
+        w.name for w in fleet if w.labels["zone"] == "a" and (w.namespaces is None or demand.namespace in w.namespaces)
+    }
+    assert {p.worker for p in contention.preemptions} <= admits
+    assert contention.touched <= admits
