@@ -11,7 +11,7 @@ from flux.domain.names import NAME_PATTERN
 from flux.server import secrets
 from flux.server.auth import CLIENT, worker
 from flux.server.errors import responses
-from flux.server.executions.lifecycle import fenced_row
+from flux.server.executions.checkpoints import fenced_row
 from flux.server.registry import Member
 from flux.server.schemas import SecretInfo, SecretRequest, SecretValue, SecretValues
 from flux.server.scope import namespace

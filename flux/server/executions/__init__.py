@@ -2,16 +2,14 @@
 machine, with its events and fencing), ``reads`` answers questions without changing
 anything. The names below are the package's API."""
 
+from flux.server.executions.checkpoints import Ended, checkpoint, fenced_row
 from flux.server.executions.claims import Claim, claim_all, deliver, undeliver
 from flux.server.executions.history import ExecutionFilter, Page, page, parse_include
 from flux.server.executions.lifecycle import (
-    Ended,
     cancel,
-    checkpoint,
     end_attempt,
     end_late_gangs,
     expire_pending,
-    fenced_row,
     finish,
     finished_event,
 )

@@ -27,9 +27,9 @@ from flux.server import outbox
 from flux.server.errors import Conflict, Invalid
 from flux.server.eventlog import append_event
 from flux.server.executions import gang_waits
+from flux.server.executions.checkpoints import fenced_row
 from flux.server.executions.claims import Claim, claim_all
 from flux.server.executions.gang_members import members
-from flux.server.executions.lifecycle import fenced_row
 from flux.server.executions.reads import get_row
 from flux.server.models import ExecutionModel
 
