@@ -16,10 +16,11 @@ from sqlalchemy.orm import Session
 
 from flux.domain.events import EventType, ExecutionState
 from flux.domain.workflow_options import gang_from_json
-from flux.server.eventlog import INSERT_EVENT
+from flux.server.eventlog import INSERT_EVENT, numbered
 from flux.server.models import ExecutionModel
 
 _INSERT = insert(ExecutionModel.__table__)
+SCHEDULED = EventType.WORKFLOW_SCHEDULED
 #: What a member does not take from its gang's row: it is not a gang, nor scheduled, nor a child.
 _NOT_COPIED = {"id", "gang", "schedule", "scheduled_for", "parent_id", "pending_timeout"}
 
@@ -43,22 +44,16 @@ def add_members(session: Session, gang_row: Mapping[str, Any]) -> None:
         for rank in range(gang.size)
     ]
     session.execute(_INSERT, members)
-    session.execute(
-        INSERT_EVENT,
-        [
-            dict(
-                execution_id=m["id"],
-                seq=1,
-                type=EventType.WORKFLOW_SCHEDULED.value,
-                name=m["workflow_name"],
-                task_id=None,
-                value={"gang": gang_row["id"], "rank": m["rank"]},
-                time=m["scheduled_at"],
-                worker_name=None,
-            )
-            for m in members
-        ],
-    )
+    rows = [
+        numbered(m["id"], 0, [dict(type=SCHEDULED, name=m["workflow_name"], value=_seat(m), time=m["scheduled_at"])])[0]
+        for m in members
+    ]
+    session.execute(INSERT_EVENT, rows)
+
+
+def _seat(member: dict) -> dict:
+    """What a member's first event says: whose member it is, and its rank."""
+    return {"gang": member["gang_id"], "rank": member["rank"]}
 
 
 def members(session: Session, gang_id: str) -> list[ExecutionModel]:

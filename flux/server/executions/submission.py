@@ -19,7 +19,7 @@ from flux.domain.hooks import HookEventType
 from flux.domain.policy import ExecutionPolicy
 from flux.server import gang_options, outbox, payloads, workflows
 from flux.server.errors import Invalid
-from flux.server.eventlog import INSERT_EVENT
+from flux.server.eventlog import INSERT_EVENT, numbered
 from flux.server.executions.gang_members import add_members
 from flux.server.executions.reads import info
 from flux.server.models import ExecutionModel
@@ -126,19 +126,10 @@ def _submit(
         gang=gang,
     )
     session.execute(INSERT_EXECUTION, row)
-    session.execute(
-        INSERT_EVENT,
-        dict(
-            execution_id=row["id"],
-            seq=1,
-            type=EventType.WORKFLOW_SCHEDULED.value,
-            name=workflow.name,
-            task_id=None,
-            value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value],
-            time=now,
-            worker_name=None,
-        ),
+    scheduled = dict(
+        type=EventType.WORKFLOW_SCHEDULED, name=workflow.name, value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value]
     )
+    session.execute(INSERT_EVENT, numbered(row["id"], 0, [{**scheduled, "time": now}]))
     fresh = dict.fromkeys(
         (
             "output",
