@@ -41,10 +41,10 @@ class GangWatch:
         that changed, and dispatch looks."""
         workers = session.info.pop(gang_fate.WAKE, None)
         gangs = session.info.pop(gang_fate.CHANGED, set())
-        if workers is None or self._loop is None:
+        if (workers is None and not gangs) or self._loop is None:
             return
         with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
-            self._loop.call_soon_threadsafe(self._wake, workers, gangs)
+            self._loop.call_soon_threadsafe(self._wake, workers or set(), gangs)
 
     def _wake(self, workers: set[str], gangs: set[str]) -> None:
         for worker in workers:

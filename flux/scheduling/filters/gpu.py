@@ -112,8 +112,8 @@ def usable_gpus(worker: WorkerView) -> int:
 def choose(worker: WorkerView, ask: Ask) -> list[GPU]:
     """The devices a placement is allotted: the least-allotted whole ones, or the best-fitting card for a share."""
     free = (gpu for gpu in worker.gpus if refusal(worker, gpu, ask) is None)
-    if not ask.share and worker.reserves:  # an allotted card is refused: every usable one is unallotted
-        return sorted(islice(free, ask.count), key=lambda gpu: gpu.index)
+    if not ask.share and worker.reserves:  # an allotted card is refused: every usable one is unallotted,
+        return list(islice(free, ask.count))  # and the first are the lowest (``WorkerView.gpus`` is by index)
     usable = list(free)
     if not ask.share:
         usable.sort(key=lambda gpu: (worker.gpu_allotted.get(gpu.index, 0), gpu.index))

@@ -185,5 +185,4 @@ def wake(session: Session, *workers: str | None) -> None:
 def changed(session: Session, gang: ExecutionModel) -> None:
     """Wake whoever waits on this gang once the transaction commits: a member's request
     changed it, and that request wakes only the member's own waiters."""
-    wake(session)
     session.info.setdefault(CHANGED, set()).add(gang.id)

@@ -20,7 +20,6 @@ from flux.server.eventlog import INSERT_EVENT, numbered
 from flux.server.models import ExecutionModel
 
 _INSERT = insert(ExecutionModel.__table__)
-SCHEDULED = EventType.WORKFLOW_SCHEDULED
 #: What a member does not take from its gang's row: it is not a gang, nor scheduled, nor a child.
 _NOT_COPIED = {"id", "gang", "schedule", "scheduled_for", "parent_id", "pending_timeout"}
 
@@ -44,16 +43,13 @@ def add_members(session: Session, gang_row: Mapping[str, Any]) -> None:
         for rank in range(gang.size)
     ]
     session.execute(_INSERT, members)
-    rows = [
-        numbered(m["id"], 0, [dict(type=SCHEDULED, name=m["workflow_name"], value=_seat(m), time=m["scheduled_at"])])[0]
-        for m in members
-    ]
-    session.execute(INSERT_EVENT, rows)
+    session.execute(INSERT_EVENT, [numbered(m["id"], 0, [_scheduled(m)])[0] for m in members])
 
 
-def _seat(member: dict) -> dict:
-    """What a member's first event says: whose member it is, and its rank."""
-    return {"gang": member["gang_id"], "rank": member["rank"]}
+def _scheduled(member: dict) -> dict:
+    """A member's first event: whose member it is, and its rank."""
+    value, at = {"gang": member["gang_id"], "rank": member["rank"]}, member["scheduled_at"]
+    return dict(type=EventType.WORKFLOW_SCHEDULED, name=member["workflow_name"], value=value, time=at)
 
 
 def members(session: Session, gang_id: str) -> list[ExecutionModel]:

@@ -126,10 +126,9 @@ def _submit(
         gang=gang,
     )
     session.execute(INSERT_EXECUTION, row)
-    scheduled = dict(
-        type=EventType.WORKFLOW_SCHEDULED, name=workflow.name, value=payloads.STORED[EventType.WORKFLOW_SCHEDULED.value]
-    )
-    session.execute(INSERT_EVENT, numbered(row["id"], 0, [{**scheduled, "time": now}]))
+    value = payloads.STORED[EventType.WORKFLOW_SCHEDULED.value]
+    scheduled = dict(type=EventType.WORKFLOW_SCHEDULED, name=workflow.name, value=value, time=now)
+    session.execute(INSERT_EVENT, numbered(row["id"], 0, [scheduled]))
     fresh = dict.fromkeys(
         (
             "output",
